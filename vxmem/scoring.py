@@ -1,0 +1,165 @@
+"""Ranking maths: pure functions over numpy arrays.
+
+``recall()`` and the sweep engine call these same functions, so a sweep point ranks
+exactly as ``recall()`` would with the same parameters at the same moment. Every
+function broadcasts: pass a scalar or an array of half-lives, a vector or a matrix of
+candidates, and the shapes combine the numpy way.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import numpy as np
+
+DAY = 86400.0
+FEEDBACK_CLAMP = 2.0
+OUTCOME_SIGN = {"useful": 1.0, "dead_end": -1.0, "corrected": -1.0}
+
+
+def decay(age_days, half_life_days):
+    """``0.5 ** (age / half_life)``: 1 for a brand-new memory, 0.5 one half-life later.
+
+    Negative ages (a memory dated after ``now``) count as brand new.
+    """
+    age = np.maximum(np.asarray(age_days, dtype=np.float64), 0.0)
+    return np.power(0.5, age / np.asarray(half_life_days, dtype=np.float64))
+
+
+def normalize_relevance(relevance, axis: int = -1, valid=None):
+    """Min-max scale raw relevance across the candidates along ``axis``.
+
+    The spread the candidates actually have is what "clearly more relevant" is measured
+    against, whatever band the embedding model puts its cosines in. A pool whose scores
+    are all equal (or a single candidate) scales to 1. ``valid`` masks padding slots,
+    which get 0 and do not take part in min or max.
+    """
+    r = np.asarray(relevance, dtype=np.float64)
+    if valid is None:
+        lo = r.min(axis=axis, keepdims=True) if r.size else r
+        hi = r.max(axis=axis, keepdims=True) if r.size else r
+    else:
+        valid = np.asarray(valid, dtype=bool)
+        lo = np.where(valid, r, np.inf).min(axis=axis, keepdims=True)
+        hi = np.where(valid, r, -np.inf).max(axis=axis, keepdims=True)
+    span = hi - lo
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = np.where(span > 0, (r - lo) / np.where(span > 0, span, 1.0), 1.0)
+    if valid is not None:
+        out = np.where(valid, out, 0.0)
+    return out
+
+
+def feedback_from_events(signs, ages_days, half_life_days, axis: int = -1):
+    """Signed, time-decayed sum of feedback events along ``axis``.
+
+    ``signs`` are +1 (useful) or -1 (dead_end, corrected), 0 for padding; ``ages_days``
+    how long ago each was recorded. A dead end reported a half-life ago counts half.
+    """
+    return np.sum(np.asarray(signs, dtype=np.float64) * decay(ages_days, half_life_days), axis=axis)
+
+
+def feedback_score(meta: Mapping[str, Any], now: float, half_life_days: float) -> float:
+    """Signed, time-decayed sum of every outcome recorded on a memory.
+
+    ``meta`` is the memory's metadata; its ``_vx_feedback`` list holds
+    ``[outcome, epoch_seconds]`` pairs. ``now`` is epoch seconds (or a datetime).
+    """
+    from .clock import to_epoch
+
+    now = to_epoch(now)
+    signs, ages = feedback_events(meta, now)
+    if not signs:
+        return 0.0
+    return float(feedback_from_events(signs, ages, half_life_days))
+
+
+def feedback_events(meta: Mapping[str, Any], now: float) -> tuple[list[float], list[float]]:
+    """(signs, ages in days) of the feedback recorded in ``meta``."""
+    events = meta.get("_vx_feedback") or ()
+    signs = [OUTCOME_SIGN[o] for o, _ in events]
+    ages = [(now - ts) / DAY for _, ts in events]
+    return signs, ages
+
+
+def blend(relevance_norm, recency, feedback, recency_weight, feedback_weight):
+    """The spec's score: ``relevance_norm + w_r * recency + w_f * clamp(feedback, +-2)``."""
+    fb = np.clip(np.asarray(feedback, dtype=np.float64), -FEEDBACK_CLAMP, FEEDBACK_CLAMP)
+    return (np.asarray(relevance_norm, dtype=np.float64)
+            + np.asarray(recency_weight, dtype=np.float64) * recency
+            + np.asarray(feedback_weight, dtype=np.float64) * fb)
+
+
+def rank_order(score, ts, axis: int = -1, valid=None):
+    """Indices that sort candidates best first along the last axis.
+
+    Higher score first; ties go to the newer memory (higher ``ts``), then to the
+    earlier candidate slot, so the order is total and identical in recall and sweep.
+    Padding slots (``valid`` False) sort last.
+    """
+    score = np.asarray(score, dtype=np.float64)
+    ts = np.broadcast_to(np.asarray(ts, dtype=np.float64), score.shape)
+    if valid is not None:
+        score = np.where(valid, score, -np.inf)
+    if score.ndim == 1:
+        return np.lexsort((-ts, -score))
+    # lexsort sorts along the last axis: the primary key goes last.
+    return np.lexsort((np.broadcast_to(-ts, score.shape), -score), axis=-1)
+
+
+def pool_size(limit: int) -> int:
+    """How many of the most relevant eligible memories are blended: max(4 x limit, 40).
+
+    Relevance is normalised across this pool, and the sweep engine caches exactly it.
+    """
+    return max(4 * int(limit), 40)
+
+
+def apply_score_gap(sorted_scores, score_gap):
+    """How many leading results survive ``score_gap``.
+
+    The list is cut at the first result whose score falls more than ``score_gap`` below
+    the one before it (an elbow cut): what comes after a cliff is noise.
+    """
+    s = np.asarray(sorted_scores, dtype=np.float64)
+    if score_gap is None or s.size < 2:
+        return int(s.size)
+    drops = np.nonzero(s[:-1] - s[1:] > score_gap)[0]
+    return int(drops[0] + 1) if drops.size else int(s.size)
+
+
+def fit_budget(tokens, token_budget):
+    """Which of the ranked results ship under ``token_budget`` (boolean mask).
+
+    The top result always ships, even alone over budget, as in ``search()``; after it
+    each result is taken while it fits and skipped when it does not, so one long memory
+    does not crowd out the shorter ones below it.
+    """
+    tokens = np.asarray(tokens, dtype=np.int64)
+    keep = np.zeros(tokens.shape, dtype=bool)
+    if token_budget is None:
+        keep[:] = True
+        return keep
+    used = 0
+    for i, t in enumerate(tokens):
+        if i == 0 or used + t <= token_budget:
+            keep[i] = True
+            used += int(t)
+    return keep
+
+
+def score_pool(relevance, age_days, feedback_signs, feedback_ages, half_life_days, recency_weight,
+               feedback_weight, feedback_half_life_days, valid=None):
+    """Blend one pool (or a batch of pools) of candidates: ``(score, relevance_norm, recency, feedback)``.
+
+    ``relevance`` and ``age_days`` have shape (..., n); ``feedback_signs`` and
+    ``feedback_ages`` have shape (..., n, events), zero-padded. The parameters may be
+    scalars or arrays that broadcast against (..., n). This is the one scoring path:
+    ``recall()`` calls it for one pool, the sweep engine for every grid point at once.
+    """
+    rel_norm = normalize_relevance(relevance, valid=valid)
+    rec = decay(age_days, half_life_days)
+    fhl = np.asarray(feedback_half_life_days, dtype=np.float64)
+    fb = feedback_from_events(feedback_signs, feedback_ages, fhl[..., None] if fhl.ndim else fhl)
+    score = blend(rel_norm, rec, fb, recency_weight, feedback_weight)
+    return score, rel_norm, rec, fb
