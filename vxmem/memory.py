@@ -269,7 +269,7 @@ class ConversationMemory:
         ttl = self._ttl_for(kind, ttl_days)
         if check is not None and not isinstance(check, bool):
             raise TypeError("check must be True, False or None")
-        run_judge = kind != KIND_TURN and (check if check is not None else self.judge is not None)
+        run_judge = check if check is not None else (self.judge is not None and kind != KIND_TURN)
         if run_judge and self.judge is None:
             raise ValueError("check=True needs a judge; pass judge= to ConversationMemory")
 

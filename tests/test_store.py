@@ -1,0 +1,242 @@
+"""The collection: documents, vectors, metadata, filters, durability."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from vxmem import DatabaseLockedError, InvalidDatabaseError, Vectrix
+from vxmem.embed import HashingEmbedder
+
+
+def test_add_returns_ids_and_get_gives_back_text_and_metadata():
+    db = Vectrix()
+    ids = db.add(["alpha beta", "gamma delta"], metadata=[{"lang": "en"}, {"lang": "de"}])
+    assert len(ids) == 2 and len(set(ids)) == 2
+    doc = db.get(ids[1])
+    assert doc.text == "gamma delta"
+    assert doc.metadata == {"lang": "de"}
+
+
+def test_add_with_explicit_ids_refuses_duplicates_and_writes_nothing():
+    db = Vectrix()
+    db.add(["one"], ids=["a"])
+    with pytest.raises(ValueError, match="already exists"):
+        db.add(["two", "three"], ids=["b", "a"])
+    assert db.count() == 1 and "b" not in db
+
+
+def test_add_rejects_metadata_that_is_not_json():
+    db = Vectrix()
+    with pytest.raises(TypeError):
+        db.add(["x"], metadata=[{"when": object()}])
+    with pytest.raises(ValueError):
+        db.add(["x"], metadata=[{"score": float("nan")}])
+    assert db.count() == 0
+
+
+def test_search_ranks_the_closest_text_first():
+    db = Vectrix()
+    db.add(["the cat sat on the mat", "stock markets fell sharply", "a kitten sleeps on a mat"])
+    res = db.search("cat on a mat", limit=2)
+    assert res[0].text == "the cat sat on the mat"
+    assert len(res) == 2
+    assert res[0].score >= res[1].score
+    assert res.query == "cat on a mat"
+
+
+def test_filter_matches_equality_and_any_of_a_list():
+    db = Vectrix()
+    db.add(["red apple", "red car", "red rose"], metadata=[{"t": "fruit"}, {"t": "vehicle"}, {"t": "flower"}])
+    assert [r.metadata["t"] for r in db.search("red", filter={"t": "vehicle"})] == ["vehicle"]
+    got = {r.metadata["t"] for r in db.search("red", filter={"t": ["fruit", "flower"]})}
+    assert got == {"fruit", "flower"}
+    assert db.count({"t": ["fruit", "vehicle"]}) == 2
+
+
+def test_filter_distinguishes_true_from_one():
+    db = Vectrix()
+    db.add(["a", "b"], metadata=[{"flag": True}, {"flag": 1}])
+    assert db.count({"flag": True}) == 1
+    assert db.count({"flag": 1}) == 1
+
+
+def test_filter_with_sql_looking_key_is_just_a_key():
+    db = Vectrix()
+    db.add(["x"], metadata=[{"a') OR 1=1 --": "v"}])
+    assert db.count({"a') OR 1=1 --": "v"}) == 1
+    assert db.count({"a') OR 1=1 --": "w"}) == 0
+
+
+def test_filtered_search_is_exact_when_the_filter_selects_a_tiny_fraction():
+    # 40 off-filter near-duplicates of the query would fill a fixed over-fetch window.
+    db = Vectrix(exact_threshold=10)
+    texts = [f"project deadline moved to friday {i}" for i in range(400)]
+    db.add(texts, metadata=[{"user": "many"} for _ in texts])
+    db.add(["the deadline is on friday", "lunch was good"], metadata=[{"user": "rare"}, {"user": "rare"}])
+    res = db.search("project deadline moved to friday", limit=2, filter={"user": "rare"})
+    assert [r.text for r in res] == ["the deadline is on friday", "lunch was good"]
+
+
+def test_index_search_with_filter_returns_the_true_top_k():
+    rng = np.random.default_rng(0)
+    vecs = rng.normal(size=(3000, 16)).astype(np.float32)
+    lookup = {f"doc{i}": v for i, v in enumerate(vecs)}
+
+    def embed(texts):
+        return np.stack([lookup.get(t, vecs[0]) for t in texts])
+
+    db = Vectrix(embedder=embed, exact_threshold=100)
+    db.add([f"doc{i}" for i in range(3000)], metadata=[{"g": i % 3} for i in range(3000)])
+    got = db.search("doc0", limit=10, filter={"g": [0, 1]})
+    normed = vecs / np.linalg.norm(vecs, axis=1, keepdims=True)
+    sims = normed @ normed[0]
+    eligible = [i for i in range(3000) if i % 3 in (0, 1)]
+    truth = sorted(eligible, key=lambda i: -sims[i])[:10]
+    overlap = len({r.text for r in got} & {f"doc{i}" for i in truth})
+    assert overlap >= 9  # HNSW is approximate; the filter must never starve the result
+    assert len(got) == 10 and all(r.metadata["g"] in (0, 1) for r in got)
+
+
+def test_update_metadata_merges_or_replaces():
+    db = Vectrix()
+    (i,) = db.add(["x"], metadata=[{"a": 1, "b": 2}])
+    assert db.update_metadata(i, {"b": 3}) == {"a": 1, "b": 3}
+    assert db.update_metadata(i, {"c": 4}, merge=False) == {"c": 4}
+    assert db.get(i).metadata == {"c": 4}
+
+
+def test_update_metadata_of_unknown_id_is_a_key_error():
+    with pytest.raises(KeyError):
+        Vectrix().update_metadata("nope", {"a": 1})
+
+
+def test_delete_counts_only_documents_that_existed():
+    db = Vectrix()
+    ids = db.add(["a", "b", "c"])
+    assert db.delete([ids[0], "missing", ids[0]]) == 1
+    assert db.count() == 2
+    with pytest.raises(KeyError):
+        db.get(ids[0])
+
+
+def test_scan_yields_matching_documents_in_insertion_order():
+    db = Vectrix()
+    db.add(["a", "b", "c"], metadata=[{"k": 1}, {"k": 2}, {"k": 1}])
+    assert [r.text for r in db.scan({"k": 1})] == ["a", "c"]
+    assert [r.text for r in db.scan()] == ["a", "b", "c"]
+
+
+def test_returned_metadata_is_a_copy():
+    db = Vectrix()
+    (i,) = db.add(["x"], metadata=[{"tags": ["a"]}])
+    db.get(i).metadata["tags"].append("b")
+    assert db.get(i).metadata == {"tags": ["a"]}
+
+
+def test_reopening_a_file_in_a_new_process_gives_back_everything(tmp_path):
+    path = tmp_path / "db.vxdb"
+    with Vectrix(path) as db:
+        ids = db.add(["first doc", "second doc"], metadata=[{"n": 1}, {"nested": {"x": [1, 2]}}])
+        mem = db.remember("I like tea", session="s", timestamp=1_700_000_000)
+        vec_before = db._m.vecs[db._m.pos_of_id[ids[1]]].tolist()
+    code = f"""
+import json, sys
+from vxmem import Vectrix
+with Vectrix({str(path)!r}) as db:
+    out = {{"count": db.count(), "meta": db.get({ids[1]!r}).metadata, "mem": db.get({mem!r}).metadata,
+           "vec": db._m.vecs[db._m.pos_of_id[{ids[1]!r}]].tolist(),
+           "top": db.search("second", limit=1)[0].id}}
+print(json.dumps(out))
+"""
+    out = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                    check=True).stdout)
+    assert out["count"] == 3
+    assert out["meta"] == {"nested": {"x": [1, 2]}}
+    assert out["mem"]["_vx_session"] == "s" and out["mem"]["_vx_turn"] == 0
+    assert out["vec"] == vec_before
+    assert out["top"] == ids[1]
+
+
+def test_a_second_writer_on_the_same_file_gets_a_clear_error(tmp_path):
+    path = tmp_path / "db.vxdb"
+    with Vectrix(path) as db:
+        db.add(["x"])
+        code = f"from vxmem import Vectrix\nVectrix({str(path)!r})"
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+        assert proc.returncode != 0
+        assert "DatabaseLockedError" in proc.stderr and "already open for writing" in proc.stderr
+        with pytest.raises(DatabaseLockedError):
+            Vectrix(path)
+    Vectrix(path).close()  # released on close
+
+
+def test_read_only_handle_sees_what_the_writer_committed(tmp_path):
+    path = tmp_path / "db.vxdb"
+    with Vectrix(path) as db:
+        db.add(["x"])
+        ro = Vectrix(path, read_only=True)
+        assert ro.count() == 1
+        db.add(["y"])
+        assert ro.count() == 2
+        ro.close()
+
+
+def test_opening_a_file_that_is_not_a_database_is_a_clear_error(tmp_path):
+    path = tmp_path / "notes.txt"
+    path.write_text("hello, I am not SQLite" * 100)
+    with pytest.raises(InvalidDatabaseError):
+        Vectrix(path)
+
+
+def test_index_file_is_reused_when_fresh_and_rebuilt_when_stale(tmp_path):
+    path = tmp_path / "db.vxdb"
+    with Vectrix(path, exact_threshold=10) as db:
+        db.add([f"doc number {i}" for i in range(200)])
+        db.search("doc number 7", limit=3)  # builds the index
+    side = json.loads((tmp_path / "db.vxdb.usearch.json").read_text())
+    with Vectrix(path, exact_threshold=10) as db:
+        assert db._load_saved_index() is True
+        db.add(["doc number 7 again"])  # generation moves on; index follows in-process
+        assert db.search("doc number 7 again", limit=1)[0].text == "doc number 7 again"
+    assert json.loads((tmp_path / "db.vxdb.usearch.json").read_text())["generation"] > side["generation"]
+    # A stale sidecar (as after a kill) means rebuild, never wrong answers.
+    (tmp_path / "db.vxdb.usearch.json").write_text(json.dumps(side))
+    with Vectrix(path, exact_threshold=10) as db:
+        assert db._load_saved_index() is False
+        assert db.search("doc number 7 again", limit=1)[0].text == "doc number 7 again"
+
+
+def test_hashing_embedder_is_deterministic_across_processes():
+    code = "from vxmem.embed import HashingEmbedder; print(HashingEmbedder()(['dark mode please'])[0][:8].tolist())"
+    a = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    b = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert a == b
+    v = HashingEmbedder()(["dark mode please", "x"])
+    assert v.shape == (2, 384) and v.dtype == np.float32
+    assert np.allclose(np.linalg.norm(v, axis=1), 1.0, atol=1e-5)
+
+
+def test_hashing_embedder_scores_shared_word_pieces_above_unrelated_text():
+    e = HashingEmbedder()
+    a, b, c = e(["I prefer dark mode", "dark theme please", "we moved to Berlin"])
+    assert a @ b > a @ c
+
+
+def test_embedder_with_wrong_dimension_is_refused():
+    db = Vectrix(embedder=lambda texts: np.ones((len(texts), 4)))
+    db.add(["a"])
+    db.embedder = lambda texts: np.ones((len(texts), 5))
+    with pytest.raises(ValueError, match="4-d"):
+        db.add(["b"])
+    assert db.count() == 1
+
+
+def test_results_to_frame_has_one_row_per_result():
+    db = Vectrix()
+    db.remember("hello there", session="s", timestamp=0)
+    frame = db.recall("hello", session="s", now=10).to_frame()
+    assert list(frame["text"]) == ["hello there"]
+    assert {"relevance", "recency", "feedback", "score"} <= set(frame.columns)
