@@ -24,7 +24,9 @@ import numpy as np
 
 from . import scoring
 from .clock import DAY, days_to_seconds, to_datetime, to_epoch
-from .store import Result, Results, check_id, check_json, check_limit, check_text
+from .store import (
+    SEARCH_MODES, Result, Results, check_hybrid_weight, check_id, check_json, check_limit, check_mode, check_text,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from .store import Vectrix
@@ -47,7 +49,7 @@ KIND_FACT = "fact"
 KIND_PINNED = "pinned"
 KINDS = (KIND_TURN, KIND_FACT, KIND_PINNED)
 OUTCOMES = ("useful", "dead_end", "corrected")
-MODES = (None, "dense")
+MODES = SEARCH_MODES
 
 RESERVED_PREFIX = "_vx_"
 
@@ -208,8 +210,9 @@ class ConversationMemory:
                  feedback_weight: float = 0.25, feedback_half_life_days: float = 30.0,
                  ttl_days: Optional[Dict[str, Optional[float]]] = None,
                  judge: Optional[Callable[[str, List[str]], Sequence[bool]]] = None,
-                 judge_candidates: int = 5):
+                 judge_candidates: int = 5, hybrid_weight: float = 0.5):
         self.db = db
+        self.hybrid_weight = check_hybrid_weight(hybrid_weight)
         self.half_life_days = _check_positive(half_life_days, "half_life_days")
         self.recency_weight = _check_weight(recency_weight, "recency_weight")
         self.feedback_weight = _check_weight(feedback_weight, "feedback_weight")
@@ -227,7 +230,7 @@ class ConversationMemory:
         """The ranking parameters, as the sweep engine names them."""
         return {"half_life_days": self.half_life_days, "recency_weight": self.recency_weight,
                 "feedback_weight": self.feedback_weight,
-                "feedback_half_life_days": self.feedback_half_life_days}
+                "feedback_half_life_days": self.feedback_half_life_days, "hybrid_weight": self.hybrid_weight}
 
     # ------------------------------------------------------------------ writing
 
@@ -645,7 +648,7 @@ class ConversationMemory:
     def recall(self, query: str, session: Optional[str] = None, limit: int = 10,
                token_budget: Optional[int] = None, score_gap: Optional[float] = None,
                kinds: Sequence[str] = KINDS, include_superseded: bool = False, mode: Optional[str] = None,
-               now=None, exclude_ids: Sequence[str] = ()) -> Results:
+               now=None, exclude_ids: Sequence[str] = (), hybrid_weight: Optional[float] = None) -> Results:
         """Relevance, blended with recency and feedback, cut to a budget.
 
         ``session=None`` recalls across every session. The most relevant eligible
@@ -654,6 +657,10 @@ class ConversationMemory:
         half_life_days) + feedback_weight * clamp(feedback, -2, 2)``; ties go to the newer.
         Embedding models put cosines in a narrow band; measured against the spread the
         candidates actually have, "clearly more relevant" means what it says.
+
+        ``mode`` picks the relevance: ``"dense"`` (default) cosine, ``"lexical"`` BM25 from
+        the FTS5 index, ``"hybrid"`` both fused with ``hybrid_weight`` (default: the
+        memory's, 0.5). The blend on top is the same whatever the mode.
         """
         if token_budget is not None:
             token_budget = check_limit(token_budget, "token_budget")
@@ -662,7 +669,7 @@ class ConversationMemory:
         with self.db._lock:  # positions stay valid only while no one else writes
             pool = self.candidate_pool(query, session=session, limit=limit, kinds=kinds,
                                        include_superseded=include_superseded, mode=mode, now=now,
-                                       exclude_ids=exclude_ids)
+                                       exclude_ids=exclude_ids, hybrid_weight=hybrid_weight)
             return self._rank(query, pool, score_gap, token_budget)
 
     def _rank(self, query: str, pool: Dict[str, Any], score_gap, token_budget) -> Results:
@@ -687,6 +694,8 @@ class ConversationMemory:
                 "recency": float(recency[i]), "feedback": float(fb[i]), "score": float(score[i]),
                 "age_days": float(pool["age_days"][i]), "mode": pool["mode"],
             }
+            if pool["mode"] != "dense":  # which relevance parts contributed
+                r.metadata[K_SCORING].update(_relevance_parts(pool, i))
             items.append(r)
         cut = int(top.size - shipped.size)
         return Results(items, query=query, truncated=cut > 0, cut_count=cut,
@@ -695,18 +704,21 @@ class ConversationMemory:
     def candidate_pool(self, query: str, session: Optional[str] = None, limit: int = 10,
                        kinds: Sequence[str] = KINDS, include_superseded: bool = False,
                        mode: Optional[str] = None, now=None, exclude_ids: Sequence[str] = (),
-                       pool: Optional[int] = None) -> Dict[str, Any]:
+                       pool: Optional[int] = None, hybrid_weight: Optional[float] = None) -> Dict[str, Any]:
         """The candidates ``recall()`` blends, with everything ranking needs, as arrays.
 
         The workbench caches this at each probe and re-ranks it for every sweep point.
-        ``pool`` overrides the pool size (default ``max(4 x limit, 40)``).
+        ``pool`` overrides the pool size (default ``max(4 x limit, 40)``). ``relevance`` is
+        the mode's score; ``dense`` and ``lexical`` hold the raw parts (NaN where the mode
+        did not compute one), so a hybrid pool can be re-fused with another weight by
+        :func:`vxmem.scoring.fuse_relevance` without searching again.
         """
         check_text(query, "query")
         session = _check_session(session)
         limit = check_limit(limit)
         kinds = _check_kinds(kinds)
-        if mode not in MODES:
-            raise ValueError(f"unknown mode {mode!r}; expected one of {MODES}")
+        mode = check_mode(mode)
+        hybrid_weight = self.hybrid_weight if hybrid_weight is None else check_hybrid_weight(hybrid_weight)
         if not isinstance(include_superseded, bool):
             raise TypeError("include_superseded must be a bool")
         if isinstance(exclude_ids, str):
@@ -721,11 +733,8 @@ class ConversationMemory:
             m = db._m
             pos = db._select(... if session is None else session, kinds, live_at=now_ts,
                              include_superseded=include_superseded, exclude_ids=exclude_ids)
-            if pos.size:
-                q = db._embed([query])[0]
-                pos, sims = db._topk(q, pos, size)
-            else:
-                sims = np.zeros(0, dtype=np.float32)
+            cand = db._candidates(query, pos, size, mode, hybrid_weight)
+            pos = cand["positions"]
             ts = m.ts[pos]
             signs, ages = [], []
             for p in pos.tolist():
@@ -740,11 +749,12 @@ class ConversationMemory:
                 fa[i, : len(a)] = a
             return {
                 "positions": pos, "ids": [m.ids[p] for p in pos.tolist()],
-                "relevance": sims.astype(np.float64), "ts": ts, "age_days": (now_ts - ts) / DAY,
+                "relevance": cand["relevance"], "dense": cand["dense"], "lexical": cand["lexical"],
+                "hybrid_weight": hybrid_weight, "ts": ts, "age_days": (now_ts - ts) / DAY,
                 "feedback_signs": fs, "feedback_ages": fa, "tokens": m.tokens[pos].copy(),
                 "kinds": [m.metas[p].get(K_KIND) for p in pos.tolist()],
                 "sessions": [m.metas[p].get(K_SESSION) for p in pos.tolist()],
-                "limit": limit, "now": now_ts, "mode": mode or "dense",
+                "limit": limit, "now": now_ts, "mode": mode,
             }
 
     def context(self, query: str, session: Optional[str] = None, token_budget: int = 1500,
@@ -766,7 +776,8 @@ class ConversationMemory:
         limit = check_limit(limit)
         for bad in ("token_budget", "session", "limit", "now", "query"):
             recall_kwargs.pop(bad, None)
-        unknown = set(recall_kwargs) - {"score_gap", "kinds", "include_superseded", "mode", "exclude_ids"}
+        unknown = set(recall_kwargs) - {"score_gap", "kinds", "include_superseded", "mode", "exclude_ids",
+                                        "hybrid_weight"}
         if unknown:
             raise TypeError(f"context() got unexpected recall arguments: {sorted(unknown)}")
         now_ts = to_epoch(now)
@@ -822,6 +833,14 @@ class ConversationMemory:
             return ContextBlock(pinned=pinned, recent=recent, recalled=recalled, token_budget=token_budget,
                                 tokens_used=sum(used.values()), tokens_by_section=used, over_budget=over,
                                 cut_recent=cut_recent, cut_recalled=cut_recalled, note=note)
+
+
+def _relevance_parts(pool: Dict[str, Any], i: int) -> Dict[str, Any]:
+    dense, lexical = float(pool["dense"][i]), float(pool["lexical"][i])
+    parts = {"dense": None if math.isnan(dense) else dense, "lexical": None if math.isnan(lexical) else lexical}
+    if pool["mode"] == "hybrid":
+        parts["hybrid_weight"] = pool["hybrid_weight"]
+    return parts
 
 
 def _new_id() -> str:

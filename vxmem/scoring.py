@@ -163,3 +163,21 @@ def score_pool(relevance, age_days, feedback_signs, feedback_ages, half_life_day
     fb = feedback_from_events(feedback_signs, feedback_ages, fhl[..., None] if fhl.ndim else fhl)
     score = blend(rel_norm, rec, fb, recency_weight, feedback_weight)
     return score, rel_norm, rec, fb
+
+
+def fuse_relevance(dense, lexical, hybrid_weight, axis: int = -1, valid=None):
+    """Hybrid relevance: ``w * minmax(dense) + (1 - w) * minmax(lexical)`` across the pool.
+
+    A convex combination of normalised scores rather than reciprocal rank fusion: it keeps
+    how far apart the candidates are (RRF keeps only their order), so the blend with
+    recency still sees a clear winner as clear. ``hybrid_weight`` = 1 is pure dense,
+    0 pure lexical. Lexical scores are BM25, 0 for a candidate sharing no word.
+    """
+    w = np.asarray(hybrid_weight, dtype=np.float64)
+    d = normalize_relevance(dense, axis=axis, valid=valid)
+    lex = np.nan_to_num(np.asarray(lexical, dtype=np.float64), nan=0.0)
+    lo = normalize_relevance(lex, axis=axis, valid=valid)
+    # An all-equal lexical column (nothing matched) says nothing: it adds 0, not 1.
+    flat = np.ptp(np.where(valid, lex, 0.0) if valid is not None else lex, axis=axis, keepdims=True) == 0
+    lo = np.where(flat, 0.0, lo)
+    return w * d + (1.0 - w) * lo
