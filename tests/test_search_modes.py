@@ -13,10 +13,6 @@ DAY = 86400.0
 T0 = 1_700_000_000.0
 
 
-def _fts_rowids(db):
-    return sorted(r for (r,) in db._conn.execute("SELECT rowid FROM vx_fts WHERE vx_fts MATCH ?", ('"the" OR "x"',)))
-
-
 def _fts_count(db, word):
     return db._conn.execute("SELECT count(*) FROM vx_fts WHERE vx_fts MATCH ?", (f'"{word}"',)).fetchone()[0]
 
@@ -58,6 +54,25 @@ def test_fts_query_quotes_every_word():
     assert fts_query('say "hi" NEAR(x)') == '"say" OR "hi" OR "near" OR "x"'
     assert fts_query("what is the") == '"what" OR "is" OR "the"'  # only stopwords: keep them
     assert fts_query("?!") is None
+
+
+def test_session_lexical_recall_sees_only_that_session_even_when_others_match_better():
+    db = Vectrix()
+    for k in range(300):
+        db.remember(f"kayak rental kayak trip {k}", session="other", timestamp=T0)
+    db.remember("we might rent a kayak", session="me", timestamp=T0)
+    db.remember("no match here", session="me", timestamp=T0)
+    res = db.recall("kayak rental", session="me", mode="lexical", now=T0)
+    assert [r.text for r in res] == ["we might rent a kayak"]
+
+
+def test_moving_a_document_to_another_session_moves_its_lexical_scope():
+    db = Vectrix()
+    (i,) = db.add(["otter sighting"], metadata=[{"_vx_session": "a"}])
+    assert len(db.search("otter", mode="lexical", filter={"_vx_session": "a"})) == 1
+    db.update_metadata(i, {"_vx_session": "b"})
+    assert len(db.search("otter", mode="lexical", filter={"_vx_session": "a"})) == 0
+    assert len(db.search("otter", mode="lexical", filter={"_vx_session": "b"})) == 1
 
 
 def test_lexical_filter_is_exact_when_the_filter_selects_a_tiny_fraction():
@@ -174,10 +189,8 @@ def test_opening_a_database_made_before_fts_builds_the_index_once(tmp_path):
     path = tmp_path / "old.vxdb"
     with Vectrix(path) as db:
         db.remember("legacy memory about walruses", session="s", timestamp=T0)
-    # Turn it into a version-1 database: no FTS table, no triggers.
+    # Turn it into a version-1 database: no FTS table.
     con = sqlite3.connect(path)
-    for name in ("vx_docs_fts_insert", "vx_docs_fts_delete", "vx_docs_fts_update"):
-        con.execute(f"DROP TRIGGER {name}")
     con.execute("DROP TABLE vx_fts")
     con.execute("UPDATE vx_meta SET value = '1' WHERE key = 'schema_version'")
     con.commit()

@@ -11,6 +11,8 @@ import time
 from datetime import date, datetime, timezone
 
 DAY = 86400.0
+_EPOCH_MIN = datetime.min.replace(tzinfo=timezone.utc).timestamp()
+_EPOCH_MAX = datetime(9999, 12, 31, 23, 59, 59, tzinfo=timezone.utc).timestamp()
 
 TimeLike = float | int | datetime | str | None
 
@@ -48,6 +50,8 @@ def to_epoch(value: TimeLike, name: str = "now") -> float:
         )
     if not math.isfinite(out):
         raise ValueError(f"{name} must be finite, got {value!r}")
+    if not _EPOCH_MIN <= out <= _EPOCH_MAX:  # history() and consolidate() turn it back into a datetime
+        raise ValueError(f"{name} is out of range (years 1 to 9999): {value!r}")
     return out
 
 

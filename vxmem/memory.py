@@ -263,6 +263,8 @@ class ConversationMemory:
         kind = KIND_PINNED if pinned else (kind or KIND_TURN)
         if turn is not None:
             turn = _check_nonneg_int(turn, "turn")
+            if turn >= 2**62:
+                raise ValueError(f"turn must be below 2**62, got {turn}")
             if kind != KIND_TURN:
                 raise ValueError(f"turn numbers belong to turns, not to a {kind}")
         ts = to_epoch(timestamp, "timestamp")
@@ -370,7 +372,7 @@ class ConversationMemory:
         check_id(id)
         m = self.db._m
         p = m.pos_of_id.get(id)
-        if p is None or K_KIND not in m.metas[p]:
+        if p is None or m.kind[p] < 0:  # the mirror's kind column: a well-formed memory
             raise KeyError(f"no memory with id {id!r}")
         return p
 
@@ -460,7 +462,7 @@ class ConversationMemory:
                 db._check_open()
                 m = db._m
                 chosen = [i for i in dict.fromkeys(ids)
-                          if i in m.pos_of_id and K_KIND in m.metas[m.pos_of_id[i]]]
+                          if i in m.pos_of_id and m.kind[m.pos_of_id[i]] >= 0]
                 return self._delete(chosen)
         session = _check_session(session)
         kinds = _check_kinds(kinds)
@@ -625,7 +627,7 @@ class ConversationMemory:
             seen, stack = set(), [id]
             while stack:
                 cur = stack.pop()
-                if cur in seen or cur not in m.pos_of_id:
+                if cur in seen or cur not in m.pos_of_id or m.kind[m.pos_of_id[cur]] < 0:
                     continue
                 seen.add(cur)
                 meta = m.metas[m.pos_of_id[cur]]
@@ -733,12 +735,13 @@ class ConversationMemory:
             m = db._m
             pos = db._select(... if session is None else session, kinds, live_at=now_ts,
                              include_superseded=include_superseded, exclude_ids=exclude_ids)
-            cand = db._candidates(query, pos, size, mode, hybrid_weight)
+            cand = db._candidates(query, pos, size, mode, hybrid_weight, session=... if session is None else session)
             pos = cand["positions"]
             ts = m.ts[pos]
             signs, ages = [], []
             for p in pos.tolist():
-                s, a = scoring.feedback_events(m.metas[p], now_ts)
+                meta = m.metas[p]  # most memories have no feedback: skip the call for them
+                s, a = scoring.feedback_events(meta, now_ts) if meta.get(K_FEEDBACK) else ([], [])
                 signs.append(s)
                 ages.append(a)
             width = max((len(s) for s in signs), default=0)

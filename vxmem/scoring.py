@@ -98,13 +98,20 @@ def rank_order(score, ts, axis: int = -1, valid=None):
     Padding slots (``valid`` False) sort last.
     """
     score = np.asarray(score, dtype=np.float64)
+    ts_in = ts
     ts = np.broadcast_to(np.asarray(ts, dtype=np.float64), score.shape)
     if valid is not None:
         score = np.where(valid, score, -np.inf)
     if score.ndim == 1:
         return np.lexsort((-ts, -score))
-    # lexsort sorts along the last axis: the primary key goes last.
-    return np.lexsort((np.broadcast_to(-ts, score.shape), -score), axis=-1)
+    # The same order as lexsort((-ts, -score)), several times faster on a sweep's batches:
+    # slots pre-sorted newest first (stable, so equal times keep slot order), then a
+    # stable sort by score, which keeps that order among equal scores. The time order is
+    # computed on ts before broadcasting: a sweep shares it across every grid point.
+    ts0 = np.asarray(ts_in, dtype=np.float64)
+    by_ts = np.broadcast_to(np.argsort(-ts0, axis=-1, kind="stable"), score.shape)
+    by_score = np.argsort(-np.take_along_axis(score, by_ts, axis=-1), axis=-1, kind="stable")
+    return np.take_along_axis(by_ts, by_score, axis=-1)
 
 
 def pool_size(limit: int) -> int:
@@ -136,15 +143,19 @@ def fit_budget(tokens, token_budget):
     does not crowd out the shorter ones below it.
     """
     tokens = np.asarray(tokens, dtype=np.int64)
-    keep = np.zeros(tokens.shape, dtype=bool)
     if token_budget is None:
-        keep[:] = True
-        return keep
-    used = 0
-    for i, t in enumerate(tokens):
-        if i == 0 or used + t <= token_budget:
-            keep[i] = True
-            used += int(t)
+        return np.ones(tokens.shape, dtype=bool)
+    # Along the last axis, so a sweep fits every (point, probe) row at once; the budget
+    # broadcasts against tokens[..., 0] (np.inf: no budget for that row).
+    budget = np.asarray(token_budget, dtype=np.float64)
+    rows = np.broadcast_shapes(tokens.shape[:-1], budget.shape) if tokens.ndim else ()
+    keep = np.zeros(rows + tokens.shape[-1:], dtype=bool)
+    used = np.zeros(rows, dtype=np.int64)
+    for i in range(tokens.shape[-1] if tokens.ndim else 0):
+        t = tokens[..., i]
+        take = np.ones(rows, dtype=bool) if i == 0 else used + t <= budget
+        keep[..., i] = take
+        used = used + np.where(take, t, 0)
     return keep
 
 

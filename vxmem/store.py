@@ -58,24 +58,29 @@ _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS vx_counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL)",
 )
 
-# The lexical index is an external-content FTS5 table kept in step by triggers, so it
-# lives in the same transactions as the documents: a crash can never leave them apart.
-# Porter stemming over unicode61 with diacritics removed: case, accents, punctuation
-# and inflections ("running" ~ "run", "Café" ~ "cafe") match.
+# The lexical index: a contentless FTS5 table over each document's text plus a "scope"
+# column holding one token per session, so a session's lexical search is an FTS5
+# intersection in C rather than a walk over every match in the collection. It is written
+# in the same transactions as the documents (see _Tx), so a crash can never leave the two
+# apart. Porter stemming over unicode61 with diacritics removed: case, accents,
+# punctuation and inflections ("running" ~ "run", "Café" ~ "cafe") match.
 _FTS_SCHEMA = (
-    "CREATE VIRTUAL TABLE IF NOT EXISTS vx_fts USING fts5(text, content='vx_docs', content_rowid='rowid', "
+    "CREATE VIRTUAL TABLE IF NOT EXISTS vx_fts USING fts5(text, scope, content='', "
     "tokenize='porter unicode61 remove_diacritics 2')",
-    """CREATE TRIGGER IF NOT EXISTS vx_docs_fts_insert AFTER INSERT ON vx_docs BEGIN
-        INSERT INTO vx_fts(rowid, text) VALUES (new.rowid, new.text);
-    END""",
-    """CREATE TRIGGER IF NOT EXISTS vx_docs_fts_delete AFTER DELETE ON vx_docs BEGIN
-        INSERT INTO vx_fts(vx_fts, rowid, text) VALUES ('delete', old.rowid, old.text);
-    END""",
-    """CREATE TRIGGER IF NOT EXISTS vx_docs_fts_update AFTER UPDATE OF text ON vx_docs BEGIN
-        INSERT INTO vx_fts(vx_fts, rowid, text) VALUES ('delete', old.rowid, old.text);
-        INSERT INTO vx_fts(rowid, text) VALUES (new.rowid, new.text);
-    END""",
+    # rank = BM25 of the text column alone; the scope column only filters.
+    "INSERT INTO vx_fts (vx_fts, rank) VALUES ('rank', 'bm25(1.0, 0.0)')",
 )
+_BM25 = "-bm25(vx_fts, 1.0, 0.0)"
+
+
+def scope_token(meta: Mapping) -> str:
+    """The FTS token standing for a document's session ('' for a plain document)."""
+    if _K_SESSION not in meta and _K_KIND not in meta:
+        return ""
+    import hashlib
+
+    digest = hashlib.blake2b(json.dumps(meta.get(_K_SESSION)).encode(), digest_size=8).hexdigest()
+    return "vxs" + digest
 
 
 SEARCH_MODES = ("dense", "lexical", "hybrid")
@@ -265,6 +270,9 @@ def _check_filter(filter: Any) -> dict | None:
     return out
 
 
+_JSON_SCALARS = (str, int, float, bool, type(None))
+
+
 def _same(a: Any, b: Any) -> bool:
     """JSON equality: True is not 1."""
     if isinstance(a, bool) or isinstance(b, bool):
@@ -346,6 +354,8 @@ class _Mirror:
         self.kind[p] = _KIND_CODES.get(meta.get(_K_KIND), _NO_KIND) if isinstance(meta.get(_K_KIND), str) else _NO_KIND
         ts = meta.get(_K_TS)
         self.ts[p] = float(ts) if isinstance(ts, (int, float)) and not isinstance(ts, bool) else np.nan
+        if not -62135596800.0 <= self.ts[p] <= 253402300799.0:  # NaN fails too
+            self.kind[p] = _NO_KIND  # a kind without a usable time is a plain document, not a memory
         exp = meta.get(_K_EXPIRES)
         self.expires[p] = float(exp) if isinstance(exp, (int, float)) and not isinstance(exp, bool) else np.inf
         self.superseded[p] = meta.get(_K_SUPERSEDED_BY) is not None
@@ -408,15 +418,32 @@ class _Tx:
             "INSERT INTO vx_docs (id, text, metadata, vector) VALUES (?, ?, ?, ?)",
             (id, text, json.dumps(meta, ensure_ascii=False, allow_nan=False), vec.astype(np.float32).tobytes()),
         )
+        self.conn.execute("INSERT INTO vx_fts (rowid, text, scope) VALUES (?, ?, ?)",
+                          (cur.lastrowid, text, scope_token(meta)))
         self.ops.append(("insert", cur.lastrowid, id, text, meta, vec))
 
     def update_meta(self, id: str, meta: dict) -> None:
         self.conn.execute("UPDATE vx_docs SET metadata = ? WHERE id = ?",
                           (json.dumps(meta, ensure_ascii=False, allow_nan=False), id))
+        m = self.store._m
+        p = m.pos_of_id.get(id)
+        if p is not None:
+            old, new = scope_token(m.metas[p]), scope_token(meta)
+            if old != new:
+                rowid, text = int(m.rowid[p]), m.texts[p]
+                self.conn.execute("INSERT INTO vx_fts (vx_fts, rowid, text, scope) VALUES ('delete', ?, ?, ?)",
+                                  (rowid, text, old))
+                self.conn.execute("INSERT INTO vx_fts (rowid, text, scope) VALUES (?, ?, ?)", (rowid, text, new))
         self.ops.append(("update", id, meta))
 
     def delete(self, ids: Sequence[str]) -> None:
+        m = self.store._m
         self.conn.executemany("DELETE FROM vx_docs WHERE id = ?", [(i,) for i in ids])
+        # A contentless FTS5 row is deleted by restating what was indexed.
+        self.conn.executemany(
+            "INSERT INTO vx_fts (vx_fts, rowid, text, scope) VALUES ('delete', ?, ?, ?)",
+            [(int(m.rowid[p]), m.texts[p], scope_token(m.metas[p]))
+             for p in (m.pos_of_id.get(i) for i in ids) if p is not None])
         self.ops.append(("delete", list(ids)))
 
     def counter(self, name: str) -> int:
@@ -477,7 +504,9 @@ class Vectrix:
                 self._conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True,
                                              check_same_thread=False, isolation_level=None)
             else:
+                empty = os.path.isfile(self.path) and os.path.getsize(self.path) == 0
                 self._take_writer_lock()
+                self._existing_empty = empty
                 self._conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None,
                                              timeout=30)
         try:
@@ -486,6 +515,12 @@ class Vectrix:
         except sqlite3.DatabaseError as exc:
             self._release()
             raise InvalidDatabaseError(f"{self.path or ':memory:'} is not a readable vxmem database: {exc}") from None
+        except InvalidDatabaseError:
+            self._release()
+            raise
+        except (ValueError, TypeError, AttributeError, KeyError) as exc:  # a damaged row or vx_meta value
+            self._release()
+            raise InvalidDatabaseError(f"{self.path or ':memory:'} is damaged: {type(exc).__name__}: {exc}") from exc
         except BaseException:
             self._release()
             raise
@@ -509,6 +544,8 @@ class Vectrix:
         if tables and "vx_meta" not in tables:
             raise InvalidDatabaseError(f"{self.path} is an SQLite database but not a vxmem one "
                                        f"(its tables: {', '.join(sorted(tables)[:5])})")
+        if not tables and getattr(self, "_existing_empty", False):
+            self._refuse_truncated()  # before the WAL pragma writes a header over the evidence
         if not self.read_only:
             if self.path is not None:
                 c.execute("PRAGMA journal_mode = WAL")
@@ -521,7 +558,7 @@ class Vectrix:
                 c.execute(ddl)
             c.executemany("INSERT OR IGNORE INTO vx_meta (key, value) VALUES (?, ?)",
                           [("format", FORMAT_NAME), ("schema_version", str(SCHEMA_VERSION)),
-                           ("generation", "0")])
+                           ("generation", "0"), ("uid", uuid.uuid4().hex)])
             c.execute("COMMIT")
         meta = dict(c.execute("SELECT key, value FROM vx_meta"))
         if meta.get("format") != FORMAT_NAME:
@@ -533,6 +570,20 @@ class Vectrix:
             self._migrate_fts()
         self._dim = int(meta["dim"]) if "dim" in meta else None
         self._generation = int(meta.get("generation", 0))
+        self._uid = meta.get("uid")  # ties a saved index file to this database, not one made at the same path
+
+    def _refuse_truncated(self) -> None:
+        """An empty file whose index file says it held documents was truncated, not created:
+        starting it afresh would be a silently empty store."""
+        try:
+            with open(self._index_paths()[1]) as f:
+                held = json.load(f).get("count", 0)
+        except (OSError, ValueError, AttributeError):
+            return
+        if held:
+            raise InvalidDatabaseError(
+                f"{self.path} is empty, but its index file says it held {held} documents: the database "
+                f"was truncated or replaced. Restore it, or delete {self.path}.usearch* to start afresh")
 
     def _migrate_fts(self) -> None:
         """Give a database made before the lexical index its FTS5 table, once, in one transaction."""
@@ -550,11 +601,12 @@ class Vectrix:
             with tqdm(total=total, desc="building the lexical index", unit="doc",
                       disable=total < 20_000) as bar:
                 while True:
-                    rows = c.execute("SELECT rowid, text FROM vx_docs WHERE rowid > ? ORDER BY rowid LIMIT ?",
-                                     (last, step)).fetchall()
+                    rows = c.execute("SELECT rowid, text, metadata FROM vx_docs WHERE rowid > ? ORDER BY rowid "
+                                     "LIMIT ?", (last, step)).fetchall()
                     if not rows:
                         break
-                    c.executemany("INSERT INTO vx_fts(rowid, text) VALUES (?, ?)", rows)
+                    c.executemany("INSERT INTO vx_fts (rowid, text, scope) VALUES (?, ?, ?)",
+                                  [(r, t, scope_token(json.loads(mj))) for r, t, mj in rows])
                     last = rows[-1][0]
                     bar.update(len(rows))
             c.execute("UPDATE vx_meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
@@ -574,7 +626,8 @@ class Vectrix:
             for rowid, id, text, meta_json, blob in rows:
                 vec = np.frombuffer(blob, dtype=np.float32)
                 if vec.shape[0] != self._dim:
-                    raise InvalidDatabaseError(f"document {id!r} has a {vec.shape[0]}-d vector, expected {self._dim}")
+                    raise InvalidDatabaseError(f"{self.path}: document {id!r} has a {vec.shape[0]}-d vector, "
+                                               f"expected {self._dim}")
                 m.append(rowid, id, text, json.loads(meta_json), vec, int(count(text)))
         self._m = m
         self._data_version = self._conn.execute("PRAGMA data_version").fetchone()[0]
@@ -749,21 +802,25 @@ class Vectrix:
             self._check_open()
             self._refresh_if_changed()
             positions = self._filter_positions(flt)
-            cand = self._candidates(query, positions, limit, mode, hybrid_weight)
+            sessions = (flt or {}).get(_K_SESSION, ())
+            cand = self._candidates(query, positions, limit, mode, hybrid_weight,
+                                    session=sessions[0] if len(sessions) == 1 else ...)
             order = np.lexsort((cand["positions"], -cand["relevance"]))[:limit]
             pos, score = cand["positions"][order], cand["relevance"][order]
             items = [self._result(int(p), float(s)) for p, s in zip(pos, score)]
             return Results(items, query=query, token_estimate=int(self._m.tokens[pos].sum()))
 
     def _candidates(self, query: str, positions: np.ndarray, k: int, mode: str,
-                    hybrid_weight: float = 0.5) -> dict:
+                    hybrid_weight: float = 0.5, session: Any = ...) -> dict:
         """The top-``k`` candidates of one mode among ``positions``, best first.
 
         Returns positions and their ``relevance`` (the mode's score) plus the raw
         ``dense`` cosine and ``lexical`` BM25 of each (NaN where a mode did not look).
-        Hybrid takes the union of both top-``k`` lists, computes the exact cosine and BM25
-        of every member, and fuses them; its pool does not depend on ``hybrid_weight``, so
-        the sweep engine can vary the weight over a cached pool.
+        Hybrid takes the union of both top-``k`` lists, computes the exact cosine of every
+        member, takes the BM25 of every member the lexical search saw (0 for the others, as
+        in relative-score fusion) and fuses them; its pool does not depend on
+        ``hybrid_weight``, so the sweep engine can vary the weight over a cached pool. ``session`` says the
+        positions all belong to one session, which lets FTS5 search just that session.
         """
         from .scoring import fuse_relevance
 
@@ -775,17 +832,14 @@ class Vectrix:
             pos, sims = self._topk(q, positions, k)
             sims = sims.astype(np.float64)
             return {"positions": pos, "relevance": sims, "dense": sims, "lexical": np.full(pos.size, np.nan)}
-        lpos, bm25 = self._lexical_topk(query, positions, k)
+        lpos, bm25, seen = self._lexical_search(query, positions, k, session)
         if mode == "lexical":
             return {"positions": lpos, "relevance": bm25, "dense": np.full(lpos.size, np.nan), "lexical": bm25}
         q = self._embed([query])[0]
         dpos, _ = self._topk(q, positions, k)
         pos = np.array(list(dict.fromkeys(dpos.tolist() + lpos.tolist())), dtype=np.int64)
         dense = (self._m.vecs[pos] @ q).astype(np.float64)
-        lex_of = dict(zip(lpos.tolist(), bm25.tolist()))
-        missing = [p for p in pos.tolist() if p not in lex_of]
-        if missing:
-            lex_of.update(self._bm25_of(query, missing))
+        lex_of = seen[0] if seen is not None else {}
         lexical = np.array([lex_of.get(p, 0.0) for p in pos.tolist()])
         # Slots stay in position order, which does not depend on the weight.
         order = np.argsort(pos, kind="stable")
@@ -794,54 +848,57 @@ class Vectrix:
                 "dense": dense, "lexical": lexical}
 
     def _fts_ready(self) -> None:
-        if not self._conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'vx_fts'").fetchone():
+        if not getattr(self, "_has_fts", False):
+            self._has_fts = bool(self._conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'vx_fts'").fetchone())
+        if not self._has_fts:
             raise ValueError(f"{self.path} predates the lexical index; open it once for writing to build it")
 
-    def _lexical_topk(self, query: str, positions: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    def _fts_match(self, query: str, session: Any = ...) -> str | None:
+        terms = fts_query(query)
+        if terms is None:
+            return None
+        if session is ...:
+            return f"text : ({terms})"
+        return f'scope : "{scope_token({_K_SESSION: session})}" AND text : ({terms})'
+
+    def _lexical_topk(self, query: str, positions: np.ndarray, k: int,
+                      session: Any = ...) -> tuple[np.ndarray, np.ndarray]:
+        pos, score, _ = self._lexical_search(query, positions, k, session)
+        return pos, score
+
+    def _lexical_search(self, query: str, positions: np.ndarray, k: int, session: Any = ...):
         """The ``k`` best BM25 matches among ``positions``, best first (exact).
 
-        FTS5 ranks all matches in C; the over-fetch grows until ``k`` of them pass the
-        filter or every match has been seen. (An SQL ``rowid IN`` restriction was 100x
-        slower here.)
+        FTS5 ranks the matches in C (within ``session`` when the positions are one
+        session's: the scope column makes that an index intersection); the over-fetch
+        grows until ``k`` of them pass the rest of the filter or every match has been
+        seen. (An SQL ``rowid IN`` restriction was 100x slower here.) Also returns the
+        BM25 of every allowed match it saw, or all of them when the matches ran out
+        (then a position missing from it shares no word with the query).
         """
         m = self._m
-        expr = fts_query(query)
+        expr = self._fts_match(query, session)
         if expr is None or positions.size == 0:
-            return positions[:0], np.zeros(0)
+            return positions[:0], np.zeros(0), None
         self._fts_ready()
         allowed = np.zeros(m.n, dtype=bool)
         allowed[positions] = True
-        fetch = max(4 * k, int(math.ceil(k * m.n_alive / positions.size * 2)))
+        scope_n = m.n_alive if session is ... else max(m.session_positions(m.session_code(session)).size, 1)
+        fetch = max(4 * k, int(math.ceil(k * scope_n / positions.size * 2)))
         while True:
             rows = self._conn.execute(
-                "SELECT rowid, -bm25(vx_fts) FROM vx_fts WHERE vx_fts MATCH ? ORDER BY rank LIMIT ?",
+                f"SELECT rowid, {_BM25} FROM vx_fts WHERE vx_fts MATCH ? ORDER BY rank LIMIT ?",
                 (expr, fetch)).fetchall()
-            pos = np.array([m.pos_of_rowid.get(r, -1) for r, _ in rows], dtype=np.int64)
-            score = np.array([s for _, s in rows], dtype=np.float64)
+            pos = np.fromiter((m.pos_of_rowid.get(r, -1) for r, _ in rows), dtype=np.int64, count=len(rows))
+            score = np.fromiter((s for _, s in rows), dtype=np.float64, count=len(rows))
             ok = pos >= 0
             ok[ok] = allowed[pos[ok]]
             if ok.sum() >= k or len(rows) < fetch:
                 pos, score = pos[ok], score[ok]
+                seen = dict(zip(pos.tolist(), score.tolist()))
                 order = np.lexsort((pos, -score))[:k]
-                return pos[order], score[order]
+                return pos[order], score[order], (seen, len(rows) < fetch)
             fetch *= 4
-
-    def _bm25_of(self, query: str, positions: list[int]) -> dict[int, float]:
-        """BM25 of particular documents (0 where they share no word with the query)."""
-        expr = fts_query(query)
-        if expr is None:
-            return {}
-        m = self._m
-        rowids = [int(m.rowid[p]) for p in positions]
-        out = {}
-        for i in range(0, len(rowids), 500):
-            chunk = rowids[i:i + 500]
-            marks = ",".join("?" * len(chunk))
-            for r, s in self._conn.execute(
-                    f"SELECT rowid, -bm25(vx_fts) FROM vx_fts WHERE vx_fts MATCH ? AND rowid IN ({marks})",
-                    [expr, *chunk]):
-                out[m.pos_of_rowid[r]] = s
-        return out
 
     def get(self, id: str) -> Result:
         """The document with this id (``KeyError`` if there is none)."""
@@ -920,7 +977,10 @@ class Vectrix:
                 return
             try:
                 if self._index is not None and self._index_dirty and self.path and not self.read_only:
-                    self._save_index()
+                    try:
+                        self._save_index()
+                    except OSError:  # a cache: the next open rebuilds it from the database
+                        pass
             finally:
                 self._closed = True
                 self._release()
@@ -1114,11 +1174,12 @@ class Vectrix:
         try:
             with open(side_path) as f:
                 side = json.load(f)
-            if side.get("generation") != self._generation or side.get("count") != self._m.n_alive:
+            if (not isinstance(side, dict) or side.get("uid") != self._uid
+                    or side.get("generation") != self._generation or side.get("count") != self._m.n_alive):
                 return False
             index = self._new_index()
             index.load(idx_path)
-            if len(index) != self._m.n_alive:
+            if len(index) != self._m.n_alive or index.ndim != self._dim:
                 return False
         except (OSError, ValueError, RuntimeError, TypeError):
             return False
@@ -1132,6 +1193,7 @@ class Vectrix:
         self._index.save(tmp)
         os.replace(tmp, idx_path)
         with open(side_path + ".tmp", "w") as f:
-            json.dump({"generation": self._generation, "count": self._m.n_alive, "dim": self._dim}, f)
+            json.dump({"uid": self._uid, "generation": self._generation, "count": self._m.n_alive,
+                       "dim": self._dim}, f)
         os.replace(side_path + ".tmp", side_path)
         self._index_dirty = False

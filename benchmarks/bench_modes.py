@@ -1,0 +1,97 @@
+"""Latency of the search modes: dense, lexical (FTS5 BM25) and hybrid, side by side in one run.
+
+    .venv/bin/python benchmarks/bench_modes.py                 # 10k and 100k memories
+    .venv/bin/python benchmarks/bench_modes.py --sizes 10000   # quick
+
+Memories are synthetic sentences over a 3,000-word vocabulary spread over 50 sessions,
+stored in a database file with the default HashingEmbedder. Each query is timed through
+recall() within one session and across all sessions; the HNSW index build (cross-session
+dense above 20k memories) is done before timing and reported on its own. Target: lexical
+and hybrid within 2x of dense.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from vxmem import Vectrix
+
+DAY = 86400.0
+T0 = 1_700_000_000.0
+MODES = ("dense", "lexical", "hybrid")
+
+
+def sentences(n: int, rng: random.Random) -> list[str]:
+    vocab = [f"{a}{b}" for a in ("ka", "lo", "mi", "tu", "re", "sa", "po", "ne", "di", "fu")
+             for b in ("ran", "tel", "mos", "vik", "dor", "pel", "sun", "gar", "bit", "nox",
+                       "lem", "qui", "zor", "hap", "wen", "cil", "bro", "tam", "yel", "jus")]
+    vocab = [w + s for w in vocab for s in ("", "s", "ing", "er", "ed", "ly", "ion", "al", "ish", "ful",
+                                             "ness", "ment", "ous", "ive", "able")]
+    common = "the a of to and in is it you that was for on are with as i my".split()
+    return [" ".join(rng.choice(vocab) if rng.random() < 0.6 else rng.choice(common) for _ in range(14))
+            for _ in range(n)]
+
+
+def build(path: Path, n: int, rng: random.Random) -> Vectrix:
+    db = Vectrix(path)
+    texts = sentences(n, rng)
+    step = 5000
+    for i in range(0, n, step):
+        chunk = texts[i:i + step]
+        meta = [{"_vx_kind": "turn", "_vx_session": f"s{(i + j) % 50}", "_vx_role": "user",
+                 "_vx_ts": T0 + (i + j) * 60.0, "_vx_turn": (i + j) // 50} for j in range(len(chunk))]
+        db.add(chunk, metadata=meta)
+    return db
+
+
+def timed(fn, reps: int) -> tuple[float, float]:
+    times = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t) * 1000)
+    times.sort()
+    return statistics.median(times), times[int(0.95 * (len(times) - 1))]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default="10000,100000")
+    ap.add_argument("--reps", type=int, default=50)
+    args = ap.parse_args()
+    rng = random.Random(0)
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in [int(s) for s in args.sizes.split(",")]:
+            t = time.perf_counter()
+            db = build(Path(tmp) / f"m{n}.vxdb", n, rng)
+            build_s = time.perf_counter() - t
+            queries = [" ".join(s.split()[:5]) for s in sentences(args.reps, rng)]
+            now = T0 + n * 60.0
+            t = time.perf_counter()
+            db.recall(queries[0], now=now)  # builds the HNSW index when n > exact_threshold
+            warm_s = time.perf_counter() - t
+            for scope, session in (("session", "s7"), ("all sessions", None)):
+                base = None
+                for mode in MODES:
+                    it = iter(queries * 2)
+                    p50, p95 = timed(lambda: db.recall(next(it), session=session, mode=mode, now=now), args.reps)
+                    base = base or p50
+                    rows.append((n, scope, mode, p50, p95, p50 / base))
+            db.close()
+            print(f"# {n:,} memories: built in {build_s:.1f} s; first cross-session recall "
+                  f"(index build included) {warm_s * 1000:.0f} ms")
+    print()
+    print(f"| memories | recall scope | mode | p50 ms | p95 ms | p50 / dense |")
+    print(f"|---:|---|---|---:|---:|---:|")
+    for n, scope, mode, p50, p95, ratio in rows:
+        print(f"| {n:,} | {scope} | {mode} | {p50:.2f} | {p95:.2f} | {ratio:.2f}x |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,509 @@
+"""Replay a conversation through a fresh memory on a simulated clock.
+
+``replay(conversation, settings)`` drives a new in-memory :class:`~vxmem.Vectrix` /
+:class:`~vxmem.ConversationMemory` with ``now=`` set to each event's time. At each probe
+it records the live ``recall()`` ranking and the **candidate pool** with everything
+ranking needs (raw relevance, age, feedback history, kind, session, token counts) and
+which candidates are relevant (graded) or stale, so :mod:`vxmem.sweep` can re-rank the
+pools for any parameters without embedding or searching again.
+
+Independent replays run in parallel with :func:`replay_many` through joblib. On a cluster,
+wrap the call in joblib's backend of the cluster and nothing else changes::
+
+    from dask.distributed import Client            # or: import ray; from ray.util.joblib import register_ray
+    import joblib
+    client = Client("scheduler:8786")              # register_ray(); backend "ray"
+    with joblib.parallel_config(backend="dask"):
+        replays = replay_many(conversations, settings, n_jobs=-1)
+"""
+
+from __future__ import annotations
+
+import functools
+import io
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Optional, Sequence
+
+import numpy as np
+
+from . import metrics as M
+from .datasets import Conversation, DatasetError
+from .memory import (K_CONSOLIDATED_FROM, K_EXPIRES, K_KIND, K_SESSION, K_SUPERSEDED_BY, K_SUPERSEDES,
+                     KINDS)
+from .policies import BLEND_DEFAULTS, get_policy, rank_pool, resolve_params
+
+MEMORY_KEYS = ("half_life_days", "recency_weight", "feedback_weight", "feedback_half_life_days", "ttl_days",
+               "judge_candidates", "hybrid_weight")
+RECALL_KEYS = ("limit", "token_budget", "score_gap", "mode", "kinds")
+OTHER_KEYS = ("judge", "summarizer", "pool_limit")
+SETTINGS_KEYS = MEMORY_KEYS + RECALL_KEYS + OTHER_KEYS
+KIND_CODES = {k: i for i, k in enumerate(KINDS)}
+MAX_SESSION_BITS = 62
+FORMAT = "vxmem-replay/1"
+
+
+@functools.lru_cache(maxsize=1)
+def _default_embedder():
+    """One hashing embedder per process: building its projection costs a second or so."""
+    from .embed import HashingEmbedder
+
+    return HashingEmbedder()
+
+
+def check_settings(settings: Optional[Dict[str, Any]]) -> Dict[str, Any]:
+    """Settings with defaults filled in, after checking every key is known."""
+    settings = dict(settings or {})
+    unknown = set(settings) - set(SETTINGS_KEYS)
+    if unknown:
+        raise ValueError(f"unknown setting {sorted(unknown)[0]!r}; known: {', '.join(SETTINGS_KEYS)}")
+    out: Dict[str, Any] = dict(BLEND_DEFAULTS)
+    out.update({"limit": 10, "token_budget": None, "score_gap": None, "mode": None, "pool_limit": None})
+    out.update(settings)
+    for k in ("limit", "pool_limit", "token_budget"):
+        v = out[k]
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1):
+            raise ValueError(f"{k} must be an int >= 1, got {v!r}")
+    out["pool_limit"] = max(out["limit"], out["pool_limit"] or out["limit"])
+    return out
+
+
+@dataclass
+class Replay:
+    """What a replay saw: events, memories over time, probe results and cached pools.
+
+    ``pools`` holds padded arrays, one row per probe and one column per pool slot
+    (``relevance``, ``dense``, ``lexical``, ``ts``, ``age_days``, ``tokens``, ``kind``,
+    ``grade``, ``stale``, ``foreign``, ``session_bits``, ``n``, and ``feedback_signs`` /
+    ``feedback_ages`` with a third axis), plus per-probe ``ideal`` grades, ``n_relevant``,
+    ``n_sessions``, ``limit`` and ``now``. :mod:`vxmem.sweep` re-ranks them.
+    """
+
+    name: str
+    settings: Dict[str, Any]
+    events: List[Dict[str, Any]]
+    memories: List[Dict[str, Any]]
+    probes: List[Dict[str, Any]]
+    pools: Dict[str, np.ndarray]
+    pool_ids: List[List[str]]
+    meta: Dict[str, Any] = field(default_factory=dict)
+    extras: List[Any] = field(default_factory=list)
+
+    @property
+    def n_probes(self) -> int:
+        return len(self.probes)
+
+    def pool(self, i: int) -> Dict[str, Any]:
+        """Probe ``i``'s cached pool in ``candidate_pool()``'s shape (arrays, unpadded)."""
+        n = int(self.pools["n"][i])
+        e = self.pools["feedback_signs"].shape[-1]
+        out = {k: self.pools[k][i, :n] for k in ("relevance", "dense", "lexical", "ts", "age_days", "tokens",
+                                                  "grade", "stale", "foreign", "session_bits")}
+        out["feedback_signs"] = self.pools["feedback_signs"][i, :n, :e]
+        out["feedback_ages"] = self.pools["feedback_ages"][i, :n, :e]
+        out["kinds"] = [KINDS[c] for c in self.pools["kind"][i, :n]]
+        out["ids"] = list(self.pool_ids[i])
+        out["limit"] = int(self.pools["limit"][i])
+        out["now"] = float(self.pools["now"][i])
+        return out
+
+    def to_frames(self) -> Dict[str, Any]:
+        """DataFrames: ``events``, ``memories`` (one row per memory, with when it was
+        created, superseded and deleted), ``probes`` (the recorded recall and its metrics)
+        and ``pools`` (one row per probe and candidate, with the blend's score parts at the
+        replay's settings)."""
+        import pandas as pd
+
+        from . import scoring
+
+        def times(frame, cols):
+            for c in cols:
+                if c in frame:
+                    frame[c] = pd.to_datetime(frame[c], unit="s", utc=True)
+            return frame
+
+        events = times(pd.DataFrame(self.events), ["time"])
+        memories = times(pd.DataFrame(self.memories), ["created", "deleted", "superseded_at"])
+        probes = times(pd.DataFrame(self.probes), ["time"])
+        rows = []
+        s = self.settings
+        for i in range(self.n_probes):
+            pool = self.pool(i)
+            n = len(pool["ids"])
+            if n == 0:
+                continue
+            score, rel_norm, rec, fb = scoring.score_pool(
+                pool["relevance"], pool["age_days"], pool["feedback_signs"], pool["feedback_ages"],
+                s["half_life_days"], s["recency_weight"], s["feedback_weight"], s["feedback_half_life_days"])
+            order = scoring.rank_order(score, pool["ts"])
+            rank = np.empty(n, dtype=np.int64)
+            rank[order] = np.arange(1, n + 1)
+            rows.append(pd.DataFrame({
+                "probe": i, "slot": np.arange(n), "id": pool["ids"],
+                "label": [self._label_of(x) for x in pool["ids"]], "kind": pool["kinds"],
+                "relevance": pool["relevance"], "relevance_norm": rel_norm, "age_days": pool["age_days"],
+                "recency": rec, "feedback": fb, "score": score, "rank": rank, "tokens": pool["tokens"],
+                "n_feedback": np.count_nonzero(pool["feedback_signs"], axis=-1),
+                "grade": pool["grade"], "stale": pool["stale"], "foreign": pool["foreign"]}))
+        pools = pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(
+            columns=["probe", "slot", "id", "label", "kind", "relevance", "relevance_norm", "age_days", "recency",
+                     "feedback", "score", "rank", "tokens", "n_feedback", "grade", "stale", "foreign"])
+        return {"events": events, "memories": memories, "probes": probes, "pools": pools}
+
+    def _label_of(self, mid: str) -> Optional[str]:
+        if not hasattr(self, "_labels"):
+            self._labels = {m["id"]: m["labels"] for m in self.memories}
+        return self._labels.get(mid)
+
+    def save(self, path) -> None:
+        """Write the replay to one ``.npz`` file (arrays plus a JSON part; no pickle)."""
+        blob = {"format": FORMAT, "name": self.name, "settings": self.settings, "events": self.events,
+                "memories": self.memories, "probes": self.probes, "pool_ids": self.pool_ids, "meta": self.meta}
+        data = json.dumps(blob, default=_json_default).encode("utf-8")
+        buf = io.BytesIO()
+        np.savez_compressed(buf, _json=np.frombuffer(data, dtype=np.uint8), **self.pools)
+        tmp = f"{os.fspath(path)}.tmp"
+        with open(tmp, "wb") as f:
+            f.write(buf.getvalue())
+        os.replace(tmp, path)
+
+    @classmethod
+    def load(cls, path) -> "Replay":
+        """Read a replay written by :meth:`save`."""
+        spath = os.fspath(path)
+        try:
+            with np.load(spath, allow_pickle=False) as z:
+                arrays = {k: z[k] for k in z.files}
+        except (OSError, ValueError) as exc:
+            raise DatasetError(f"not a saved replay ({exc})", path=spath) from None
+        try:
+            blob = json.loads(arrays.pop("_json").tobytes().decode("utf-8"))
+        except (KeyError, ValueError):
+            raise DatasetError("not a saved replay (no JSON part)", path=spath) from None
+        if blob.get("format") != FORMAT:
+            raise DatasetError(f"not a {FORMAT} file", path=spath)
+        return cls(name=blob["name"], settings=blob["settings"], events=blob["events"], memories=blob["memories"],
+                   probes=blob["probes"], pools=arrays, pool_ids=blob["pool_ids"], meta=blob.get("meta", {}))
+
+    def rank(self, policy="blend", limit: Optional[int] = None, token_budget=..., **params) -> List[List[str]]:
+        """Ids each probe's cached pool ships under ``policy`` (default parameters: the replay's)."""
+        pol = get_policy(policy)
+        p = resolve_params(pol, params, self.settings)
+        budget = self.settings["token_budget"] if token_budget is ... else token_budget
+        out = []
+        for i in range(self.n_probes):
+            pool = self.pool(i)
+            lim = pool["limit"] if limit is None else limit
+            pool["limit"] = lim
+            shipped = rank_pool(pool, pol, limit=lim, token_budget=budget, **p)
+            out.append([pool["ids"][j] for j in shipped])
+        return out
+
+    def __repr__(self) -> str:
+        return (f"Replay({self.name!r}, {len(self.events)} events, {len(self.memories)} memories, "
+                f"{self.n_probes} probes)")
+
+
+def _json_default(o):
+    if isinstance(o, (np.integer,)):
+        return int(o)
+    if isinstance(o, (np.floating,)):
+        return float(o)
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    if callable(o):
+        return getattr(o, "name", type(o).__name__)
+    raise TypeError(f"cannot save {type(o).__name__} in a replay")
+
+
+def _name_of(obj) -> Optional[str]:
+    if obj is None or isinstance(obj, str):
+        return obj
+    return getattr(obj, "name", type(obj).__name__)
+
+
+def replay(conversation: Conversation, settings: Optional[Dict[str, Any]] = None, embedder=None, *,
+           policy="blend", on_probe: Optional[Callable] = None, progress: Optional[bool] = False,
+           token_counter=None) -> Replay:
+    """Drive a fresh memory through ``conversation`` and record every probe.
+
+    ``settings`` holds memory settings (``half_life_days``, ``recency_weight``,
+    ``feedback_weight``, ``feedback_half_life_days``, ``ttl_days``, ``judge_candidates``,
+    ``hybrid_weight``), recall settings (``limit``, ``token_budget``, ``score_gap``,
+    ``mode``, ``kinds``), ``judge`` / ``summarizer`` (callables or the names of the
+    rule-based ones in :mod:`vxmem.synth`; default: what the conversation's header names)
+    and ``pool_limit``, the largest ``limit`` a later sweep may ask for (default: ``limit``).
+    ``embedder`` is any ``list[str] -> array`` callable (default: the offline hashing one;
+    pass :class:`~vxmem.embed.SemanticEmbedder` for paraphrase-heavy data).
+    ``policy`` picks the ranking whose metrics the probe rows report: ``"blend"`` is the
+    live ``recall()``; another policy re-ranks the same recorded pool.
+    ``on_probe(memory, event, now)`` is called at each probe; what it returns is kept in
+    ``Replay.extras`` (the equivalence test uses it to call ``recall()`` with other settings).
+    """
+    from . import synth
+    from .store import Vectrix
+
+    if not isinstance(conversation, Conversation):
+        raise TypeError(f"conversation must be a Conversation, not {type(conversation).__name__}")
+    base = dict(conversation.meta.get("settings") or {})
+    base.update(settings or {})
+    s = check_settings(base)
+    pol = get_policy(policy)
+    judge = s.get("judge", conversation.meta.get("judge"))
+    judge = synth.get_judge(judge) if (judge is None or isinstance(judge, str)) else judge
+    summarizer = s.get("summarizer", conversation.meta.get("summarizer"))
+    summarizer = synth.get_summarizer(summarizer) if (summarizer is None or isinstance(summarizer, str)) else summarizer
+    mem_kwargs = {k: s[k] for k in MEMORY_KEYS if s.get(k) is not None}
+    db = Vectrix(None, embedder=embedder if embedder is not None else _default_embedder(),
+                 token_counter=token_counter, judge=judge, **mem_kwargs)
+    try:
+        return _Run(conversation, s, db, summarizer, pol, on_probe, progress).run()
+    finally:
+        db.close()
+
+
+class _Run:
+    """The bookkeeping of one replay: labels to memory ids and back, and what each probe saw."""
+
+    def __init__(self, conv, settings, db, summarizer, policy, on_probe, progress):
+        self.conv, self.s, self.db, self.mem = conv, settings, db, db.memory
+        self.summarizer, self.policy, self.on_probe, self.progress = summarizer, policy, on_probe, progress
+        self.kinds = tuple(settings.get("kinds") or KINDS)
+        self.label_ids: Dict[str, List[str]] = {}
+        self.rows: Dict[str, Dict[str, Any]] = {}
+        self.events: List[Dict[str, Any]] = []
+        self.probes: List[Dict[str, Any]] = []
+        self.pools: List[Dict[str, Any]] = []
+        self.extras: List[Any] = []
+
+    # -------------------------------------------------------------- memories
+
+    def _stored(self, mid: str, t: float, labels, derived_from=()):
+        r = self.db.get(mid)
+        meta = r.metadata
+        self.rows[mid] = {"id": mid, "labels": sorted(labels), "kind": meta.get(K_KIND),
+                          "session": meta.get(K_SESSION), "role": meta.get("_vx_role"), "text": r.text,
+                          "tokens": int(self.db.token_counter(r.text)), "created": t, "deleted": None,
+                          "superseded_at": None, "superseded_by": None, "derived_from": list(derived_from)}
+        for lab in labels:
+            self.label_ids.setdefault(lab, []).append(mid)
+        for old in meta.get(K_SUPERSEDES) or ():
+            if old in self.rows and self.rows[old]["superseded_at"] is None:
+                self.rows[old]["superseded_at"] = t
+                self.rows[old]["superseded_by"] = mid
+
+    def _deleted(self, before: List[str], t: float) -> int:
+        n = 0
+        for mid in before:
+            if mid not in self.db:
+                self.rows[mid]["deleted"] = t
+                n += 1
+        return n
+
+    def _live(self) -> List[str]:
+        return [mid for mid, r in self.rows.items() if r["deleted"] is None]
+
+    def _id_of(self, label: str) -> Optional[str]:
+        live = [m for m in self.label_ids.get(label, ()) if self.rows[m]["deleted"] is None]
+        return live[0] if live else None
+
+    # -------------------------------------------------------------- events
+
+    def run(self) -> Replay:
+        from tqdm.auto import tqdm
+
+        events = self.conv.events
+        bar = tqdm(events, desc=f"replay {self.conv.name}", unit="event", disable=(not self.progress) if
+                   self.progress is not None else None, leave=False)
+        for i, ev in enumerate(bar):
+            row = {"index": i, "time": ev.time, "type": ev.type, "label": ev.label, "session": ev.session,
+                   "text": ev.text or ev.correction or ev.query, "memory_id": None, "status": "ok",
+                   "deleted": 0, "tokens_before": None, "tokens_after": None}
+            getattr(self, f"_{ev.type}")(ev, row)
+            row["memories"] = len(self._live())
+            self.events.append(row)
+        pools = self._pad()
+        meta = {"conversation": self.conv.name, "description": self.conv.description,
+                "conversation_meta": {k: v for k, v in self.conv.meta.items() if k != "settings"},
+                "embedder": getattr(self.db.embedder, "name", type(self.db.embedder).__name__),
+                "policy": self.policy.name}
+        settings = {k: (_name_of(v) if k in ("judge", "summarizer") else v) for k, v in self.s.items()}
+        settings.setdefault("judge", _name_of(self.mem.judge))
+        settings.setdefault("summarizer", _name_of(self.summarizer))
+        return Replay(name=self.conv.name, settings=settings, events=self.events,
+                      memories=list(self.rows.values()), probes=self.probes, pools=pools,
+                      pool_ids=[p["ids"] for p in self.pools], meta=meta, extras=self.extras)
+
+    def _turn(self, ev, row):
+        mid = self.mem.remember(ev.text, session=ev.session, role=ev.role, timestamp=ev.time, ttl_days=ev.ttl_days)
+        self._stored(mid, ev.time, [ev.label] if ev.label else [])
+        row["memory_id"] = mid
+
+    def _fact(self, ev, row):
+        mid = self.mem.remember(ev.text, session=ev.session, role=ev.role, timestamp=ev.time, pinned=ev.pinned,
+                                kind=None if ev.pinned else "fact", ttl_days=ev.ttl_days)
+        self._stored(mid, ev.time, [ev.label] if ev.label else [])
+        row["memory_id"] = mid
+
+    def _feedback(self, ev, row):
+        target = self._id_of(ev.target)
+        if target is None:
+            row["status"] = f"skipped: the memory labelled {ev.target!r} is gone"
+            return
+        new = self.mem.feedback(target, ev.outcome, correction=ev.correction, timestamp=ev.time)
+        if new is not None:
+            self._stored(new, ev.time, [ev.label] if ev.label else [])
+            row["memory_id"] = new
+
+    def _forget(self, ev, row):
+        before = self._live()
+        if ev.targets:
+            ids = [m for lab in ev.targets for m in self.label_ids.get(lab, ())]
+            self.mem.forget(ids=ids, now=ev.time)
+        else:
+            self.mem.forget(session=ev.session, kinds=ev.kinds or ("turn",), older_than=ev.older_than,
+                            superseded=ev.superseded, now=ev.time)
+        row["deleted"] = self._deleted(before, ev.time)
+
+    def _expire(self, ev, row):
+        before = self._live()
+        self.mem.expire(now=ev.time)
+        row["deleted"] = self._deleted(before, ev.time)
+
+    def _consolidate(self, ev, row):
+        before = self._live()
+        report = self.mem.consolidate(ev.session, self.summarizer, keep_recent=ev.keep_recent,
+                                      older_than=ev.older_than, batch_turns=ev.batch_turns, now=ev.time)
+        for fid in report.facts:
+            src = self.db.get(fid).metadata.get(K_CONSOLIDATED_FROM) or []
+            labels = {lab for s in src if s in self.rows for lab in self.rows[s]["labels"]}
+            self._stored(fid, ev.time, labels, derived_from=src)
+        row["deleted"] = self._deleted(before, ev.time)
+        row["tokens_before"], row["tokens_after"] = report.tokens_before, report.tokens_after
+
+    # -------------------------------------------------------------- probes
+
+    def _eligible(self, mid: str, ev) -> bool:
+        r = self.rows[mid]
+        if r["deleted"] is not None or r["kind"] not in self.kinds:
+            return False
+        if ev.session is not None and r["session"] != ev.session:
+            return False
+        meta = self.db.get(mid).metadata
+        if meta.get(K_SUPERSEDED_BY) is not None:
+            return False
+        expires = meta.get(K_EXPIRES)
+        return expires is None or expires > ev.time
+
+    def _grade(self, mid: str, ev) -> float:
+        return max((ev.relevant.get(lab, 0.0) for lab in self.rows[mid]["labels"]), default=0.0)
+
+    def _probe(self, ev, row):
+        s, t = self.s, ev.time
+        limit = ev.limit or s["limit"]
+        res = self.mem.recall(ev.query, session=ev.session, limit=limit, token_budget=s["token_budget"],
+                              score_gap=s["score_gap"], kinds=self.kinds, mode=s["mode"], now=t)
+        pool = self.mem.candidate_pool(ev.query, session=ev.session, limit=max(limit, s["pool_limit"]),
+                                       kinds=self.kinds, mode=s["mode"], now=t)
+        if self.on_probe is not None:
+            self.extras.append(self.on_probe(self.mem, ev, t))
+        ids = pool["ids"]
+        stale_labels = set(ev.stale)
+        sess_bit = {sid: 1 << j for j, sid in enumerate(ev.relevant_sessions[:MAX_SESSION_BITS])}
+        grade = np.array([self._grade(m, ev) for m in ids], dtype=np.float64)
+        stale = np.array([bool(stale_labels & set(self.rows[m]["labels"])) for m in ids], dtype=bool)
+        foreign = np.array([ev.session is not None and sx != ev.session for sx in pool["sessions"]], dtype=bool)
+        bits = np.array([sess_bit.get(sx, 0) for sx in pool["sessions"]], dtype=np.int64)
+        relevant_ids = {m for lab in ev.relevant for m in self.label_ids.get(lab, ())}
+        ideal = sorted((self._grade(m, ev) for m in relevant_ids if self._eligible(m, ev)), reverse=True)
+        self.pools.append({
+            "ids": ids, "relevance": pool["relevance"], "dense": pool.get("dense", pool["relevance"]),
+            "lexical": pool.get("lexical", np.full(len(ids), np.nan)), "ts": pool["ts"],
+            "age_days": pool["age_days"], "tokens": pool["tokens"], "feedback_signs": pool["feedback_signs"],
+            "feedback_ages": pool["feedback_ages"], "kind": np.array([KIND_CODES[k] for k in pool["kinds"]]),
+            "grade": grade, "stale": stale, "foreign": foreign, "session_bits": bits, "ideal": ideal,
+            "n_sessions": len(sess_bit), "limit": limit, "now": t})
+        # the ranking this probe row reports: the live recall, or the policy over the same pool
+        if self.policy.name == "blend":
+            shipped = res.ids
+        else:
+            p = resolve_params(self.policy, {}, s)
+            pool["limit"] = limit
+            shipped = [ids[j] for j in rank_pool(pool, self.policy, limit=limit, token_budget=s["token_budget"], **p)]
+        slot = {m: j for j, m in enumerate(ids)}
+        gains = np.array([[grade[slot[m]] if m in slot else self._grade(m, ev) for m in shipped]]).reshape(1, -1)
+        stale_l = np.array([[bool(stale_labels & set(self.rows[m]["labels"])) for m in shipped]]).reshape(1, -1)
+        foreign_l = np.array([[ev.session is not None and self.rows[m]["session"] != ev.session
+                               for m in shipped]]).reshape(1, -1)
+        bits_l = np.array([[sess_bit.get(self.rows[m]["session"], 0) for m in shipped]], dtype=np.int64).reshape(1, -1)
+        tokens_used = sum(self.rows[m]["tokens"] for m in shipped)
+        met = M.ranked_metrics(gains, stale_l, len(ideal), np.array([ideal + [0.0]]), foreign=foreign_l,
+                               session_bits=bits_l, n_sessions=len(sess_bit), tokens_used=tokens_used,
+                               token_budget=s["token_budget"])
+        self.probes.append({
+            "probe": len(self.probes), "label": ev.label, "time": t, "query": ev.query, "session": ev.session,
+            "category": ev.category, "limit": limit, "pool": len(ids), "n_relevant": len(ideal),
+            "relevant": sorted(ev.relevant), "stale": list(ev.stale),
+            "recalled_ids": list(res.ids), "recalled_labels": [self.rows[m]["labels"] for m in res.ids],
+            "ranked_ids": list(shipped), "tokens": int(tokens_used),
+            **{k: float(np.ravel(v)[0]) for k, v in met.items()}, "meta": ev.meta})
+        row["status"] = f"recalled {len(res)}"
+
+    # -------------------------------------------------------------- padding
+
+    def _pad(self) -> Dict[str, np.ndarray]:
+        P = len(self.pools)
+        N = max((len(p["ids"]) for p in self.pools), default=0)
+        E = max((p["feedback_signs"].shape[1] if p["feedback_signs"].ndim == 2 else 0 for p in self.pools), default=0)
+        R = max((len(p["ideal"]) for p in self.pools), default=0)
+        out = {
+            "relevance": np.zeros((P, N)), "dense": np.zeros((P, N)), "lexical": np.full((P, N), np.nan),
+            "ts": np.zeros((P, N)), "age_days": np.zeros((P, N)), "tokens": np.zeros((P, N), dtype=np.int64),
+            "kind": np.zeros((P, N), dtype=np.int8), "grade": np.zeros((P, N)), "stale": np.zeros((P, N), bool),
+            "foreign": np.zeros((P, N), bool), "session_bits": np.zeros((P, N), dtype=np.int64),
+            "feedback_signs": np.zeros((P, N, E)), "feedback_ages": np.zeros((P, N, E)),
+            "n": np.zeros(P, dtype=np.int64), "ideal": np.zeros((P, max(R, 1))),
+            "n_relevant": np.zeros(P, dtype=np.int64), "n_sessions": np.zeros(P, dtype=np.int64),
+            "limit": np.zeros(P, dtype=np.int64), "now": np.zeros(P),
+        }
+        for i, p in enumerate(self.pools):
+            n = len(p["ids"])
+            out["n"][i] = n
+            for k in ("relevance", "dense", "lexical", "ts", "age_days", "tokens", "kind", "grade", "stale",
+                      "foreign", "session_bits"):
+                out[k][i, :n] = p[k]
+            e = p["feedback_signs"].shape[1] if p["feedback_signs"].ndim == 2 else 0
+            out["feedback_signs"][i, :n, :e] = p["feedback_signs"]
+            out["feedback_ages"][i, :n, :e] = p["feedback_ages"]
+            out["ideal"][i, :len(p["ideal"])] = p["ideal"]
+            out["n_relevant"][i] = len(p["ideal"])
+            out["n_sessions"][i] = p["n_sessions"]
+            out["limit"][i] = p["limit"]
+            out["now"][i] = p["now"]
+        out["pool_limit"] = np.array(self.s["pool_limit"])
+        return out
+
+
+def replay_many(conversations: Sequence[Conversation], settings: Optional[Dict[str, Any]] = None, embedder=None,
+                *, n_jobs: Optional[int] = 1, progress: Optional[bool] = None, **kwargs) -> List[Replay]:
+    """Replay several conversations, in parallel through joblib; results in input order.
+
+    ``n_jobs`` is joblib's (``-1``: every core; ``None``: what the active backend says, e.g.
+    inside ``joblib.parallel_config(backend="dask")``). With the default embedder each
+    worker process builds its own; a given ``embedder`` object is shared with threads
+    instead, since embedders hold a lock and models do not pickle cheaply.
+    """
+    from joblib import Parallel, delayed
+    from tqdm.auto import tqdm
+
+    conversations = list(conversations)
+    jobs = (delayed(replay)(c, settings, embedder, **kwargs) for c in conversations)
+    if n_jobs == 1 or len(conversations) <= 1:
+        it = (replay(c, settings, embedder, **kwargs) for c in conversations)
+    else:
+        par = Parallel(n_jobs=n_jobs, return_as="generator", prefer="threads" if embedder is not None else None)
+        it = par(jobs)
+    disable = None if progress is None else not progress
+    return list(tqdm(it, total=len(conversations), desc="replays", unit="conv", disable=disable))
