@@ -412,6 +412,7 @@ class _Tx:
         self.store = store
         self.conn = store._conn
         self.ops: list[tuple] = []
+        self.scopes: dict[str, str] = {}  # FTS scope of documents whose session moved in this transaction
 
     def insert(self, id: str, text: str, meta: dict, vec: np.ndarray) -> None:
         cur = self.conn.execute(
@@ -428,12 +429,14 @@ class _Tx:
         m = self.store._m
         p = m.pos_of_id.get(id)
         if p is not None:
-            old, new = scope_token(m.metas[p]), scope_token(meta)
+            old = self.scopes[id] if id in self.scopes else scope_token(m.metas[p])
+            new = scope_token(meta)
             if old != new:
                 rowid, text = int(m.rowid[p]), m.texts[p]
                 self.conn.execute("INSERT INTO vx_fts (vx_fts, rowid, text, scope) VALUES ('delete', ?, ?, ?)",
                                   (rowid, text, old))
                 self.conn.execute("INSERT INTO vx_fts (rowid, text, scope) VALUES (?, ?, ?)", (rowid, text, new))
+                self.scopes[id] = new  # the mirror follows only at commit
         self.ops.append(("update", id, meta))
 
     def delete(self, ids: Sequence[str]) -> None:
@@ -442,8 +445,8 @@ class _Tx:
         # A contentless FTS5 row is deleted by restating what was indexed.
         self.conn.executemany(
             "INSERT INTO vx_fts (vx_fts, rowid, text, scope) VALUES ('delete', ?, ?, ?)",
-            [(int(m.rowid[p]), m.texts[p], scope_token(m.metas[p]))
-             for p in (m.pos_of_id.get(i) for i in ids) if p is not None])
+            [(int(m.rowid[p]), m.texts[p], self.scopes[i] if i in self.scopes else scope_token(m.metas[p]))
+             for i, p in ((i, m.pos_of_id.get(i)) for i in ids) if p is not None])
         self.ops.append(("delete", list(ids)))
 
     def counter(self, name: str) -> int:
