@@ -1,0 +1,160 @@
+"""Load: four threads mixing 80% recall / 20% remember on one handle, for a bounded time.
+
+    python benchmarks/bench_load.py                      # builds a 100k-memory database, then loads it
+    python benchmarks/bench_load.py --db /tmp/load.db    # reuses (or builds once) a database file
+
+Prints throughput, p50/p99 latency per operation and the error count (which must be 0).
+A benchmark, not a test: it times things and asserts nothing but the absence of errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import sys
+import tempfile
+import threading
+import time
+import zlib
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+from vxmem import HashingEmbedder, Vectrix  # noqa: E402
+
+WORDS = ("tea coffee paris london dark light mode pdf csv report cat dog blue red green river mountain piano "
+         "violin chess garden winter summer bread cheese train bicycle meeting invoice deadline holiday doctor "
+         "birthday flight hotel recipe password laptop printer garage sister brother").split()
+
+
+class TrivialEmbedder:
+    """Bag of crc32-hashed words, 64-d: times the memory layer, not the embedder."""
+
+    dim = 64
+
+    def __call__(self, texts):
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for i, t in enumerate(texts):
+            for w in t.lower().split():
+                out[i, zlib.crc32(w.encode()) % self.dim] += 1.0
+        return out
+
+
+def sentence(rng: random.Random) -> str:
+    return " ".join(rng.choice(WORDS) for _ in range(rng.randint(6, 14)))
+
+
+def build(path: str, n: int, sessions: int, embedder, seed: int = 0) -> None:
+    rng = random.Random(seed)
+    t0 = time.perf_counter()
+    with Vectrix(path, embedder=embedder) as db:
+        have = db.count()
+        for i in range(have, n):
+            db.remember(sentence(rng), session=f"user-{i % sessions}", role="user" if i % 2 else "assistant",
+                        timestamp=1_700_000_000 + i * 30)
+            if i and i % 20_000 == 0:
+                print(f"  built {i:,} memories in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
+        db.recall("warm up", limit=10, now=1_800_000_000)  # builds the HNSW index, saved on close
+    print(f"built {n:,} memories over {sessions} sessions in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+
+
+def run(path: str, embedder, threads: int, seconds: float, sessions: int, seed: int = 1):
+    db = Vectrix(path, embedder=embedder)
+    db.recall("warm up", limit=10, now=1_800_000_000)  # index loaded before the clock starts
+    lat = {"recall (session)": [], "recall (all sessions)": [], "remember": []}
+    errors: list[str] = []
+    lock = threading.Lock()
+    barrier = threading.Barrier(threads + 1)
+    stop = [0.0]
+
+    def worker(k: int) -> None:
+        rng = random.Random(seed * 100 + k)
+        mine = {key: [] for key in lat}
+        n_err = []
+        barrier.wait()
+        clock = 1_800_000_000 + k
+        while time.perf_counter() < stop[0]:
+            clock += 1
+            session = f"user-{rng.randrange(sessions)}"
+            r = rng.random()
+            if r < 0.8:
+                op = "recall (all sessions)" if r < 0.08 else "recall (session)"
+            else:
+                op = "remember"
+            t = time.perf_counter()
+            try:
+                if op == "remember":
+                    db.remember(sentence(rng), session=session, timestamp=clock)
+                elif op == "recall (session)":
+                    res = db.recall(sentence(rng), session=session, limit=10, now=clock)
+                    assert len(res) > 0
+                else:
+                    res = db.recall(sentence(rng), limit=10, now=clock)
+                    assert len(res) == 10
+            except Exception as exc:  # noqa: BLE001 - counted and reported
+                n_err.append(f"{op}: {type(exc).__name__}: {exc}")
+                continue
+            mine[op].append(time.perf_counter() - t)
+        with lock:
+            for key, v in mine.items():
+                lat[key].extend(v)
+            errors.extend(n_err)
+
+    pool = [threading.Thread(target=worker, args=(k,)) for k in range(threads)]
+    for t in pool:
+        t.start()
+    stop[0] = time.perf_counter() + seconds
+    barrier.wait()
+    start = time.perf_counter()
+    for t in pool:
+        t.join()
+    elapsed = time.perf_counter() - start
+    total = db.count()
+    db.close()
+    return lat, errors, elapsed, total
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--db", help="database file (built if missing or smaller than --memories)")
+    ap.add_argument("--memories", type=int, default=100_000)
+    ap.add_argument("--sessions", type=int, default=500)
+    ap.add_argument("--threads", type=int, default=4)
+    ap.add_argument("--seconds", type=float, default=20.0)
+    ap.add_argument("--embedder", choices=["hashing", "trivial"], default="hashing",
+                    help="hashing: the default offline embedder; trivial: 64-d word hashing, times the memory layer")
+    args = ap.parse_args(argv)
+
+    embedder = HashingEmbedder() if args.embedder == "hashing" else TrivialEmbedder()
+    tmp = None
+    path = args.db
+    if path is None:
+        tmp = tempfile.TemporaryDirectory(prefix="vxload")
+        path = os.path.join(tmp.name, "load.db")
+    build(path, args.memories, args.sessions, embedder)
+
+    lat, errors, elapsed, total = run(path, embedder, args.threads, args.seconds, args.sessions)
+    n_ops = sum(len(v) for v in lat.values())
+    print(f"\nbench_load: {args.threads} threads, one handle, {args.seconds:.0f} s, database of "
+          f"{args.memories:,} memories over {args.sessions} sessions ({total:,} at the end), "
+          f"embedder={args.embedder}, {os.cpu_count()} cores\n")
+    print("| operation | share | ops | ops/s | p50 ms | p99 ms |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for op, v in lat.items():
+        a = np.array(v) * 1000 if v else np.array([np.nan])
+        print(f"| {op} | {len(v) / max(n_ops, 1):.0%} | {len(v):,} | {len(v) / elapsed:,.0f} | "
+              f"{np.percentile(a, 50):.2f} | {np.percentile(a, 99):.2f} |")
+    print(f"| **all** | 100% | {n_ops:,} | {n_ops / elapsed:,.0f} | | |")
+    print(f"\nerrors: {len(errors)}")
+    for e in errors[:10]:
+        print("  " + e)
+    if tmp is not None:
+        tmp.cleanup()
+    if errors:
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
