@@ -22,9 +22,9 @@ import os
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from .clock import DAY, to_epoch
+from .clock import to_epoch
 from .memory import KINDS, OUTCOMES
 
 FORMAT = "vxmem-conversation/1"
@@ -100,6 +100,20 @@ class Event:
     relevant_sessions: Tuple[str, ...] = ()
     limit: Optional[int] = None
     meta: Dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self):
+        # Built in code, events take lists as readily as tuples, and relevant labels as a list.
+        if self.type not in EVENT_TYPES:
+            raise DatasetError(f"event type must be one of {', '.join(EVENT_TYPES)}; got {self.type!r}")
+        if isinstance(self.relevant, (list, tuple, set)):
+            self.relevant = {lab: 1.0 for lab in self.relevant}
+        self.relevant = {k: float(v) for k, v in self.relevant.items()}
+        for name in ("targets", "stale", "relevant_sessions"):
+            value = getattr(self, name)
+            setattr(self, name, (value,) if isinstance(value, str) else tuple(value))
+        if self.kinds is not None:
+            self.kinds = (self.kinds,) if isinstance(self.kinds, str) else tuple(self.kinds)
+        self.time = float(self.time)
 
     @property
     def creates_memory(self) -> bool:

@@ -46,6 +46,8 @@ def recall_at_k(gains, n_relevant, k: Optional[int] = None) -> np.ndarray:
 def reciprocal_rank(gains, k: Optional[int] = None) -> np.ndarray:
     """1 / rank of the first relevant item among the first ``k``; 0.0 when there is none."""
     rel = _top(gains, k) > 0
+    if rel.shape[-1] == 0:  # an empty list finds nothing
+        return np.zeros(rel.shape[:-1])
     first = np.argmax(rel, axis=-1)
     return np.where(np.any(rel, axis=-1), 1.0 / (first + 1.0), 0.0)
 

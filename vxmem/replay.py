@@ -22,7 +22,6 @@ from __future__ import annotations
 import functools
 import io
 import json
-import math
 import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence

@@ -90,12 +90,12 @@ def blend(relevance_norm, recency, feedback, recency_weight, feedback_weight):
             + np.asarray(feedback_weight, dtype=np.float64) * fb)
 
 
-def rank_order(score, ts, axis: int = -1, valid=None):
+def rank_order(score, ts, axis: int = -1, valid=None, k=None):
     """Indices that sort candidates best first along the last axis.
 
     Higher score first; ties go to the newer memory (higher ``ts``), then to the
     earlier candidate slot, so the order is total and identical in recall and sweep.
-    Padding slots (``valid`` False) sort last.
+    Padding slots (``valid`` False) sort last. ``k`` returns only the first ``k``.
     """
     score = np.asarray(score, dtype=np.float64)
     ts_in = ts
@@ -103,15 +103,52 @@ def rank_order(score, ts, axis: int = -1, valid=None):
     if valid is not None:
         score = np.where(valid, score, -np.inf)
     if score.ndim == 1:
-        return np.lexsort((-ts, -score))
+        order = np.lexsort((-ts, -score))
+        return order if k is None else order[:k]
+    if k is not None and 0 < k < score.shape[-1]:
+        return _top_k_order(score, ts, int(k))
     # The same order as lexsort((-ts, -score)), several times faster on a sweep's batches:
     # slots pre-sorted newest first (stable, so equal times keep slot order), then a
     # stable sort by score, which keeps that order among equal scores. The time order is
     # computed on ts before broadcasting: a sweep shares it across every grid point.
     ts0 = np.asarray(ts_in, dtype=np.float64)
-    by_ts = np.broadcast_to(np.argsort(-ts0, axis=-1, kind="stable"), score.shape)
-    by_score = np.argsort(-np.take_along_axis(score, by_ts, axis=-1), axis=-1, kind="stable")
-    return np.take_along_axis(by_ts, by_score, axis=-1)
+    by_ts = np.ascontiguousarray(np.broadcast_to(np.argsort(-ts0, axis=-1, kind="stable"), score.shape))
+    by_score = np.argsort(-take_last(score, by_ts), axis=-1, kind="stable")
+    return take_last(by_ts, by_score)
+
+
+def _top_k_order(score, ts, k):
+    """The first ``k`` of the rank order, fast: a plain sort, then the exact rule where it matters.
+
+    When the first k + 1 sorted scores of a row are all distinct, which k come first and
+    in which order does not depend on how ties are broken; only rows with a tie there are
+    ordered again with the full rule (score, then newer, then slot).
+    """
+    neg = -np.ascontiguousarray(score)
+    order = np.argsort(neg, axis=-1)[..., : k + 1]
+    head = take_last(neg, order)
+    tied = np.any(head[..., 1:] == head[..., :-1], axis=-1)
+    out = np.ascontiguousarray(order[..., :k])
+    if tied.any():
+        n = score.shape[-1]
+        rows = np.flatnonzero(tied)
+        s_rows = neg.reshape(-1, n)[rows]
+        t_rows = -np.broadcast_to(ts, score.shape).reshape(-1, n)[rows]
+        out.reshape(-1, k)[rows] = np.lexsort((t_rows, s_rows), axis=-1)[:, :k]
+    return out
+
+
+def take_last(a, idx):
+    """``np.take_along_axis(a, idx, axis=-1)`` where ``idx`` has ``a``'s leading shape.
+
+    Through flat indices into a contiguous copy: several times faster than the general
+    function on the sweep's many short rows.
+    """
+    a = np.ascontiguousarray(a)
+    idx = np.asarray(idx)
+    rows = int(np.prod(a.shape[:-1], dtype=np.int64))
+    flat = idx.reshape(rows, -1) + (np.arange(rows, dtype=np.int64) * a.shape[-1])[:, None]
+    return a.reshape(-1)[flat].reshape(idx.shape)
 
 
 def pool_size(limit: int) -> int:

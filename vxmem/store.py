@@ -1122,9 +1122,13 @@ class Vectrix:
             sims = rowdot(m.vecs[positions], q)
         if k < n_sel:
             part = np.argpartition(-sims, k - 1)[:k]
+            # Ties at the edge go to the earliest document, not to argpartition's whim, so
+            # a pool for a smaller limit is always a prefix of the pool for a larger one.
+            edge = sims[part].min()
+            part = np.union1d(part[sims[part] > edge], np.flatnonzero(sims == edge))
         else:
             part = np.arange(n_sel)
-        order = part[np.lexsort((positions[part], -sims[part]))]
+        order = part[np.lexsort((positions[part], -sims[part]))][:k]
         return positions[order], sims[order]
 
     def _topk_index(self, q: np.ndarray, positions: np.ndarray, k: int):

@@ -19,7 +19,7 @@ equals ``recall()``'s own unless raw relevances tie exactly at the pool's edge.
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+import warnings
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
 import numpy as np
@@ -32,15 +32,27 @@ from .replay import Replay
 SWEEP_KEYS = ("limit", "token_budget", "hybrid_weight")
 
 
-@dataclass
 class SweepResult:
-    """``per_probe``: one row per grid point and probe; ``per_point``: the mean of each
-    metric per point (``mrr`` is the mean reciprocal rank); ``params``: the grid's columns."""
+    """``per_point``: the mean of each metric per grid point (``mrr`` is the mean reciprocal
+    rank; NaNs, e.g. recall of a probe with nothing relevant, are skipped) and the probe
+    count; ``per_probe``: one row per point and probe, built on first use; ``params``: the
+    grid's columns."""
 
-    per_probe: Any
-    per_point: Any
-    params: List[str]
-    policy: str
+    def __init__(self, per_point, params: List[str], policy: str, build_per_probe):
+        self.per_point = per_point
+        self.params = params
+        self.policy = policy
+        self._build = build_per_probe
+        self._per_probe = None
+
+    @property
+    def per_probe(self):
+        if self._per_probe is None:
+            self._per_probe = self._build()
+        return self._per_probe
+
+    def __repr__(self) -> str:
+        return f"SweepResult(policy={self.policy!r}, {len(self.per_point)} points, params={self.params})"
 
     def by_category(self):
         """Per point and probe category (when the data has categories)."""
@@ -106,7 +118,7 @@ def _per_probe_setting(replays, key, default=None):
 
 
 def sweep(replays: Union[Replay, Sequence[Replay]], grid: Optional[Mapping[str, Any]] = None, policy="blend",
-          *, chunk_elements: int = 300_000, progress: Optional[bool] = False) -> SweepResult:
+          *, n_jobs: int = 1, chunk_elements: int = 300_000, progress: Optional[bool] = False) -> SweepResult:
     """Rank every probe of ``replays`` at every point of ``grid``; returns a :class:`SweepResult`.
 
     ``grid`` maps parameter names to a value or a list of values; the points are their
@@ -115,6 +127,7 @@ def sweep(replays: Union[Replay, Sequence[Replay]], grid: Optional[Mapping[str, 
     ``token_budget`` (None: no budget) and, for replays in hybrid mode, ``hybrid_weight``.
     A parameter left out keeps each replay's own setting (policy defaults for the other
     policies). Several replays (say, every LoCoMo conversation) are swept together.
+    ``n_jobs`` ranks chunks of probes in that many threads (-1: every core).
     """
     from tqdm.auto import tqdm
 
@@ -195,10 +208,18 @@ def sweep(replays: Union[Replay, Sequence[Replay]], grid: Optional[Mapping[str, 
     score_points = int(np.prod([s for k, s in zip(names, shape) if k != "token_budget"])) if shape else 1
     step = max(1, int(chunk_elements // max(1, score_points * max(N, 1))))
     chunks = range(0, P, step)
-    for p0 in tqdm(chunks, desc="sweep", unit="chunk", disable=(not progress) if progress is not None else None,
-                   leave=False):
+    def run(p0):
         sl = slice(p0, min(P, p0 + step))
-        res = _rank_chunk(pools, sl, pol, names, values, fixed, axis, A, kmax, modes)
+        return sl, _rank_chunk(pools, sl, pol, names, values, fixed, axis, A, kmax, modes)
+
+    if n_jobs == 1:
+        results = map(run, chunks)
+    else:  # numpy sorts and ufuncs release the GIL: threads share the pools without copying
+        from joblib import Parallel, delayed
+
+        results = Parallel(n_jobs=n_jobs, prefer="threads", return_as="generator")(delayed(run)(p) for p in chunks)
+    for sl, res in tqdm(results, total=len(chunks), desc="sweep", unit="chunk",
+                        disable=(not progress) if progress is not None else None, leave=False):
         for m, arr in res.items():
             out[m][:, sl] = np.broadcast_to(arr, shape + arr.shape[-1:]).reshape(G, -1)
     return _frames(replays, pol, names, values, shape, out, P)
@@ -220,7 +241,10 @@ def _rank_chunk(pools, sl, pol, names, values, fixed, axis, A, kmax, modes, want
     slot = np.arange(N)
     # The pool a limit would have searched: the first max(4 x limit, 40) by relevance.
     ps = np.maximum(4 * lim, scoring.pool_size(0))
-    valid = slot < np.minimum(c["n"].reshape(Pc, 1), ps)
+    if "hybrid" in modes:  # the union of two top lists: the recorded pool is the whole pool
+        ps = np.full_like(ps, N)
+    n_valid = np.minimum(c["n"].reshape(Pc, 1), ps)
+    valid = slot < n_valid
     pool = {"age_days": c["age_days"], "feedback_signs": c["feedback_signs"], "feedback_ages": c["feedback_ages"],
             "relevance": c["relevance"]}
     if "hybrid" in modes:
@@ -228,26 +252,32 @@ def _rank_chunk(pools, sl, pol, names, values, fixed, axis, A, kmax, modes, want
     params = {k: param(k) for k in pol.params}
     score = pol.score(pool, params, valid)
     score, valid = np.broadcast_arrays(score, valid)
-    order = scoring.rank_order(score, c["ts"], valid=valid)
-    top = order[..., :kmax]
+    top = scoring.rank_order(score, c["ts"], valid=valid, k=kmax)
     k = top.shape[-1]
+    flat = top + (np.arange(Pc, dtype=np.int64) * N)[:, None]  # into the chunk's (Pc, N) arrays
 
     def take(x):
-        return np.take_along_axis(np.broadcast_to(x, order.shape), top, axis=-1)
+        return np.ascontiguousarray(x).reshape(-1)[flat]
 
-    in_list = take(valid) & (np.arange(k) < lim)
+    in_list = (top < n_valid) & (np.arange(k) < lim)
     tokens = take(c["tokens"])
     budget = param("token_budget")[..., 0] if "token_budget" in values else fixed["token_budget"][sl]
     keep = scoring.fit_budget(tokens, budget) & in_list
     if want_order:
         return top, keep
-    # shipped results first, in rank order (budget skips leave holes otherwise)
-    idx = np.argsort(~keep, axis=-1, kind="stable")
-    kept = np.take_along_axis(keep, idx, axis=-1)
-    gains = np.where(kept, np.take_along_axis(np.broadcast_to(take(c["grade"]), keep.shape), idx, -1), 0.0)
-    stale = kept & np.take_along_axis(np.broadcast_to(take(c["stale"]), keep.shape), idx, -1)
-    foreign = kept & np.take_along_axis(np.broadcast_to(take(c["foreign"]), keep.shape), idx, -1)
-    bits = np.where(kept, np.take_along_axis(np.broadcast_to(take(c["session_bits"]), keep.shape), idx, -1), 0)
+    # Shipped results first, in rank order: a budget can skip one and take the next.
+    # Without budgets the shipped list is already a prefix.
+    def ranked(x):
+        x = np.broadcast_to(take(x), keep.shape)
+        return x if prefix else scoring.take_last(x, idx)
+
+    prefix = bool(np.all(np.isinf(budget)))
+    idx = None if prefix else np.argsort(~keep, axis=-1, kind="stable")
+    kept = keep if prefix else scoring.take_last(keep, idx)
+    gains = np.where(kept, ranked(c["grade"]), 0.0)
+    stale = kept & ranked(c["stale"])
+    foreign = kept & ranked(c["foreign"])
+    bits = np.where(kept, ranked(c["session_bits"]), 0)
     ideal = np.where(np.arange(c["ideal"].shape[-1]) < lim, c["ideal"], 0.0)  # IDCG at the limit
     used = np.sum(np.where(keep, tokens, 0), axis=-1)
     res = M.ranked_metrics(gains, stale, c["n_relevant"], ideal, k=None, foreign=foreign, session_bits=bits,
@@ -266,29 +296,49 @@ def _frames(replays, pol, names, values, shape, out, P) -> SweepResult:
     for r in replays:
         for i, pr in enumerate(r.probes):
             probe_rows.append((r.name, i, pr.get("label"), pr.get("category")))
-    conv = np.array([x[0] for x in probe_rows], dtype=object)
-    frame = {"point": np.repeat(np.arange(G), P)}
+    def tiled(values):  # repeated strings as a categorical: cheap to build and to group by
+        codes, cats = pd.factorize(pd.Series(values, dtype=object), use_na_sentinel=True)
+        return pd.Categorical.from_codes(np.tile(codes, G), categories=cats)
+
+    drop = set()
+    if not any(r.pools["n_sessions"].any() for r in replays):
+        drop.add("session_recall")
+    if not any(r.settings.get("token_budget") for r in replays) and "token_budget" not in names:
+        drop.add("budget_fill")
+    metric_cols = [m for m in ("hit", "recall", "rr", "ndcg", "stale_leak", "foreign_leak", "session_recall",
+                               "budget_fill") if m not in drop]
+
+    def build_per_probe():
+        f = {"point": np.repeat(np.arange(G), P)}
+        for j, k in enumerate(names):
+            col = [p[j] for p in points]
+            if k == "token_budget":
+                f[k] = np.repeat(np.array([np.nan if v is None else v for v in col], dtype=np.float64), P)
+            else:
+                f[k] = np.repeat(np.array(col), P)
+        f["conversation"] = tiled([x[0] for x in probe_rows])
+        f["probe"] = np.tile(np.array([x[1] for x in probe_rows], dtype=np.int64), G)
+        f["label"] = tiled([x[2] for x in probe_rows])
+        f["category"] = tiled([x[3] for x in probe_rows])
+        for m in metric_cols + ["n_results", "tokens"]:
+            f[m] = out[m].reshape(-1)
+        per_probe = pd.DataFrame(f)
+        per_probe.insert(0, "policy", pol.name)
+        return per_probe
+
+    # The per-point means straight from the (points, probes) arrays: no frame needed.
+    agg = {"policy": pol.name, "point": np.arange(G)}
     for j, k in enumerate(names):
         col = [p[j] for p in points]
-        if k == "token_budget":
-            frame[k] = np.repeat(np.array([np.nan if v is None else v for v in col], dtype=np.float64), P)
-        else:
-            frame[k] = np.repeat(np.array(col), P)
-    frame["conversation"] = np.tile(conv, G)
-    frame["probe"] = np.tile(np.array([x[1] for x in probe_rows], dtype=np.int64), G)
-    frame["label"] = np.tile(np.array([x[2] for x in probe_rows], dtype=object), G)
-    frame["category"] = np.tile(np.array([x[3] for x in probe_rows], dtype=object), G)
-    for m, arr in out.items():
-        frame[m] = arr.reshape(-1)
-    per_probe = pd.DataFrame(frame)
-    if not any(r.pools["n_sessions"].any() for r in replays):
-        per_probe = per_probe.drop(columns=["session_recall"])
-    if not any(r.settings.get("token_budget") for r in replays) and "token_budget" not in names:
-        per_probe = per_probe.drop(columns=["budget_fill"])
-    per_probe.insert(0, "policy", pol.name)
-    per_point = M.aggregate(per_probe, by=["point"] + names)
-    per_point.insert(0, "policy", pol.name)
-    return SweepResult(per_probe=per_probe, per_point=per_point, params=names, policy=pol.name)
+        agg[k] = np.array([np.nan if v is None else v for v in col], dtype=np.float64) \
+            if k == "token_budget" else np.array(col)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a metric no probe can score is NaN
+        for m in metric_cols:
+            agg["mrr" if m == "rr" else m] = np.nanmean(out[m], axis=1) if P else np.full(G, np.nan)
+    agg["probes"] = np.full(G, P, dtype=np.int64)
+    per_point = pd.DataFrame(agg)
+    return SweepResult(per_point=per_point, params=names, policy=pol.name, build_per_probe=build_per_probe)
 
 
 def rankings(replay: Replay, policy="blend", **params) -> List[List[str]]:

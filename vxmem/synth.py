@@ -308,9 +308,10 @@ _OLD_FACTS = [
     ("I drive a blue Volvo estate.", ["What car do I have?", "Which vehicle should the parking permit list?"],
      ["The blue whale is the largest animal.", "Parking downtown is impossible.", "Which car rental is cheapest?"]),
     ("My blood type is O negative.", ["What is my blood group?", "Which transfusion type matches me?"],
-     ["I donated old clothes last week.", "What type of bread is healthiest?", "Negative reviews hurt small shops."]),
+     ["The blood drive at work is on Friday.", "Our hiking group meets on Sundays.", "What type of bread is healthiest?"]),
     ("I'm a vegetarian since 2015.", ["Should the dinner menu for me include meat?", "What diet do I follow?"],
-     ["The steakhouse downtown closed.", "Vegetables are cheaper at the market.", "I've been at this job since 2015."]),
+     ["The dinner menu at the steakhouse changed.", "I follow a cooking channel about meat smoking.",
+      "I've been at this job since 2015."]),
 ]
 
 

@@ -1,0 +1,234 @@
+"""Sweeps: cached pools re-ranked for a grid, equal to recall(); the ranking policies."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from vxmem import ConversationMemory, scoring
+from vxmem.policies import POLICIES, rank_pool
+from vxmem.replay import replay
+from vxmem.sweep import rankings, sweep
+from vxmem.synth import generate
+
+POINTS = [
+    {"half_life_days": 7.0, "recency_weight": 0.5, "feedback_weight": 0.25, "feedback_half_life_days": 30.0,
+     "limit": 10, "token_budget": None},
+    {"half_life_days": 1.0, "recency_weight": 1.0, "feedback_weight": 0.0, "feedback_half_life_days": 5.0,
+     "limit": 5, "token_budget": 40},
+    {"half_life_days": 60.0, "recency_weight": 0.1, "feedback_weight": 1.0, "feedback_half_life_days": 2.0,
+     "limit": 8, "token_budget": None},
+    {"half_life_days": 3.0, "recency_weight": 0.0, "feedback_weight": 0.5, "feedback_half_life_days": 30.0,
+     "limit": 3, "token_budget": 25},
+]
+MEMORY_KEYS = ("half_life_days", "recency_weight", "feedback_weight", "feedback_half_life_days")
+
+
+def _recall_at_every_point(mem, ev, now):
+    out = []
+    for pt in POINTS:
+        other = ConversationMemory(mem.db, **{k: pt[k] for k in MEMORY_KEYS})
+        out.append(other.recall(ev.query, session=ev.session, limit=pt["limit"], token_budget=pt["token_budget"],
+                                now=now).ids)
+    return out
+
+
+CONVERSATIONS = {
+    "feedback_loop": dict(rounds=3),
+    "preference_drift": dict(weeks=4, users=1),
+    "long_thread": dict(days=14),
+    "many_users": dict(users=3),
+}
+
+
+@pytest.fixture(scope="module")
+def replays(request):
+    emb = request.getfixturevalue("hashing_embedder")
+    return {name: replay(generate(name, **size), embedder=emb, on_probe=_recall_at_every_point)
+            for name, size in CONVERSATIONS.items()}
+
+
+@pytest.mark.parametrize("name", sorted(CONVERSATIONS))
+@pytest.mark.parametrize("point", range(len(POINTS)))
+def test_sweep_ranking_equals_recall_at_that_moment(replays, name, point):
+    rep = replays[name]
+    expected = [extra[point] for extra in rep.extras]
+    assert rankings(rep, **POINTS[point]) == expected
+
+
+def test_sweep_point_at_the_replay_settings_reproduces_the_probe_metrics(replays):
+    rep = replays["feedback_loop"]
+    res = sweep(rep, {"half_life_days": [1.0, 7.0], "recency_weight": [0.5, 0.9]})
+    at = res.per_probe.query("half_life_days == 7.0 and recency_weight == 0.5")
+    live = rep.to_frames()["probes"]
+    for m in ("hit", "recall", "rr", "ndcg", "stale_leak"):
+        np.testing.assert_allclose(at[m].to_numpy(), live[m].to_numpy(), equal_nan=True)
+
+
+def test_sweep_has_one_row_per_point_and_probe_and_one_aggregate_per_point(replays):
+    rep = replays["many_users"]
+    grid = {"half_life_days": [1, 3, 7, 30], "recency_weight": list(np.linspace(0, 1, 5)), "limit": [1, 5]}
+    res = sweep(rep, grid)
+    assert len(res.per_probe) == 4 * 5 * 2 * rep.n_probes
+    assert len(res.per_point) == 40
+    assert (res.per_point["probes"] == rep.n_probes).all()
+    assert {"hit", "recall", "mrr", "ndcg", "stale_leak"} <= set(res.per_point.columns)
+    assert set(res.params) == {"half_life_days", "recency_weight", "limit"}
+
+
+def test_hit_can_only_grow_with_the_limit(replays):
+    res = sweep(replays["preference_drift"], {"limit": [1, 3, 10]})
+    hits = res.per_probe.pivot(index="probe", columns="limit", values="hit")
+    assert (hits[1] <= hits[3]).all() and (hits[3] <= hits[10]).all()
+
+
+def test_tighter_budgets_ship_fewer_tokens(replays):
+    res = sweep(replays["long_thread"], {"token_budget": [None, 80, 20]})
+    per_probe = res.per_probe
+    assert per_probe.query("token_budget == 20")["tokens"].mean() <= per_probe.query("token_budget == 80")["tokens"].mean()
+    over = per_probe.query("token_budget == 20 and tokens > 20")
+    assert (over["n_results"] == 1).all()  # only a lone top result may exceed the budget
+    assert len(res.per_point) == 3
+    fill = res.per_point.dropna(subset=["token_budget"])["budget_fill"]
+    assert fill.notna().all() and res.per_point["budget_fill"].isna().sum() == 1  # no budget, no fill
+
+
+def test_several_replays_sweep_together(replays):
+    both = [replays["many_users"], replays["feedback_loop"]]
+    res = sweep(both, {"recency_weight": [0.0, 1.0]})
+    assert len(res.per_probe) == 2 * sum(r.n_probes for r in both)
+    assert set(res.per_probe["conversation"]) == {"many_users", "feedback_loop"}
+    by_cat = res.by_category()
+    assert "category" in by_cat.columns
+
+
+def test_category_split_follows_the_data(replays):
+    res = sweep(replays["feedback_loop"], {"recency_weight": [0.5]})
+    assert set(res.by_category()["category"]) == {"round_0", "round_1", "round_2"}
+
+
+def test_limit_beyond_the_recorded_pool_is_refused(replays):
+    with pytest.raises(ValueError, match="limit 20 needs pools of 80 candidates"):
+        sweep(replays["many_users"], {"limit": [20]})
+
+
+def test_bigger_pool_limit_allows_bigger_limits(hashing_embedder):
+    conv = generate("many_users", users=2)
+    rep = replay(conv, {"pool_limit": 15}, embedder=hashing_embedder,
+                 on_probe=lambda mem, ev, now: mem.recall(ev.query, session=ev.session, limit=15, now=now).ids)
+    assert rankings(rep, limit=15) == rep.extras
+
+
+def test_bad_grids_are_refused(replays):
+    rep = replays["many_users"]
+    with pytest.raises(ValueError, match="cannot sweep 'decay_rate' with policy 'blend'"):
+        sweep(rep, {"decay_rate": [0.1]})
+    with pytest.raises(ValueError, match=r"half_life_days must be in \(0, inf\)"):
+        sweep(rep, {"half_life_days": [0]})
+    with pytest.raises(ValueError, match="limit values must be ints >= 1"):
+        sweep(rep, {"limit": [0]})
+    with pytest.raises(ValueError, match="is empty"):
+        sweep(rep, {"recency_weight": []})
+    with pytest.raises(ValueError, match="unknown policy"):
+        sweep(rep, policy="bm42")
+
+
+def test_every_policy_sweeps(replays):
+    rep = replays["preference_drift"]
+    grids = {"blend": {"half_life_days": [1, 7]}, "cosine": {}, "multiplicative": {"half_life_days": [1, 30]},
+             "langchain": {"decay_rate": [0.01, 0.1]}, "generative_agents": {"recency_decay": [0.99, 0.995]},
+             "memorybank": {"strength_days": [1, 10]}}
+    for name, grid in grids.items():
+        res = sweep(rep, grid, policy=name)
+        assert len(res.per_point) == max(1, len(next(iter(grid.values()), [0])))
+        assert (res.per_point["policy"] == name).all()
+        assert rankings(rep, policy=name, **{k: v[0] for k, v in grid.items()}) == \
+            rep.rank(name, **{k: v[0] for k, v in grid.items()})
+
+
+# -- policies on one hand-made pool: an old, clearly relevant memory against a fresh, weaker one
+
+POOL = {"relevance": np.array([0.9, 0.8]), "age_days": np.array([100.0, 0.0]), "ts": np.array([0.0, 100 * 86400.0]),
+        "feedback_signs": np.zeros((2, 0)), "feedback_ages": np.zeros((2, 0)), "tokens": np.array([5, 5]),
+        "limit": 2}
+
+
+def test_blend_lets_the_clearly_more_relevant_old_memory_win():
+    # rel_norm [1, 0] + 0.5 * recency [~0, 1] -> 1.0 vs 0.5
+    assert rank_pool(POOL, "blend").tolist() == [0, 1]
+
+
+def test_cosine_ignores_age():
+    assert rank_pool(POOL, "cosine").tolist() == [0, 1]
+
+
+def test_multiplicative_decay_buries_the_old_memory():
+    # 0.9 * 0.5 ** (100 / 7) ~ 0.00004 vs 0.8
+    assert rank_pool(POOL, "multiplicative").tolist() == [1, 0]
+
+
+def test_langchain_adds_hourly_decayed_recency():
+    # 0.9 + 0.99 ** 2400 ~ 0.9 vs 0.8 + 1
+    assert rank_pool(POOL, "langchain").tolist() == [1, 0]
+    # with no decay both gain 1: relevance decides
+    assert rank_pool(POOL, "langchain", decay_rate=0.0).tolist() == [0, 1]
+
+
+def test_generative_agents_tie_goes_to_the_newer():
+    # minmax recency [0, 1] + minmax relevance [1, 0]: 1 vs 1, ties to the newer
+    assert rank_pool(POOL, "generative_agents").tolist() == [1, 0]
+
+
+def test_memorybank_retention_grows_with_useful_feedback():
+    assert rank_pool(POOL, "memorybank", strength_days=1.0).tolist() == [1, 0]
+    # strength 1000 days: exp(-0.1) * 0.9 = 0.81 > 0.8
+    assert rank_pool(POOL, "memorybank", strength_days=1000.0).tolist() == [0, 1]
+    useful = dict(POOL, feedback_signs=np.array([[1.0] * 9, [0.0] * 9]), feedback_ages=np.zeros((2, 9)))
+    # strength 100 * (1 + 9) = 1000 days for the old memory only
+    assert rank_pool(useful, "memorybank", strength_days=100.0).tolist() == [0, 1]
+
+
+def test_every_policy_is_listed():
+    assert set(POLICIES) == {"blend", "cosine", "multiplicative", "langchain", "generative_agents", "memorybank"}
+
+
+def test_batched_rank_order_equals_lexsort_with_ties():
+    rng = np.random.default_rng(7)
+    score = rng.integers(0, 3, (4, 6, 12)).astype(float)
+    ts = rng.integers(0, 3, (6, 12)).astype(float)
+    valid = rng.random((4, 6, 12)) > 0.2
+    expected = np.lexsort((np.broadcast_to(-ts, score.shape), -np.where(valid, score, -np.inf)), axis=-1)
+    np.testing.assert_array_equal(scoring.rank_order(score, ts, valid=valid), expected)
+    for b in range(4):
+        for p in range(6):
+            np.testing.assert_array_equal(
+                scoring.rank_order(np.where(valid[b, p], score[b, p], -np.inf), ts[p]), expected[b, p])
+
+
+def test_batched_fit_budget_equals_one_row_at_a_time():
+    tokens = np.array([[5, 3, 4, 1], [9, 1, 1, 1], [1, 1, 1, 9]])
+    budgets = np.array([6, 6, 3])
+    batched = scoring.fit_budget(tokens, budgets)
+    for row, b, got in zip(tokens, budgets, batched):
+        np.testing.assert_array_equal(got, scoring.fit_budget(row, int(b)))
+
+
+def test_hybrid_weight_sweep_equals_recall(hashing_embedder):
+    weights = [0.0, 0.3, 1.0]
+
+    def on_probe(mem, ev, now):
+        return [ConversationMemory(mem.db).recall(ev.query, session=ev.session, mode="hybrid", hybrid_weight=w,
+                                                  now=now).ids for w in weights]
+
+    rep = replay(generate("long_thread", days=14), {"mode": "hybrid"}, embedder=hashing_embedder, on_probe=on_probe)
+    for j, w in enumerate(weights):
+        assert rankings(rep, hybrid_weight=w) == [e[j] for e in rep.extras]
+    assert len(sweep(rep, {"hybrid_weight": weights}).per_point) == 3
+
+
+def test_lexical_mode_sweep_equals_recall(hashing_embedder):
+    def on_probe(mem, ev, now):
+        return ConversationMemory(mem.db, recency_weight=0.0).recall(ev.query, session=ev.session, mode="lexical",
+                                                                     now=now).ids
+
+    rep = replay(generate("many_users", users=3), {"mode": "lexical"}, embedder=hashing_embedder, on_probe=on_probe)
+    assert rankings(rep, recency_weight=0.0) == rep.extras

@@ -1,0 +1,329 @@
+"""The ``vxmem`` command: synthesise, replay and sweep from the shell.
+
+    vxmem synth preference_drift --seed 0 -o drift.jsonl
+    vxmem replay drift.jsonl --half-life 3 --limit 5 -o probes.csv
+    vxmem sweep drift.jsonl --half-life 1,3,7,30 --recency-weight 0:1:0.1 -o results.csv
+
+Each prints a readable table and writes CSV or Parquet (by the file's extension). Bad
+arguments and bad files get one line on stderr and exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import List, Optional
+
+EXIT_USAGE = 2
+
+
+class CliError(Exception):
+    """A problem with what the user asked for: reported in one line, exit code 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, not argparse's usage block
+        raise CliError(message)
+
+
+def _floats(text: str, name: str, allow_none: bool = False) -> list:
+    """``"1,3,7"`` or ``"0:1:0.25"`` (start:stop:step, stop included) or a mix, as numbers."""
+    out: list = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            raise CliError(f"{name}: empty value in {text!r}")
+        if allow_none and part.lower() == "none":
+            out.append(None)
+            continue
+        try:
+            if ":" in part:
+                bits = [float(x) for x in part.split(":")]
+                if len(bits) != 3 or bits[2] <= 0 or bits[1] < bits[0]:
+                    raise ValueError
+                n = int(round((bits[1] - bits[0]) / bits[2]))
+                out += [round(bits[0] + i * bits[2], 12) for i in range(n + 1) if bits[0] + i * bits[2] <= bits[1] + 1e-9]
+            else:
+                out.append(float(part))
+        except ValueError:
+            raise CliError(f"{name}: expected numbers like 1,3,7 or a range start:stop:step, got {part!r}") from None
+    return out
+
+
+def _ints(text: str, name: str, allow_none: bool = False) -> list:
+    vals = _floats(text, name, allow_none)
+    out = []
+    for v in vals:
+        if v is None:
+            out.append(None)
+        elif not float(v).is_integer() or v < 1:
+            raise CliError(f"{name}: expected whole numbers >= 1, got {v:g}")
+        else:
+            out.append(int(v))
+    return out
+
+
+def _write(frame, path: str) -> None:
+    ext = os.path.splitext(path)[1].lower()
+    if ext not in (".csv", ".parquet"):
+        raise CliError(f"output {path!r}: use a .csv or .parquet file name")
+    try:
+        if ext == ".csv":
+            frame.to_csv(path, index=False)
+        else:
+            out = frame.copy()
+            for c in out.columns:  # lists and dicts do not go into Parquet columns as such
+                if out[c].dtype == object and out[c].map(lambda v: isinstance(v, (list, dict))).any():
+                    out[c] = out[c].map(lambda v: None if v is None else str(v))
+            out.to_parquet(path, index=False)
+    except ImportError:
+        raise CliError("writing Parquet needs pyarrow: pip install pyarrow") from None
+    except OSError as exc:
+        raise CliError(f"cannot write {path!r}: {exc.strerror or exc}") from None
+
+
+def _table(frame, max_rows: int = 30) -> str:
+    import pandas as pd
+
+    frame = frame.dropna(axis=1, how="all")  # a metric the data cannot score (no budget, no sessions)
+    with pd.option_context("display.width", 160, "display.max_columns", 30, "display.max_colwidth", 40):
+        return frame.head(max_rows).to_string(index=False, float_format=lambda v: f"{v:.3f}")
+
+
+def _embedder(name: str):
+    if name == "hashing":
+        return None
+    try:
+        from .embed import SemanticEmbedder
+
+        return SemanticEmbedder()
+    except ImportError as exc:
+        raise CliError(str(exc).splitlines()[0]) from None
+
+
+def _add_replay_settings(p) -> None:
+    g = p.add_argument_group("memory settings")
+    g.add_argument("--half-life", type=float, dest="half_life_days", help="half_life_days (default 7)")
+    g.add_argument("--recency-weight", type=float, dest="recency_weight", help="default 0.5")
+    g.add_argument("--feedback-weight", type=float, dest="feedback_weight", help="default 0.25")
+    g.add_argument("--feedback-half-life", type=float, dest="feedback_half_life_days", help="default 30")
+    g.add_argument("--limit", type=int, help="results per probe (default 10)")
+    g.add_argument("--token-budget", type=int, dest="token_budget", help="tokens per recall (default: none)")
+    g.add_argument("--mode", choices=("dense", "lexical", "hybrid"), help="relevance (default dense)")
+    g.add_argument("--hybrid-weight", type=float, dest="hybrid_weight", help="dense share in hybrid mode")
+    g.add_argument("--pool-limit", type=int, dest="pool_limit", help="largest limit a later sweep may use")
+
+
+_SETTING_KEYS = ("half_life_days", "recency_weight", "feedback_weight", "feedback_half_life_days", "limit",
+                 "token_budget", "mode", "hybrid_weight", "pool_limit")
+
+
+def _load(path: str, fmt: Optional[str]):
+    from .datasets import load
+
+    if not os.path.exists(path):
+        raise CliError(f"{path}: no such file")
+    return load(path, format=fmt)
+
+
+def _parser() -> _Parser:
+    from .synth import SCENARIOS
+
+    top = _Parser(prog="vxmem", description="Conversation memory workbench: synth, replay, sweep.")
+    sub = top.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    s = sub.add_parser("synth", help="generate a synthetic conversation",
+                       description="Generate a scenario; extra --SIZE N options set its size knobs "
+                                   "(e.g. --users 3 --weeks 10).")
+    s.add_argument("scenario", choices=sorted(SCENARIOS))
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("-o", "--output", help="JSONL file (default: standard output)")
+
+    r = sub.add_parser("replay", help="replay a dataset through the memory")
+    r.add_argument("dataset")
+    r.add_argument("--format", choices=("jsonl", "locomo", "longmemeval"), help="default: guessed")
+    _add_replay_settings(r)
+    r.add_argument("--policy", default="blend", help="ranking the probe metrics report (default blend)")
+    r.add_argument("--embedder", choices=("hashing", "semantic"), default="hashing")
+    r.add_argument("--n-jobs", type=int, default=1, help="parallel replays (joblib; -1: all cores)")
+    r.add_argument("-o", "--output", help="per-probe results, .csv or .parquet")
+    r.add_argument("--save", help="save the replay (.npz) for later sweeps")
+
+    w = sub.add_parser("sweep", help="re-rank cached pools over a parameter grid")
+    w.add_argument("dataset", help="a dataset, or a replay saved with `vxmem replay --save`")
+    w.add_argument("--format", choices=("jsonl", "locomo", "longmemeval"))
+    w.add_argument("--policy", default="blend")
+    g = w.add_argument_group("grid (comma lists or start:stop:step ranges)")
+    g.add_argument("--half-life", dest="half_life_days")
+    g.add_argument("--recency-weight", dest="recency_weight")
+    g.add_argument("--feedback-weight", dest="feedback_weight")
+    g.add_argument("--feedback-half-life", dest="feedback_half_life_days")
+    g.add_argument("--limit")
+    g.add_argument("--token-budget", dest="token_budget", help="ints or none")
+    g.add_argument("--hybrid-weight", dest="hybrid_weight")
+    g.add_argument("--decay-rate", dest="decay_rate", help="langchain policy")
+    g.add_argument("--recency-decay", dest="recency_decay", help="generative_agents policy")
+    g.add_argument("--strength-days", dest="strength_days", help="memorybank policy")
+    w.add_argument("--mode", choices=("dense", "lexical", "hybrid"))
+    w.add_argument("--embedder", choices=("hashing", "semantic"), default="hashing")
+    w.add_argument("--n-jobs", type=int, default=1)
+    w.add_argument("--sort", default="ndcg", help="metric the table is sorted by (default ndcg)")
+    w.add_argument("--top", type=int, default=20, help="rows of the table (default 20)")
+    w.add_argument("-o", "--output", help="per-point results, .csv or .parquet")
+    w.add_argument("--per-probe", help="per-point-and-probe results, .csv or .parquet")
+    return top
+
+
+def _synth(args, extra: List[str]) -> int:
+    from .datasets import dumps_jsonl, save_jsonl
+    from .synth import SCENARIOS, generate
+
+    sizes = {}
+    it = iter(extra)
+    for tok in it:
+        if not tok.startswith("--"):
+            raise CliError(f"unexpected argument {tok!r}")
+        key = tok[2:].replace("-", "_")
+        if key not in SCENARIOS[args.scenario][1]:
+            raise CliError(f"{args.scenario} has no size --{tok[2:]}; sizes: "
+                           + ", ".join("--" + k.replace("_", "-") for k in SCENARIOS[args.scenario][1]))
+        val = next(it, None)
+        if val is None or not val.isdigit():
+            raise CliError(f"{tok} needs a whole number")
+        sizes[key] = int(val)
+    conv = generate(args.scenario, seed=args.seed, **sizes)
+    if args.output:
+        if not args.output.endswith(".jsonl"):
+            raise CliError(f"output {args.output!r}: a conversation is written as .jsonl")
+        try:
+            save_jsonl(conv, args.output)
+        except OSError as exc:
+            raise CliError(f"cannot write {args.output!r}: {exc.strerror or exc}") from None
+        counts = conv.to_frame().groupby("type").size().rename("events").reset_index()
+        print(f"{conv.name}: {conv.description}")
+        print(_table(counts))
+        print(f"wrote {args.output}")
+    else:
+        sys.stdout.write(dumps_jsonl(conv))
+    return 0
+
+
+def _replays(args, settings):
+    import pandas as pd  # noqa: F401
+
+    from .replay import replay_many
+
+    convs = _load(args.dataset, args.format)
+    emb = _embedder(args.embedder)
+    return replay_many(convs, settings, emb, n_jobs=args.n_jobs, policy=getattr(args, "policy", "blend"))
+
+
+def _replay(args) -> int:
+    import pandas as pd
+
+    from . import metrics as M
+
+    settings = {k: getattr(args, k) for k in _SETTING_KEYS if getattr(args, k, None) is not None}
+    reps = _replays(args, settings)
+    frames = []
+    for r in reps:
+        f = r.to_frames()["probes"]
+        f.insert(0, "conversation", r.name)
+        frames.append(f)
+    probes = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    if probes.empty:
+        print("no probes in this dataset")
+    else:
+        table = M.aggregate(probes, category=True)
+        print(f"{len(reps)} conversation(s), {len(probes)} probes, policy {reps[0].meta['policy']}")
+        print(_table(table, 50))
+        overall = M.aggregate(probes)
+        print("overall: " + ", ".join(f"{c}={overall[c].iloc[0]:.3f}" for c in overall.columns
+                                      if c != "probes" and pd.notna(overall[c].iloc[0])))
+        cons = pd.concat([pd.DataFrame(r.events) for r in reps], ignore_index=True)
+        cons = cons[cons["type"] == "consolidate"]
+        if len(cons):
+            saved = int(M.tokens_saved(cons["tokens_before"].sum(), cons["tokens_after"].sum()))
+            print(f"tokens saved by consolidation: {saved}")
+    if args.output:
+        _write(probes.drop(columns=["meta"], errors="ignore"), args.output)
+        print(f"wrote {args.output}")
+    if args.save:
+        if len(reps) != 1:
+            raise CliError("--save keeps one replay; this dataset has several conversations")
+        reps[0].save(args.save)
+        print(f"saved {args.save}")
+    return 0
+
+
+_GRID_KEYS = ("half_life_days", "recency_weight", "feedback_weight", "feedback_half_life_days", "limit",
+              "token_budget", "hybrid_weight", "decay_rate", "recency_decay", "strength_days")
+
+
+def _sweep(args) -> int:
+    from .replay import Replay
+    from .sweep import sweep
+
+    grid = {}
+    for k in _GRID_KEYS:
+        text = getattr(args, k)
+        if text is None:
+            continue
+        name = "--" + k.replace("_days", "").replace("_", "-") if k in ("half_life_days", "feedback_half_life_days") \
+            else "--" + k.replace("_", "-")
+        if k == "limit":
+            grid[k] = _ints(text, name)
+        elif k == "token_budget":
+            grid[k] = _ints(text, name, allow_none=True)
+        else:
+            grid[k] = _floats(text, name)
+    if args.dataset.endswith(".npz"):
+        if not os.path.exists(args.dataset):
+            raise CliError(f"{args.dataset}: no such file")
+        reps = [Replay.load(args.dataset)]
+    else:
+        settings = {"pool_limit": max(grid.get("limit", [10]))}
+        if args.mode:
+            settings["mode"] = args.mode
+        reps = _replays(args, settings)
+    res = sweep(reps, grid, policy=args.policy, progress=None)
+    points = res.per_point
+    if args.sort not in points.columns:
+        raise CliError(f"--sort {args.sort!r}: not a metric here; choose from "
+                       + ", ".join(c for c in points.columns if c not in ("policy", "point", "probes", *res.params)))
+    n_probes = int(points["probes"].iloc[0]) if len(points) else 0
+    print(f"{len(points)} points x {n_probes} probes, policy {res.policy}, sorted by {args.sort}")
+    print(_table(points.sort_values(args.sort, ascending=False, kind="stable"), args.top))
+    if args.output:
+        _write(points, args.output)
+        print(f"wrote {args.output}")
+    if args.per_probe:
+        _write(res.per_probe, args.per_probe)
+        print(f"wrote {args.per_probe}")
+    return 0
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    """Entry point of the ``vxmem`` console script; returns the exit code."""
+    from .datasets import DatasetError
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        parser = _parser()
+        if argv and argv[0] == "synth":
+            args, extra = parser.parse_known_args(argv)
+            return _synth(args, extra)
+        args = parser.parse_args(argv)
+        return _replay(args) if args.command == "replay" else _sweep(args)
+    except (CliError, DatasetError, ValueError, TypeError) as exc:
+        msg = " ".join(str(exc).split()) or type(exc).__name__
+        print(f"vxmem: error: {msg}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:  # pragma: no cover
+        print("vxmem: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
