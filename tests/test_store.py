@@ -240,3 +240,20 @@ def test_results_to_frame_has_one_row_per_result():
     frame = db.recall("hello", session="s", now=10).to_frame()
     assert list(frame["text"]) == ["hello there"]
     assert {"relevance", "recency", "feedback", "score"} <= set(frame.columns)
+
+
+def test_vectors_added_after_the_index_is_built_are_found_before_and_after_they_join_it(monkeypatch):
+    from vxmem import store
+
+    monkeypatch.setattr(store, "PENDING_FLUSH", 50)
+    db = Vectrix(exact_threshold=10)
+    db.add([f"background doc {i}" for i in range(300)])
+    db.search("background doc 1", limit=1)  # builds the index
+    (fresh,) = db.add(["zebra crossing at noon"])
+    assert db._pending and db.search("zebra crossing at noon", limit=1)[0].id == fresh
+    (gone,) = db.add(["zebra crossing at midnight"])
+    db.delete([gone])
+    assert gone not in {r.id for r in db.search("zebra crossing at midnight", limit=5)}
+    db.add([f"more docs {i}" for i in range(60)])  # crosses the flush size
+    assert not db._pending and len(db._index) == db.count()
+    assert db.search("zebra crossing at noon", limit=1)[0].id == fresh
