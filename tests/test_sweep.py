@@ -232,3 +232,28 @@ def test_lexical_mode_sweep_equals_recall(hashing_embedder):
 
     rep = replay(generate("many_users", users=3), {"mode": "lexical"}, embedder=hashing_embedder, on_probe=on_probe)
     assert rankings(rep, recency_weight=0.0) == rep.extras
+
+
+def test_mode_as_a_grid_dimension_ranks_as_recall_in_each_mode(hashing_embedder):
+    from vxmem.sweep import sweep_modes
+
+    points = [{"half_life_days": 3.0, "recency_weight": 0.2}, {"half_life_days": 30.0, "recency_weight": 1.0}]
+    modes = ("dense", "lexical", "hybrid")
+    conv = generate("preference_drift", users=2)
+    reps = {}
+    for mode in modes:
+        def on_probe(mem, ev, now, mode=mode):
+            return [ConversationMemory(mem.db, **p).recall(ev.query, session=ev.session, mode=mode, now=now).ids
+                    for p in points]
+
+        reps[mode] = replay(conv, {"mode": mode}, embedder=hashing_embedder, on_probe=on_probe)
+        for j, p in enumerate(points):
+            assert rankings(reps[mode], **p) == [e[j] for e in reps[mode].extras]
+    res = sweep_modes(reps, {"half_life_days": [3.0, 30.0], "recency_weight": [0.2, 1.0], "hybrid_weight": [0.5]})
+    assert sorted(res.per_point["mode"].unique()) == sorted(modes)
+    assert len(res.per_point) == 4 * 3
+    alone = sweep(reps["lexical"], {"half_life_days": [3.0, 30.0], "recency_weight": [0.2, 1.0]}).per_point
+    mine = res.per_point[res.per_point["mode"] == "lexical"].reset_index(drop=True)
+    np.testing.assert_allclose(mine["mrr"].to_numpy(), alone["mrr"].to_numpy())
+    with pytest.raises(ValueError, match="recorded with mode"):
+        sweep_modes({"dense": reps["lexical"]})

@@ -380,3 +380,36 @@ def rankings(replay: Replay, policy="blend", **params) -> List[List[str]]:
     top = top.reshape(P, -1)
     keep = keep.reshape(P, -1)
     return [[replay.pool_ids[i][j] for j, kp in zip(top[i], keep[i]) if kp] for i in range(P)]
+
+
+def sweep_modes(replays: Mapping[str, Union[Replay, Sequence[Replay]]], grid: Optional[Mapping[str, Any]] = None,
+                policy="blend", **kwargs) -> SweepResult:
+    """``mode`` as a grid dimension: one swept result over several search modes.
+
+    A mode decides which memories enter the candidate pool, so each needs its own
+    recorded replay (``replay(conv, {"mode": m})``); ``replays`` maps a mode to its
+    replay(s). The same ``grid`` is swept over each (``hybrid_weight`` only where the
+    mode is hybrid) and the rows are stacked with a ``mode`` column, so a point of
+    (mode, parameters) ranks exactly as ``recall(mode=..., ...)`` would.
+    """
+    import pandas as pd
+
+    if not isinstance(replays, Mapping) or not replays:
+        raise TypeError("sweep_modes() needs a dict of mode -> Replay or list of Replays")
+    grid = dict(grid or {})
+    parts = []
+    for mode, reps in replays.items():
+        reps = [reps] if isinstance(reps, Replay) else list(reps)
+        recorded = {r.settings.get("mode") or "dense" for r in reps}
+        if recorded != {mode}:
+            raise ValueError(f"replays under {mode!r} were recorded with mode {sorted(recorded)}")
+        g = {k: v for k, v in grid.items() if k != "hybrid_weight" or mode == "hybrid"}
+        parts.append((mode, sweep(reps, g, policy, **kwargs)))
+    params = ["mode"] + sorted({p for _, res in parts for p in res.params}, key=lambda p: (p != "point", p))
+
+    def stacked(frames):
+        return pd.concat([f.assign(mode=mode) for mode, f in frames], ignore_index=True)
+
+    per_point = stacked([(mode, res.per_point) for mode, res in parts])
+    return SweepResult(per_point, params, getattr(parts[0][1], "policy", policy),
+                       lambda: stacked([(mode, res.per_probe) for mode, res in parts]))
