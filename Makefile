@@ -4,23 +4,33 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test app bench install clean
+.PHONY: test app bench install clean chromium screenshot
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 
 $(STAMP): $(BIN)/python pyproject.toml
-	$(BIN)/pip install --quiet -e ".[app,dev,notebooks]"
+	$(BIN)/pip install --quiet torch==2.13.0
+	$(BIN)/pip install --quiet -e ".[app,dev,notebooks,semantic]"
 	touch $(STAMP)
 
 install: $(STAMP)
 
-test: $(STAMP)
+test: $(STAMP) chromium
 	$(BIN)/python -m pytest -q
 
 app: $(STAMP)
 	$(BIN)/streamlit run app.py
+
+# The browser test drives Debian's Chromium through Playwright (never a browser download).
+# Where it cannot be installed (not root, no apt) the test skips and says why; in CI it fails.
+chromium:
+	@command -v chromium >/dev/null || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium) \
+		|| echo "chromium could not be installed: tests/test_browser.py will skip"
+
+screenshot: $(STAMP) chromium
+	$(BIN)/python docs/screenshot.py
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_memory.py

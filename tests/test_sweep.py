@@ -257,3 +257,10 @@ def test_mode_as_a_grid_dimension_ranks_as_recall_in_each_mode(hashing_embedder)
     np.testing.assert_allclose(mine["mrr"].to_numpy(), alone["mrr"].to_numpy())
     with pytest.raises(ValueError, match="recorded with mode"):
         sweep_modes({"dense": reps["lexical"]})
+
+
+def test_best_points_are_the_lowest_for_leak_metrics(hashing_embedder):
+    rep = replay(generate("preference_drift", users=2), embedder=hashing_embedder)
+    res = sweep(rep, {"half_life_days": [0.5, 7.0, 90.0], "recency_weight": [0.0, 2.0]})
+    assert res.best("stale_leak", 1)["stale_leak"].iloc[0] == res.per_point["stale_leak"].min()
+    assert res.best("ndcg", 1)["ndcg"].iloc[0] == res.per_point["ndcg"].max()

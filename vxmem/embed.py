@@ -133,7 +133,8 @@ class SemanticEmbedder:
                 if overflow > 0:  # drop the oldest entries (dicts keep insertion order)
                     for t in list(itertools.islice(self._cache, max(overflow, len(self._cache) // 2))):
                         del self._cache[t]
-                self._cache.update(fresh)
+                # A batch larger than the whole cache keeps only its newest texts.
+                self._cache.update(itertools.islice(fresh.items(), max(0, len(fresh) - self._cache_size), None))
             return out
 
     def _encode(self, texts: list[str]) -> np.ndarray:

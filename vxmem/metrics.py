@@ -24,6 +24,9 @@ import numpy as np
 
 METRICS = ("hit", "recall", "rr", "ndcg", "stale_leak", "foreign_leak", "session_recall", "budget_fill")
 
+# Metrics where a lower value is better: a leak of stale or foreign memories.
+LOWER_IS_BETTER = frozenset({"stale_leak", "foreign_leak"})
+
 
 def _top(x, k):
     x = np.asarray(x)

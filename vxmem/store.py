@@ -1195,7 +1195,10 @@ class Vectrix:
         self._pending.clear()
         alive = np.flatnonzero(m.alive[: m.n])
         if alive.size:
-            index.add(m.rowid[alive].astype(np.uint64), m.vecs[alive], threads=os.cpu_count() or 1)
+            # One thread below 50k vectors: the same graph every time (a threaded build
+            # inserts in a racy order), and small builds are quick anyway.
+            threads = 1 if alive.size < 50_000 else (os.cpu_count() or 1)
+            index.add(m.rowid[alive].astype(np.uint64), m.vecs[alive], threads=threads)
         self._index = index
         self._index_dirty = True
 

@@ -59,8 +59,8 @@ class SweepResult:
         return M.aggregate(self.per_probe, by=["point"] + self.params, category=True)
 
     def best(self, metric: str = "ndcg", n: int = 5):
-        """The ``n`` points with the highest mean ``metric``."""
-        return self.per_point.sort_values(metric, ascending=False).head(n)
+        """The ``n`` points with the best mean ``metric`` (lowest for the leaks), first on ties."""
+        return self.per_point.sort_values(metric, ascending=metric in M.LOWER_IS_BETTER, kind="stable").head(n)
 
     def to_frames(self) -> Dict[str, Any]:
         return {"per_probe": self.per_probe, "per_point": self.per_point}

@@ -1,0 +1,63 @@
+"""Budget: context() under a token budget: pinned, recent and recalled tokens, what was cut, the text."""
+
+import altair as alt
+import streamlit as st
+
+from app_pages import shared
+from vxmem import dashboard as D
+
+st.title("Budget")
+st.caption("`context()` at a probe of the dataset: pinned facts first (never cut), then the most recent turns "
+           "(oldest cut first), then recalled memories in the tokens that remain.")
+key, convs, reps = shared.dataset()
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def budgets(key: str, ci: int, probe: int, recent_turns: int, _conv):
+    return D.context_budgets(_conv, probe, D.BUDGETS, recent_turns=recent_turns)
+
+
+ri, probe = shared.probe_picker(reps, key="budget_probe")
+c1, c2 = st.columns([3, 1])
+budget = c1.select_slider("token_budget", D.BUDGETS, value=200, key="budget_tokens")
+recent = c2.number_input("recent_turns", 0, 20, 6, key="budget_recent")
+with st.spinner("Assembling the context at every budget..."):
+    out = budgets(key, ri, probe, int(recent), convs[ri])
+
+st.markdown(f"**Query** *{out['query']}* in session `{out['session']}`")
+note = out["notes"].set_index("budget").loc[budget]
+cols = st.columns(4)
+cols[0].metric("tokens used", f"{int(note['tokens_used'])} / {budget}")
+for col, name in zip(cols[1:], ("pinned", "recent", "recalled")):
+    sec = out["sections"]
+    col.metric(f"{name} tokens", int(sec[(sec["budget"] == budget) & (sec["section"] == name)]["tokens"].iloc[0]))
+if note["over_budget"]:
+    st.warning(note["note"])
+
+sections = out["sections"].assign(selected=lambda f: f["budget"] == budget)
+bars = alt.Chart(sections).mark_bar().encode(
+    x=alt.X("budget:O", title="token budget"), y=alt.Y("tokens:Q", title="tokens used"),
+    color=alt.Color("section:N", sort=["pinned", "recent", "recalled"],
+                    scale=alt.Scale(domain=["pinned", "recent", "recalled"])),
+    order=alt.Order("section_order:Q"),
+    opacity=alt.condition("datum.selected", alt.value(1.0), alt.value(0.35)),
+    tooltip=["budget", "section", "tokens"])
+shared.chart(bars.transform_calculate(
+    section_order="indexof(['pinned', 'recent', 'recalled'], datum.section)").properties(height=300))
+
+left, right = st.columns(2)
+with left:
+    st.markdown(f"**Cut at {budget} tokens** (shipped at the largest budget, left out here): "
+                f"{int(note['cut_recent'])} recent turns, {int(note['cut_recalled'])} recalled memories")
+    items = out["items"]
+    if items.empty:
+        st.info("Nothing to ship at this probe.")
+    else:
+        cut = items[~items[str(budget)].astype(bool)][["section", "text"]]
+        if cut.empty:
+            st.success("Nothing was cut.")
+        else:
+            st.dataframe(cut, hide_index=True, width="stretch")
+with right:
+    st.markdown("**The assembled text**")
+    st.code(out["texts"][budget] or "(empty)", language=None, wrap_lines=True)

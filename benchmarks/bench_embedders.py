@@ -1,0 +1,149 @@
+"""The default hashing embedder against the semantic extra: speed and paraphrase matching.
+
+    python benchmarks/bench_embedders.py            # needs the semantic extra for its column
+
+Speed: sentences per second on one core (torch and BLAS limited to one thread), embedding
+2,000 distinct memory-like sentences in batches of 64, with the cache empty; one sentence
+per call (median latency); and, for the semantic embedder, the same 2,000 again from its
+cache. Paraphrases: for each of 12 statements, does the embedder rank its paraphrase
+first by cosine, among the 12 paraphrases ("1st of 12"), and among them plus 12
+distractors that share words with the statements but mean something else ("1st of 24")?
+"""
+
+from __future__ import annotations
+
+import os
+
+for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+    os.environ[_var] = "1"  # one core, set before numpy or torch load
+
+import argparse  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_memory import query, sentence  # noqa: E402
+
+# (statement, paraphrase with few shared words)
+PAIRS = [
+    ("I can't stand cold weather.", "Low temperatures make me miserable."),
+    ("My car broke down on the highway.", "The automobile stopped working on the motorway."),
+    ("She is a physician at the city hospital.", "Her job is being a doctor in the municipal clinic."),
+    ("I'm flying to Japan next month.", "In a few weeks I'll take a plane to Tokyo."),
+    ("Please reschedule the meeting.", "Can we move the appointment to another time?"),
+    ("The movie was extremely boring.", "That film put me to sleep."),
+    ("I started learning to play the guitar.", "I recently took up a string instrument."),
+    ("My apartment is too small for a dog.", "There isn't enough room in my flat for a pet."),
+    ("He quit his job yesterday.", "He resigned from his position the day before."),
+    ("I prefer tea over coffee.", "Given the choice, I'd pick Earl Grey rather than espresso."),
+    ("The children are asleep.", "The kids have gone to bed."),
+    ("We bought a new house last year.", "Twelve months ago we purchased a home."),
+]
+# Share words with the statements, mean something else.
+DISTRACTORS = [
+    "I can't stand waiting for the weather report.",
+    "The highway to my car dealer is broken.",
+    "The city hospital has a new parking garage.",
+    "Next month Japan hosts a flying competition.",
+    "The meeting room needs new chairs, please.",
+    "The movie theater was extremely crowded.",
+    "I started learning how guitars are built in a factory.",
+    "My dog is too small to climb into the apartment.",
+    "Yesterday his job interview went well.",
+    "I prefer coffee shops over tea houses for working.",
+    "The children are playing in the garden.",
+    "Last year the house next door was bought by a new family.",
+]
+
+
+def paraphrase_score(embed) -> tuple[int, int, float, float]:
+    """Pairs ranked first among the 12 paraphrases, and among them plus the 12 distractors;
+    mean paraphrase cosine; mean cosine to the other candidates."""
+    a = np.asarray(embed([p[0] for p in PAIRS]), dtype=np.float32)
+    cand = np.asarray(embed([p[1] for p in PAIRS] + DISTRACTORS), dtype=np.float32)
+    a /= np.linalg.norm(a, axis=1, keepdims=True)
+    cand /= np.linalg.norm(cand, axis=1, keepdims=True)
+    sims = a @ cand.T
+    n = len(PAIRS)
+    first_plain = int(sum(int(np.argmax(sims[i, :n])) == i for i in range(n)))
+    first = int(sum(int(np.argmax(sims[i])) == i for i in range(n)))
+    para = float(np.mean(sims[np.arange(n), np.arange(n)]))
+    other = float(np.mean(sims[~np.eye(n, 2 * n, dtype=bool)]))
+    return first_plain, first, para, other
+
+
+def throughput(embed, texts: list[str], batch: int = 64) -> tuple[float, float]:
+    """Sentences per wall-clock second and per CPU second of this process."""
+    t, c = time.perf_counter(), time.process_time()
+    for i in range(0, len(texts), batch):
+        embed(texts[i:i + batch])
+    return len(texts) / (time.perf_counter() - t), len(texts) / (time.process_time() - c)
+
+
+def single_latency_ms(embed, texts: list[str]) -> float:
+    samples = []
+    for s in texts:
+        t = time.perf_counter()
+        embed([s])
+        samples.append(time.perf_counter() - t)
+    return float(np.median(samples) * 1e3)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--n", type=int, default=2000, help="sentences for the throughput figure")
+    args = ap.parse_args(argv)
+    rng = np.random.default_rng(1)
+    texts = [sentence(rng) for _ in range(args.n)]
+    singles = [query(rng) + f" #{i}" for i in range(200)]
+
+    from vxmem.embed import HashingEmbedder
+
+    rows = []
+    t = time.perf_counter()
+    hashing = HashingEmbedder()
+    load = time.perf_counter() - t
+    hashing(["warm up"])
+    rows.append(("HashingEmbedder (default)", load, throughput(hashing, texts), None,
+                 single_latency_ms(hashing, singles), *paraphrase_score(hashing)))
+
+    try:
+        import torch
+
+        torch.set_num_threads(1)
+        from vxmem.embed import SemanticEmbedder
+
+        t = time.perf_counter()
+        semantic = SemanticEmbedder()
+        load = time.perf_counter() - t
+        semantic(["warm up"])
+        cold = throughput(semantic, texts)
+        warm = throughput(semantic, texts)
+        rows.append(("SemanticEmbedder (all-MiniLM-L6-v2)", load, cold, warm,
+                     single_latency_ms(semantic, singles), *paraphrase_score(semantic)))
+    except ImportError as exc:
+        print(f"(semantic column skipped: {exc})", file=sys.stderr)
+
+    print(f"embedders: {args.n} sentences (mean {np.mean([len(s.split()) for s in texts]):.1f} words), "
+          f"batches of 64, one thread; {len(PAIRS)} paraphrase pairs among {2 * len(PAIRS)} candidates")
+    print()
+    head = (f"{'embedder':36} {'load s':>7} {'sent/s':>9} {'sent/cpu-s':>10} {'cached sent/s':>13} "
+            f"{'1 sent ms':>9} {'1st of 12':>9} {'1st of 24':>9} {'cos para':>8} {'cos other':>9}")
+    print(head)
+    print("-" * len(head))
+    for name, load, (cold, cold_cpu), warm, single, plain, first, para, other in rows:
+        warm_s = "-" if warm is None else f"{warm[0]:,.0f}"
+        print(f"{name:36} {load:>7.2f} {cold:>9,.0f} {cold_cpu:>10,.0f} {warm_s:>13} {single:>9.3f} "
+              f"{f'{plain}/{len(PAIRS)}':>9} {f'{first}/{len(PAIRS)}':>9} {para:>8.3f} {other:>9.3f}")
+    print()
+    print("sent/cpu-s: sentences per CPU second of this process (what one idle core would do; the "
+          f"machine's load average was {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores). 1st of 12: "
+          "paraphrase ranked first among the 12 paraphrases; 1st of 24: among them and 12 distractors "
+          "that share words with the statement. cos other: mean cosine to every other candidate.")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

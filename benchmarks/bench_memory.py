@@ -1,0 +1,375 @@
+"""Speed of the memory layer: remember, recall (in a session, across sessions), context.
+
+    python benchmarks/bench_memory.py                      # 1k, 10k, 100k; both embedders
+    python benchmarks/bench_memory.py --sizes 1000,10000 --quick
+
+Each (embedder, size) runs in its own child process, so its peak RSS is its own. A run:
+
+1. builds a database file (in a temporary directory) of N memories over 50 sessions:
+   ``remember()`` in a loop (turns, ~10% facts, 2 pinned facts per session, roles
+   alternating, timestamps spread over 90 days), with ``feedback()`` on 2% of them and a
+   ``corrected`` feedback with correction text on 0.2%. The texts are embedded up front
+   in chunks of 2,000 by the same embedder (one batch call per chunk), so the build
+   times the memory layer and not 100k single-text embedder calls;
+2. closes it and reopens it in the same process (the reopen loads every row from SQLite);
+3. times, on the reopened file, each operation below with the real embedder.
+
+Two embedders: ``hashing`` (the default, ``vxmem.embed.HashingEmbedder``) and ``trivial``
+(a table lookup: crc32 of the text picks two of 4,096 fixed random unit vectors; ~5 us a
+call), so the ``trivial`` rows time the memory layer itself. The targets of issue 2 apply
+to the ``trivial`` rows on a database file; the ``hashing`` rows show what a default user
+sees, and print no target.
+
+Cross-session recall selects every live memory; above ``Vectrix(exact_threshold=20000)``
+selected rows it goes through the usearch HNSW index, which is built lazily on the first
+such call. That first call is timed on its own ("first cross-session recall, builds
+index") and left out of the latency figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import zlib
+
+import numpy as np
+
+SESSIONS = 50
+DAY = 86400.0
+T0 = 1_700_000_000.0
+SPAN = 90 * DAY
+BATCH = 100  # documents per add() call in the batch row
+CHUNK = 2000  # texts embedded per batch call during the build
+
+# Issue 2, section 5 (trivial embedder, database file), and the reference figures it quotes.
+TARGET_REMEMBER = 0.25
+TARGET_SESSION_RECALL_1K = 0.3
+TARGET_CROSS_RECALL_100K = 5.0
+REFERENCE_1K = {"remember": 5.2, "session_recall": 6.4, "context": 14.3}
+
+WORDS = (
+    "dark light mode theme editor python rust meeting monday tuesday friday coffee tea flight "
+    "berlin paris london tokyo hotel train invoice budget report deadline project alpha beta "
+    "gamma release bug crash fix test deploy server database index query cache memory latency "
+    "sister brother mother birthday gift cake recipe pasta pizza salad vegan allergy peanut "
+    "doctor appointment dentist gym running swimming yoga marathon book novel author film "
+    "music guitar piano concert ticket garden tomato rose dog cat vet walk weekend holiday "
+    "beach mountain ski snow rain umbrella car bike bus commute office remote laptop phone "
+    "password account email calendar reminder note idea plan goal habit sleep morning evening"
+).split()
+OPENERS = ("I prefer", "Remind me about", "We talked about", "Note that", "My", "Please remember the",
+           "Yesterday I mentioned", "The plan for", "Don't forget", "I really like")
+
+
+# ---------------------------------------------------------------------------- embedders
+
+class TrivialEmbedder:
+    """crc32(text) picks two rows of a fixed table of random unit vectors: no model cost."""
+
+    def __init__(self, dim: int = 384, rows: int = 4096, seed: int = 7):
+        t = np.random.default_rng(seed).standard_normal((rows, dim)).astype(np.float32)
+        self.table = t / np.linalg.norm(t, axis=1, keepdims=True)
+        self.rows = rows
+
+    def __call__(self, texts):
+        idx = np.fromiter((zlib.crc32(t.encode()) for t in texts), dtype=np.uint64, count=len(texts))
+        return self.table[idx % self.rows] + self.table[(idx >> np.uint64(12)) % self.rows]
+
+
+class ChunkEmbedder:
+    """Serves vectors embedded ahead in one batch; falls back to the real embedder."""
+
+    def __init__(self, base):
+        self.base = base
+        self.ready: dict[str, np.ndarray] = {}
+
+    def prepare(self, texts):
+        uniq = list(dict.fromkeys(texts))
+        self.ready = dict(zip(uniq, np.asarray(self.base(uniq), dtype=np.float32)))
+
+    def __call__(self, texts):
+        try:
+            return np.stack([self.ready[t] for t in texts])
+        except KeyError:
+            return self.base(texts)
+
+
+def make_embedder(name: str):
+    if name == "trivial":
+        return TrivialEmbedder()
+    if name == "hashing":
+        from vxmem.embed import HashingEmbedder
+
+        return HashingEmbedder()
+    raise SystemExit(f"unknown embedder {name!r}; expected trivial or hashing")
+
+
+# ---------------------------------------------------------------------------- workload
+
+def sentence(rng: np.random.Generator) -> str:
+    n = int(rng.integers(8, 20))
+    words = rng.choice(len(WORDS), size=n)
+    return f"{OPENERS[int(rng.integers(len(OPENERS)))]} " + " ".join(WORDS[w] for w in words) + "."
+
+
+def query(rng: np.random.Generator) -> str:
+    words = rng.choice(len(WORDS), size=int(rng.integers(3, 7)))
+    return "what about " + " ".join(WORDS[w] for w in words) + "?"
+
+
+def stats(samples_s: list[float]) -> tuple[float, float]:
+    ms = np.asarray(samples_s) * 1e3
+    return float(np.median(ms)), float(np.percentile(ms, 95))
+
+
+def timed(fn, reps: int) -> tuple[list[float], list[float]]:
+    """Wall-clock and CPU seconds (of this thread) of each call."""
+    wall, cpu = [], []
+    for i in range(reps):
+        c = time.thread_time()
+        t = time.perf_counter()
+        fn(i)
+        wall.append(time.perf_counter() - t)
+        cpu.append(time.thread_time() - c)
+    return wall, cpu
+
+
+def rss_now_mb() -> float:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def worker(size: int, embedder_name: str, reps: int, tmp: str) -> dict:
+    from vxmem import Vectrix
+
+    path = os.path.join(tmp, f"bench_{embedder_name}_{size}.vxdb")
+    rng = np.random.default_rng(size)
+    base = make_embedder(embedder_name)
+    out: dict = {"size": size, "embedder": embedder_name, "rows": [], "info": {}}
+    info = out["info"]
+
+    # ---- build: remember() in a loop, vectors embedded ahead per chunk
+    chunk_emb = ChunkEmbedder(base)
+    t_build = time.perf_counter()
+    db = Vectrix(path, embedder=chunk_emb)
+    step = SPAN / size
+    n_done = 0
+    for s in range(SESSIONS):  # 2 pinned facts per session, dated at the start
+        for k in range(2):
+            db.remember(f"Pinned for user {s}: {sentence(rng)}", session=f"user{s}", pinned=True,
+                        timestamp=T0 + k)
+            n_done += 1
+    while n_done < size:
+        m = min(CHUNK, size - n_done)
+        texts = [sentence(rng) for _ in range(m)]
+        chunk_emb.prepare(texts)
+        kinds = rng.random(m)
+        ids = []
+        for j, text in enumerate(texts):
+            i = n_done + j
+            ts = T0 + i * step
+            sess = f"user{i % SESSIONS}"
+            if kinds[j] < 0.10:
+                ids.append(db.remember(text, session=sess, kind="fact", timestamp=ts))
+            else:
+                ids.append(db.remember(text, session=sess, role=("user", "assistant")[i % 2], timestamp=ts))
+        for j in range(0, m, 50):  # 2% get feedback a little later
+            db.feedback(ids[j], ("useful", "dead_end")[(j // 50) % 2], timestamp=T0 + (n_done + j) * step + 3600)
+        for j in range(25, m, 500):  # 0.2% are corrected (a superseding fact is stored)
+            corr = "Correction: " + sentence(rng)
+            chunk_emb.ready[corr] = base([corr])[0]
+            db.feedback(ids[j], "corrected", correction=corr, timestamp=T0 + (n_done + j) * step + 7200)
+        n_done += m
+    n_total = db.count()
+    db.close()
+    info["build_s"] = time.perf_counter() - t_build
+    info["docs"] = n_total
+    del chunk_emb
+
+    # ---- reopen with the real embedder
+    t = time.perf_counter()
+    db = Vectrix(path, embedder=base)
+    info["open_s"] = time.perf_counter() - t
+    info["rss_after_open_mb"] = rss_now_mb()
+    now = T0 + SPAN + 3600.0
+
+    def row(op: str, samples: tuple[list[float], list[float]], target: float | None = None,
+            ref: float | None = None, per: int = 1) -> None:
+        wall, cpu = samples
+        p50, p95 = stats([s / per for s in wall])
+        cpu50, _ = stats([s / per for s in cpu])
+        out["rows"].append({"op": op, "p50": p50, "p95": p95, "cpu50": cpu50, "target": target, "ref": ref,
+                            "n": len(wall)})
+
+    trivial = embedder_name == "trivial"
+    ref = (lambda k: REFERENCE_1K[k] if trivial and size == 1000 else None)
+
+    # remember() one by one: new turns, round-robin over the sessions, after the build's last memory
+    texts = [sentence(rng) for _ in range(reps)]
+    clock = [now]
+
+    def remember_one(i):
+        clock[0] += 1.0
+        db.remember(texts[i], session=f"user{i % SESSIONS}", timestamp=clock[0])
+
+    row("remember(), one call per memory", timed(remember_one, reps), TARGET_REMEMBER if trivial else None,
+        ref("remember"))
+
+    # "batch": there is no batch remember API; add() of BATCH fact-shaped documents in one call
+    n_batches = max(5, reps // BATCH)
+    batches = [[sentence(rng) for _ in range(BATCH)] for _ in range(n_batches)]
+
+    def add_batch(i):
+        clock[0] += 1.0
+        metas = [{"_vx_kind": "fact", "_vx_session": f"user{(i * BATCH + j) % SESSIONS}", "_vx_role": "user",
+                  "_vx_ts": clock[0]} for j in range(BATCH)]
+        db.add(batches[i], metadata=metas)
+
+    row(f"add() of {BATCH} memory-shaped docs in 1 call, per doc (no batch remember API)",
+        timed(add_batch, n_batches), per=BATCH)
+
+    qs = [query(rng) for _ in range(reps)]
+    now = clock[0] + 60.0
+    session_samples = timed(lambda i: db.recall(qs[i], session=f"user{i % SESSIONS}", now=now), reps)
+    row("recall(session=...), limit 10", session_samples, TARGET_SESSION_RECALL_1K if trivial else None,
+        ref("session_recall"))
+
+    t = time.perf_counter()
+    db.recall("first cross-session query", now=now)
+    first_cross = time.perf_counter() - t
+    info["index_built"] = db._index is not None
+    cross_samples = timed(lambda i: db.recall(qs[i], now=now), reps)
+    info["first_cross_ms"] = first_cross * 1e3
+    row("recall(session=None), limit 10" + (" [HNSW]" if db._index is not None else " [exact]"),
+        cross_samples, TARGET_CROSS_RECALL_100K if trivial else None)
+
+    row("context(session=..., token_budget=1500)",
+        timed(lambda i: db.context(qs[i], session=f"user{i % SESSIONS}", now=now), reps), None, ref("context"))
+
+    if db._index is not None:  # every later write also goes into the live index
+        texts2 = [sentence(rng) for _ in range(reps)]
+
+        def remember_live(i):
+            clock[0] += 1.0
+            db.remember(texts2[i], session=f"user{i % SESSIONS}", timestamp=clock[0])
+
+        row("remember(), HNSW index live", timed(remember_live, reps), TARGET_REMEMBER if trivial else None)
+
+    t = time.perf_counter()
+    db.close()
+    info["close_s"] = time.perf_counter() - t
+    info["db_mb"] = sum(os.path.getsize(os.path.join(tmp, f)) for f in os.listdir(tmp)
+                        if f.startswith(os.path.basename(path))) / 2**20
+    info["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return out
+
+
+# ---------------------------------------------------------------------------- report
+
+def fmt(x: float | None, nd: int = 3) -> str:
+    return "-" if x is None else f"{x:.{nd}f}"
+
+
+def print_tables(results: list[dict]) -> None:
+    session_1k = {r["embedder"]: next((x["p50"] for x in r["rows"] if x["op"].startswith("recall(session=...")), None)
+                  for r in results if r["size"] == 1000}
+    head = (f"{'embedder':8} {'N':>7}  {'operation':74} {'p50 ms':>8} {'p95 ms':>8} {'cpu p50':>8} "
+            f"{'target':>12} {'p50/target':>10}  {'ref':>5}")
+    print(head)
+    print("-" * len(head))
+    for r in results:
+        for x in r["rows"]:
+            target, tlabel = x["target"], ""
+            if target is not None and x["op"].startswith("recall(session=...") and r["size"] != 1000:
+                base = session_1k.get(r["embedder"])
+                # within 2x of the 1k figure measured in this run (of the 0.3 ms target if 1k was not run)
+                target = 2 * (base if base is not None else TARGET_SESSION_RECALL_1K)
+                tlabel = "2x1k="
+            if target is not None and x["op"].startswith("recall(session=None") and r["size"] != 100_000:
+                tlabel = "(100k)"
+            ratio = None if target is None else x["p50"] / target
+            verdict = "" if ratio is None else ("  ok" if ratio <= 1 else "  MISS")
+            tcell = "-" if target is None else f"{tlabel}{target:.3g}"
+            print(f"{r['embedder']:8} {r['size']:>7}  {x['op']:74} {x['p50']:>8.3f} {x['p95']:>8.3f} {x['cpu50']:>8.3f} "
+                  f"{tcell:>12} {fmt(ratio, 2):>10}  {fmt(x['ref'], 1):>5}{verdict}")
+        print()
+    print("ref: the reference implementation, as issue 2 quotes it (1k memories, trivial embedder, database file).")
+    print("cpu p50: median CPU time of the calling thread (wall-clock p50 minus waiting for a core, "
+          "on a machine others share).")
+    print("target/ratio: issue 2's targets apply to the trivial embedder (the memory layer alone); "
+          "cross-session target is for 100k.")
+    print()
+    head = (f"{'embedder':8} {'N':>7} {'docs':>7} {'build s':>8} {'build/mem ms':>12} {'reopen s':>8} "
+            f"{'1st cross ms':>12} {'close s':>8} {'db MB':>7} {'RSS open MB':>11} {'peak RSS MB':>11}")
+    print(head)
+    print("-" * len(head))
+    for r in results:
+        i = r["info"]
+        print(f"{r['embedder']:8} {r['size']:>7} {i['docs']:>7} {i['build_s']:>8.1f} "
+              f"{i['build_s'] / i['docs'] * 1e3:>12.3f} {i['open_s']:>8.2f} {i['first_cross_ms']:>12.1f} "
+              f"{i['close_s']:>8.2f} {i['db_mb']:>7.1f} {i['rss_after_open_mb']:>11.0f} {i['peak_rss_mb']:>11.0f}")
+    print()
+    print("build: remember() in a loop (+2% feedback, 0.2% corrections), texts embedded ahead in batches of "
+          f"{CHUNK}; 1st cross: the first cross-session recall, which builds the HNSW index when one is used "
+          "(kept out of the latency rows); close: saves the index if one was built; peak RSS: the child "
+          "process running that row, build included.")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sizes", default="1000,10000,100000", help="comma-separated memory counts")
+    ap.add_argument("--embedders", default="trivial,hashing", help="trivial,hashing")
+    ap.add_argument("--quick", action="store_true", help="fewer repetitions (200 instead of 1000)")
+    ap.add_argument("--reps", type=int, default=None, help="repetitions per timed operation")
+    ap.add_argument("--json", help="also write the raw results to this file")
+    ap.add_argument("--_worker", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+
+    if args._worker:
+        spec = json.loads(args._worker)
+        print(json.dumps(worker(**spec)))
+        return 0
+
+    sizes = [int(s) for s in args.sizes.split(",") if s]
+    embedders = [e.strip() for e in args.embedders.split(",") if e.strip()]
+    reps = args.reps or (200 if args.quick else 1000)
+    tmp = tempfile.mkdtemp(prefix="vxmem-bench-")
+    results = []
+    load_before = os.getloadavg()[0]
+    try:
+        for emb in embedders:
+            for size in sizes:
+                t = time.perf_counter()
+                print(f"[{emb} {size}] ...", file=sys.stderr, flush=True)
+                spec = json.dumps({"size": size, "embedder_name": emb, "reps": reps, "tmp": tmp})
+                proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--_worker", spec],
+                                      capture_output=True, text=True)
+                if proc.returncode != 0:
+                    sys.stderr.write(proc.stderr)
+                    return proc.returncode
+                results.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+                for f in os.listdir(tmp):
+                    os.remove(os.path.join(tmp, f))
+                print(f"[{emb} {size}] {time.perf_counter() - t:.1f} s", file=sys.stderr, flush=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print(f"vxmem memory benchmark: {SESSIONS} sessions, database file, {reps} repetitions per operation, "
+          f"python {sys.version.split()[0]}, numpy {np.__version__}, {os.cpu_count()} cpus, "
+          f"load average {load_before:.1f} before / {os.getloadavg()[0]:.1f} after")
+    print()
+    print_tables(results)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
