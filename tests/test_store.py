@@ -257,3 +257,19 @@ def test_vectors_added_after_the_index_is_built_are_found_before_and_after_they_
     db.add([f"more docs {i}" for i in range(60)])  # crosses the flush size
     assert not db._pending and len(db._index) == db.count()
     assert db.search("zebra crossing at noon", limit=1)[0].id == fresh
+
+
+def test_session_blocks_follow_appends_removals_and_moves():
+    db = Vectrix()
+    ids = [db.remember(f"note {k} about llamas", session="s", timestamp=k) for k in range(5)]
+    db.remember("other session llamas", session="t", timestamp=0)
+    assert db.recall("note 3 about llamas", session="s", limit=1, now=10)[0].id == ids[3]
+    new = db.remember("note 9 about alpacas", session="s", timestamp=9)  # appended to the block
+    assert db.recall("note 9 about alpacas", session="s", limit=1, now=10)[0].id == new
+    db.forget(ids=[ids[3]])  # removal drops the block; rebuilt on next use
+    assert ids[3] not in {r.id for r in db.recall("note 3 about llamas", session="s", now=10)}
+    db.update_metadata(ids[0], {"_vx_session": "t"})  # moves between sessions
+    assert ids[0] in {r.id for r in db.recall("note 0 about llamas", session="t", now=10)}
+    assert ids[0] not in {r.id for r in db.recall("note 0 about llamas", session="s", now=10)}
+    blk = db._m.session_block(db._m.session_code("s"))
+    assert np.array_equal(blk.vectors, db._m.vecs[blk.positions])

@@ -347,7 +347,7 @@ class ConversationMemory:
         pos = db._select(session, (KIND_FACT, KIND_PINNED), live_at=ts, include_superseded=False)
         if pos.size == 0:
             return []
-        top, _ = db._topk(vec, pos, self.judge_candidates)
+        top, _ = db._topk(vec, pos, self.judge_candidates, session)
         ids = [db._m.ids[p] for p in top]
         texts = [db._m.texts[p] for p in top]
         verdicts = self.judge(text, texts)

