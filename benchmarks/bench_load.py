@@ -56,13 +56,15 @@ def build(path: str, n: int, sessions: int, embedder, seed: int = 0) -> None:
                         timestamp=1_700_000_000 + i * 30)
             if i and i % 20_000 == 0:
                 print(f"  built {i:,} memories in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
-        db.recall("warm up", limit=10, now=1_800_000_000)  # builds the HNSW index, saved on close
+        db.recall("warm up", limit=10, now=1_800_000_000)
+        db.build_index()  # the HNSW index, saved on close
     print(f"built {n:,} memories over {sessions} sessions in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
 
 
 def run(path: str, embedder, threads: int, seconds: float, sessions: int, seed: int = 1):
     db = Vectrix(path, embedder=embedder)
-    db.recall("warm up", limit=10, now=1_800_000_000)  # index loaded before the clock starts
+    db.recall("warm up", limit=10, now=1_800_000_000)
+    db.build_index()  # index loaded (or built) before the clock starts
     lat = {"recall (session)": [], "recall (all sessions)": [], "remember": []}
     errors: list[str] = []
     lock = threading.Lock()

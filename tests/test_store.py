@@ -273,3 +273,33 @@ def test_session_blocks_follow_appends_removals_and_moves():
     assert ids[0] not in {r.id for r in db.recall("note 0 about llamas", session="s", now=10)}
     blk = db._m.session_block(db._m.session_code("s"))
     assert np.array_equal(blk.vectors, db._m.vecs[blk.positions])
+
+
+def test_a_large_index_builds_in_the_background_while_searches_scan_exactly(monkeypatch, tmp_path):
+    from vxmem import store
+
+    monkeypatch.setattr(store, "BACKGROUND_BUILD_MIN", 100)
+    release = __import__("threading").Event()
+    real_build = store.Vectrix._build_graph
+
+    def slow_build(self, keys, vecs, threads):
+        release.wait(30)  # hold the build until the test has written meanwhile
+        return real_build(self, keys, vecs, threads)
+
+    monkeypatch.setattr(store.Vectrix, "_build_graph", slow_build)
+    db = Vectrix(tmp_path / "bg.vxdb", exact_threshold=10)
+    ids = db.add([f"background doc {i}" for i in range(300)])
+    first = db.search("background doc 17", limit=3)  # starts the build, answers exactly
+    assert first[0].text == "background doc 17" and db._index is None and db._builder is not None
+    (during,) = db.add(["written during the build"])
+    db.delete([ids[17]])
+    release.set()
+    db.build_index()
+    assert db._index is not None and db._builder is None
+    assert db._pending == {int(db._m.rowid[db._m.pos_of_id[during]])}
+    assert len(db._index) == 299  # the snapshot minus the deletion
+    assert db.search("written during the build", limit=1)[0].id == during
+    assert ids[17] not in {r.id for r in db.search("background doc 17", limit=5)}
+    db.close()
+    with Vectrix(tmp_path / "bg.vxdb", exact_threshold=10) as again:
+        assert again._load_saved_index() and len(again._index) == 300

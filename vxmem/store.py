@@ -85,6 +85,7 @@ def scope_token(meta: Mapping) -> str:
 
 SEARCH_MODES = ("dense", "lexical", "hybrid")
 PENDING_FLUSH = 1024  # new vectors buffered (and scanned exactly) before they join the HNSW graph
+BACKGROUND_BUILD_MIN = 20_000  # HNSW builds of at least this many vectors run in a background thread
 
 # Dropped from lexical queries (when something else is left): they match nearly every
 # document, cost FTS5 a full posting-list walk, and BM25 gives them almost no weight anyway.
@@ -533,6 +534,8 @@ class Vectrix:
         self._index = None
         self._index_dirty = False
         self._pending: set[int] = set()  # rowids added since the HNSW index last took them in
+        self._builder: threading.Thread | None = None  # a background index build, if one runs
+        self._build_log: tuple[set, set] | None = None  # (added, removed) rowids since its snapshot
         if path is not None and not isinstance(path, (str, os.PathLike)):
             raise TypeError(f"path must be a str, a PathLike or None, not {type(path).__name__}")
         self.path = None if path is None or str(path) == ":memory:" else os.fspath(path)
@@ -692,6 +695,7 @@ class Vectrix:
             self._dim = int(meta["dim"]) if "dim" in meta else None
             self._generation = int(meta.get("generation", 0))
             self._index = None
+            self._builder = self._build_log = None  # an unfinished build is for the old data
             self._pending.clear()
             self._load()
 
@@ -740,6 +744,14 @@ class Vectrix:
                     if p is not None:
                         removed_keys.append(int(m.rowid[p]))
                         m.remove(p)
+        if self._build_log is not None:
+            added, removed = self._build_log
+            for k in removed_keys:
+                if k in added:
+                    added.discard(k)
+                else:
+                    removed.add(k)
+            added.update(added_keys)
         if self._index is not None and (added_keys or removed_keys):
             # New vectors wait in a small exact-scanned buffer and join the HNSW graph in
             # batches: one insert into the graph costs ~2 ms at 100k, a batch much less each.
@@ -1028,7 +1040,13 @@ class Vectrix:
             return int(self._filter_positions(flt).size)
 
     def close(self) -> None:
-        """Save the vector index if it changed, and release the database."""
+        """Save the vector index if it changed, and release the database.
+
+        Waits for a background index build to finish, so its work is saved, not lost.
+        """
+        builder = self._builder
+        if builder is not None:  # joined outside the lock: it installs the index under it
+            builder.join()
         with self._lock:
             if self._closed:
                 return
@@ -1196,7 +1214,8 @@ class Vectrix:
     def _topk_index(self, q: np.ndarray, positions: np.ndarray, k: int):
         """HNSW with an over-fetch that grows until ``k`` hits pass the filter; None to fall back."""
         m = self._m
-        self._ensure_index()
+        if not self._ensure_index():
+            return None  # still building: scan exactly meanwhile
         allowed = np.zeros(m.n, dtype=bool)
         allowed[positions] = True
         # The buffer of vectors not yet in the graph is scanned exactly and merged in.
@@ -1238,22 +1257,70 @@ class Vectrix:
         return Index(ndim=self._dim, metric="ip", dtype="f32", connectivity=16,
                      expansion_add=128, expansion_search=128)
 
-    def _ensure_index(self) -> None:
+    def build_index(self) -> None:
+        """Build (or finish building) the HNSW index now, and wait for it.
+
+        Searches never need this: the index is built on first need, in the background
+        when the collection is large, while searches scan exactly.
+        """
+        with self._lock:
+            self._check_open()
+            ready = self._ensure_index(background=False)
+            builder = self._builder
+        if not ready and builder is not None:
+            builder.join()
+
+    def _ensure_index(self, background: bool = True) -> bool:
+        """True when the HNSW index is ready; otherwise it is being built in the background."""
         if self._index is not None:
-            return
+            return True
+        if self._builder is not None:
+            return False
         m = self._m
         if self.path and self._load_saved_index():
-            return
-        index = self._new_index()
-        self._pending.clear()
+            return True
         alive = np.flatnonzero(m.alive[: m.n])
-        if alive.size:
+        keys, vecs = m.rowid[alive].astype(np.uint64), m.vecs[alive]
+        if alive.size < BACKGROUND_BUILD_MIN or not background:
             # One thread below 50k vectors: the same graph every time (a threaded build
             # inserts in a racy order), and small builds are quick anyway.
             threads = 1 if alive.size < 50_000 else (os.cpu_count() or 1)
-            index.add(m.rowid[alive].astype(np.uint64), m.vecs[alive], threads=threads)
+            self._install_index(self._build_graph(keys, vecs, threads), set(), set())
+            return True
+        # A large build takes minutes: it runs on a snapshot in a thread of its own (one
+        # core left free) while searches scan exactly; writes meanwhile are logged and
+        # applied when it is installed.
+        self._build_log = (set(), set())
+        builder = threading.Thread(target=self._build_in_background, args=(keys, vecs.copy()),
+                                   name="vxmem-index-build", daemon=True)
+        self._builder = builder
+        builder.start()
+        return False
+
+    def _build_graph(self, keys: np.ndarray, vecs: np.ndarray, threads: int):
+        index = self._new_index()
+        if keys.size:
+            index.add(keys, vecs, threads=threads)
+        return index
+
+    def _build_in_background(self, keys: np.ndarray, vecs: np.ndarray) -> None:
+        index = self._build_graph(keys, vecs, max(1, (os.cpu_count() or 1) - 1))
+        with self._lock:
+            if self._closed or self._builder is not threading.current_thread():
+                return
+            added, removed = self._build_log
+            self._install_index(index, added, removed)
+
+    def _install_index(self, index, added: set, removed: set) -> None:
+        if removed:
+            index.remove(np.array(sorted(removed), dtype=np.uint64))
         self._index = index
         self._index_dirty = True
+        self._pending = set(added)
+        self._builder = None
+        self._build_log = None
+        if len(self._pending) >= PENDING_FLUSH:
+            self._flush_pending()
 
     def _load_saved_index(self) -> bool:
         idx_path, side_path = self._index_paths()
