@@ -243,7 +243,8 @@ def worker(size: int, embedder_name: str, reps: int, tmp: str) -> dict:
 
     t = time.perf_counter()
     db.recall("first cross-session query", now=now)  # large collections: starts a background build
-    db.build_index() if db.count() > db.exact_threshold else None  # and waits for it, timed apart
+    if db.count() > db.exact_threshold:
+        db.build_index()  # and waits for it, timed apart
     first_cross = time.perf_counter() - t
     info["index_built"] = db._index is not None
     cross_samples = timed(lambda i: db.recall(qs[i], now=now), reps)

@@ -327,12 +327,11 @@ class ConversationMemory:
         transaction, so a call that fails consumes nothing.
         """
         name = _counter_name(session)
-        nxt = tx.counter(name)
         if turn is None:
-            turn = nxt
-        elif self._turn_held(session, turn):
+            return tx.take_counter(name)
+        if self._turn_held(session, turn):
             raise ValueError(f"turn {turn} of session {session!r} is already held by a live turn")
-        tx.set_counter(name, max(nxt, turn + 1))
+        tx.raise_counter(name, turn + 1)
         return turn
 
     def _turn_held(self, session, turn: int) -> bool:

@@ -496,14 +496,17 @@ class _Tx:
              for i, p in ((i, m.pos_of_id.get(i)) for i in ids) if p is not None])
         self.ops.append(("delete", list(ids)))
 
-    def counter(self, name: str) -> int:
-        row = self.conn.execute("SELECT value FROM vx_counters WHERE name = ?", (name,)).fetchone()
-        return int(row[0]) if row else 0
+    def take_counter(self, name: str) -> int:
+        """The counter's value, moved on by one, in one statement."""
+        return int(self.conn.execute(
+            "INSERT INTO vx_counters (name, value) VALUES (?, 1) "
+            "ON CONFLICT(name) DO UPDATE SET value = value + 1 RETURNING value - 1", (name,)).fetchone()[0])
 
-    def set_counter(self, name: str, value: int) -> None:
+    def raise_counter(self, name: str, value: int) -> None:
+        """Move the counter up to at least ``value`` (never down)."""
         self.conn.execute(
             "INSERT INTO vx_counters (name, value) VALUES (?, ?) "
-            "ON CONFLICT(name) DO UPDATE SET value = excluded.value", (name, int(value)))
+            "ON CONFLICT(name) DO UPDATE SET value = max(value, excluded.value)", (name, int(value)))
 
 
 # ---------------------------------------------------------------------------- the collection
