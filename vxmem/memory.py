@@ -336,10 +336,7 @@ class ConversationMemory:
 
     def _turn_held(self, session, turn: int) -> bool:
         m = self.db._m
-        for p in self.db._select(session, (KIND_TURN,)).tolist():
-            if m.metas[p].get(K_TURN) == turn:
-                return True
-        return False
+        return bool(np.any(m.turn[self.db._select(session, (KIND_TURN,))] == turn))
 
     def _judge(self, text: str, vec: np.ndarray, session, ts: float) -> List[str]:
         db = self.db
@@ -532,7 +529,7 @@ class ConversationMemory:
             db._check_open()
             m = db._m
             pos = db._select(session, (KIND_TURN,), live_at=now_ts, include_superseded=False)
-            pos = pos[np.lexsort((m.ts[pos], [m.metas[p].get(K_TURN, 0) for p in pos.tolist()]))] if pos.size else pos
+            pos = np.array(self._turn_order(pos), dtype=np.int64)
             if keep_recent:
                 pos = pos[:-keep_recent] if pos.size > keep_recent else pos[:0]
             if cutoff is not None:
@@ -609,8 +606,10 @@ class ConversationMemory:
             return [db._result(p, None) for p in ordered]
 
     def _turn_order(self, pos: np.ndarray) -> List[int]:
+        """Positions in turn order (then time, then insertion)."""
         m = self.db._m
-        return sorted(pos.tolist(), key=lambda p: (m.metas[p].get(K_TURN, 0), m.ts[p], p))
+        turn = np.nan_to_num(m.turn[pos], nan=0.0)
+        return pos[np.lexsort((pos, m.ts[pos], turn))].tolist()
 
     def history(self, id: str) -> List[HistoryEntry]:
         """The supersession chain ``id`` belongs to, oldest first.

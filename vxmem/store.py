@@ -333,6 +333,7 @@ class _Mirror:
         self.expires = np.full(cap, np.inf)
         self.superseded = np.zeros(cap, dtype=bool)
         self.tokens = np.zeros(cap, dtype=np.int64)
+        self.turn = np.full(cap, np.nan)
         self.ids: list[str] = []
         self.texts: list[str] = []
         self.metas: list[dict] = []
@@ -348,10 +349,10 @@ class _Mirror:
         if need <= cap:
             return
         new = max(need, cap * 2)
-        for name in ("vecs", "rowid", "alive", "kind", "session", "ts", "expires", "superseded", "tokens"):
+        for name in ("vecs", "rowid", "alive", "kind", "session", "ts", "expires", "superseded", "tokens", "turn"):
             old = getattr(self, name)
             shape = (new,) + old.shape[1:]
-            fill = {"kind": _NO_KIND, "session": -1, "ts": np.nan, "expires": np.inf}.get(name, 0)
+            fill = {"kind": _NO_KIND, "session": -1, "ts": np.nan, "expires": np.inf, "turn": np.nan}.get(name, 0)
             arr = np.full(shape, fill, dtype=old.dtype)
             arr[: self.n] = old[: self.n]
             setattr(self, name, arr)
@@ -393,6 +394,8 @@ class _Mirror:
         exp = meta.get(_K_EXPIRES)
         self.expires[p] = float(exp) if isinstance(exp, (int, float)) and not isinstance(exp, bool) else np.inf
         self.superseded[p] = meta.get(_K_SUPERSEDED_BY) is not None
+        turn = meta.get("_vx_turn")
+        self.turn[p] = float(turn) if isinstance(turn, int) and not isinstance(turn, bool) else np.nan
         old = int(self.session[p])
         if self.kind[p] != _NO_KIND or _K_SESSION in meta:
             new = self.session_code(meta.get(_K_SESSION), create=True)
@@ -1195,9 +1198,12 @@ class Vectrix:
         sims = None
         if session is not ...:  # one session's rows: scan its contiguous block
             blk = m.session_block(m.session_code(session))
-            idx = np.searchsorted(blk.positions, positions)
-            if idx.size and idx[-1] < blk.n and np.array_equal(blk.positions[idx], positions):
-                sims = rowdot(blk.vectors, q)[idx]
+            if n_sel == blk.n:  # a subset of the block as large as the block is the block
+                sims = rowdot(blk.vectors, q)
+            else:
+                idx = np.searchsorted(blk.positions, positions)
+                if idx[-1] < blk.n and np.array_equal(blk.positions[idx], positions):
+                    sims = rowdot(blk.vectors, q)[idx]
         if sims is None:
             if n_sel * 4 > m.n:
                 sims = rowdot(m.vecs[: m.n], q)[positions]
