@@ -14,6 +14,7 @@ import random
 import signal
 import sqlite3
 import subprocess
+from pathlib import Path
 import sys
 import textwrap
 
@@ -35,15 +36,8 @@ CHILD = textwrap.dedent(r'''
     import numpy as np
     from vxmem import Vectrix
 
-    class Embed:  # the same as tests/conftest.py WordHashEmbedder(dim=64)
-        dim = 64
-        def __call__(self, texts):
-            out = np.zeros((len(texts), self.dim), dtype=np.float32)
-            for i, t in enumerate(texts):
-                for w in t.lower().split():
-                    out[i, zlib.crc32(w.encode("utf-8", "surrogatepass")) % self.dim] += 1.0
-                out[i, zlib.crc32(t.encode("utf-8", "surrogatepass")) % self.dim] += 0.01
-            return out
+    sys.path.insert(0, sys.argv[3])
+    from conftest import WordHashEmbedder
 
     path, trial = sys.argv[1], int(sys.argv[2])
     rng = random.Random(trial)
@@ -56,7 +50,7 @@ CHILD = textwrap.dedent(r'''
         return [f"summary of {len(items)} turns: " + items[0]["text"], "and " + items[-1]["text"]]
 
     def opendb():
-        return Vectrix(path, embedder=Embed(), exact_threshold=8)
+        return Vectrix(path, embedder=WordHashEmbedder(dim=64), exact_threshold=8)
 
     db = opendb()
     known = [r.id for r in db.scan() if r.metadata.get("_vx_kind")]
@@ -148,7 +142,7 @@ class Ledger:
 
 
 def _run_trial(path, trial, rng, ledger):
-    proc = subprocess.Popen([sys.executable, "-c", CHILD, path, str(trial)],
+    proc = subprocess.Popen([sys.executable, "-c", CHILD, path, str(trial), str(Path(__file__).parent)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         first = proc.stdout.readline().decode()

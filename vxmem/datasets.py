@@ -519,18 +519,23 @@ def load_locomo(path) -> List[Conversation]:
     relevant = its evidence turns, category kept. Malformed evidence strings (``"D8:6; D9:17"``)
     are split and what parses is used; the rest is counted in ``meta["stats"]``.
     """
+    return _load_list(path, "a LoCoMo file is a JSON list of samples", "sample", "sample_id", _locomo_sample)
+
+
+def _load_list(path, shape: str, item: str, id_key: str, convert) -> List[Conversation]:
+    """Convert each item of a JSON list file; a bad item's error names it and its id."""
     spath = os.fspath(path)
     data = _read_json(spath)
     if not isinstance(data, list):
-        raise DatasetError("a LoCoMo file is a JSON list of samples", path=spath)
+        raise DatasetError(shape, path=spath)
     out = []
-    for si, sample in enumerate(data):
+    for i, obj in enumerate(data):
         try:
-            out.append(_locomo_sample(sample))
+            out.append(convert(obj))
         except (ValueError, KeyError, TypeError) as exc:
             msg = exc.args[0] if exc.args else str(exc)
-            sid = sample.get("sample_id") if isinstance(sample, dict) else None
-            raise DatasetError(f"sample {si} ({sid!r}): {msg}", path=spath) from None
+            oid = obj.get(id_key) if isinstance(obj, dict) else None
+            raise DatasetError(f"{item} {i} ({oid!r}): {msg}", path=spath) from None
     return out
 
 
@@ -627,19 +632,8 @@ def load_longmemeval(path) -> List[Conversation]:
     ``relevant_sessions`` are the answer sessions; the category is the question type,
     and abstention questions (id ending ``_abs``) are flagged in the probe's meta.
     """
-    spath = os.fspath(path)
-    data = _read_json(spath)
-    if not isinstance(data, list):
-        raise DatasetError("a LongMemEval file is a JSON list of instances", path=spath)
-    out = []
-    for ii, inst in enumerate(data):
-        try:
-            out.append(_longmemeval_instance(inst))
-        except (ValueError, KeyError, TypeError) as exc:
-            msg = exc.args[0] if exc.args else str(exc)
-            qid = inst.get("question_id") if isinstance(inst, dict) else None
-            raise DatasetError(f"instance {ii} ({qid!r}): {msg}", path=spath) from None
-    return out
+    return _load_list(path, "a LongMemEval file is a JSON list of instances", "instance", "question_id",
+                      _longmemeval_instance)
 
 
 def _longmemeval_instance(inst) -> Conversation:
