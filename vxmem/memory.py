@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional, Sequence
@@ -845,6 +846,4 @@ def _relevance_parts(pool: Dict[str, Any], i: int) -> Dict[str, Any]:
 
 
 def _new_id() -> str:
-    import uuid
-
     return uuid.uuid4().hex

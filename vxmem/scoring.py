@@ -12,6 +12,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from .clock import to_epoch
+
 DAY = 86400.0
 FEEDBACK_CLAMP = 2.0
 OUTCOME_SIGN = {"useful": 1.0, "dead_end": -1.0, "corrected": -1.0}
@@ -65,8 +67,6 @@ def feedback_score(meta: Mapping[str, Any], now: float, half_life_days: float) -
     ``meta`` is the memory's metadata; its ``_vx_feedback`` list holds
     ``[outcome, epoch_seconds]`` pairs. ``now`` is epoch seconds (or a datetime).
     """
-    from .clock import to_epoch
-
     now = to_epoch(now)
     signs, ages = feedback_events(meta, now)
     if not signs:
