@@ -303,3 +303,32 @@ def test_a_large_index_builds_in_the_background_while_searches_scan_exactly(monk
     db.close()
     with Vectrix(tmp_path / "bg.vxdb", exact_threshold=10) as again:
         assert again._load_saved_index() and len(again._index) == 300
+
+
+def test_a_failed_background_build_leaves_exact_search_working_and_can_be_retried(monkeypatch):
+    import threading
+
+    from vxmem import store
+
+    monkeypatch.setattr(store, "BACKGROUND_BUILD_MIN", 100)
+    real_build = store.Vectrix._build_graph
+    calls = []
+
+    def flaky_build(self, keys, vecs, threads):
+        calls.append(threading.current_thread().name)
+        if len(calls) == 1:
+            raise MemoryError("no room for the graph")
+        return real_build(self, keys, vecs, threads)
+
+    monkeypatch.setattr(store.Vectrix, "_build_graph", flaky_build)
+    monkeypatch.setattr(threading, "excepthook", lambda args: None)  # the thread's error is expected
+    db = Vectrix(exact_threshold=10)
+    db.add([f"background doc {i}" for i in range(300)])
+    assert db.search("background doc 5", limit=1)[0].text == "background doc 5"
+    for t in threading.enumerate():
+        if t.name == "vxmem-index-build":
+            t.join()
+    assert calls == ["vxmem-index-build"]
+    assert db._builder is None and db._index is None
+    db.build_index()
+    assert db._index is not None and len(db._index) == 300 and len(calls) == 2

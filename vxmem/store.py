@@ -1313,7 +1313,13 @@ class Vectrix:
         return index
 
     def _build_in_background(self, keys: np.ndarray, vecs: np.ndarray) -> None:
-        index = self._build_graph(keys, vecs, max(1, (os.cpu_count() or 1) - 1))
+        try:
+            index = self._build_graph(keys, vecs, max(1, (os.cpu_count() or 1) - 1))
+        except BaseException:  # searches keep scanning exactly; the next one may try again
+            with self._lock:
+                if self._builder is threading.current_thread():
+                    self._builder = self._build_log = None
+            raise
         with self._lock:
             if self._closed or self._builder is not threading.current_thread():
                 return
