@@ -2,6 +2,9 @@
 
 import sqlite3
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 import numpy as np
 import pytest
 
@@ -201,3 +204,54 @@ def test_opening_a_database_made_before_fts_builds_the_index_once(tmp_path):
         assert version == "2"
         db.remember("new memory about walruses", session="s", timestamp=T0)
         assert _fts_count(db, "walruses") == 2
+
+
+def _fts5_scores(db, query, session=...):
+    """BM25 straight from FTS5 for every match: {position: score}."""
+    rows = db._conn.execute("SELECT rowid, -bm25(vx_fts, 1.0, 0.0) FROM vx_fts WHERE vx_fts MATCH ?",
+                            (db._fts_match(query, session),)).fetchall()
+    return {db._m.pos_of_rowid[r]: s for r, s in rows if r in db._m.pos_of_rowid}
+
+
+@settings(max_examples=25, deadline=None)
+@given(docs=st.lists(st.tuples(st.sampled_from(["a", "b", None]),
+                               st.lists(st.sampled_from(["run", "running", "runs", "café", "cafe", "tea", "Tea",
+                                                         "green", "the", "a", "kiwi", "kiwis", "x1", "42"]),
+                                        min_size=1, max_size=8)), min_size=1, max_size=30),
+       deletes=st.lists(st.integers(0, 29), max_size=8),
+       query=st.lists(st.sampled_from(["run", "cafe", "tea", "green", "the", "kiwi", "zzz", "42", "Running"]),
+                      min_size=1, max_size=4))
+def test_numpy_bm25_equals_fts5_bm25(docs, deletes, query):
+    db = Vectrix()
+    ids = []
+    for k, (session, words) in enumerate(docs):
+        text = " ".join(words)
+        if session is None:
+            ids += db.add([text])  # a plain document: no scope token
+        else:
+            ids.append(db.remember(text, session=session, timestamp=T0 + k))
+    db.search("warm", mode="lexical")  # builds the in-memory postings
+    for d in deletes:
+        if d < len(ids):
+            db.delete([ids[d]])
+    db.remember("tea after the first search", session="a", timestamp=T0 + 99)  # read incrementally
+    q = " ".join(query)
+    for session in ("a", ...):
+        positions = db._filter_positions(None if session is ... else {"_vx_session": session})
+        allowed = np.zeros(db._m.n, dtype=bool)
+        allowed[positions] = True
+        got = db._lexical_numpy(q, allowed, k=1000)
+        assert got is not None
+        pos, score, _ = got
+        want = _fts5_scores(db, q, session)
+        assert set(pos.tolist()) == set(want)
+        for p, s in zip(pos.tolist(), score.tolist()):
+            assert s == pytest.approx(want[p], rel=1e-9, abs=1e-12)
+
+
+def test_a_query_word_fts5_reads_as_a_phrase_is_ranked_by_fts5_itself():
+    db = Vectrix()
+    db.add(["send it by e_mail today", "mail the letter"])
+    allowed = np.ones(db._m.n, dtype=bool)
+    assert db._lexical_numpy("e_mail", allowed, 5) is None
+    assert db.search("e_mail", mode="lexical")[0].text == "send it by e_mail today"

@@ -334,6 +334,7 @@ class _Mirror:
         self.superseded = np.zeros(cap, dtype=bool)
         self.tokens = np.zeros(cap, dtype=np.int64)
         self.turn = np.full(cap, np.nan)
+        self.rowid_pos = np.full(64, -1, dtype=np.int64)  # rowid -> position, -1: none
         self.ids: list[str] = []
         self.texts: list[str] = []
         self.metas: list[dict] = []
@@ -382,6 +383,11 @@ class _Mirror:
         self.tokens[p] = tokens
         self.pos_of_id[id] = p
         self.pos_of_rowid[rowid] = p
+        if rowid >= len(self.rowid_pos):
+            grown = np.full(max(rowid + 1, 2 * len(self.rowid_pos)), -1, dtype=np.int64)
+            grown[: len(self.rowid_pos)] = self.rowid_pos
+            self.rowid_pos = grown
+        self.rowid_pos[rowid] = p
         self.n_alive += 1
         self._set_columns(p, meta)
 
@@ -421,6 +427,7 @@ class _Mirror:
         self.n_alive -= 1
         del self.pos_of_id[self.ids[p]]
         del self.pos_of_rowid[int(self.rowid[p])]
+        self.rowid_pos[int(self.rowid[p])] = -1
         code = int(self.session[p])
         if code >= 0:
             self._session_pos[code].remove(p)
@@ -540,6 +547,8 @@ class Vectrix:
         self._index = None
         self._index_dirty = False
         self._pending: set[int] = set()  # rowids added since the HNSW index last took them in
+        self._lex = None  # vxmem.lexical.LexicalIndex, made on the first lexical search
+        self._lex_lengths = None  # (key, document lengths, their average) for the current data
         self._builder: threading.Thread | None = None  # a background index build, if one runs
         self._build_log: tuple[set, set] | None = None  # (added, removed) rowids since its snapshot
         if path is not None and not isinstance(path, (str, os.PathLike)):
@@ -914,8 +923,7 @@ class Vectrix:
         dpos, _ = self._topk(q, positions, k, session)
         pos = np.array(list(dict.fromkeys(dpos.tolist() + lpos.tolist())), dtype=np.int64)
         dense = (self._m.vecs[pos] @ q).astype(np.float64)
-        lex_of = seen[0] if seen is not None else {}
-        lexical = np.array([lex_of.get(p, 0.0) for p in pos.tolist()])
+        lexical = seen(pos) if seen is not None else np.zeros(pos.size)
         # Slots stay in position order, which does not depend on the weight.
         order = np.argsort(pos, kind="stable")
         pos, dense, lexical = pos[order], dense[order], lexical[order]
@@ -958,6 +966,10 @@ class Vectrix:
         self._fts_ready()
         allowed = np.zeros(m.n, dtype=bool)
         allowed[positions] = True
+        fast = self._lexical_numpy(query, allowed, k)
+        if fast is not None:
+            pos, score, every = fast
+            return pos, score, lambda ps: every[ps]
         scope_n = m.n_alive if session is ... else max(m.session_positions(m.session_code(session)).size, 1)
         fetch = max(4 * k, int(math.ceil(k * scope_n / positions.size * 2)))
         while True:
@@ -972,8 +984,35 @@ class Vectrix:
                 pos, score = pos[ok], score[ok]
                 seen = dict(zip(pos.tolist(), score.tolist()))
                 order = np.lexsort((pos, -score))[:k]
-                return pos[order], score[order], (seen, len(rows) < fetch)
+                return pos[order], score[order], lambda ps: np.array([seen.get(p, 0.0) for p in ps.tolist()])
             fetch *= 4
+
+    def _lexical_numpy(self, query: str, allowed: np.ndarray, k: int):
+        """FTS5's BM25 over the in-memory postings (see vxmem.lexical): (positions, scores,
+        every allowed position's score), or None to let FTS5 rank (a query word FTS5 reads
+        as a phrase, or a connection that cannot make TEMP tables)."""
+        from .lexical import LexicalIndex, query_words
+
+        m = self._m
+        try:
+            if self._lex is None:
+                self._lex = LexicalIndex(self._conn)
+            live = np.flatnonzero(m.alive[: m.n])
+            max_rowid = int(m.rowid[live].max()) if live.size else 0
+            self._lex.sync(max_rowid, lambda upto: [(int(m.rowid[p]), m.texts[p])
+                                                    for p in live[m.rowid[live] > upto].tolist()])
+            key = (self._generation, id(m), m.n)
+            if self._lex_lengths is None or self._lex_lengths[0] != key:
+                # Document lengths change only with writes: computed once per generation.
+                self._lex_lengths = (key, *self._lex.doc_lengths(
+                    m.rowid_pos, (m.session[: m.n] >= 0).astype(np.float64), m.n_alive))
+            _, doc_len, avgdl = self._lex_lengths
+            res = self._lex.search(query_words(query), m.rowid_pos, allowed, doc_len, avgdl, m.n_alive, k)
+        except sqlite3.Error:
+            return None
+        if res is None:
+            return None
+        return res[0], res[1], self._lex.last_scores
 
     def get(self, id: str) -> Result:
         """The document with this id (``KeyError`` if there is none)."""
