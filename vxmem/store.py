@@ -900,9 +900,9 @@ class Vectrix:
 
         Returns positions and their ``relevance`` (the mode's score) plus the raw
         ``dense`` cosine and ``lexical`` BM25 of each (NaN where a mode did not look).
-        Hybrid takes the union of both top-``k`` lists, computes the exact cosine of every
-        member, takes the BM25 of every member the lexical search saw (0 for the others, as
-        in relative-score fusion) and fuses them; its pool does not depend on
+        Hybrid takes the union of both top-``k`` lists, computes the exact cosine and the
+        BM25 of every member (0 where it shares no word with the query; on the FTS5-ranked
+        fallback, 0 also where FTS5's list did not reach it) and fuses them; its pool does not depend on
         ``hybrid_weight``, so the sweep engine can vary the weight over a cached pool. ``session`` says the
         positions all belong to one session, which lets FTS5 search just that session.
         """
@@ -950,14 +950,15 @@ class Vectrix:
         return pos, score
 
     def _lexical_search(self, query: str, positions: np.ndarray, k: int, session: Any = ...):
-        """The ``k`` best BM25 matches among ``positions``, best first (exact).
+        """The ``k`` best BM25 matches among ``positions``, best first (exact), and a
+        function giving the BM25 of any positions (0 where unknown).
 
-        FTS5 ranks the matches in C (within ``session`` when the positions are one
-        session's: the scope column makes that an index intersection); the over-fetch
-        grows until ``k`` of them pass the rest of the filter or every match has been
-        seen. (An SQL ``rowid IN`` restriction was 100x slower here.) Also returns the
-        BM25 of every allowed match it saw, or all of them when the matches ran out
-        (then a position missing from it shares no word with the query).
+        Normally FTS5's bm25 is computed in numpy over the FTS5 postings held in memory
+        (:mod:`vxmem.lexical`), with the filter applied exactly. When a query word is a
+        phrase to FTS5, FTS5 ranks the matches itself (within ``session`` when the
+        positions are one session's: the scope column makes that an index intersection),
+        with an over-fetch that grows until ``k`` of them pass the rest of the filter or
+        every match has been seen. (An SQL ``rowid IN`` restriction was 100x slower.)
         """
         m = self._m
         expr = self._fts_match(query, session)
