@@ -68,6 +68,8 @@ class LexicalIndex:
         self._ready = False
         self._temp = False
         self._word_cache: dict[str, tuple[str, ...]] = {}
+        self._df_key = None
+        self._df: dict[str, int] = {}
 
     # ------------------------------------------------------------------ reading FTS5
 
@@ -167,11 +169,12 @@ class LexicalIndex:
         return out
 
     def search(self, words: list[str], pos_of_rowid: np.ndarray, allowed: np.ndarray, doc_len: np.ndarray,
-               avgdl: float, n_rows: int, k: int) -> Optional[tuple[np.ndarray, np.ndarray]]:
+               avgdl: float, n_rows: int, k: int, df_key=None) -> Optional[tuple[np.ndarray, np.ndarray]]:
         """Top ``k`` positions among ``allowed`` by FTS5's bm25 (text column weight 1), best first.
 
         ``pos_of_rowid`` maps rowids to mirror positions (-1: deleted); ``doc_len`` and
-        ``avgdl`` come from :meth:`doc_lengths`. None when a word is a phrase to FTS5.
+        ``avgdl`` come from :meth:`doc_lengths`; ``df_key`` names the data's version, so
+        document frequencies are counted once per version. None when a word is a phrase.
         """
         if not words or n_rows == 0:
             return np.zeros(0, dtype=np.int64), np.zeros(0)
@@ -180,20 +183,26 @@ class LexicalIndex:
             return None
         score = np.zeros(allowed.shape[0], dtype=np.float64)
         hit = np.zeros(allowed.shape[0], dtype=bool)
+        allowed_ext = np.append(allowed, False)  # position -1 (deleted) reads the extra False
+        if self._df_key != df_key:
+            self._df_key, self._df = df_key, {}
         for term in phrases:
             p = self._postings.get(term)
             if p is None:
                 continue
-            rowids = p.rowids[: p.n]
-            inside = rowids < len(pos_of_rowid)
-            pos = np.where(inside, pos_of_rowid[np.where(inside, rowids, 0)], -1)
-            live = pos >= 0
-            n_hit = int(live.sum())
+            rowids = p.rowids[: p.n]  # ascending: read in rowid order
+            if rowids[-1] < len(pos_of_rowid):
+                pos = pos_of_rowid[rowids]
+            else:
+                inside = rowids < len(pos_of_rowid)
+                pos = np.where(inside, pos_of_rowid[np.where(inside, rowids, 0)], -1)
+            n_hit = self._df.get(term)
+            if n_hit is None:  # documents holding the term: changes only with writes
+                n_hit = self._df[term] = int(np.count_nonzero(pos >= 0))
             idf = math.log((n_rows - n_hit + 0.5) / (n_hit + 0.5))
             if idf <= 0.0:
                 idf = 1e-6
-            ok = live.copy()
-            ok[live] = allowed[pos[live]]
+            ok = allowed_ext[pos]
             q = pos[ok]
             f = p.tf[: p.n][ok]
             score[q] += idf * ((f * (K1 + 1.0)) / (f + K1 * (1 - B + B * doc_len[q] / avgdl)))

@@ -998,17 +998,18 @@ class Vectrix:
         try:
             if self._lex is None:
                 self._lex = LexicalIndex(self._conn)
-            live = np.flatnonzero(m.alive[: m.n])
-            max_rowid = int(m.rowid[live].max()) if live.size else 0
-            self._lex.sync(max_rowid, lambda upto: [(int(m.rowid[p]), m.texts[p])
-                                                    for p in live[m.rowid[live] > upto].tolist()])
+            # Rowids grow with position (rows are appended), so the last one is the largest.
+            max_rowid = int(m.rowid[m.n - 1]) if m.n else 0
+            self._lex.sync(max_rowid, lambda upto: [(int(m.rowid[p]), m.texts[p]) for p in
+                                                    np.flatnonzero(m.alive[: m.n] & (m.rowid[: m.n] > upto)).tolist()])
             key = (self._generation, id(m), m.n)
             if self._lex_lengths is None or self._lex_lengths[0] != key:
                 # Document lengths change only with writes: computed once per generation.
                 self._lex_lengths = (key, *self._lex.doc_lengths(
                     m.rowid_pos, (m.session[: m.n] >= 0).astype(np.float64), m.n_alive))
             _, doc_len, avgdl = self._lex_lengths
-            res = self._lex.search(query_words(query), m.rowid_pos, allowed, doc_len, avgdl, m.n_alive, k)
+            res = self._lex.search(query_words(query), m.rowid_pos, allowed, doc_len, avgdl, m.n_alive, k,
+                                   df_key=key)
         except sqlite3.Error:
             return None
         if res is None:
