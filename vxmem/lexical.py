@@ -181,11 +181,11 @@ class LexicalIndex:
         phrases = self.phrases(words)
         if phrases is None:
             return None
-        score = np.zeros(allowed.shape[0], dtype=np.float64)
-        hit = np.zeros(allowed.shape[0], dtype=bool)
+        n = allowed.shape[0]
         allowed_ext = np.append(allowed, False)  # position -1 (deleted) reads the extra False
         if self._df_key != df_key:
             self._df_key, self._df = df_key, {}
+        hits, parts = [], []
         for term in phrases:
             p = self._postings.get(term)
             if p is None:
@@ -205,11 +205,22 @@ class LexicalIndex:
             ok = allowed_ext[pos]
             q = pos[ok]
             f = p.tf[: p.n][ok]
-            score[q] += idf * ((f * (K1 + 1.0)) / (f + K1 * (1 - B + B * doc_len[q] / avgdl)))
-            hit[q] = True
-        self.last_scores = score  # BM25 of every allowed position (0: no match), for hybrid
-        cand = np.flatnonzero(hit)
-        s = score[cand]
+            hits.append(q)
+            parts.append(idf * ((f * (K1 + 1.0)) / (f + K1 * (1 - B + B * doc_len[q] / avgdl))))
+        every = np.concatenate(hits) if hits else np.zeros(0, dtype=np.int64)
+        contrib = np.concatenate(parts) if parts else np.zeros(0)
+        if every.size * 8 < n:  # few matches (one session's): no arrays the size of the collection
+            cand, inv = np.unique(every, return_inverse=True)
+            s = np.bincount(inv, weights=contrib, minlength=cand.size)  # adds in phrase order
+        else:
+            score = np.zeros(n)
+            for q, c in zip(hits, parts):
+                score[q] += c
+            hit = np.zeros(n, dtype=bool)
+            hit[every] = True
+            cand = np.flatnonzero(hit)
+            s = score[cand]
+        self.last_scores = _Lookup(cand, s)  # BM25 of any position (0: no match), for hybrid
         if cand.size > k:
             part = np.argpartition(-s, k - 1)[:k]
             edge = s[part].min()
@@ -217,3 +228,17 @@ class LexicalIndex:
             cand, s = cand[part], s[part]
         order = np.lexsort((cand, -s))[:k]
         return cand[order], s[order]
+
+
+class _Lookup:
+    """Scores of sorted positions, read by position (0 for any other)."""
+
+    def __init__(self, positions: np.ndarray, scores: np.ndarray):
+        self.positions, self.scores = positions, scores
+
+    def __getitem__(self, ps) -> np.ndarray:
+        ps = np.asarray(ps, dtype=np.int64)
+        if self.positions.size == 0:
+            return np.zeros(ps.shape)
+        idx = np.minimum(np.searchsorted(self.positions, ps), self.positions.size - 1)
+        return np.where(self.positions[idx] == ps, self.scores[idx], 0.0)

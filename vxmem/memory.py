@@ -737,25 +737,23 @@ class ConversationMemory:
             cand = db._candidates(query, pos, size, mode, hybrid_weight, session=... if session is None else session)
             pos = cand["positions"]
             ts = m.ts[pos]
-            signs, ages = [], []
-            for p in pos.tolist():
-                meta = m.metas[p]  # most memories have no feedback: skip the call for them
-                s, a = scoring.feedback_events(meta, now_ts) if meta.get(K_FEEDBACK) else ([], [])
-                signs.append(s)
-                ages.append(a)
-            width = max((len(s) for s in signs), default=0)
+            plist = pos.tolist()
+            metas = [m.metas[p] for p in plist]
+            graded = [(i, scoring.feedback_events(meta, now_ts)) for i, meta in enumerate(metas)
+                      if meta.get(K_FEEDBACK)]  # most memories have none
+            width = max((len(s) for _, (s, _) in graded), default=0)
             fs = np.zeros((pos.size, width))
             fa = np.zeros((pos.size, width))
-            for i, (s, a) in enumerate(zip(signs, ages)):
+            for i, (s, a) in graded:
                 fs[i, : len(s)] = s
                 fa[i, : len(a)] = a
             return {
-                "positions": pos, "ids": [m.ids[p] for p in pos.tolist()],
+                "positions": pos, "ids": [m.ids[p] for p in plist],
                 "relevance": cand["relevance"], "dense": cand["dense"], "lexical": cand["lexical"],
                 "hybrid_weight": hybrid_weight, "ts": ts, "age_days": (now_ts - ts) / DAY,
                 "feedback_signs": fs, "feedback_ages": fa, "tokens": m.tokens[pos].copy(),
-                "kinds": [m.metas[p].get(K_KIND) for p in pos.tolist()],
-                "sessions": [m.metas[p].get(K_SESSION) for p in pos.tolist()],
+                "kinds": [meta.get(K_KIND) for meta in metas],
+                "sessions": [meta.get(K_SESSION) for meta in metas],
                 "limit": limit, "now": now_ts, "mode": mode,
             }
 
