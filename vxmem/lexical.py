@@ -24,6 +24,8 @@ import numpy as np
 
 K1, B = 1.2, 0.75  # FTS5's bm25() constants
 TOKENIZE = "porter unicode61 remove_diacritics 2"
+# Dropped from lexical queries (when something else is left): they match nearly every
+# document and BM25 gives them almost no weight anyway.
 _STOPWORDS = frozenset("""a an and are as at be but by do does did for from had has have he her him his how i
 if in into is it its me my of on or our she so than that the their them then there these they this to was
 we were what when where which who whom why will with you your""".split())

@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 import sqlite3
 import threading
 import uuid
@@ -29,6 +28,7 @@ from typing import Any, Iterator, Mapping, Sequence
 import numpy as np
 
 from .embed import check_embedder, l2_normalize
+from .lexical import query_words
 from .tokens import check_token_counter
 
 try:  # POSIX advisory locks keep a second writer out.
@@ -87,14 +87,6 @@ SEARCH_MODES = ("dense", "lexical", "hybrid")
 PENDING_FLUSH = 1024  # new vectors buffered (and scanned exactly) before they join the HNSW graph
 BACKGROUND_BUILD_MIN = 20_000  # HNSW builds of at least this many vectors run in a background thread
 
-# Dropped from lexical queries (when something else is left): they match nearly every
-# document, cost FTS5 a full posting-list walk, and BM25 gives them almost no weight anyway.
-_STOPWORDS = frozenset("""a an and are as at be but by do does did for from had has have he her him his how i
-if in into is it its me my of on or our she so than that the their them then there these they this to was
-we were what when where which who whom why will with you your""".split())
-_TERM = re.compile(r"\w+", re.UNICODE)
-
-
 def fts_query(text: str) -> str | None:
     """An FTS5 expression that treats ``text`` as words, never as syntax.
 
@@ -102,11 +94,10 @@ def fts_query(text: str) -> str | None:
     ``NEAR``, ``-``, ``:`` and parentheses in a user's question are just text. None when
     the text has no words at all.
     """
-    terms = [t.lower() for t in _TERM.findall(text)]
-    keep = [t for t in terms if t not in _STOPWORDS] or terms
-    if not keep:
+    words = query_words(text)
+    if not words:
         return None
-    return " OR ".join('"' + t.replace('"', '""') + '"' for t in dict.fromkeys(keep))
+    return " OR ".join('"' + t.replace('"', '""') + '"' for t in words)
 
 
 def check_mode(mode: Any) -> str:
@@ -992,7 +983,7 @@ class Vectrix:
         """FTS5's BM25 over the in-memory postings (see vxmem.lexical): (positions, scores,
         every allowed position's score), or None to let FTS5 rank (a query word FTS5 reads
         as a phrase, or a connection that cannot make TEMP tables)."""
-        from .lexical import LexicalIndex, query_words
+        from .lexical import LexicalIndex
 
         m = self._m
         try:
