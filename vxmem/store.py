@@ -935,11 +935,6 @@ class Vectrix:
             return f"text : ({terms})"
         return f'scope : "{scope_token({_K_SESSION: session})}" AND text : ({terms})'
 
-    def _lexical_topk(self, query: str, positions: np.ndarray, k: int,
-                      session: Any = ...) -> tuple[np.ndarray, np.ndarray]:
-        pos, score, _ = self._lexical_search(query, positions, k, session)
-        return pos, score
-
     def _lexical_search(self, query: str, positions: np.ndarray, k: int, session: Any = ...):
         """The ``k`` best BM25 matches among ``positions``, best first (exact), and a
         function giving the BM25 of any positions (0 where unknown).
