@@ -5,7 +5,7 @@ import zlib
 import numpy as np
 import pytest
 
-from vxmem import HashingEmbedder
+from vxmem.embed import default_embedder
 
 
 class WordHashEmbedder:
@@ -27,8 +27,8 @@ class WordHashEmbedder:
 
 @pytest.fixture(scope="session")
 def hashing_embedder():
-    """The default embedder, built once per run (its projection takes a second or two)."""
-    return HashingEmbedder()
+    """The default embedder: the process-wide shared instance."""
+    return default_embedder()
 
 
 @pytest.fixture(scope="session")

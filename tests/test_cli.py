@@ -5,19 +5,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from vxmem import replay as replay_mod
 from vxmem.cli import main
 from vxmem.datasets import load_jsonl
 from vxmem.synth import generate
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "datasets" / "fixtures"
-
-
-@pytest.fixture(autouse=True)
-def _fast_default_embedder(monkeypatch, hashing_embedder):
-    # the CLI uses the default embedder; share the session's instance instead of building another
-    monkeypatch.setattr(replay_mod, "_default_embedder", lambda: hashing_embedder)
 
 
 @pytest.fixture

@@ -15,6 +15,7 @@ extra and pass :class:`SemanticEmbedder`.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import threading
 from typing import Callable, Sequence
@@ -164,7 +165,10 @@ def _load_minilm(device: str = "cpu"):
         raise ImportError(f"{hint} ({exc})") from exc
 
 
+@functools.lru_cache(maxsize=1)
 def default_embedder() -> HashingEmbedder:
+    """One shared HashingEmbedder per process: it is stateless (same text, same vector),
+    and building its projection costs ~0.1 s on top of importing scikit-learn."""
     return HashingEmbedder()
 
 

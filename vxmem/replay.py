@@ -19,7 +19,6 @@ wrap the call in joblib's backend of the cluster and nothing else changes::
 
 from __future__ import annotations
 
-import functools
 import io
 import json
 import os
@@ -42,14 +41,6 @@ SETTINGS_KEYS = MEMORY_KEYS + RECALL_KEYS + OTHER_KEYS
 KIND_CODES = {k: i for i, k in enumerate(KINDS)}
 MAX_SESSION_BITS = 62
 FORMAT = "vxmem-replay/1"
-
-
-@functools.lru_cache(maxsize=1)
-def _default_embedder():
-    """One hashing embedder per process: building its projection costs a second or so."""
-    from .embed import HashingEmbedder
-
-    return HashingEmbedder()
 
 
 def check_settings(settings: Optional[Dict[str, Any]]) -> Dict[str, Any]:
@@ -255,7 +246,7 @@ def replay(conversation: Conversation, settings: Optional[Dict[str, Any]] = None
     summarizer = s.get("summarizer", conversation.meta.get("summarizer"))
     summarizer = synth.get_summarizer(summarizer) if (summarizer is None or isinstance(summarizer, str)) else summarizer
     mem_kwargs = {k: s[k] for k in MEMORY_KEYS if s.get(k) is not None}
-    db = Vectrix(None, embedder=embedder if embedder is not None else _default_embedder(),
+    db = Vectrix(None, embedder=embedder,
                  token_counter=token_counter, judge=judge, **mem_kwargs)
     try:
         return _Run(conversation, s, db, summarizer, pol, on_probe, progress).run()
