@@ -299,8 +299,8 @@ def print_tables(results: list[dict]) -> None:
             ratio = None if target is None else x["p50"] / target
             verdict = "" if ratio is None else ("  ok" if ratio <= 1 else "  MISS")
             tcell = "-" if target is None else f"{tlabel}{target:.3g}"
-            print(f"{r['embedder']:8} {r['size']:>7}  {x['op']:74} {x['p50']:>8.3f} {x['p95']:>8.3f} {x['cpu50']:>8.3f} "
-                  f"{tcell:>12} {fmt(ratio, 2):>10}  {fmt(x['ref'], 1):>5}{verdict}")
+            print(f"{r['embedder']:8} {r['size']:>7}  {x['op']:74} {x['p50']:>8.3f} {x['p95']:>8.3f} "
+                  f"{x['cpu50']:>8.3f} {tcell:>12} {fmt(ratio, 2):>10}  {fmt(x['ref'], 1):>5}{verdict}")
         print()
     print("ref: the reference implementation, as issue 2 quotes it (1k memories, trivial embedder, database file).")
     print("cpu p50: median CPU time of the calling thread (wall-clock p50 minus waiting for a core, "

@@ -96,7 +96,8 @@ def main() -> None:
                 base = None
                 for mode in MODES:
                     it = iter(queries * 2)
-                    p50, p95 = timed(lambda: db.recall(next(it), session=session, mode=mode, now=now), args.reps)
+                    p50, p95 = timed(lambda db=db, it=it, session=session, mode=mode, now=now: db.recall(
+                        next(it), session=session, mode=mode, now=now), args.reps)
                     base = base or p50
                     rows.append((n, scope, mode, p50, p95, p50 / base))
             db.close()
@@ -104,8 +105,8 @@ def main() -> None:
                   f"(HNSW build included) {warm_s * 1000:.0f} ms; first lexical recall (postings "
                   f"read from FTS5) {lex_s * 1000:.0f} ms")
     print()
-    print(f"| memories | recall scope | mode | p50 ms | p95 ms | p50 / dense |")
-    print(f"|---:|---|---|---:|---:|---:|")
+    print("| memories | recall scope | mode | p50 ms | p95 ms | p50 / dense |")
+    print("|---:|---|---|---:|---:|---:|")
     for n, scope, mode, p50, p95, ratio in rows:
         print(f"| {n:,} | {scope} | {mode} | {p50:.2f} | {p95:.2f} | {ratio:.2f}x |")
 

@@ -64,8 +64,8 @@ def main() -> None:
     rows = []
     for label, policy, grid in grids:
         points = int(np.prod([len(v) for v in grid.values()]))
-        one, _ = timed(lambda: sweep(rep, grid, policy=policy, n_jobs=1), repeat=2)
-        two, _ = timed(lambda: sweep(rep, grid, policy=policy, n_jobs=2), repeat=2)
+        one, _ = timed(lambda grid=grid, policy=policy: sweep(rep, grid, policy=policy, n_jobs=1), repeat=2)
+        two, _ = timed(lambda grid=grid, policy=policy: sweep(rep, grid, policy=policy, n_jobs=2), repeat=2)
         rows.append((label, points, points * rep.n_probes, one, two))
     label, policy, grid = grids[0]
     with_frame, _ = timed(lambda: sweep(rep, grid, policy=policy, n_jobs=2).per_probe, repeat=2)

@@ -7,8 +7,8 @@ where Chromium or Playwright is absent *and* it is not running in CI; in CI it f
 
 import importlib
 import importlib.util
-import time
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -32,7 +32,8 @@ def _need(condition: bool, why: str) -> None:
 @pytest.fixture(scope="module")
 def app_url(tmp_path_factory):
     _need(Path(shot.CHROMIUM).exists(), f"{shot.CHROMIUM} is missing (apt-get install -y chromium)")
-    _need(importlib.util.find_spec("playwright") is not None, "the playwright package is missing (pip install playwright)")
+    _need(importlib.util.find_spec("playwright") is not None,
+          "the playwright package is missing (pip install playwright)")
     log = tmp_path_factory.mktemp("streamlit") / "streamlit.log"
     with shot.serve(log) as url:
         yield url

@@ -1,16 +1,12 @@
 """Concurrency: threads on one handle, and other processes on the same file."""
 
-import subprocess
-import sys
-import textwrap
 import threading
 
 import pytest
+from helpers import WordHashEmbedder, run_python
 
 from vxmem import DatabaseLockedError, ReadOnlyError, Vectrix
 from vxmem.memory import K_FEEDBACK, K_SESSION, K_TURN
-
-from conftest import WordHashEmbedder
 
 THREADS = 4
 ROUNDS = 60
@@ -122,16 +118,11 @@ def test_writer_lock_is_released_on_close(tmp_path):
         assert db.count() == 1
 
 
-def _child(code: str, *args: str) -> subprocess.CompletedProcess:
-    script = textwrap.dedent(code)
-    return subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, timeout=60)
-
-
 def test_second_writer_process_gets_database_locked_error(tmp_path):
     path = str(tmp_path / "lock.db")
     with Vectrix(path, embedder=WordHashEmbedder()) as db:
         db.remember("the first writer holds the file", timestamp=1)
-        out = _child("""
+        out = run_python("""
             import sys
             from vxmem import Vectrix, DatabaseLockedError
             try:
@@ -151,15 +142,14 @@ def test_read_only_process_sees_what_the_writer_committed(tmp_path):
     path = str(tmp_path / "ro.db")
     with Vectrix(path, embedder=WordHashEmbedder()) as db:
         ids = [db.remember(f"note {w}", session="a", timestamp=i) for i, w in enumerate(WORDS[:5])]
-        out = _child("""
+        out = run_python("""
             import sys
-            sys.path.insert(0, sys.argv[2])
-            from conftest import WordHashEmbedder
+            from helpers import WordHashEmbedder
             from vxmem import Vectrix
             with Vectrix(sys.argv[1], embedder=WordHashEmbedder(), read_only=True) as ro:
                 for r in ro.turns("a", now=100):
                     print(r.id, r.text)
-        """, path, str(__import__("pathlib").Path(__file__).parent))
+        """, path)
         assert out.returncode == 0, out.stderr
         seen = [line.split(" ", 1) for line in out.stdout.splitlines()]
         assert [s[0] for s in seen] == ids

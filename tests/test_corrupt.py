@@ -8,19 +8,14 @@ import json
 import os
 import shutil
 import sqlite3
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import pytest
+from helpers import WordHashEmbedder, run_python
 
 from vxmem import InvalidDatabaseError, Vectrix, VectrixError
 
-from conftest import WordHashEmbedder
-
 N = 300
-TESTS = str(Path(__file__).parent)
 
 
 WORDS = ("tea coffee paris london dark light mode pdf csv report cat dog blue red green river "
@@ -172,24 +167,23 @@ def test_a_directory_as_the_database_path_gets_a_clear_error(tmp_path):
 
 # ------------------------------------------------------------------ the index file (a cache)
 
-CHILD = textwrap.dedent("""
+CHILD = """
     import json, sys
-    sys.path.insert(0, sys.argv[2])
-    from conftest import WordHashEmbedder
+    from helpers import WordHashEmbedder, run_python
     from vxmem import Vectrix
     with Vectrix(sys.argv[1], embedder=WordHashEmbedder(dim=64), exact_threshold=8) as db:
-        hnsw = db.search(sys.argv[3], limit=5)
-        size = len(db._index)
+        hnsw = db.search(sys.argv[2], limit=5)
+        size = len(db._hnsw)
         db.exact_threshold = 0
-        exact = db.search(sys.argv[3], limit=5)
+        exact = db.search(sys.argv[2], limit=5)
         print(json.dumps({"count": db.count(), "index_size": size,
                           "hnsw": [round(r.score, 5) for r in hnsw], "exact": [round(r.score, 5) for r in exact],
                           "top": hnsw[0].text}))
-""")
+"""
 
 
 def _open_in_child(path):
-    out = subprocess.run([sys.executable, "-c", CHILD, str(path), TESTS, _text(7)], capture_output=True, text=True, timeout=60)
+    out = run_python(CHILD, str(path), _text(7))
     assert out.returncode == 0, f"the interpreter died (rc {out.returncode}): {out.stderr[-2000:]}"
     return json.loads(out.stdout)
 
@@ -256,7 +250,7 @@ def test_a_stale_index_file_is_rebuilt_with_the_documents_written_since(original
     assert Path(str(path) + ".usearch.json").read_text() == stale_side
     with Vectrix(path, embedder=_embedder(), exact_threshold=8) as db:
         assert db.search("newcomer quokkas", limit=1)[0].text == "a newcomer about quokkas"
-        assert len(db._index) == N + 1
+        assert len(db._hnsw) == N + 1
 
 
 def test_an_index_file_that_cannot_be_saved_does_not_make_close_fail(original, tmp_path):

@@ -9,24 +9,27 @@ starts from the state the previous kill left, index file and all.
 """
 
 import json
-import os
 import random
 import signal
 import sqlite3
 import subprocess
-from pathlib import Path
 import sys
 import textwrap
 
 import numpy as np
 import pytest
+from helpers import TESTS, WordHashEmbedder, vector_of
 
 from vxmem import Vectrix
 from vxmem.memory import (
-    K_CONSOLIDATED_FROM, K_FEEDBACK, K_KIND, K_SESSION, K_SUPERSEDED_BY, K_SUPERSEDES, K_TURN,
+    K_CONSOLIDATED_FROM,
+    K_FEEDBACK,
+    K_KIND,
+    K_SESSION,
+    K_SUPERSEDED_BY,
+    K_SUPERSEDES,
+    K_TURN,
 )
-
-from conftest import WordHashEmbedder
 
 TRIALS = 20
 SESSIONS = ("s0", "s1", "s2")
@@ -37,7 +40,7 @@ CHILD = textwrap.dedent(r'''
     from vxmem import Vectrix
 
     sys.path.insert(0, sys.argv[3])
-    from conftest import WordHashEmbedder
+    from helpers import WordHashEmbedder
 
     path, trial = sys.argv[1], int(sys.argv[2])
     rng = random.Random(trial)
@@ -142,7 +145,7 @@ class Ledger:
 
 
 def _run_trial(path, trial, rng, ledger):
-    proc = subprocess.Popen([sys.executable, "-c", CHILD, path, str(trial), str(Path(__file__).parent)],
+    proc = subprocess.Popen([sys.executable, "-c", CHILD, path, str(trial), TESTS],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         first = proc.stdout.readline().decode()
@@ -225,13 +228,13 @@ def _check_index(path, docs):
     with Vectrix(path, embedder=WordHashEmbedder(dim=64), exact_threshold=8) as db:
         assert db.count() == len(docs)
         hnsw = db.search("tea coffee paris", limit=5)
-        index = db._index
+        index = db._hnsw.index
         assert index is not None, "the index path was not taken"
         rowids = sorted(r for r, _, _ in docs.values())
         assert sorted(int(k) for k in index.keys) == rowids
         for r in db.scan():
             vec = index.get(np.array([docs[r.id][0]], dtype=np.uint64))[0]
-            assert np.allclose(vec, db._m.vecs[db._m.pos_of_id[r.id]], atol=1e-6)
+            assert np.allclose(vec, vector_of(db, r.id), atol=1e-6)
         db.exact_threshold = 0
         exact = db.search("tea coffee paris", limit=5)
         assert [round(r.score, 5) for r in hnsw] == [round(r.score, 5) for r in exact]

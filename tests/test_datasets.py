@@ -6,8 +6,17 @@ from pathlib import Path
 import pytest
 
 from vxmem.datasets import (
-    Conversation, DatasetError, Event, load, load_jsonl, load_locomo, load_longmemeval, loads_jsonl,
-    parse_locomo_date, parse_longmemeval_date, save_jsonl,
+    Conversation,
+    DatasetError,
+    Event,
+    load,
+    load_jsonl,
+    load_locomo,
+    load_longmemeval,
+    loads_jsonl,
+    parse_locomo_date,
+    parse_longmemeval_date,
+    save_jsonl,
 )
 
 ROOT = Path(__file__).resolve().parents[1]

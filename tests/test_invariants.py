@@ -1,5 +1,6 @@
 """Budget and ordering invariants, as properties over arbitrary memories and moments."""
 
+from helpers import DAY
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -7,7 +8,6 @@ from vxmem import Vectrix, count_tokens
 from vxmem.memory import K_EXPIRES, K_SESSION, K_SUPERSEDED_BY
 
 PROPS = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-DAY = 86400.0
 
 WORD = st.sampled_from("tea coffee paris london dark light mode pdf csv report the a user prefers likes".split())
 TEXT = st.lists(WORD, min_size=1, max_size=30).map(" ".join)

@@ -3,7 +3,6 @@ reading or forgetting session A never touches session B."""
 
 import json
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

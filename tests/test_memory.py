@@ -2,21 +2,30 @@
 
 import math
 import threading
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime
 
-import numpy as np
 import pytest
+from helpers import DAY, T0
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import vxmem
 from vxmem import (
-    K_CONSOLIDATED_FROM, K_SCORING, K_SUPERSEDED_BY, K_SUPERSEDES, KIND_FACT, KIND_PINNED, KIND_TURN, KINDS,
-    OUTCOMES, ConsolidationReport, ContextBlock, ConversationMemory, Vectrix, feedback_score,
+    K_CONSOLIDATED_FROM,
+    K_SCORING,
+    K_SUPERSEDED_BY,
+    K_SUPERSEDES,
+    KIND_FACT,
+    KIND_PINNED,
+    KINDS,
+    OUTCOMES,
+    ConsolidationReport,
+    ContextBlock,
+    ConversationMemory,
+    Vectrix,
+    feedback_score,
 )
-
-DAY = 86400.0
-T0 = 1_700_000_000.0
+from vxmem.store import database
 
 
 @pytest.fixture
@@ -85,7 +94,7 @@ def test_caller_metadata_is_kept_and_reserved_keys_are_refused(db):
 
 
 def test_timestamps_accept_datetimes_and_iso_strings(db):
-    when = datetime(2024, 5, 1, 12, tzinfo=timezone.utc)
+    when = datetime(2024, 5, 1, 12, tzinfo=UTC)
     a = db.remember("a", session="s", timestamp=when)
     b = db.remember("b", session="s", timestamp="2024-05-01T12:00:00+00:00")
     assert db.get(a).metadata["_vx_ts"] == db.get(b).metadata["_vx_ts"] == when.timestamp()
@@ -142,7 +151,7 @@ def test_feedback_score_decays_with_its_half_life_and_is_clamped_in_recall(db):
     meta = {"_vx_feedback": [["useful", T0], ["dead_end", T0 + 30 * DAY]]}
     assert feedback_score(meta, T0 + 30 * DAY, 30.0) == pytest.approx(0.5 - 1.0)
     i = db.remember("graded a lot", session="s", timestamp=T0)
-    for k in range(6):
+    for _ in range(6):
         db.feedback(i, "useful", timestamp=T0)
     (r,) = db.recall("graded", session="s", now=T0)
     assert r.metadata[K_SCORING]["feedback"] == pytest.approx(6.0)
@@ -261,7 +270,7 @@ def test_history_gives_the_supersession_chain_oldest_first(db):
     assert [e.id for e in chain] == [a, b, c]
     assert [e.live for e in chain] == [False, False, True]
     assert chain[0].superseded_by == b and chain[1].superseded_by == c
-    assert chain[1].superseded_at == datetime.fromtimestamp(T0 + 2 * DAY, tz=timezone.utc)
+    assert chain[1].superseded_at == datetime.fromtimestamp(T0 + 2 * DAY, tz=UTC)
     assert db.history(a) == chain
 
 
@@ -477,20 +486,17 @@ def test_negative_and_already_held_turn_numbers_are_rejected(db):
 def test_one_remember_is_one_transaction_with_its_supersession_links(monkeypatch):
     db = Vectrix(judge=_city_judge)
     old = db.remember("I live in Rome", session="s", kind="fact", timestamp=T0)
-    from vxmem import store
-
     def boom(self, id, meta):
         raise OSError("disk full")
 
-    monkeypatch.setattr(store._Tx, "update_meta", boom)
+    monkeypatch.setattr(database.Transaction, "update_meta", boom)
     with pytest.raises(OSError):
         db.remember("I live in Milan", session="s", kind="fact", timestamp=T0 + 1)
     monkeypatch.undo()
     assert db.count() == 1
     assert K_SUPERSEDED_BY not in db.get(old).metadata
-    # The database agrees with the mirror after a reopen-equivalent reload.
-    db._load()
-    assert db.count() == 1
+    # The database itself holds what the handle shows.
+    assert db._database.load(db.token_counter).n_alive == 1
 
 
 def test_a_judge_that_raises_writes_nothing():

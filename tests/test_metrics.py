@@ -7,8 +7,18 @@ import pandas as pd
 import pytest
 
 from vxmem.metrics import (
-    aggregate, budget_fill, dcg_at_k, hit_at_k, mrr, ndcg_at_k, ranked_metrics, recall_at_k, reciprocal_rank,
-    session_recall_at_k, stale_leak_at_k, tokens_saved,
+    aggregate,
+    budget_fill,
+    dcg_at_k,
+    hit_at_k,
+    mrr,
+    ndcg_at_k,
+    ranked_metrics,
+    recall_at_k,
+    reciprocal_rank,
+    session_recall_at_k,
+    stale_leak_at_k,
+    tokens_saved,
 )
 
 GAINS = np.array([0.0, 2.0, 1.0, 0.0])  # ranks 2 and 3 are relevant, rank 2 twice as much

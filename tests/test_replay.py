@@ -38,7 +38,6 @@ def _conv():
 @pytest.fixture(scope="module")
 def rep(request):
     emb = request.getfixturevalue("hashing_embedder")
-    seen = []
 
     def on_probe(mem, ev, now):
         pool = mem.candidate_pool(ev.query, session=ev.session, limit=10, now=now)
@@ -61,33 +60,33 @@ def test_each_probe_records_the_live_recall(rep):
 def test_each_probe_caches_the_candidate_pool(rep):
     for i, extra in enumerate(rep.extras):
         pool, cached = extra["pool"], rep.pool(i)
-        assert cached["ids"] == pool["ids"]
-        np.testing.assert_array_equal(cached["relevance"], pool["relevance"])
-        np.testing.assert_array_equal(cached["age_days"], pool["age_days"])
-        np.testing.assert_array_equal(cached["tokens"], pool["tokens"])
-        assert cached["kinds"] == pool["kinds"]
+        assert cached.ids == pool.ids
+        np.testing.assert_array_equal(cached.relevance, pool.relevance)
+        np.testing.assert_array_equal(cached.age_days, pool.age_days)
+        np.testing.assert_array_equal(cached.tokens, pool.tokens)
+        assert cached.kinds == pool.kinds
 
 
 def test_pool_flags_relevant_grades(rep):
     p0 = rep.pool(0)
-    grades = dict(zip(_labels(rep, p0["ids"]), p0["grade"]))
+    grades = dict(zip(_labels(rep, p0.ids), p0.grade))
     assert grades[("a",)] == 1.0 and grades[("b",)] == 0.0
     p1 = rep.pool(1)
-    grades = dict(zip(_labels(rep, p1["ids"]), p1["grade"]))
+    grades = dict(zip(_labels(rep, p1.ids), p1.grade))
     assert grades[("c",)] == 2.0
 
 
 def test_corrected_memory_leaves_the_pool_and_counts_as_stale_elsewhere(rep):
-    assert ("a",) not in _labels(rep, rep.pool(1)["ids"])
+    assert ("a",) not in _labels(rep, rep.pool(1).ids)
     assert rep.probes[1]["stale_leak"] == 0.0
     assert rep.probes[1]["n_relevant"] == 1
 
 
 def test_feedback_history_is_in_the_pool(rep):
     p1 = rep.pool(1)
-    b = _labels(rep, p1["ids"]).index(("b",))
-    assert p1["feedback_signs"][b].tolist()[:1] == [-1.0]
-    assert p1["feedback_ages"][b][0] == pytest.approx(1.0 - 60 / DAY)
+    b = _labels(rep, p1.ids).index(("b",))
+    assert p1.feedback_signs[b].tolist()[:1] == [-1.0]
+    assert p1.feedback_ages[b][0] == pytest.approx(1.0 - 60 / DAY)
 
 
 def test_expired_turn_is_never_recalled(rep):
@@ -97,8 +96,8 @@ def test_expired_turn_is_never_recalled(rep):
 
 def test_probe_across_sessions_sees_every_session_and_no_foreign_flag(rep):
     p3 = rep.pool(3)
-    assert set(_labels(rep, p3["ids"])) >= {("c",), ("x",)}
-    assert not p3["foreign"].any()
+    assert set(_labels(rep, p3.ids)) >= {("c",), ("x",)}
+    assert not p3.foreign.any()
 
 
 def test_memories_frame_tracks_supersession_and_deletion(rep):

@@ -2,22 +2,17 @@
 
 import sqlite3
 
+import numpy as np
+import pytest
+from helpers import DAY, T0, fts_count, run_python
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import numpy as np
-import pytest
-
-from vxmem import K_SCORING, Vectrix
+from vxmem import K_SCORING, K_SESSION, Vectrix
 from vxmem.scoring import fuse_relevance
-from vxmem.store import fts_query
-
-DAY = 86400.0
-T0 = 1_700_000_000.0
-
-
-def _fts_count(db, word):
-    return db._conn.execute("SELECT count(*) FROM vx_fts WHERE vx_fts MATCH ?", (f'"{word}"',)).fetchone()[0]
+from vxmem.store import database
+from vxmem.store.lexical import fts_match, fts_query
+from vxmem.store.mirror import ANY_SESSION
 
 
 @pytest.mark.parametrize("mode", ["dense", "lexical", "hybrid"])
@@ -139,11 +134,11 @@ def test_context_takes_the_mode_through_its_recall_arguments():
 def test_fts_follows_inserts_deletes_and_consolidation():
     db = Vectrix()
     ids = [db.remember(f"kiwi number {k}", session="s", timestamp=T0 + k) for k in range(5)]
-    assert _fts_count(db, "kiwi") == 5
+    assert fts_count(db, "kiwi") == 5
     db.forget(ids=ids[:2])
-    assert _fts_count(db, "kiwi") == 3
+    assert fts_count(db, "kiwi") == 3
     db.consolidate("s", lambda items: ["the user listed mangos"], keep_recent=0, now=T0 + 10)
-    assert _fts_count(db, "kiwi") == 0 and _fts_count(db, "mango") == 1
+    assert fts_count(db, "kiwi") == 0 and fts_count(db, "mango") == 1
     assert [r.text for r in db.recall("mangos", session="s", mode="lexical", now=T0 + 10)] == [
         "the user listed mangos"]
 
@@ -151,24 +146,19 @@ def test_fts_follows_inserts_deletes_and_consolidation():
 def test_a_failed_transaction_leaves_fts_and_documents_in_step(monkeypatch):
     db = Vectrix(judge=lambda new, olds: [True] * len(olds))
     db.remember("rome is home", session="s", kind="fact", check=False, timestamp=T0)
-    from vxmem import store
-
     def boom(self, id, meta):
         raise OSError("disk full")
 
-    monkeypatch.setattr(store._Tx, "update_meta", boom)
+    monkeypatch.setattr(database.Transaction, "update_meta", boom)
     with pytest.raises(OSError):
         db.remember("milan is home", session="s", kind="fact", timestamp=T0 + 1)
     monkeypatch.undo()
-    assert _fts_count(db, "milan") == 0 and _fts_count(db, "rome") == 1
-    docs = db._conn.execute("SELECT count(*) FROM vx_docs").fetchone()[0]
+    assert fts_count(db, "milan") == 0 and fts_count(db, "rome") == 1
+    docs = db._database.conn.execute("SELECT count(*) FROM vx_docs").fetchone()[0]
     assert docs == 1
 
 
 def test_fts_agrees_with_documents_after_a_killed_writer(tmp_path):
-    import subprocess
-    import sys
-
     path = tmp_path / "k.vxdb"
     code = f"""
 import os, signal
@@ -179,13 +169,13 @@ for k in range(300):
     if k == 150:
         os.kill(os.getpid(), signal.SIGKILL)
 """
-    proc = subprocess.run([sys.executable, "-c", code])
+    proc = run_python(code)
     assert proc.returncode == -9
     with Vectrix(path) as db:
         n = db.count()
         assert n == 151
-        assert _fts_count(db, "durian") == n
-        assert db._conn.execute("INSERT INTO vx_fts(vx_fts, rank) VALUES ('integrity-check', 1)") is not None
+        assert fts_count(db, "durian") == n
+        assert db._database.conn.execute("INSERT INTO vx_fts(vx_fts, rank) VALUES ('integrity-check', 1)") is not None
 
 
 def test_opening_a_database_made_before_fts_builds_the_index_once(tmp_path):
@@ -200,17 +190,17 @@ def test_opening_a_database_made_before_fts_builds_the_index_once(tmp_path):
     con.close()
     with Vectrix(path) as db:
         assert db.recall("walruses", session="s", mode="lexical", now=T0)[0].text == "legacy memory about walruses"
-        version = db._conn.execute("SELECT value FROM vx_meta WHERE key = 'schema_version'").fetchone()[0]
+        version = db._database.conn.execute("SELECT value FROM vx_meta WHERE key = 'schema_version'").fetchone()[0]
         assert version == "2"
         db.remember("new memory about walruses", session="s", timestamp=T0)
-        assert _fts_count(db, "walruses") == 2
+        assert fts_count(db, "walruses") == 2
 
 
-def _fts5_scores(db, query, session=...):
+def _fts5_scores(db, m, query, session=ANY_SESSION):
     """BM25 straight from FTS5 for every match: {position: score}."""
-    rows = db._conn.execute("SELECT rowid, -bm25(vx_fts, 1.0, 0.0) FROM vx_fts WHERE vx_fts MATCH ?",
-                            (db._fts_match(query, session),)).fetchall()
-    return {db._m.pos_of_rowid[r]: s for r, s in rows if r in db._m.pos_of_rowid}
+    rows = db._database.conn.execute("SELECT rowid, -bm25(vx_fts, 1.0, 0.0) FROM vx_fts WHERE vx_fts MATCH ?",
+                                     (fts_match(query, session),)).fetchall()
+    return {m.pos_of_rowid[r]: s for r, s in rows if r in m.pos_of_rowid}
 
 
 @settings(max_examples=25, deadline=None)
@@ -236,22 +226,23 @@ def test_numpy_bm25_equals_fts5_bm25(docs, deletes, query):
             db.delete([ids[d]])
     db.remember("tea after the first search", session="a", timestamp=T0 + 99)  # read incrementally
     q = " ".join(query)
-    for session in ("a", ...):
-        positions = db._filter_positions(None if session is ... else {"_vx_session": session})
-        allowed = np.zeros(db._m.n, dtype=bool)
-        allowed[positions] = True
-        got = db._lexical_numpy(q, allowed, k=1000)
-        assert got is not None
-        pos, score, _ = got
-        want = _fts5_scores(db, q, session)
-        assert set(pos.tolist()) == set(want)
-        for p, s in zip(pos.tolist(), score.tolist()):
-            assert s == pytest.approx(want[p], rel=1e-9, abs=1e-12)
+    for session in ("a", ANY_SESSION):
+        with db._locked() as m:
+            positions = m.matching(None if session is ANY_SESSION else {K_SESSION: [session]})
+            allowed = np.zeros(m.n, dtype=bool)
+            allowed[positions] = True
+            got = db._lexical.numpy_scores(m, q, allowed, k=1000)
+            assert got is not None
+            pos, score, _ = got
+            want = _fts5_scores(db, m, q, session)
+            assert set(pos.tolist()) == set(want)
+            for p, s in zip(pos.tolist(), score.tolist()):
+                assert s == pytest.approx(want[p], rel=1e-9, abs=1e-12)
 
 
 def test_a_query_word_fts5_reads_as_a_phrase_is_ranked_by_fts5_itself():
     db = Vectrix()
     db.add(["send it by e_mail today", "mail the letter"])
-    allowed = np.ones(db._m.n, dtype=bool)
-    assert db._lexical_numpy("e_mail", allowed, 5) is None
+    with db._locked() as m:
+        assert db._lexical.numpy_scores(m, "e_mail", np.ones(m.n, dtype=bool), 5) is None
     assert db.search("e_mail", mode="lexical")[0].text == "send it by e_mail today"

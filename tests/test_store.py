@@ -1,14 +1,14 @@
 """The collection: documents, vectors, metadata, filters, durability."""
 
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
+from helpers import run_python, vector_of
 
 from vxmem import DatabaseLockedError, InvalidDatabaseError, Vectrix
 from vxmem.embed import HashingEmbedder
+from vxmem.store import hnsw
 
 
 def test_add_returns_ids_and_get_gives_back_text_and_metadata():
@@ -141,18 +141,20 @@ def test_reopening_a_file_in_a_new_process_gives_back_everything(tmp_path):
     with Vectrix(path) as db:
         ids = db.add(["first doc", "second doc"], metadata=[{"n": 1}, {"nested": {"x": [1, 2]}}])
         mem = db.remember("I like tea", session="s", timestamp=1_700_000_000)
-        vec_before = db._m.vecs[db._m.pos_of_id[ids[1]]].tolist()
+        vec_before = vector_of(db, ids[1])
     code = f"""
-import json, sys
+import json
 from vxmem import Vectrix
+from helpers import vector_of
 with Vectrix({str(path)!r}) as db:
     out = {{"count": db.count(), "meta": db.get({ids[1]!r}).metadata, "mem": db.get({mem!r}).metadata,
-           "vec": db._m.vecs[db._m.pos_of_id[{ids[1]!r}]].tolist(),
+           "vec": vector_of(db, {ids[1]!r}),
            "top": db.search("second", limit=1)[0].id}}
 print(json.dumps(out))
 """
-    out = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                                    check=True).stdout)
+    proc = run_python(code)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
     assert out["count"] == 3
     assert out["meta"] == {"nested": {"x": [1, 2]}}
     assert out["mem"]["_vx_session"] == "s" and out["mem"]["_vx_turn"] == 0
@@ -165,7 +167,7 @@ def test_a_second_writer_on_the_same_file_gets_a_clear_error(tmp_path):
     with Vectrix(path) as db:
         db.add(["x"])
         code = f"from vxmem import Vectrix\nVectrix({str(path)!r})"
-        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+        proc = run_python(code)
         assert proc.returncode != 0
         assert "DatabaseLockedError" in proc.stderr and "already open for writing" in proc.stderr
         with pytest.raises(DatabaseLockedError):
@@ -198,21 +200,21 @@ def test_index_file_is_reused_when_fresh_and_rebuilt_when_stale(tmp_path):
         db.search("doc number 7", limit=3)  # builds the index
     side = json.loads((tmp_path / "db.vxdb.usearch.json").read_text())
     with Vectrix(path, exact_threshold=10) as db:
-        assert db._load_saved_index() is True
+        assert db._hnsw.load_saved() is True
         db.add(["doc number 7 again"])  # generation moves on; index follows in-process
         assert db.search("doc number 7 again", limit=1)[0].text == "doc number 7 again"
     assert json.loads((tmp_path / "db.vxdb.usearch.json").read_text())["generation"] > side["generation"]
     # A stale sidecar (as after a kill) means rebuild, never wrong answers.
     (tmp_path / "db.vxdb.usearch.json").write_text(json.dumps(side))
     with Vectrix(path, exact_threshold=10) as db:
-        assert db._load_saved_index() is False
+        assert db._hnsw.load_saved() is False
         assert db.search("doc number 7 again", limit=1)[0].text == "doc number 7 again"
 
 
 def test_hashing_embedder_is_deterministic_across_processes():
     code = "from vxmem.embed import HashingEmbedder; print(HashingEmbedder()(['dark mode please'])[0][:8].tolist())"
-    a = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    b = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    a, b = run_python(code).stdout, run_python(code).stdout
+    assert a and a.startswith("[")
     assert a == b
     v = HashingEmbedder()(["dark mode please", "x"])
     assert v.shape == (2, 384) and v.dtype == np.float32
@@ -243,19 +245,17 @@ def test_results_to_frame_has_one_row_per_result():
 
 
 def test_vectors_added_after_the_index_is_built_are_found_before_and_after_they_join_it(monkeypatch):
-    from vxmem import store
-
-    monkeypatch.setattr(store, "PENDING_FLUSH", 50)
+    monkeypatch.setattr(hnsw, "PENDING_FLUSH", 50)
     db = Vectrix(exact_threshold=10)
     db.add([f"background doc {i}" for i in range(300)])
     db.search("background doc 1", limit=1)  # builds the index
     (fresh,) = db.add(["zebra crossing at noon"])
-    assert db._pending and db.search("zebra crossing at noon", limit=1)[0].id == fresh
+    assert db._hnsw.pending and db.search("zebra crossing at noon", limit=1)[0].id == fresh
     (gone,) = db.add(["zebra crossing at midnight"])
     db.delete([gone])
     assert gone not in {r.id for r in db.search("zebra crossing at midnight", limit=5)}
     db.add([f"more docs {i}" for i in range(60)])  # crosses the flush size
-    assert not db._pending and len(db._index) == db.count()
+    assert not db._hnsw.pending and len(db._hnsw) == db.count()
     assert db.search("zebra crossing at noon", limit=1)[0].id == fresh
 
 
@@ -271,47 +271,45 @@ def test_session_blocks_follow_appends_removals_and_moves():
     db.update_metadata(ids[0], {"_vx_session": "t"})  # moves between sessions
     assert ids[0] in {r.id for r in db.recall("note 0 about llamas", session="t", now=10)}
     assert ids[0] not in {r.id for r in db.recall("note 0 about llamas", session="s", now=10)}
-    blk = db._m.session_block(db._m.session_code("s"))
-    assert np.array_equal(blk.vectors, db._m.vecs[blk.positions])
+    with db._locked() as m:
+        blk = m.session_block(m.session_code("s"))
+        assert np.array_equal(blk.vectors, m.vecs[blk.positions])
 
 
 def test_a_large_index_builds_in_the_background_while_searches_scan_exactly(monkeypatch, tmp_path):
-    from vxmem import store
-
-    monkeypatch.setattr(store, "BACKGROUND_BUILD_MIN", 100)
+    monkeypatch.setattr(hnsw, "BACKGROUND_BUILD_MIN", 100)
     release = __import__("threading").Event()
-    real_build = store.Vectrix._build_graph
+    real_build = hnsw.HnswCache.build_graph
 
     def slow_build(self, keys, vecs, threads):
         release.wait(30)  # hold the build until the test has written meanwhile
         return real_build(self, keys, vecs, threads)
 
-    monkeypatch.setattr(store.Vectrix, "_build_graph", slow_build)
+    monkeypatch.setattr(hnsw.HnswCache, "build_graph", slow_build)
     db = Vectrix(tmp_path / "bg.vxdb", exact_threshold=10)
     ids = db.add([f"background doc {i}" for i in range(300)])
     first = db.search("background doc 17", limit=3)  # starts the build, answers exactly
-    assert first[0].text == "background doc 17" and db._index is None and db._builder is not None
+    assert first[0].text == "background doc 17" and db._hnsw.index is None and db._hnsw.building
     (during,) = db.add(["written during the build"])
     db.delete([ids[17]])
     release.set()
     db.build_index()
-    assert db._index is not None and db._builder is None
-    assert db._pending == {int(db._m.rowid[db._m.pos_of_id[during]])}
-    assert len(db._index) == 299  # the snapshot minus the deletion
+    assert db._hnsw.index is not None and not db._hnsw.building
+    with db._locked() as m:
+        assert db._hnsw.pending == {int(m.rowid[m.pos_of_id[during]])}
+    assert len(db._hnsw) == 299  # the snapshot minus the deletion
     assert db.search("written during the build", limit=1)[0].id == during
     assert ids[17] not in {r.id for r in db.search("background doc 17", limit=5)}
     db.close()
     with Vectrix(tmp_path / "bg.vxdb", exact_threshold=10) as again:
-        assert again._load_saved_index() and len(again._index) == 300
+        assert again._hnsw.load_saved() and len(again._hnsw) == 300
 
 
 def test_a_failed_background_build_leaves_exact_search_working_and_can_be_retried(monkeypatch):
     import threading
 
-    from vxmem import store
-
-    monkeypatch.setattr(store, "BACKGROUND_BUILD_MIN", 100)
-    real_build = store.Vectrix._build_graph
+    monkeypatch.setattr(hnsw, "BACKGROUND_BUILD_MIN", 100)
+    real_build = hnsw.HnswCache.build_graph
     calls = []
 
     def flaky_build(self, keys, vecs, threads):
@@ -320,7 +318,7 @@ def test_a_failed_background_build_leaves_exact_search_working_and_can_be_retrie
             raise MemoryError("no room for the graph")
         return real_build(self, keys, vecs, threads)
 
-    monkeypatch.setattr(store.Vectrix, "_build_graph", flaky_build)
+    monkeypatch.setattr(hnsw.HnswCache, "build_graph", flaky_build)
     monkeypatch.setattr(threading, "excepthook", lambda args: None)  # the thread's error is expected
     db = Vectrix(exact_threshold=10)
     db.add([f"background doc {i}" for i in range(300)])
@@ -329,6 +327,6 @@ def test_a_failed_background_build_leaves_exact_search_working_and_can_be_retrie
         if t.name == "vxmem-index-build":
             t.join()
     assert calls == ["vxmem-index-build"]
-    assert db._builder is None and db._index is None
+    assert not db._hnsw.building and db._hnsw.index is None
     db.build_index()
-    assert db._index is not None and len(db._index) == 300 and len(calls) == 2
+    assert db._hnsw.index is not None and len(db._hnsw) == 300 and len(calls) == 2

@@ -1,11 +1,13 @@
 """Sweeps: cached pools re-ranked for a grid, equal to recall(); the ranking policies."""
 
+import dataclasses
+
 import numpy as np
-import pandas as pd
 import pytest
 
 from vxmem import ConversationMemory, scoring
 from vxmem.policies import POLICIES, rank_pool
+from vxmem.pool import CandidatePool
 from vxmem.replay import replay
 from vxmem.sweep import rankings, sweep
 from vxmem.synth import generate
@@ -84,7 +86,8 @@ def test_hit_can_only_grow_with_the_limit(replays):
 def test_tighter_budgets_ship_fewer_tokens(replays):
     res = sweep(replays["long_thread"], {"token_budget": [None, 80, 20]})
     per_probe = res.per_probe
-    assert per_probe.query("token_budget == 20")["tokens"].mean() <= per_probe.query("token_budget == 80")["tokens"].mean()
+    tokens = per_probe.groupby("token_budget")["tokens"].mean()
+    assert tokens[20] <= tokens[80]
     over = per_probe.query("token_budget == 20 and tokens > 20")
     assert (over["n_results"] == 1).all()  # only a lone top result may exceed the budget
     assert len(res.per_point) == 3
@@ -147,9 +150,9 @@ def test_every_policy_sweeps(replays):
 
 # -- policies on one hand-made pool: an old, clearly relevant memory against a fresh, weaker one
 
-POOL = {"relevance": np.array([0.9, 0.8]), "age_days": np.array([100.0, 0.0]), "ts": np.array([0.0, 100 * 86400.0]),
-        "feedback_signs": np.zeros((2, 0)), "feedback_ages": np.zeros((2, 0)), "tokens": np.array([5, 5]),
-        "limit": 2}
+POOL = CandidatePool(relevance=np.array([0.9, 0.8]), age_days=np.array([100.0, 0.0]),
+                     ts=np.array([0.0, 100 * 86400.0]), feedback_signs=np.zeros((2, 0)), feedback_ages=np.zeros((2, 0)),
+                     tokens=np.array([5, 5]), limit=2)
 
 
 def test_blend_lets_the_clearly_more_relevant_old_memory_win():
@@ -182,7 +185,7 @@ def test_memorybank_retention_grows_with_useful_feedback():
     assert rank_pool(POOL, "memorybank", strength_days=1.0).tolist() == [1, 0]
     # strength 1000 days: exp(-0.1) * 0.9 = 0.81 > 0.8
     assert rank_pool(POOL, "memorybank", strength_days=1000.0).tolist() == [0, 1]
-    useful = dict(POOL, feedback_signs=np.array([[1.0] * 9, [0.0] * 9]), feedback_ages=np.zeros((2, 9)))
+    useful = dataclasses.replace(POOL, feedback_signs=np.array([[1.0] * 9, [0.0] * 9]), feedback_ages=np.zeros((2, 9)))
     # strength 100 * (1 + 9) = 1000 days for the old memory only
     assert rank_pool(useful, "memorybank", strength_days=100.0).tolist() == [0, 1]
 

@@ -3,7 +3,6 @@
 import re
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from vxmem.datasets import load_jsonl

@@ -4,18 +4,15 @@
     db = Vectrix("chat.vxdb")
     db.remember("I prefer dark mode", session="alice")
     db.recall("which theme?", session="alice")
+
+The names below are handed on lazily (PEP 562), so importing one layer, say
+``vxmem.store``, loads that layer and what it stands on, never the layers above it.
 """
 
-from .embed import HashingEmbedder, SemanticEmbedder
-from .memory import (
-    K_CONSOLIDATED_FROM, K_EXPIRES, K_FEEDBACK, K_KIND, K_ROLE, K_SCORING, K_SESSION, K_SUPERSEDED_AT,
-    K_SUPERSEDED_BY, K_SUPERSEDES, K_TS, K_TURN, KIND_FACT, KIND_PINNED, KIND_TURN, KINDS, OUTCOMES,
-    ConsolidationReport, ContextBlock, ConversationMemory, HistoryEntry, feedback_score,
-)
-from .store import (
-    DatabaseLockedError, InvalidDatabaseError, ReadOnlyError, Result, Results, Vectrix, VectrixError,
-)
-from .tokens import count_tokens
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
@@ -23,7 +20,57 @@ __all__ = [
     "Vectrix", "ConversationMemory", "Result", "Results", "ContextBlock", "ConsolidationReport",
     "HistoryEntry", "feedback_score", "HashingEmbedder", "SemanticEmbedder", "count_tokens",
     "VectrixError", "DatabaseLockedError", "InvalidDatabaseError", "ReadOnlyError",
-    "K_KIND", "K_SESSION", "K_ROLE", "K_TURN", "K_TS", "K_FEEDBACK", "K_SUPERSEDED_BY",
-    "K_SUPERSEDES", "K_SUPERSEDED_AT", "K_SCORING", "K_EXPIRES", "K_CONSOLIDATED_FROM",
-    "KIND_TURN", "KIND_FACT", "KIND_PINNED", "KINDS", "OUTCOMES",
+    "K_KIND", "K_SESSION", "K_ROLE", "K_TURN", "K_TS", "K_FEEDBACK", "K_SUPERSEDED_BY", "K_SUPERSEDES",
+    "K_SUPERSEDED_AT", "K_SCORING", "K_EXPIRES", "K_CONSOLIDATED_FROM", "KIND_TURN", "KIND_FACT", "KIND_PINNED",
+    "KINDS", "OUTCOMES",
 ]
+# Where each name lives; the constants (upper-case names) all live in vxmem.keys.
+_HOME = {
+    "Vectrix": "vectrix", "ConversationMemory": "memory", "HistoryEntry": "memory", "feedback_score": "memory",
+    "ContextBlock": "context", "ConsolidationReport": "consolidation", "Result": "store", "Results": "store",
+    "VectrixError": "store", "DatabaseLockedError": "store", "InvalidDatabaseError": "store",
+    "ReadOnlyError": "store", "HashingEmbedder": "embed", "SemanticEmbedder": "embed", "count_tokens": "tokens",
+    **{name: "keys" for name in __all__ if name.isupper()},
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOME.get(name)
+    if home is None:
+        raise AttributeError(f"module 'vxmem' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
+    globals()[name] = value  # looked up once
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
+
+if TYPE_CHECKING:  # what type checkers and editors see
+    from .consolidation import ConsolidationReport
+    from .context import ContextBlock
+    from .embed import HashingEmbedder, SemanticEmbedder
+    from .keys import (
+        K_CONSOLIDATED_FROM,
+        K_EXPIRES,
+        K_FEEDBACK,
+        K_KIND,
+        K_ROLE,
+        K_SCORING,
+        K_SESSION,
+        K_SUPERSEDED_AT,
+        K_SUPERSEDED_BY,
+        K_SUPERSEDES,
+        K_TS,
+        K_TURN,
+        KIND_FACT,
+        KIND_PINNED,
+        KIND_TURN,
+        KINDS,
+        OUTCOMES,
+    )
+    from .memory import ConversationMemory, HistoryEntry, feedback_score
+    from .store import DatabaseLockedError, InvalidDatabaseError, ReadOnlyError, Result, Results, VectrixError
+    from .tokens import count_tokens
+    from .vectrix import Vectrix

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import math
 import time
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 
 DAY = 86400.0
-_EPOCH_MIN = datetime.min.replace(tzinfo=timezone.utc).timestamp()
-_EPOCH_MAX = datetime(9999, 12, 31, 23, 59, 59, tzinfo=timezone.utc).timestamp()
+_EPOCH_MIN = datetime.min.replace(tzinfo=UTC).timestamp()
+_EPOCH_MAX = datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC).timestamp()
 
 TimeLike = float | int | datetime | str | None
 
@@ -31,13 +31,13 @@ def to_epoch(value: TimeLike, name: str = "now") -> float:
         out = float(value)
     elif isinstance(value, datetime):
         if value.tzinfo is None:
-            value = value.replace(tzinfo=timezone.utc)
+            value = value.replace(tzinfo=UTC)
         try:
             out = value.timestamp()
         except (OverflowError, OSError, ValueError) as exc:
             raise ValueError(f"{name} is out of range: {value!r}") from exc
     elif isinstance(value, date):
-        out = datetime(value.year, value.month, value.day, tzinfo=timezone.utc).timestamp()
+        out = datetime(value.year, value.month, value.day, tzinfo=UTC).timestamp()
     elif isinstance(value, str):
         try:
             parsed = datetime.fromisoformat(value.strip())
@@ -57,7 +57,7 @@ def to_epoch(value: TimeLike, name: str = "now") -> float:
 
 def to_datetime(epoch: float) -> datetime:
     """An aware UTC datetime for epoch seconds."""
-    return datetime.fromtimestamp(epoch, tz=timezone.utc)
+    return datetime.fromtimestamp(epoch, tz=UTC)
 
 
 def days_to_seconds(days: float | datetime | None, now: float, name: str = "older_than") -> float | None:

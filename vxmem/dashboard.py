@@ -172,7 +172,7 @@ def _memory_rows(replay: Replay) -> Dict[str, Dict[str, Any]]:
 def _marks(replay: Replay, probe: int) -> Dict[str, Tuple[float, bool]]:
     """Pool id -> (grade, stale) at ``probe``, as the replay recorded them."""
     pool = replay.pool(probe)
-    return {mid: (float(g), bool(s)) for mid, g, s in zip(pool["ids"], pool["grade"], pool["stale"])}
+    return {mid: (float(g), bool(s)) for mid, g, s in zip(pool.ids, pool.grade, pool.stale)}
 
 
 def _result_rows(replay: Replay, probe: int, ids: Sequence[str]) -> pd.DataFrame:
@@ -304,7 +304,7 @@ def missed_relevant(replay: Replay, probe: int) -> pd.DataFrame:
     """Relevant memories that existed at ``probe`` but ``recall()`` did not return."""
     got = set(replay.probes[probe]["recalled_ids"])
     pool = replay.pool(probe)
-    ids = [m for m, g in zip(pool["ids"], pool["grade"]) if g > 0 and m not in got]
+    ids = [m for m, g in zip(pool.ids, pool.grade) if g > 0 and m not in got]
     return _result_rows(replay, probe, ids).drop(columns=["rank"])
 
 

@@ -25,7 +25,7 @@ from datetime import datetime, timezone
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .clock import to_epoch
-from .memory import KINDS, OUTCOMES
+from .keys import KINDS, OUTCOMES
 
 FORMAT = "vxmem-conversation/1"
 EVENT_TYPES = ("turn", "fact", "feedback", "forget", "expire", "consolidate", "probe")

@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 import itertools
 import threading
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 

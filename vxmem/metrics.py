@@ -18,7 +18,7 @@ vectorised. ``k=None`` means the whole list.
 
 from __future__ import annotations
 
-from typing import Iterable, Optional, Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
@@ -33,12 +33,12 @@ def _top(x, k):
     return x if k is None else x[..., :k]
 
 
-def hit_at_k(gains, k: Optional[int] = None) -> np.ndarray:
+def hit_at_k(gains, k: int | None = None) -> np.ndarray:
     """1.0 where any of the first ``k`` ranked items is relevant, else 0.0."""
     return np.any(_top(gains, k) > 0, axis=-1).astype(np.float64)
 
 
-def recall_at_k(gains, n_relevant, k: Optional[int] = None) -> np.ndarray:
+def recall_at_k(gains, n_relevant, k: int | None = None) -> np.ndarray:
     """Relevant items in the first ``k`` over ``n_relevant`` (NaN where ``n_relevant`` is 0)."""
     found = np.sum(_top(gains, k) > 0, axis=-1).astype(np.float64)
     n = np.asarray(n_relevant, dtype=np.float64)
@@ -46,7 +46,7 @@ def recall_at_k(gains, n_relevant, k: Optional[int] = None) -> np.ndarray:
         return np.where(n > 0, np.minimum(found / np.where(n > 0, n, 1.0), 1.0), np.nan)
 
 
-def reciprocal_rank(gains, k: Optional[int] = None) -> np.ndarray:
+def reciprocal_rank(gains, k: int | None = None) -> np.ndarray:
     """1 / rank of the first relevant item among the first ``k``; 0.0 when there is none."""
     rel = _top(gains, k) > 0
     if rel.shape[-1] == 0:  # an empty list finds nothing
@@ -55,19 +55,19 @@ def reciprocal_rank(gains, k: Optional[int] = None) -> np.ndarray:
     return np.where(np.any(rel, axis=-1), 1.0 / (first + 1.0), 0.0)
 
 
-def mrr(gains, k: Optional[int] = None) -> float:
+def mrr(gains, k: int | None = None) -> float:
     """Mean reciprocal rank over all leading axes."""
     return float(np.mean(reciprocal_rank(gains, k)))
 
 
-def dcg_at_k(gains, k: Optional[int] = None) -> np.ndarray:
+def dcg_at_k(gains, k: int | None = None) -> np.ndarray:
     """Discounted cumulative gain: ``sum gain_i / log2(i + 1)`` over ranks i = 1..k."""
     g = np.asarray(_top(gains, k), dtype=np.float64)
     discounts = 1.0 / np.log2(np.arange(2, g.shape[-1] + 2))
     return np.sum(g * discounts, axis=-1)
 
 
-def ndcg_at_k(gains, ideal_gains, k: Optional[int] = None) -> np.ndarray:
+def ndcg_at_k(gains, ideal_gains, k: int | None = None) -> np.ndarray:
     """DCG@k of ``gains`` over DCG@k of ``ideal_gains`` sorted best first (NaN when that is 0).
 
     ``ideal_gains`` are the grades of every relevant item that existed, in any order.
@@ -80,12 +80,12 @@ def ndcg_at_k(gains, ideal_gains, k: Optional[int] = None) -> np.ndarray:
         return np.where(idcg > 0, dcg / np.where(idcg > 0, idcg, 1.0), np.nan)
 
 
-def stale_leak_at_k(stale, k: Optional[int] = None) -> np.ndarray:
+def stale_leak_at_k(stale, k: int | None = None) -> np.ndarray:
     """1.0 where any of the first ``k`` ranked items is stale (superseded or expired)."""
     return np.any(_top(stale, k), axis=-1).astype(np.float64)
 
 
-def session_recall_at_k(session_bits, n_sessions, k: Optional[int] = None) -> np.ndarray:
+def session_recall_at_k(session_bits, n_sessions, k: int | None = None) -> np.ndarray:
     """Share of the probe's answer sessions that the first ``k`` items come from.
 
     ``session_bits`` holds, per ranked item, a bit mask of which answer session it belongs
@@ -113,7 +113,7 @@ def tokens_saved(tokens_before, tokens_after):
     return np.asarray(tokens_before) - np.asarray(tokens_after)
 
 
-def ranked_metrics(gains, stale, n_relevant, ideal_gains, k: Optional[int] = None, foreign=None,
+def ranked_metrics(gains, stale, n_relevant, ideal_gains, k: int | None = None, foreign=None,
                    session_bits=None, n_sessions=None, tokens_used=None, token_budget=None) -> dict:
     """Every per-probe metric of ranked lists at once, as a dict of arrays.
 
@@ -136,7 +136,7 @@ def ranked_metrics(gains, stale, n_relevant, ideal_gains, k: Optional[int] = Non
     return out
 
 
-def aggregate(frame, by: Sequence[str] = (), metrics: Optional[Iterable[str]] = None, category: bool = False):
+def aggregate(frame, by: Sequence[str] = (), metrics: Iterable[str] | None = None, category: bool = False):
     """Mean of each metric column per group (NaNs skipped), with the probe count.
 
     ``by`` names the grouping columns (e.g. the sweep's parameter columns);

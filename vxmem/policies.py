@@ -25,12 +25,19 @@ whole grid at once.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Mapping, Optional, Tuple
+from typing import Any
 
 import numpy as np
 
 from . import scoring
+from .checks import check_limit, check_number
+from .pool import CandidatePool
+from .scoring import BLEND_DEFAULTS
+
+Params = Mapping[str, Any]  # a policy's parameters: floats, or arrays that broadcast against the pool
+ScoreFn = Callable[[CandidatePool, Params, "np.ndarray | None"], np.ndarray]
 
 
 @dataclass(frozen=True)
@@ -39,67 +46,67 @@ class Policy:
 
     name: str
     description: str
-    defaults: Dict[str, float] = field(default_factory=dict)
-    score_fn: Optional[Callable[..., np.ndarray]] = None
+    defaults: dict[str, float] = field(default_factory=dict)
+    score_fn: ScoreFn | None = None
 
     @property
-    def params(self) -> Tuple[str, ...]:
+    def params(self) -> tuple[str, ...]:
         return tuple(self.defaults)
 
-    def score(self, pool: Mapping[str, Any], params: Mapping[str, Any], valid=None) -> np.ndarray:
+    def score(self, pool: CandidatePool, params: Params, valid: np.ndarray | None = None) -> np.ndarray:
         """Scores for every candidate of ``pool`` (shape ``(..., n)``) under ``params``."""
+        assert self.score_fn is not None
         return self.score_fn(pool, params, valid)
 
 
-def _blend(pool, p, valid):
-    score, _, _, _ = scoring.score_pool(
-        pool["relevance"], pool["age_days"], pool["feedback_signs"], pool["feedback_ages"],
-        p["half_life_days"], p["recency_weight"], p["feedback_weight"], p["feedback_half_life_days"],
-        valid=valid)
+def _blend(pool: CandidatePool, p: Params, valid: np.ndarray | None) -> np.ndarray:
+    score, _, _, _ = pool.blend(p["half_life_days"], p["recency_weight"], p["feedback_weight"],
+                                p["feedback_half_life_days"], valid=valid)
     return score
 
 
-def _cosine(pool, p, valid):
-    return np.asarray(pool["relevance"], dtype=np.float64)
+def _relevance(pool: CandidatePool) -> np.ndarray:
+    return np.asarray(pool.relevance, dtype=np.float64)
 
 
-def _multiplicative(pool, p, valid):
-    return np.asarray(pool["relevance"], dtype=np.float64) * scoring.decay(pool["age_days"], p["half_life_days"])
+def _cosine(pool: CandidatePool, p: Params, valid: np.ndarray | None) -> np.ndarray:
+    return _relevance(pool)
 
 
-def _hours(age_days):
+def _multiplicative(pool: CandidatePool, p: Params, valid: np.ndarray | None) -> np.ndarray:
+    return _relevance(pool) * scoring.decay(pool.age_days, p["half_life_days"])
+
+
+def _hours(age_days: np.ndarray) -> np.ndarray:
     return np.maximum(np.asarray(age_days, dtype=np.float64), 0.0) * 24.0
 
 
-def _langchain(pool, p, valid):
+def _langchain(pool: CandidatePool, p: Params, valid: np.ndarray | None) -> np.ndarray:
     rate = np.asarray(p["decay_rate"], dtype=np.float64)
-    return np.asarray(pool["relevance"], dtype=np.float64) + np.power(1.0 - rate, _hours(pool["age_days"]))
+    return _relevance(pool) + np.power(1.0 - rate, _hours(pool.age_days))
 
 
-def _generative_agents(pool, p, valid):
-    recency = np.power(np.asarray(p["recency_decay"], dtype=np.float64), _hours(pool["age_days"]))
-    rel = np.asarray(pool["relevance"], dtype=np.float64)
+def _generative_agents(pool: CandidatePool, p: Params, valid: np.ndarray | None) -> np.ndarray:
+    recency = np.power(np.asarray(p["recency_decay"], dtype=np.float64), _hours(pool.age_days))
+    rel = _relevance(pool)
     recency = np.broadcast_to(recency, np.broadcast_shapes(recency.shape, rel.shape))
     return (scoring.normalize_relevance(recency, valid=valid)
             + scoring.normalize_relevance(rel, valid=valid))
 
 
-def _memorybank(pool, p, valid):
-    useful = np.sum(np.asarray(pool["feedback_signs"]) > 0, axis=-1)
+def _memorybank(pool: CandidatePool, p: Params, valid: np.ndarray | None) -> np.ndarray:
+    useful = np.sum(np.asarray(pool.feedback_signs) > 0, axis=-1)
     strength = np.asarray(p["strength_days"], dtype=np.float64) * (1.0 + useful)
-    age = np.maximum(np.asarray(pool["age_days"], dtype=np.float64), 0.0)
-    return np.asarray(pool["relevance"], dtype=np.float64) * np.exp(-age / strength)
+    age = np.maximum(np.asarray(pool.age_days, dtype=np.float64), 0.0)
+    return _relevance(pool) * np.exp(-age / strength)
 
 
-BLEND_DEFAULTS = {"half_life_days": 7.0, "recency_weight": 0.5, "feedback_weight": 0.25,
-                  "feedback_half_life_days": 30.0}
-
-POLICIES: Dict[str, Policy] = {
+POLICIES: dict[str, Policy] = {
     "blend": Policy("blend", "relevance_norm + recency_weight * decay + feedback_weight * feedback (the spec)",
                     dict(BLEND_DEFAULTS), _blend),
     "cosine": Policy("cosine", "raw relevance only", {}, _cosine),
     "multiplicative": Policy("multiplicative", "relevance * 0.5 ** (age / half_life_days)",
-                             {"half_life_days": 7.0}, _multiplicative),
+                             {"half_life_days": BLEND_DEFAULTS["half_life_days"]}, _multiplicative),
     "langchain": Policy("langchain", "relevance + (1 - decay_rate) ** hours_passed (LangChain)",
                         {"decay_rate": 0.01}, _langchain),
     "generative_agents": Policy("generative_agents",
@@ -109,71 +116,67 @@ POLICIES: Dict[str, Policy] = {
                          {"strength_days": 1.0}, _memorybank),
 }
 
-# What each parameter accepts: (lower bound, lower inclusive, upper bound, upper inclusive).
+# What each parameter accepts: (lower bound, lower open, upper bound, upper open).
 _RANGES = {
-    "half_life_days": (0.0, False, math.inf, False),
-    "feedback_half_life_days": (0.0, False, math.inf, False),
-    "recency_weight": (0.0, True, math.inf, False),
-    "feedback_weight": (0.0, True, math.inf, False),
-    "decay_rate": (0.0, True, 1.0, True),
-    "recency_decay": (0.0, False, 1.0, True),
-    "strength_days": (0.0, False, math.inf, False),
-    "hybrid_weight": (0.0, True, 1.0, True),
+    "half_life_days": (0.0, True, math.inf, True),
+    "feedback_half_life_days": (0.0, True, math.inf, True),
+    "recency_weight": (0.0, False, math.inf, True),
+    "feedback_weight": (0.0, False, math.inf, True),
+    "decay_rate": (0.0, False, 1.0, False),
+    "recency_decay": (0.0, True, 1.0, False),
+    "strength_days": (0.0, True, math.inf, True),
+    "hybrid_weight": (0.0, False, 1.0, False),
 }
 
 
-def get_policy(name) -> Policy:
+def get_policy(name: str | Policy) -> Policy:
     """The policy called ``name`` (a :class:`Policy` passes through)."""
     if isinstance(name, Policy):
         return name
+    if not isinstance(name, str):
+        raise TypeError(f"policy must be a policy name or a Policy, not {type(name).__name__}")
     try:
         return POLICIES[name]
-    except (KeyError, TypeError):
+    except KeyError:
         raise ValueError(f"unknown policy {name!r}; expected one of {', '.join(POLICIES)}") from None
 
 
-def check_param(name: str, value) -> float:
+def check_param(name: str, value: Any) -> float:
     """``value`` as a float after checking it is in the parameter's range."""
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise TypeError(f"{name} must be a number, not {type(value).__name__}")
-    v = float(value)
-    lo, lo_in, hi, hi_in = _RANGES.get(name, (-math.inf, True, math.inf, True))
-    ok = math.isfinite(v) and (v >= lo if lo_in else v > lo) and (v <= hi if hi_in else v < hi)
-    if not ok:
-        lb = "[" if lo_in else "("
-        rb = "]" if hi_in else ")"
-        raise ValueError(f"{name} must be in {lb}{lo:g}, {hi:g}{rb}, got {value!r}")
-    return v
+    lo, lo_open, hi, hi_open = _RANGES.get(name, (-math.inf, False, math.inf, False))
+    return check_number(value, name, lo, hi, low_open=lo_open, high_open=hi_open)
 
 
-def resolve_params(policy, given: Mapping[str, Any], base: Optional[Mapping[str, Any]] = None) -> Dict[str, float]:
+def resolve_params(policy: str | Policy, given: Params, base: Params | None = None) -> dict[str, float]:
     """Every parameter of ``policy``: ``given``, else ``base`` (e.g. a replay's settings), else the default."""
     pol = get_policy(policy)
     unknown = set(given) - set(pol.params)
     if unknown:
         raise ValueError(f"policy {pol.name!r} has no parameter {sorted(unknown)[0]!r}; "
                          f"its parameters: {', '.join(pol.params) or '(none)'}")
-    out = {}
-    for k, d in pol.defaults.items():
-        v = given.get(k, (base or {}).get(k, d))
-        out[k] = check_param(k, v)
-    return out
+    return {k: check_param(k, given.get(k, (base or {}).get(k, d))) for k, d in pol.defaults.items()}
 
 
-def rank_pool(pool: Mapping[str, Any], policy="blend", limit: Optional[int] = None,
-              token_budget: Optional[int] = None, **params) -> np.ndarray:
-    """Slots of one candidate pool (as ``candidate_pool()`` returns it) that ship, best first.
+def rank_pool(pool: CandidatePool, policy: str | Policy = "blend", limit: int | None = None,
+              token_budget: int | None = None, **params: Any) -> np.ndarray:
+    """Slots of one candidate pool that ship, best first.
 
     With ``policy="blend"`` and the memory's parameters this is what ``recall()`` returns
     (without ``score_gap``); other policies rank the very same candidates their own way.
+
+    :param pool: a :class:`~vxmem.pool.CandidatePool` (``candidate_pool()``, ``Replay.pool(i)``).
+    :param policy: a policy name or :class:`Policy`.
+    :param limit: how many at most (default: the pool's own limit).
+    :param token_budget: the most tokens the shipped candidates may hold.
+    :param params: the policy's parameters (default: its defaults).
     """
     pol = get_policy(policy)
     p = resolve_params(pol, params)
-    n = len(pool["relevance"])
+    n = len(pool)
     if n == 0:
         return np.zeros(0, dtype=np.int64)
-    limit = int(pool.get("limit", 10) if limit is None else limit)
+    limit = pool.limit if limit is None else check_limit(limit)
     score = np.broadcast_to(pol.score(pool, p), (n,))
-    top = scoring.rank_order(score, pool["ts"])[:limit]
-    keep = scoring.fit_budget(np.asarray(pool["tokens"])[top], token_budget)
+    top = pool.rank_order(score)[:limit]
+    keep = scoring.fit_budget(np.asarray(pool.tokens)[top], token_budget)
     return top[keep]

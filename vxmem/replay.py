@@ -22,40 +22,60 @@ from __future__ import annotations
 import io
 import json
 import os
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any
 
 import numpy as np
 
 from . import metrics as M
+from .checks import check_limit
 from .datasets import Conversation, DatasetError
-from .memory import (K_CONSOLIDATED_FROM, K_EXPIRES, K_KIND, K_SESSION, K_SUPERSEDED_BY, K_SUPERSEDES,
-                     KINDS)
-from .policies import BLEND_DEFAULTS, get_policy, rank_pool, resolve_params
+from .embed import Embedder
+from .keys import (
+    K_CONSOLIDATED_FROM,
+    K_EXPIRES,
+    K_KIND,
+    K_ROLE,
+    K_SESSION,
+    K_SUPERSEDED_BY,
+    K_SUPERSEDES,
+    KIND_CODES,
+    KINDS,
+)
+from .policies import Policy, get_policy, rank_pool, resolve_params
+from .pool import CandidatePool
+from .scoring import BLEND_DEFAULTS, HYBRID_WEIGHT
+from .vectrix import Vectrix
 
 MEMORY_KEYS = ("half_life_days", "recency_weight", "feedback_weight", "feedback_half_life_days", "ttl_days",
                "judge_candidates", "hybrid_weight")
 RECALL_KEYS = ("limit", "token_budget", "score_gap", "mode", "kinds")
 OTHER_KEYS = ("judge", "summarizer", "pool_limit")
 SETTINGS_KEYS = MEMORY_KEYS + RECALL_KEYS + OTHER_KEYS
-KIND_CODES = {k: i for i, k in enumerate(KINDS)}
 MAX_SESSION_BITS = 62
+POOL_COLUMNS = ["probe", "slot", "id", "label", "kind", "relevance", "relevance_norm", "age_days", "recency",
+                "feedback", "score", "rank", "tokens", "n_feedback", "grade", "stale", "foreign"]
 FORMAT = "vxmem-replay/1"
 
 
-def check_settings(settings: Optional[Dict[str, Any]]) -> Dict[str, Any]:
+# The pool arrays a replay saves, one row per probe (see Replay).
+SLOT_ARRAYS = ("relevance", "dense", "lexical", "ts", "age_days", "tokens", "grade", "stale", "foreign",
+               "session_bits")
+
+
+def check_settings(settings: dict[str, Any] | None) -> dict[str, Any]:
     """Settings with defaults filled in, after checking every key is known."""
     settings = dict(settings or {})
     unknown = set(settings) - set(SETTINGS_KEYS)
     if unknown:
         raise ValueError(f"unknown setting {sorted(unknown)[0]!r}; known: {', '.join(SETTINGS_KEYS)}")
-    out: Dict[str, Any] = dict(BLEND_DEFAULTS)
+    out: dict[str, Any] = dict(BLEND_DEFAULTS)
     out.update({"limit": 10, "token_budget": None, "score_gap": None, "mode": None, "pool_limit": None})
     out.update(settings)
     for k in ("limit", "pool_limit", "token_budget"):
-        v = out[k]
-        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1):
-            raise ValueError(f"{k} must be an int >= 1, got {v!r}")
+        if out[k] is not None:
+            out[k] = check_limit(out[k], k)
     out["pool_limit"] = max(out["limit"], out["pool_limit"] or out["limit"])
     return out
 
@@ -64,51 +84,59 @@ def check_settings(settings: Optional[Dict[str, Any]]) -> Dict[str, Any]:
 class Replay:
     """What a replay saw: events, memories over time, probe results and cached pools.
 
-    ``pools`` holds padded arrays, one row per probe and one column per pool slot
+    ``pools`` holds the probes' :class:`~vxmem.pool.CandidatePool` s as padded arrays (the
+    form :meth:`save` writes), one row per probe and one column per pool slot
     (``relevance``, ``dense``, ``lexical``, ``ts``, ``age_days``, ``tokens``, ``kind``,
     ``grade``, ``stale``, ``foreign``, ``session_bits``, ``n``, and ``feedback_signs`` /
     ``feedback_ages`` with a third axis), plus per-probe ``ideal`` grades, ``n_relevant``,
-    ``n_sessions``, ``limit`` and ``now``. :mod:`vxmem.sweep` re-ranks them.
+    ``n_sessions``, ``limit`` and ``now``. :meth:`pool` gives one back;
+    :mod:`vxmem.sweep` re-ranks them all at once.
     """
 
     name: str
-    settings: Dict[str, Any]
-    events: List[Dict[str, Any]]
-    memories: List[Dict[str, Any]]
-    probes: List[Dict[str, Any]]
-    pools: Dict[str, np.ndarray]
-    pool_ids: List[List[str]]
-    meta: Dict[str, Any] = field(default_factory=dict)
-    extras: List[Any] = field(default_factory=list)
+    settings: dict[str, Any]
+    events: list[dict[str, Any]]
+    memories: list[dict[str, Any]]
+    probes: list[dict[str, Any]]
+    pools: dict[str, np.ndarray]
+    pool_ids: list[list[str]]
+    meta: dict[str, Any] = field(default_factory=dict)
+    extras: list[Any] = field(default_factory=list)
 
     @property
     def n_probes(self) -> int:
         return len(self.probes)
 
-    def pool(self, i: int) -> Dict[str, Any]:
-        """Probe ``i``'s cached pool in ``candidate_pool()``'s shape (arrays, unpadded)."""
+    def pool(self, i: int) -> CandidatePool:
+        """Probe ``i``'s cached pool, unpadded, with the replay's labels (``grade``,
+        ``stale``, ``foreign``, ``session_bits``)."""
         n = int(self.pools["n"][i])
-        e = self.pools["feedback_signs"].shape[-1]
-        out = {k: self.pools[k][i, :n] for k in ("relevance", "dense", "lexical", "ts", "age_days", "tokens",
-                                                  "grade", "stale", "foreign", "session_bits")}
-        out["feedback_signs"] = self.pools["feedback_signs"][i, :n, :e]
-        out["feedback_ages"] = self.pools["feedback_ages"][i, :n, :e]
-        out["kinds"] = [KINDS[c] for c in self.pools["kind"][i, :n]]
-        out["ids"] = list(self.pool_ids[i])
-        out["limit"] = int(self.pools["limit"][i])
-        out["now"] = float(self.pools["now"][i])
-        return out
+        row: dict[str, Any] = {k: self.pools[k][i, :n] for k in SLOT_ARRAYS}
+        return CandidatePool(
+            **row, feedback_signs=self.pools["feedback_signs"][i, :n], feedback_ages=self.pools["feedback_ages"][i, :n],
+            kinds=[KINDS[c] for c in self.pools["kind"][i, :n]], ids=list(self.pool_ids[i]),
+            limit=int(self.pools["limit"][i]), now=float(self.pools["now"][i]),
+            mode=self.mode, hybrid_weight=self.hybrid_weight)
 
-    def to_frames(self) -> Dict[str, Any]:
+    @property
+    def mode(self) -> str:
+        """The search mode the probes recalled with."""
+        return self.settings.get("mode") or "dense"
+
+    @property
+    def hybrid_weight(self) -> float:
+        """The hybrid weight the probes recalled with (the default when not set)."""
+        w = self.settings.get("hybrid_weight")
+        return HYBRID_WEIGHT if w is None else float(w)
+
+    def to_frames(self) -> dict[str, Any]:
         """DataFrames: ``events``, ``memories`` (one row per memory, with when it was
         created, superseded and deleted), ``probes`` (the recorded recall and its metrics)
         and ``pools`` (one row per probe and candidate, with the blend's score parts at the
         replay's settings)."""
         import pandas as pd
 
-        from . import scoring
-
-        def times(frame, cols):
+        def times(frame: Any, cols: list[str]) -> Any:
             for c in cols:
                 if c in frame:
                     frame[c] = pd.to_datetime(frame[c], unit="s", utc=True)
@@ -117,50 +145,40 @@ class Replay:
         events = times(pd.DataFrame(self.events), ["time"])
         memories = times(pd.DataFrame(self.memories), ["created", "deleted", "superseded_at"])
         probes = times(pd.DataFrame(self.probes), ["time"])
-        rows = []
-        s = self.settings
-        for i in range(self.n_probes):
-            pool = self.pool(i)
-            n = len(pool["ids"])
-            if n == 0:
-                continue
-            score, rel_norm, rec, fb = scoring.score_pool(
-                pool["relevance"], pool["age_days"], pool["feedback_signs"], pool["feedback_ages"],
-                s["half_life_days"], s["recency_weight"], s["feedback_weight"], s["feedback_half_life_days"])
-            order = scoring.rank_order(score, pool["ts"])
-            rank = np.empty(n, dtype=np.int64)
-            rank[order] = np.arange(1, n + 1)
-            rows.append(pd.DataFrame({
-                "probe": i, "slot": np.arange(n), "id": pool["ids"],
-                "label": [self._label_of(x) for x in pool["ids"]], "kind": pool["kinds"],
-                "relevance": pool["relevance"], "relevance_norm": rel_norm, "age_days": pool["age_days"],
-                "recency": rec, "feedback": fb, "score": score, "rank": rank, "tokens": pool["tokens"],
-                "n_feedback": np.count_nonzero(pool["feedback_signs"], axis=-1),
-                "grade": pool["grade"], "stale": pool["stale"], "foreign": pool["foreign"]}))
-        pools = pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(
-            columns=["probe", "slot", "id", "label", "kind", "relevance", "relevance_norm", "age_days", "recency",
-                     "feedback", "score", "rank", "tokens", "n_feedback", "grade", "stale", "foreign"])
+        rows = [pd.DataFrame(self._pool_rows(i)) for i in range(self.n_probes) if self.pools["n"][i]]
+        pools = pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=POOL_COLUMNS)
         return {"events": events, "memories": memories, "probes": probes, "pools": pools}
 
-    def _label_of(self, mid: str) -> Optional[str]:
-        if not hasattr(self, "_labels"):
-            self._labels = {m["id"]: m["labels"] for m in self.memories}
-        return self._labels.get(mid)
+    def _pool_rows(self, i: int) -> dict[str, Any]:
+        """Probe ``i``'s pool as columns, scored at the replay's settings."""
+        pool, s = self.pool(i), self.settings
+        n = len(pool)
+        score, rel_norm, rec, fb = pool.blend(s["half_life_days"], s["recency_weight"], s["feedback_weight"],
+                                              s["feedback_half_life_days"])
+        rank = np.empty(n, dtype=np.int64)
+        rank[pool.rank_order(score)] = np.arange(1, n + 1)
+        labels = {m["id"]: m["labels"] for m in self.memories}
+        return {"probe": i, "slot": np.arange(n), "id": pool.ids, "label": [labels.get(x) for x in pool.ids],
+                "kind": pool.kinds, "relevance": pool.relevance, "relevance_norm": rel_norm, "age_days": pool.age_days,
+                "recency": rec, "feedback": fb, "score": score, "rank": rank, "tokens": pool.tokens,
+                "n_feedback": np.count_nonzero(pool.feedback_signs, axis=-1), "grade": pool.grade,
+                "stale": pool.stale, "foreign": pool.foreign}
 
-    def save(self, path) -> None:
+    def save(self, path: str | os.PathLike[str]) -> None:
         """Write the replay to one ``.npz`` file (arrays plus a JSON part; no pickle)."""
         blob = {"format": FORMAT, "name": self.name, "settings": self.settings, "events": self.events,
                 "memories": self.memories, "probes": self.probes, "pool_ids": self.pool_ids, "meta": self.meta}
         data = json.dumps(blob, default=_json_default).encode("utf-8")
         buf = io.BytesIO()
-        np.savez_compressed(buf, _json=np.frombuffer(data, dtype=np.uint8), **self.pools)
+        arrays: dict[str, Any] = dict(self.pools)
+        np.savez_compressed(buf, _json=np.frombuffer(data, dtype=np.uint8), **arrays)
         tmp = f"{os.fspath(path)}.tmp"
         with open(tmp, "wb") as f:
             f.write(buf.getvalue())
         os.replace(tmp, path)
 
     @classmethod
-    def load(cls, path) -> "Replay":
+    def load(cls, path: str | os.PathLike[str]) -> Replay:
         """Read a replay written by :meth:`save`."""
         spath = os.fspath(path)
         try:
@@ -177,18 +195,22 @@ class Replay:
         return cls(name=blob["name"], settings=blob["settings"], events=blob["events"], memories=blob["memories"],
                    probes=blob["probes"], pools=arrays, pool_ids=blob["pool_ids"], meta=blob.get("meta", {}))
 
-    def rank(self, policy="blend", limit: Optional[int] = None, token_budget=..., **params) -> List[List[str]]:
-        """Ids each probe's cached pool ships under ``policy`` (default parameters: the replay's)."""
+    def rank(self, policy: str | Policy = "blend", limit: int | None = None, token_budget: Any = ...,
+             **params: Any) -> list[list[str]]:
+        """Ids each probe's cached pool ships under ``policy`` (default parameters: the replay's).
+
+        :param limit: how many per probe (default: each probe's own).
+        :param token_budget: the budget to cut to (default: the replay's; None: no budget).
+        :param params: the policy's parameters.
+        """
         pol = get_policy(policy)
         p = resolve_params(pol, params, self.settings)
         budget = self.settings["token_budget"] if token_budget is ... else token_budget
         out = []
         for i in range(self.n_probes):
             pool = self.pool(i)
-            lim = pool["limit"] if limit is None else limit
-            pool["limit"] = lim
-            shipped = rank_pool(pool, pol, limit=lim, token_budget=budget, **p)
-            out.append([pool["ids"][j] for j in shipped])
+            shipped = rank_pool(pool, pol, limit=limit, token_budget=budget, **p)
+            out.append([pool.ids[j] for j in shipped])
         return out
 
     def __repr__(self) -> str:
@@ -196,7 +218,7 @@ class Replay:
                 f"{self.n_probes} probes)")
 
 
-def _json_default(o):
+def _json_default(o: Any) -> Any:
     if isinstance(o, (np.integer,)):
         return int(o)
     if isinstance(o, (np.floating,)):
@@ -208,15 +230,15 @@ def _json_default(o):
     raise TypeError(f"cannot save {type(o).__name__} in a replay")
 
 
-def _name_of(obj) -> Optional[str]:
+def _name_of(obj: Any) -> str | None:
     if obj is None or isinstance(obj, str):
         return obj
     return getattr(obj, "name", type(obj).__name__)
 
 
-def replay(conversation: Conversation, settings: Optional[Dict[str, Any]] = None, embedder=None, *,
-           policy="blend", on_probe: Optional[Callable] = None, progress: Optional[bool] = False,
-           token_counter=None) -> Replay:
+def replay(conversation: Conversation, settings: dict[str, Any] | None = None, embedder: Embedder | None = None,
+           *, policy: str | Policy = "blend", on_probe: Callable[..., Any] | None = None,
+           progress: bool | None = False, token_counter: Callable[[str], int] | None = None) -> Replay:
     """Drive a fresh memory through ``conversation`` and record every probe.
 
     ``settings`` holds memory settings (``half_life_days``, ``recency_weight``,
@@ -233,7 +255,6 @@ def replay(conversation: Conversation, settings: Optional[Dict[str, Any]] = None
     ``Replay.extras`` (the equivalence test uses it to call ``recall()`` with other settings).
     """
     from . import synth
-    from .store import Vectrix
 
     if not isinstance(conversation, Conversation):
         raise TypeError(f"conversation must be a Conversation, not {type(conversation).__name__}")
@@ -246,8 +267,7 @@ def replay(conversation: Conversation, settings: Optional[Dict[str, Any]] = None
     summarizer = s.get("summarizer", conversation.meta.get("summarizer"))
     summarizer = synth.get_summarizer(summarizer) if (summarizer is None or isinstance(summarizer, str)) else summarizer
     mem_kwargs = {k: s[k] for k in MEMORY_KEYS if s.get(k) is not None}
-    db = Vectrix(None, embedder=embedder,
-                 token_counter=token_counter, judge=judge, **mem_kwargs)
+    db = Vectrix(None, embedder=embedder, token_counter=token_counter, judge=judge, **mem_kwargs)
     try:
         return _Run(conversation, s, db, summarizer, pol, on_probe, progress).run()
     finally:
@@ -261,12 +281,14 @@ class _Run:
         self.conv, self.s, self.db, self.mem = conv, settings, db, db.memory
         self.summarizer, self.policy, self.on_probe, self.progress = summarizer, policy, on_probe, progress
         self.kinds = tuple(settings.get("kinds") or KINDS)
-        self.label_ids: Dict[str, List[str]] = {}
-        self.rows: Dict[str, Dict[str, Any]] = {}
-        self.events: List[Dict[str, Any]] = []
-        self.probes: List[Dict[str, Any]] = []
-        self.pools: List[Dict[str, Any]] = []
-        self.extras: List[Any] = []
+        self.label_ids: dict[str, list[str]] = {}
+        self.rows: dict[str, dict[str, Any]] = {}
+        self.events: list[dict[str, Any]] = []
+        self.probes: list[dict[str, Any]] = []
+        self.pools: list[CandidatePool] = []
+        self.ideals: list[list[float]] = []  # per probe: the grades of every relevant memory that existed
+        self.n_sessions: list[int] = []  # per probe: how many answer sessions it names
+        self.extras: list[Any] = []
 
     # -------------------------------------------------------------- memories
 
@@ -274,7 +296,7 @@ class _Run:
         r = self.db.get(mid)
         meta = r.metadata
         self.rows[mid] = {"id": mid, "labels": sorted(labels), "kind": meta.get(K_KIND),
-                          "session": meta.get(K_SESSION), "role": meta.get("_vx_role"), "text": r.text,
+                          "session": meta.get(K_SESSION), "role": meta.get(K_ROLE), "text": r.text,
                           "tokens": int(self.db.token_counter(r.text)), "created": t, "deleted": None,
                           "superseded_at": None, "superseded_by": None, "derived_from": list(derived_from)}
         for lab in labels:
@@ -284,7 +306,7 @@ class _Run:
                 self.rows[old]["superseded_at"] = t
                 self.rows[old]["superseded_by"] = mid
 
-    def _deleted(self, before: List[str], t: float) -> int:
+    def _deleted(self, before: list[str], t: float) -> int:
         n = 0
         for mid in before:
             if mid not in self.db:
@@ -292,10 +314,10 @@ class _Run:
                 n += 1
         return n
 
-    def _live(self) -> List[str]:
+    def _live(self) -> list[str]:
         return [mid for mid, r in self.rows.items() if r["deleted"] is None]
 
-    def _id_of(self, label: str) -> Optional[str]:
+    def _id_of(self, label: str) -> str | None:
         live = [m for m in self.label_ids.get(label, ()) if self.rows[m]["deleted"] is None]
         return live[0] if live else None
 
@@ -324,7 +346,7 @@ class _Run:
         settings.setdefault("summarizer", _name_of(self.summarizer))
         return Replay(name=self.conv.name, settings=settings, events=self.events,
                       memories=list(self.rows.values()), probes=self.probes, pools=pools,
-                      pool_ids=[p["ids"] for p in self.pools], meta=meta, extras=self.extras)
+                      pool_ids=[p.ids for p in self.pools], meta=meta, extras=self.extras)
 
     def _turn(self, ev, row):
         mid = self.mem.remember(ev.text, session=ev.session, role=ev.role, timestamp=ev.time, ttl_days=ev.ttl_days)
@@ -390,7 +412,7 @@ class _Run:
     def _grade(self, mid: str, ev) -> float:
         return max((ev.relevant.get(lab, 0.0) for lab in self.rows[mid]["labels"]), default=0.0)
 
-    def _probe(self, ev, row):
+    def _probe(self, ev: Any, row: dict[str, Any]) -> None:
         s, t = self.s, ev.time
         limit = ev.limit or s["limit"]
         res = self.mem.recall(ev.query, session=ev.session, limit=limit, token_budget=s["token_budget"],
@@ -399,85 +421,94 @@ class _Run:
                                        kinds=self.kinds, mode=s["mode"], now=t)
         if self.on_probe is not None:
             self.extras.append(self.on_probe(self.mem, ev, t))
-        ids = pool["ids"]
-        stale_labels = set(ev.stale)
         sess_bit = {sid: 1 << j for j, sid in enumerate(ev.relevant_sessions[:MAX_SESSION_BITS])}
-        grade = np.array([self._grade(m, ev) for m in ids], dtype=np.float64)
-        stale = np.array([bool(stale_labels & set(self.rows[m]["labels"])) for m in ids], dtype=bool)
-        foreign = np.array([ev.session is not None and sx != ev.session for sx in pool["sessions"]], dtype=bool)
-        bits = np.array([sess_bit.get(sx, 0) for sx in pool["sessions"]], dtype=np.int64)
+        self._label(pool, ev, sess_bit)
+        pool.limit, pool.positions = limit, None  # cached: ranked for the probe's own limit, off the mirror
         relevant_ids = {m for lab in ev.relevant for m in self.label_ids.get(lab, ())}
         ideal = sorted((self._grade(m, ev) for m in relevant_ids if self._eligible(m, ev)), reverse=True)
-        self.pools.append({
-            "ids": ids, "relevance": pool["relevance"], "dense": pool.get("dense", pool["relevance"]),
-            "lexical": pool.get("lexical", np.full(len(ids), np.nan)), "ts": pool["ts"],
-            "age_days": pool["age_days"], "tokens": pool["tokens"], "feedback_signs": pool["feedback_signs"],
-            "feedback_ages": pool["feedback_ages"], "kind": np.array([KIND_CODES[k] for k in pool["kinds"]]),
-            "grade": grade, "stale": stale, "foreign": foreign, "session_bits": bits, "ideal": ideal,
-            "n_sessions": len(sess_bit), "limit": limit, "now": t})
+        self.pools.append(pool)
+        self.ideals.append(ideal)
+        self.n_sessions.append(len(sess_bit))
         # the ranking this probe row reports: the live recall, or the policy over the same pool
         if self.policy.name == "blend":
             shipped = res.ids
         else:
             p = resolve_params(self.policy, {}, s)
-            pool["limit"] = limit
-            shipped = [ids[j] for j in rank_pool(pool, self.policy, limit=limit, token_budget=s["token_budget"], **p)]
-        slot = {m: j for j, m in enumerate(ids)}
-        gains = np.array([[grade[slot[m]] if m in slot else self._grade(m, ev) for m in shipped]]).reshape(1, -1)
-        stale_l = np.array([[bool(stale_labels & set(self.rows[m]["labels"])) for m in shipped]]).reshape(1, -1)
-        foreign_l = np.array([[ev.session is not None and self.rows[m]["session"] != ev.session
-                               for m in shipped]]).reshape(1, -1)
-        bits_l = np.array([[sess_bit.get(self.rows[m]["session"], 0) for m in shipped]], dtype=np.int64).reshape(1, -1)
-        tokens_used = sum(self.rows[m]["tokens"] for m in shipped)
-        met = M.ranked_metrics(gains, stale_l, len(ideal), np.array([ideal + [0.0]]), foreign=foreign_l,
-                               session_bits=bits_l, n_sessions=len(sess_bit), tokens_used=tokens_used,
-                               token_budget=s["token_budget"])
+            shipped = [pool.ids[j] for j in rank_pool(pool, self.policy, limit=limit,
+                                                      token_budget=s["token_budget"], **p)]
+        met, tokens_used = self._metrics(pool, ev, shipped, ideal, sess_bit)
         self.probes.append({
             "probe": len(self.probes), "label": ev.label, "time": t, "query": ev.query, "session": ev.session,
-            "category": ev.category, "limit": limit, "pool": len(ids), "n_relevant": len(ideal),
+            "category": ev.category, "limit": limit, "pool": len(pool), "n_relevant": len(ideal),
             "relevant": sorted(ev.relevant), "stale": list(ev.stale),
             "recalled_ids": list(res.ids), "recalled_labels": [self.rows[m]["labels"] for m in res.ids],
-            "ranked_ids": list(shipped), "tokens": int(tokens_used),
-            **{k: float(np.ravel(v)[0]) for k, v in met.items()}, "meta": ev.meta})
+            "ranked_ids": list(shipped), "tokens": int(tokens_used), **met, "meta": ev.meta})
         row["status"] = f"recalled {len(res)}"
+
+    def _is_stale(self, mid: str, ev: Any) -> bool:
+        return bool(set(ev.stale) & set(self.rows[mid]["labels"]))
+
+    def _label(self, pool: CandidatePool, ev: Any, sess_bit: dict[Any, int]) -> None:
+        """What the probe says of each candidate: its grade, stale, from another session, which answer session."""
+        pool.grade = np.array([self._grade(m, ev) for m in pool.ids], dtype=np.float64)
+        pool.stale = np.array([self._is_stale(m, ev) for m in pool.ids], dtype=bool)
+        pool.foreign = np.array([ev.session is not None and sx != ev.session for sx in pool.sessions], dtype=bool)
+        pool.session_bits = np.array([sess_bit.get(sx, 0) for sx in pool.sessions], dtype=np.int64)
+
+    def _metrics(self, pool: CandidatePool, ev: Any, shipped: list[str], ideal: list[float],
+                 sess_bit: dict[Any, int]) -> tuple[dict[str, float], int]:
+        """The probe's metrics of the ``shipped`` ids, and the tokens they hold."""
+        assert pool.grade is not None
+        slot = {m: j for j, m in enumerate(pool.ids)}
+        gains = [pool.grade[slot[m]] if m in slot else self._grade(m, ev) for m in shipped]
+        stale = [self._is_stale(m, ev) for m in shipped]
+        foreign = [ev.session is not None and self.rows[m]["session"] != ev.session for m in shipped]
+        bits = [sess_bit.get(self.rows[m]["session"], 0) for m in shipped]
+        tokens_used = sum(self.rows[m]["tokens"] for m in shipped)
+        met = M.ranked_metrics(
+            np.array([gains], dtype=np.float64).reshape(1, -1), np.array([stale], dtype=bool).reshape(1, -1),
+            len(ideal), np.array([ideal + [0.0]]), foreign=np.array([foreign], dtype=bool).reshape(1, -1),
+            session_bits=np.array([bits], dtype=np.int64).reshape(1, -1), n_sessions=len(sess_bit),
+            tokens_used=tokens_used, token_budget=self.s["token_budget"])
+        return {k: float(np.ravel(v)[0]) for k, v in met.items()}, tokens_used
 
     # -------------------------------------------------------------- padding
 
-    def _pad(self) -> Dict[str, np.ndarray]:
-        P = len(self.pools)
-        N = max((len(p["ids"]) for p in self.pools), default=0)
-        E = max((p["feedback_signs"].shape[1] if p["feedback_signs"].ndim == 2 else 0 for p in self.pools), default=0)
-        R = max((len(p["ideal"]) for p in self.pools), default=0)
+    def _pad(self) -> dict[str, np.ndarray]:
+        """The probes' pools as padded arrays (see :class:`Replay`)."""
+        probes = len(self.pools)
+        width = max((len(p) for p in self.pools), default=0)
+        events = max((p.feedback_signs.shape[1] if p.feedback_signs.ndim == 2 else 0 for p in self.pools), default=0)
+        relevant = max((len(ideal) for ideal in self.ideals), default=0)
+        grid = (probes, width)
         out = {
-            "relevance": np.zeros((P, N)), "dense": np.zeros((P, N)), "lexical": np.full((P, N), np.nan),
-            "ts": np.zeros((P, N)), "age_days": np.zeros((P, N)), "tokens": np.zeros((P, N), dtype=np.int64),
-            "kind": np.zeros((P, N), dtype=np.int8), "grade": np.zeros((P, N)), "stale": np.zeros((P, N), bool),
-            "foreign": np.zeros((P, N), bool), "session_bits": np.zeros((P, N), dtype=np.int64),
-            "feedback_signs": np.zeros((P, N, E)), "feedback_ages": np.zeros((P, N, E)),
-            "n": np.zeros(P, dtype=np.int64), "ideal": np.zeros((P, max(R, 1))),
-            "n_relevant": np.zeros(P, dtype=np.int64), "n_sessions": np.zeros(P, dtype=np.int64),
-            "limit": np.zeros(P, dtype=np.int64), "now": np.zeros(P),
+            "relevance": np.zeros(grid), "dense": np.zeros(grid), "lexical": np.full(grid, np.nan),
+            "ts": np.zeros(grid), "age_days": np.zeros(grid), "tokens": np.zeros(grid, dtype=np.int64),
+            "kind": np.zeros(grid, dtype=np.int8), "grade": np.zeros(grid), "stale": np.zeros(grid, bool),
+            "foreign": np.zeros(grid, bool), "session_bits": np.zeros(grid, dtype=np.int64),
+            "feedback_signs": np.zeros(grid + (events,)), "feedback_ages": np.zeros(grid + (events,)),
+            "n": np.zeros(probes, dtype=np.int64), "ideal": np.zeros((probes, max(relevant, 1))),
+            "n_relevant": np.zeros(probes, dtype=np.int64), "n_sessions": np.array(self.n_sessions, dtype=np.int64),
+            "limit": np.array([p.limit for p in self.pools], dtype=np.int64),
+            "now": np.array([p.now for p in self.pools], dtype=np.float64),
         }
-        for i, p in enumerate(self.pools):
-            n = len(p["ids"])
+        for i, (p, ideal) in enumerate(zip(self.pools, self.ideals)):
+            n = len(p)
             out["n"][i] = n
-            for k in ("relevance", "dense", "lexical", "ts", "age_days", "tokens", "kind", "grade", "stale",
-                      "foreign", "session_bits"):
-                out[k][i, :n] = p[k]
-            e = p["feedback_signs"].shape[1] if p["feedback_signs"].ndim == 2 else 0
-            out["feedback_signs"][i, :n, :e] = p["feedback_signs"]
-            out["feedback_ages"][i, :n, :e] = p["feedback_ages"]
-            out["ideal"][i, :len(p["ideal"])] = p["ideal"]
-            out["n_relevant"][i] = len(p["ideal"])
-            out["n_sessions"][i] = p["n_sessions"]
-            out["limit"][i] = p["limit"]
-            out["now"][i] = p["now"]
+            for k in SLOT_ARRAYS:
+                out[k][i, :n] = getattr(p, k)
+            out["kind"][i, :n] = [KIND_CODES[k] for k in p.kinds]
+            e = p.feedback_signs.shape[1] if p.feedback_signs.ndim == 2 else 0
+            out["feedback_signs"][i, :n, :e] = p.feedback_signs
+            out["feedback_ages"][i, :n, :e] = p.feedback_ages
+            out["ideal"][i, :len(ideal)] = ideal
+            out["n_relevant"][i] = len(ideal)
         out["pool_limit"] = np.array(self.s["pool_limit"])
         return out
 
 
-def replay_many(conversations: Sequence[Conversation], settings: Optional[Dict[str, Any]] = None, embedder=None,
-                *, n_jobs: Optional[int] = 1, progress: Optional[bool] = None, **kwargs) -> List[Replay]:
+def replay_many(conversations: Sequence[Conversation], settings: dict[str, Any] | None = None, embedder=None,
+                *, n_jobs: int | None = 1, progress: bool | None = None, **kwargs) -> list[Replay]:
     """Replay several conversations, in parallel through joblib; results in input order.
 
     ``n_jobs`` is joblib's (``-1``: every core; ``None``: what the active backend says, e.g.

@@ -8,13 +8,23 @@ candidates, and the shapes combine the numpy way.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
-from .clock import to_epoch
+from .clock import DAY, to_epoch
+from .keys import K_FEEDBACK
 
-DAY = 86400.0
+# The blend's defaults (the spec's): ConversationMemory, the policies and the sweep take them from here.
+HALF_LIFE_DAYS = 7.0
+RECENCY_WEIGHT = 0.5
+FEEDBACK_WEIGHT = 0.25
+FEEDBACK_HALF_LIFE_DAYS = 30.0
+BLEND_DEFAULTS = {"half_life_days": HALF_LIFE_DAYS, "recency_weight": RECENCY_WEIGHT,
+                  "feedback_weight": FEEDBACK_WEIGHT, "feedback_half_life_days": FEEDBACK_HALF_LIFE_DAYS}
+HYBRID_WEIGHT = 0.5  # hybrid relevance: the dense share of fuse_relevance (search, recall and the sweep)
+
 FEEDBACK_CLAMP = 2.0
 OUTCOME_SIGN = {"useful": 1.0, "dead_end": -1.0, "corrected": -1.0}
 
@@ -76,7 +86,7 @@ def feedback_score(meta: Mapping[str, Any], now: float, half_life_days: float) -
 
 def feedback_events(meta: Mapping[str, Any], now: float) -> tuple[list[float], list[float]]:
     """(signs, ages in days) of the feedback recorded in ``meta``."""
-    events = meta.get("_vx_feedback") or ()
+    events = meta.get(K_FEEDBACK) or ()
     signs = [OUTCOME_SIGN[o] for o, _ in events]
     ages = [(now - ts) / DAY for _, ts in events]
     return signs, ages

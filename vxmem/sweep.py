@@ -20,16 +20,23 @@ from __future__ import annotations
 
 import itertools
 import warnings
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from . import metrics as M
 from . import scoring
-from .policies import check_param, get_policy
+from .policies import Policy, check_param, get_policy
+from .pool import CandidatePool
 from .replay import Replay
 
 SWEEP_KEYS = ("limit", "token_budget", "hybrid_weight")
+RANKING_KEYS = ("token_budget", "limit", "hybrid_weight")  # grid axes come in this order, then the policy's
+METRIC_COLUMNS = ("hit", "recall", "rr", "ndcg", "stale_leak", "foreign_leak", "session_recall", "budget_fill")
+_CHUNK_ARRAYS = ("relevance", "dense", "lexical", "ts", "age_days", "tokens", "grade", "stale", "foreign",
+                 "session_bits", "feedback_signs", "feedback_ages", "n", "ideal", "n_relevant", "n_sessions")
 
 
 class SweepResult:
@@ -38,15 +45,15 @@ class SweepResult:
     count; ``per_probe``: one row per point and probe, built on first use; ``params``: the
     grid's columns."""
 
-    def __init__(self, per_point, params: List[str], policy: str, build_per_probe):
+    def __init__(self, per_point: Any, params: list[str], policy: str, build_per_probe: Callable[[], Any]):
         self.per_point = per_point
         self.params = params
         self.policy = policy
         self._build = build_per_probe
-        self._per_probe = None
+        self._per_probe: Any = None
 
     @property
-    def per_probe(self):
+    def per_probe(self) -> Any:
         if self._per_probe is None:
             self._per_probe = self._build()
         return self._per_probe
@@ -54,19 +61,19 @@ class SweepResult:
     def __repr__(self) -> str:
         return f"SweepResult(policy={self.policy!r}, {len(self.per_point)} points, params={self.params})"
 
-    def by_category(self):
+    def by_category(self) -> Any:
         """Per point and probe category (when the data has categories)."""
         return M.aggregate(self.per_probe, by=["point"] + self.params, category=True)
 
-    def best(self, metric: str = "ndcg", n: int = 5):
+    def best(self, metric: str = "ndcg", n: int = 5) -> Any:
         """The ``n`` points with the best mean ``metric`` (lowest for the leaks), first on ties."""
         return self.per_point.sort_values(metric, ascending=metric in M.LOWER_IS_BETTER, kind="stable").head(n)
 
-    def to_frames(self) -> Dict[str, Any]:
+    def to_frames(self) -> dict[str, Any]:
         return {"per_probe": self.per_probe, "per_point": self.per_point}
 
 
-def _as_list(name, values) -> list:
+def _as_list(name: str, values: Any) -> list[Any]:
     if isinstance(values, (str, bytes)) or not isinstance(values, (list, tuple, np.ndarray, range)):
         values = [values]
     values = list(values)
@@ -75,50 +82,110 @@ def _as_list(name, values) -> list:
     return values
 
 
-def _check_int(name, v, allow_none=False):
+def _check_int(name: str, v: Any, allow_none: bool = False) -> int | None:
     if v is None and allow_none:
         return None
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+        raise TypeError(f"{name} values must be ints >= 1{' or None' if allow_none else ''}, got {v!r}")
+    if v < 1:
         raise ValueError(f"{name} values must be ints >= 1{' or None' if allow_none else ''}, got {v!r}")
     return int(v)
 
 
-def _stack(replays: Sequence[Replay]) -> Dict[str, Any]:
+def _check_values(name: str, values: list[Any]) -> list[Any]:
+    if name in ("limit", "token_budget"):
+        return [_check_int(name, v, allow_none=name == "token_budget") for v in values]
+    return [check_param(name, v) for v in values]
+
+
+def _stack(replays: Sequence[Replay]) -> dict[str, np.ndarray]:
     """One padded set of pool arrays over several replays, with per-probe settings."""
-    P = sum(r.n_probes for r in replays)
-    N = max((r.pools["relevance"].shape[1] for r in replays), default=0)
-    E = max((r.pools["feedback_signs"].shape[2] for r in replays), default=0)
-    R = max((r.pools["ideal"].shape[1] for r in replays), default=1)
     if len(replays) == 1:
-        out = {k: v for k, v in replays[0].pools.items() if k != "pool_limit"}
-    else:
-        out = {}
-        for k in replays[0].pools:
-            if k == "pool_limit":
-                continue
-            parts = []
-            for r in replays:
-                a = r.pools[k]
-                if a.ndim >= 2:
-                    width = {"ideal": R}.get(k, N)
-                    pad = [(0, 0), (0, width - a.shape[1])] + ([(0, E - a.shape[2])] if a.ndim == 3 else [])
-                    a = np.pad(a, pad, constant_values=np.nan if k == "lexical" else 0)
-                parts.append(a)
-            out[k] = np.concatenate(parts, axis=0) if parts else np.zeros(0)
-    out["P"], out["N"] = P, N
+        return {k: v for k, v in replays[0].pools.items() if k != "pool_limit"}
+    width = max(r.pools["relevance"].shape[1] for r in replays)
+    events = max(r.pools["feedback_signs"].shape[2] for r in replays)
+    relevant = max(r.pools["ideal"].shape[1] for r in replays)
+    out = {}
+    for k in replays[0].pools:
+        if k == "pool_limit":
+            continue
+        parts = []
+        for r in replays:
+            a = r.pools[k]
+            if a.ndim >= 2:
+                cols = relevant if k == "ideal" else width
+                pad = [(0, 0), (0, cols - a.shape[1])] + ([(0, events - a.shape[2])] if a.ndim == 3 else [])
+                a = np.pad(a, pad, constant_values=np.nan if k == "lexical" else 0)
+            parts.append(a)
+        out[k] = np.concatenate(parts, axis=0)
     return out
 
 
-def _per_probe_setting(replays, key, default=None):
-    vals = []
-    for r in replays:
-        v = r.settings.get(key, default)
-        vals += [v] * r.n_probes
-    return vals
+def _no_budget_is_inf(budget: int | None) -> float:
+    return np.inf if budget is None else float(budget)
 
 
-def sweep(replays: Union[Replay, Sequence[Replay]], grid: Optional[Mapping[str, Any]] = None, policy="blend",
-          *, n_jobs: int = 1, chunk_elements: int = 300_000, progress: Optional[bool] = False) -> SweepResult:
+def _per_probe(replays: Sequence[Replay], value: Callable[[Replay], Any]) -> list[Any]:
+    """``value(replay)`` once for each of the replay's probes, over all replays."""
+    return [v for r in replays for v in [value(r)] * r.n_probes]
+
+
+@dataclass
+class _Grid:
+    """What ranks the probes at every point: the policy, the grid's axes (``names``, each
+    with its ``values``), each probe's own value of everything not swept (``fixed``),
+    whether the pools are hybrid, and the longest list any point ranks (``kmax``)."""
+
+    policy: Policy
+    names: list[str]
+    values: dict[str, list[Any]]
+    fixed: dict[str, np.ndarray]
+    hybrid: bool
+    kmax: int
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(len(self.values[k]) for k in self.names)
+
+    @property
+    def points(self) -> list[tuple[Any, ...]]:
+        return list(itertools.product(*[self.values[k] for k in self.names])) if self.names else [()]
+
+    def param(self, k: str, sl: slice, n_probes: int) -> np.ndarray:
+        """Parameter ``k`` for the probes of ``sl``: its grid axis, shape (*grid, 1, 1) with
+        ``k``'s values along its own axis, or each probe's own value, shape (probes, 1)."""
+        if k in self.values:
+            shp = [1] * len(self.names)
+            shp[self.names.index(k)] = len(self.values[k])
+            vals = [_no_budget_is_inf(v) for v in self.values[k]]
+            return np.asarray(vals, dtype=np.float64).reshape(shp + [1, 1])
+        return self.fixed[k][sl].reshape(n_probes, 1)
+
+
+def _make_grid(replays: Sequence[Replay], pol: Policy, grid: Mapping[str, Any],
+               pool_limits: np.ndarray) -> _Grid:
+    """The :class:`_Grid` of ``grid``'s checked values over ``replays`` (whose stacked
+    ``pool_limits`` are the probes' recorded limits)."""
+    names = [k for k in RANKING_KEYS if k in grid] + [k for k in pol.params if k in grid]
+    values = {k: _check_values(k, _as_list(k, grid[k])) for k in names}
+    probes = pool_limits.size
+    def own(value: Callable[[Replay], float]) -> np.ndarray:  # each probe's value, from its replay
+        return np.array(_per_probe(replays, value), dtype=np.float64)
+
+    def setting(k: str) -> Callable[[Replay], float]:
+        return lambda r: check_param(k, r.settings.get(k, pol.defaults[k]))
+
+    fixed = {k: own(setting(k)) for k in pol.params if k not in values}
+    fixed["limit"] = pool_limits.astype(np.float64)
+    fixed["token_budget"] = own(lambda r: _no_budget_is_inf(r.settings.get("token_budget")))
+    fixed["hybrid_weight"] = own(lambda r: r.hybrid_weight)
+    limits = values.get("limit")
+    kmax = max(limits) if limits else (int(pool_limits.max()) if probes else 1)
+    return _Grid(pol, names, values, fixed, hybrid=any(r.mode == "hybrid" for r in replays), kmax=kmax)
+
+
+def sweep(replays: Replay | Sequence[Replay], grid: Mapping[str, Any] | None = None, policy: str | Policy = "blend",
+          *, n_jobs: int = 1, chunk_elements: int = 300_000, progress: bool | None = False) -> SweepResult:
     """Rank every probe of ``replays`` at every point of ``grid``; returns a :class:`SweepResult`.
 
     ``grid`` maps parameter names to a value or a list of values; the points are their
@@ -127,7 +194,10 @@ def sweep(replays: Union[Replay, Sequence[Replay]], grid: Optional[Mapping[str, 
     ``token_budget`` (None: no budget) and, for replays in hybrid mode, ``hybrid_weight``.
     A parameter left out keeps each replay's own setting (policy defaults for the other
     policies). Several replays (say, every LoCoMo conversation) are swept together.
-    ``n_jobs`` ranks chunks of probes in that many threads (-1: every core).
+
+    :param n_jobs: rank chunks of probes in that many threads (-1: every core).
+    :param chunk_elements: about how many (point, slot) scores one chunk computes at once.
+    :param progress: show a progress bar (None: tqdm decides).
     """
     from tqdm.auto import tqdm
 
@@ -136,84 +206,26 @@ def sweep(replays: Union[Replay, Sequence[Replay]], grid: Optional[Mapping[str, 
         raise TypeError("sweep() needs a Replay or a list of Replays")
     pol = get_policy(policy)
     grid = dict(grid or {})
-    allowed = set(pol.params) | set(SWEEP_KEYS)
-    unknown = set(grid) - allowed
-    if unknown:
-        raise ValueError(f"cannot sweep {sorted(unknown)[0]!r} with policy {pol.name!r}; "
-                         f"sweepable: {', '.join(sorted(allowed))}")
-    if any(r.settings.get("score_gap") is not None for r in replays):
-        raise ValueError("sweeps do not apply score_gap; replay with score_gap=None")
-    modes = {r.settings.get("mode") or "dense" for r in replays}
-    if "hybrid_weight" in grid and modes != {"hybrid"}:
-        raise ValueError("hybrid_weight can be swept only over replays recorded with mode='hybrid'")
-
-    # The grid's axes, token_budget first: it only matters after ranking.
-    names = [k for k in ("token_budget", "limit", "hybrid_weight") if k in grid]
-    names += [k for k in pol.params if k in grid]
-    values: Dict[str, list] = {}
-    for k in names:
-        vals = _as_list(k, grid[k])
-        if k == "limit":
-            vals = [_check_int(k, v) for v in vals]
-        elif k == "token_budget":
-            vals = [_check_int(k, v, allow_none=True) for v in vals]
-        else:
-            vals = [check_param(k, v) for v in vals]
-        values[k] = vals
-    shape = tuple(len(values[k]) for k in names)
-    A = len(names)
-
+    _check_sweepable(replays, pol, grid)
     pools = _stack(replays)
-    P, N = pools["P"], pools["N"]
-    cap = np.concatenate([np.full(r.n_probes, scoring.pool_size(int(r.settings["pool_limit"]))) for r in replays]) \
-        if P else np.zeros(0, dtype=np.int64)
-    limits = values.get("limit")
-    if limits:
-        need = max(scoring.pool_size(l) for l in limits)
-        if P and need > cap.min():
-            raise ValueError(f"limit {max(limits)} needs pools of {need} candidates; these replays recorded "
-                             f"{int(cap.min())} (replay with pool_limit={max(limits)})")
-        if "hybrid" in modes and any(scoring.pool_size(l) != c for l in limits for c in set(cap.tolist())):
-            raise ValueError("a hybrid pool is not a prefix of a bigger one: sweep only limits whose pool "
-                             "size equals the recorded one")
+    g = _make_grid(replays, pol, grid, pools["limit"])
+    _check_pool_sizes(replays, g)
+    n_probes, width = pools["relevance"].shape
+    n_points = int(np.prod(g.shape)) if g.shape else 1
+    out = {m: np.full((n_points, n_probes), np.nan) for m in METRIC_COLUMNS}
+    out["n_results"] = np.zeros((n_points, n_probes), dtype=np.int64)
+    out["tokens"] = np.zeros((n_points, n_probes), dtype=np.int64)
+    # token_budget applies after ranking: a chunk scores every point but the budgets once
+    score_points = int(np.prod([n for k, n in zip(g.names, g.shape) if k != "token_budget"])) if g.shape else 1
+    step = max(1, int(chunk_elements // max(1, score_points * max(width, 1))))
+    chunks = range(0, n_probes, step)
 
-    def axis(k, arr):
-        shp = [1] * A
-        shp[names.index(k)] = len(arr)
-        arr = [np.inf if v is None else v for v in arr]  # token_budget None: no budget
-        return np.asarray(arr, dtype=np.float64).reshape(shp + [1, 1])
-
-    # Parameters: a grid axis, or each probe's own replay setting (shape (P,)).
-    fixed: Dict[str, np.ndarray] = {}
-    for k in pol.params:
-        if k not in values:
-            base = [r.settings.get(k, pol.defaults[k]) for r in replays]
-            fixed[k] = np.concatenate([np.full(r.n_probes, check_param(k, v)) for r, v in zip(replays, base)]) \
-                if P else np.zeros(0)
-    if "limit" not in values:
-        fixed["limit"] = pools["limit"].astype(np.float64)
-    if "token_budget" not in values:
-        fixed["token_budget"] = np.array([np.inf if b is None else float(b)
-                                          for b in _per_probe_setting(replays, "token_budget")])
-    if "hybrid" in modes and "hybrid_weight" not in values:
-        fixed["hybrid_weight"] = np.array([float(w if w is not None else 0.5)
-                                           for w in _per_probe_setting(replays, "hybrid_weight", 0.5)])
-    kmax = max(limits) if limits else (int(pools["limit"].max()) if P else 1)
-    G = int(np.prod(shape)) if shape else 1
-
-    out = {m: np.full((G, P), np.nan) for m in ("hit", "recall", "rr", "ndcg", "stale_leak", "foreign_leak",
-                                                 "session_recall", "budget_fill")}
-    out["n_results"] = np.zeros((G, P), dtype=np.int64)
-    out["tokens"] = np.zeros((G, P), dtype=np.int64)
-    score_points = int(np.prod([s for k, s in zip(names, shape) if k != "token_budget"])) if shape else 1
-    step = max(1, int(chunk_elements // max(1, score_points * max(N, 1))))
-    chunks = range(0, P, step)
-    def run(p0):
-        sl = slice(p0, min(P, p0 + step))
-        return sl, _rank_chunk(pools, sl, pol, names, values, fixed, axis, A, kmax, modes)
+    def run(p0: int) -> tuple[slice, dict[str, np.ndarray]]:
+        sl = slice(p0, min(n_probes, p0 + step))
+        return sl, _metrics_of_chunk(pools, sl, g)
 
     if n_jobs == 1:
-        results = map(run, chunks)
+        results: Any = map(run, chunks)
     else:  # numpy sorts and ufuncs release the GIL: threads share the pools without copying
         from joblib import Parallel, delayed
 
@@ -221,59 +233,99 @@ def sweep(replays: Union[Replay, Sequence[Replay]], grid: Optional[Mapping[str, 
     for sl, res in tqdm(results, total=len(chunks), desc="sweep", unit="chunk",
                         disable=(not progress) if progress is not None else None, leave=False):
         for m, arr in res.items():
-            out[m][:, sl] = np.broadcast_to(arr, shape + arr.shape[-1:]).reshape(G, -1)
-    return _frames(replays, pol, names, values, shape, out, P)
+            out[m][:, sl] = np.broadcast_to(arr, g.shape + arr.shape[-1:]).reshape(n_points, -1)
+    return _frames(replays, g, out, n_probes)
 
 
-def _rank_chunk(pools, sl, pol, names, values, fixed, axis, A, kmax, modes, want_order=False):
-    """Rank one slice of probes at every grid point; metrics arrays of shape (*grid, probes)."""
-    c = {k: pools[k][sl] for k in ("relevance", "dense", "lexical", "ts", "age_days", "tokens", "grade", "stale",
-                                     "foreign", "session_bits", "feedback_signs", "feedback_ages", "n", "ideal",
-                                     "n_relevant", "n_sessions")}
-    Pc, N = c["relevance"].shape
+def _check_sweepable(replays: list[Replay], pol: Policy, grid: Mapping[str, Any]) -> None:
+    allowed = set(pol.params) | set(SWEEP_KEYS)
+    unknown = set(grid) - allowed
+    if unknown:
+        raise ValueError(f"cannot sweep {sorted(unknown)[0]!r} with policy {pol.name!r}; "
+                         f"sweepable: {', '.join(sorted(allowed))}")
+    if any(r.settings.get("score_gap") is not None for r in replays):
+        raise ValueError("sweeps do not apply score_gap; replay with score_gap=None")
+    if "hybrid_weight" in grid and {r.mode for r in replays} != {"hybrid"}:
+        raise ValueError("hybrid_weight can be swept only over replays recorded with mode='hybrid'")
 
-    def param(k):  # grid axis (*grid, 1, 1) or per-probe (Pc, 1)
-        if k in values:
-            return axis(k, values[k])
-        return fixed[k][sl].reshape(Pc, 1)
+
+def _check_pool_sizes(replays: list[Replay], g: _Grid) -> None:
+    """A swept limit needs its whole pool recorded (and, for hybrid, exactly that pool)."""
+    limits = g.values.get("limit")
+    if not limits or not any(r.n_probes for r in replays):
+        return
+    recorded = {scoring.pool_size(int(r.settings["pool_limit"])) for r in replays if r.n_probes}
+    need = max(scoring.pool_size(lim) for lim in limits)
+    if need > min(recorded):
+        raise ValueError(f"limit {max(limits)} needs pools of {need} candidates; these replays recorded "
+                         f"{min(recorded)} (replay with pool_limit={max(limits)})")
+    if g.hybrid and any(scoring.pool_size(lim) != c for lim in limits for c in recorded):
+        raise ValueError("a hybrid pool is not a prefix of a bigger one: sweep only limits whose pool "
+                         "size equals the recorded one")
+
+
+class _Ranked(NamedTuple):
+    """One chunk of probes ranked at every grid point: the chunk's arrays (``chunk``), the
+    ranked slots (``top``, shape (*grid, probes, kmax)), which of them ship (``keep``), their
+    ``tokens``, and the ``limit`` and ``budget`` as they broadcast."""
+
+    chunk: dict[str, np.ndarray]
+    top: np.ndarray
+    keep: np.ndarray
+    tokens: np.ndarray
+    limit: np.ndarray
+    budget: np.ndarray
+
+
+def _rank_chunk(pools: Mapping[str, np.ndarray], sl: slice, g: _Grid) -> _Ranked:
+    """Rank the probes of ``sl`` at every grid point, as ``recall()`` would."""
+    c = {k: pools[k][sl] for k in _CHUNK_ARRAYS}
+    n_probes, width = c["relevance"].shape
+
+    def param(k: str) -> np.ndarray:
+        return g.param(k, sl, n_probes)
 
     lim = param("limit").astype(np.int64)
-    slot = np.arange(N)
     # The pool a limit would have searched: the first max(4 x limit, 40) by relevance.
-    ps = np.maximum(4 * lim, scoring.pool_size(0))
-    if "hybrid" in modes:  # the union of two top lists: the recorded pool is the whole pool
-        ps = np.full_like(ps, N)
-    n_valid = np.minimum(c["n"].reshape(Pc, 1), ps)
-    valid = slot < n_valid
-    pool = {"age_days": c["age_days"], "feedback_signs": c["feedback_signs"], "feedback_ages": c["feedback_ages"],
-            "relevance": c["relevance"]}
-    if "hybrid" in modes:
-        pool["relevance"] = scoring.fuse_relevance(c["dense"], c["lexical"], param("hybrid_weight"), valid=valid)
-    params = {k: param(k) for k in pol.params}
-    score = pol.score(pool, params, valid)
+    # Hybrid pools are the union of two top lists: the recorded pool is the whole pool.
+    searched = np.full_like(lim, width) if g.hybrid else np.maximum(4 * lim, scoring.pool_size(0))
+    n_valid = np.minimum(c["n"].reshape(n_probes, 1), searched)
+    valid = np.arange(width) < n_valid
+    relevance = c["relevance"]
+    if g.hybrid:
+        relevance = scoring.fuse_relevance(c["dense"], c["lexical"], param("hybrid_weight"), valid=valid)
+    batch = CandidatePool(relevance=relevance, ts=c["ts"], age_days=c["age_days"], feedback_signs=c["feedback_signs"],
+                          feedback_ages=c["feedback_ages"], tokens=c["tokens"])
+    score = g.policy.score(batch, {k: param(k) for k in g.policy.params}, valid)
     score, valid = np.broadcast_arrays(score, valid)
-    top = scoring.rank_order(score, c["ts"], valid=valid, k=kmax)
-    k = top.shape[-1]
-    flat = top + (np.arange(Pc, dtype=np.int64) * N)[:, None]  # into the chunk's (Pc, N) arrays
-
-    def take(x):
-        return np.ascontiguousarray(x).reshape(-1)[flat]
-
-    in_list = (top < n_valid) & (np.arange(k) < lim)
-    tokens = take(c["tokens"])
-    budget = param("token_budget")[..., 0] if "token_budget" in values else fixed["token_budget"][sl]
+    top = scoring.rank_order(score, c["ts"], valid=valid, k=g.kmax)
+    in_list = (top < n_valid) & (np.arange(top.shape[-1]) < lim)
+    budget = param("token_budget")[..., 0] if "token_budget" in g.values else g.fixed["token_budget"][sl]
+    tokens = _take(c["tokens"], top)
     keep = scoring.fit_budget(tokens, budget) & in_list
-    if want_order:
-        return top, keep
+    return _Ranked(c, top, keep, tokens, lim, budget)
+
+
+def _take(x: np.ndarray, top: np.ndarray) -> np.ndarray:
+    """``x[probe, top[..., probe, j]]``: a chunk's (probes, slots) array read at the ranked slots."""
+    n_probes, width = top.shape[-2], np.shape(x)[-1]
+    flat = top + (np.arange(n_probes, dtype=np.int64) * width)[:, None]
+    return np.ascontiguousarray(x).reshape(-1)[flat]
+
+
+def _metrics_of_chunk(pools: Mapping[str, np.ndarray], sl: slice, g: _Grid) -> dict[str, np.ndarray]:
+    """Every metric of one slice of probes at every grid point, shape (*grid, probes)."""
+    c, top, keep, tokens, lim, budget = _rank_chunk(pools, sl, g)
     # Shipped results first, in rank order: a budget can skip one and take the next.
     # Without budgets the shipped list is already a prefix.
-    def ranked(x):
-        x = np.broadcast_to(take(x), keep.shape)
-        return x if prefix else scoring.take_last(x, idx)
-
     prefix = bool(np.all(np.isinf(budget)))
     idx = None if prefix else np.argsort(~keep, axis=-1, kind="stable")
     kept = keep if prefix else scoring.take_last(keep, idx)
+
+    def ranked(x: np.ndarray) -> np.ndarray:
+        x = np.broadcast_to(_take(x, top), keep.shape)
+        return x if idx is None else scoring.take_last(x, idx)
+
     gains = np.where(kept, ranked(c["grade"]), 0.0)
     stale = kept & ranked(c["stale"])
     foreign = kept & ranked(c["foreign"])
@@ -287,103 +339,79 @@ def _rank_chunk(pools, sl, pol, names, values, fixed, axis, A, kmax, modes, want
     return res
 
 
-def _frames(replays, pol, names, values, shape, out, P) -> SweepResult:
+def _frames(replays: list[Replay], g: _Grid, out: dict[str, np.ndarray], n_probes: int) -> SweepResult:
     import pandas as pd
 
-    G = out["hit"].shape[0]
-    points = list(itertools.product(*[values[k] for k in names])) if names else [()]
-    probe_rows = []
-    for r in replays:
-        for i, pr in enumerate(r.probes):
-            probe_rows.append((r.name, i, pr.get("label"), pr.get("category")))
-    def tiled(values):  # repeated strings as a categorical: cheap to build and to group by
+    n_points = out["hit"].shape[0]
+    points = g.points
+    probe_rows = [(r.name, i, pr.get("label"), pr.get("category")) for r in replays for i, pr in enumerate(r.probes)]
+
+    def tiled(values: list[Any]) -> Any:  # repeated strings as a categorical: cheap to build and to group by
         codes, cats = pd.factorize(pd.Series(values, dtype=object), use_na_sentinel=True)
-        return pd.Categorical.from_codes(np.tile(codes, G), categories=cats)
+        return pd.Categorical.from_codes(np.tile(codes, n_points), categories=cats)
+
+    def column(j: int, k: str) -> np.ndarray:  # grid axis j's value at every point (token_budget None: NaN)
+        col = [p[j] for p in points]
+        return np.array([np.nan if v is None else v for v in col], dtype=np.float64) if k == "token_budget" \
+            else np.array(col)
 
     drop = set()
     if not any(r.pools["n_sessions"].any() for r in replays):
         drop.add("session_recall")
-    if not any(r.settings.get("token_budget") for r in replays) and "token_budget" not in names:
+    if not any(r.settings.get("token_budget") for r in replays) and "token_budget" not in g.names:
         drop.add("budget_fill")
-    metric_cols = [m for m in ("hit", "recall", "rr", "ndcg", "stale_leak", "foreign_leak", "session_recall",
-                               "budget_fill") if m not in drop]
+    metric_cols = [m for m in METRIC_COLUMNS if m not in drop]
 
-    def build_per_probe():
-        f = {"point": np.repeat(np.arange(G), P)}
-        for j, k in enumerate(names):
-            col = [p[j] for p in points]
-            if k == "token_budget":
-                f[k] = np.repeat(np.array([np.nan if v is None else v for v in col], dtype=np.float64), P)
-            else:
-                f[k] = np.repeat(np.array(col), P)
+    def build_per_probe() -> Any:
+        f: dict[str, Any] = {"point": np.repeat(np.arange(n_points), n_probes)}
+        for j, k in enumerate(g.names):
+            f[k] = np.repeat(column(j, k), n_probes)
         f["conversation"] = tiled([x[0] for x in probe_rows])
-        f["probe"] = np.tile(np.array([x[1] for x in probe_rows], dtype=np.int64), G)
+        f["probe"] = np.tile(np.array([x[1] for x in probe_rows], dtype=np.int64), n_points)
         f["label"] = tiled([x[2] for x in probe_rows])
         f["category"] = tiled([x[3] for x in probe_rows])
         for m in metric_cols + ["n_results", "tokens"]:
             f[m] = out[m].reshape(-1)
         per_probe = pd.DataFrame(f)
-        per_probe.insert(0, "policy", pol.name)
+        per_probe.insert(0, "policy", g.policy.name)
         return per_probe
 
     # The per-point means straight from the (points, probes) arrays: no frame needed.
-    agg = {"policy": pol.name, "point": np.arange(G)}
-    for j, k in enumerate(names):
-        col = [p[j] for p in points]
-        agg[k] = np.array([np.nan if v is None else v for v in col], dtype=np.float64) \
-            if k == "token_budget" else np.array(col)
+    agg: dict[str, Any] = {"policy": g.policy.name, "point": np.arange(n_points)}
+    for j, k in enumerate(g.names):
+        agg[k] = column(j, k)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # a metric no probe can score is NaN
         for m in metric_cols:
-            agg["mrr" if m == "rr" else m] = np.nanmean(out[m], axis=1) if P else np.full(G, np.nan)
-    agg["probes"] = np.full(G, P, dtype=np.int64)
-    per_point = pd.DataFrame(agg)
-    return SweepResult(per_point=per_point, params=names, policy=pol.name, build_per_probe=build_per_probe)
+            agg["mrr" if m == "rr" else m] = np.nanmean(out[m], axis=1) if n_probes else np.full(n_points, np.nan)
+    agg["probes"] = np.full(n_points, n_probes, dtype=np.int64)
+    return SweepResult(per_point=pd.DataFrame(agg), params=g.names, policy=g.policy.name,
+                       build_per_probe=build_per_probe)
 
 
-def rankings(replay: Replay, policy="blend", **params) -> List[List[str]]:
+def rankings(replay: Replay, policy: str | Policy = "blend", **params: Any) -> list[list[str]]:
     """The ids each probe ships at one point (``params`` as in a grid, one value each).
 
     This is the sweep engine's own ranking, for comparing with ``recall()`` or showing a
     single point; a sweep ranks every point the same way.
     """
     pol = get_policy(policy)
-    grid = {k: [v] for k, v in params.items()}
     allowed = set(pol.params) | set(SWEEP_KEYS)
-    bad = set(grid) - allowed
+    bad = set(params) - allowed
     if bad:
         raise ValueError(f"unknown parameter {sorted(bad)[0]!r}; known: {', '.join(sorted(allowed))}")
-    names = [k for k in ("token_budget", "limit", "hybrid_weight") if k in grid] + [k for k in pol.params if k in grid]
-    values = {k: ([_check_int(k, v, allow_none=(k == "token_budget")) for v in grid[k]]
-                  if k in ("limit", "token_budget") else [check_param(k, v) for v in grid[k]]) for k in names}
     pools = _stack([replay])
-    P = pools["P"]
-    A = len(names)
-    modes = {replay.settings.get("mode") or "dense"}
-
-    def axis(k, arr):
-        shp = [1] * A
-        shp[names.index(k)] = len(arr)
-        return np.asarray(arr, dtype=np.float64).reshape(shp + [1, 1])
-
-    fixed = {k: np.full(P, float(replay.settings.get(k, pol.defaults[k]))) for k in pol.params if k not in values}
-    fixed["limit"] = pools["limit"].astype(np.float64)
-    b = replay.settings.get("token_budget")
-    fixed["token_budget"] = np.full(P, np.inf if b is None else float(b))
-    fixed["hybrid_weight"] = np.full(P, float(replay.settings.get("hybrid_weight") or 0.5))
-    if "token_budget" in values:
-        values["token_budget"] = [np.inf if v is None else v for v in values["token_budget"]]
-    kmax = values["limit"][0] if "limit" in values else (int(pools["limit"].max()) if P else 1)
-    if P == 0:
+    g = _make_grid([replay], pol, {k: [v] for k, v in params.items()}, pools["limit"])
+    if replay.n_probes == 0:
         return []
-    top, keep = _rank_chunk(pools, slice(0, P), pol, names, values, fixed, axis, A, kmax, modes, want_order=True)
-    top = top.reshape(P, -1)
-    keep = keep.reshape(P, -1)
-    return [[replay.pool_ids[i][j] for j, kp in zip(top[i], keep[i]) if kp] for i in range(P)]
+    r = _rank_chunk(pools, slice(0, replay.n_probes), g)
+    top = r.top.reshape(replay.n_probes, -1)
+    keep = r.keep.reshape(replay.n_probes, -1)
+    return [[replay.pool_ids[i][j] for j, kp in zip(top[i], keep[i]) if kp] for i in range(replay.n_probes)]
 
 
-def sweep_modes(replays: Mapping[str, Union[Replay, Sequence[Replay]]], grid: Optional[Mapping[str, Any]] = None,
-                policy="blend", **kwargs) -> SweepResult:
+def sweep_modes(replays: Mapping[str, Replay | Sequence[Replay]], grid: Mapping[str, Any] | None = None,
+                policy: str | Policy = "blend", **kwargs: Any) -> SweepResult:
     """``mode`` as a grid dimension: one swept result over several search modes.
 
     A mode decides which memories enter the candidate pool, so each needs its own
@@ -400,16 +428,16 @@ def sweep_modes(replays: Mapping[str, Union[Replay, Sequence[Replay]]], grid: Op
     parts = []
     for mode, reps in replays.items():
         reps = [reps] if isinstance(reps, Replay) else list(reps)
-        recorded = {r.settings.get("mode") or "dense" for r in reps}
+        recorded = {r.mode for r in reps}
         if recorded != {mode}:
             raise ValueError(f"replays under {mode!r} were recorded with mode {sorted(recorded)}")
         g = {k: v for k, v in grid.items() if k != "hybrid_weight" or mode == "hybrid"}
         parts.append((mode, sweep(reps, g, policy, **kwargs)))
     params = ["mode"] + sorted({p for _, res in parts for p in res.params}, key=lambda p: (p != "point", p))
 
-    def stacked(frames):
+    def stacked(frames: list[tuple[str, Any]]) -> Any:
         return pd.concat([f.assign(mode=mode) for mode, f in frames], ignore_index=True)
 
     per_point = stacked([(mode, res.per_point) for mode, res in parts])
-    return SweepResult(per_point, params, getattr(parts[0][1], "policy", policy),
+    return SweepResult(per_point, params, parts[0][1].policy,
                        lambda: stacked([(mode, res.per_probe) for mode, res in parts]))

@@ -1,35 +1,50 @@
-"""FTS5's BM25, scored in numpy over an in-memory copy of the FTS5 postings.
+"""Lexical search: SQLite FTS5 queries, and FTS5's BM25 scored in numpy over its postings.
+
+The FTS5 table ``vx_fts`` (see :mod:`vxmem.store.database`) indexes each document's text
+plus a "scope" column holding one token per session, so a session's FTS5 search is an
+index intersection in C. It is written in the documents' own transactions, so a crash
+never leaves the two apart, and it stays the source of truth.
 
 SQLite's FTS5 evaluates ``bm25()`` for every document that matches any query word (about
 1 µs each) and cannot stop early, so a lexical recall over 100k memories whose words follow
-Zipf's law took 34 ms. This module keeps the FTS5 index's postings (term -> rowids and term
-frequencies, read through ``fts5vocab`` and tokenised by FTS5 itself, so the terms are
-FTS5's own) as numpy arrays and computes the very same score, with FTS5's formula and
-constants, term at a time over whole posting arrays.
-
-FTS5 stays the source of truth: it is written in the documents' transactions and read here
-lazily. Documents added since the last search are tokenised in one batch by a TEMP FTS5
-table with the same tokenizer. A query word that FTS5 splits into several tokens (a phrase)
-is left to FTS5 itself (``LexicalIndex.search`` returns None).
+Zipf's law took 34 ms. :class:`LexicalIndex` keeps the FTS5 index's postings (term ->
+rowids and term frequencies, read through ``fts5vocab`` and tokenised by FTS5 itself, so the
+terms are FTS5's own) as numpy arrays and computes the very same score, with FTS5's formula
+and constants, term at a time over whole posting arrays. Documents added since the last
+search are tokenised in one batch by a TEMP FTS5 table with the same tokenizer. A query word
+that FTS5 splits into several tokens (a phrase) is left to FTS5 itself, which
+:class:`LexicalSearch` then asks with an over-fetch.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import re
 import sqlite3
-from typing import Iterable, Optional
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 import numpy as np
 
+from ..keys import K_KIND, K_SESSION
+from .mirror import ANY_SESSION, Mirror, SessionArg
+
 K1, B = 1.2, 0.75  # FTS5's bm25() constants
 TOKENIZE = "porter unicode61 remove_diacritics 2"
+BM25_SQL = "-bm25(vx_fts, 1.0, 0.0)"  # rank = BM25 of the text column alone; the scope column only filters
 # Dropped from lexical queries (when something else is left): they match nearly every
 # document and BM25 gives them almost no weight anyway.
 _STOPWORDS = frozenset("""a an and are as at be but by do does did for from had has have he her him his how i
 if in into is it its me my of on or our she so than that the their them then there these they this to was
 we were what when where which who whom why will with you your""".split())
 _TERM = re.compile(r"\w+", re.UNICODE)
+
+# What a lexical search returns: the best positions, their BM25, and a function giving
+# the BM25 of any positions (0 where unknown; None when there is nothing to look up).
+Scores = Callable[[np.ndarray], np.ndarray]
+LexicalHits = tuple[np.ndarray, np.ndarray, Scores | None]
 
 
 def query_words(text: str) -> list[str]:
@@ -40,10 +55,41 @@ def query_words(text: str) -> list[str]:
     return list(dict.fromkeys(keep))
 
 
+def fts_query(text: str) -> str | None:
+    """An FTS5 expression that treats ``text`` as words, never as syntax.
+
+    Every word becomes a quoted string and the words are OR-ed, so quotes, ``*``,
+    ``NEAR``, ``-``, ``:`` and parentheses in a user's question are just text. None when
+    the text has no words at all.
+    """
+    words = query_words(text)
+    if not words:
+        return None
+    return " OR ".join('"' + t.replace('"', '""') + '"' for t in words)
+
+
+def scope_token(meta: Mapping[str, Any]) -> str:
+    """The FTS token standing for a document's session ('' for a plain document)."""
+    if K_SESSION not in meta and K_KIND not in meta:
+        return ""
+    digest = hashlib.blake2b(json.dumps(meta.get(K_SESSION)).encode(), digest_size=8).hexdigest()
+    return "vxs" + digest
+
+
+def fts_match(query: str, session: SessionArg = ANY_SESSION) -> str | None:
+    """The MATCH expression of ``query`` (within one session's scope unless ``ANY_SESSION``)."""
+    terms = fts_query(query)
+    if terms is None:
+        return None
+    if session is ANY_SESSION:
+        return f"text : ({terms})"
+    return f'scope : "{scope_token({K_SESSION: session})}" AND text : ({terms})'
+
+
 class _Postings:
     __slots__ = ("rowids", "tf", "n")
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.rowids = np.zeros(4, dtype=np.int64)
         self.tf = np.zeros(4, dtype=np.float64)
         self.n = 0
@@ -70,8 +116,9 @@ class LexicalIndex:
         self._ready = False
         self._temp = False
         self._word_cache: dict[str, tuple[str, ...]] = {}
-        self._df_key = None
+        self._df_key: Any = None
         self._df: dict[str, int] = {}
+        self.last_scores = _Lookup(np.zeros(0, dtype=np.int64), np.zeros(0))
 
     # ------------------------------------------------------------------ reading FTS5
 
@@ -118,7 +165,7 @@ class LexicalIndex:
                 p = self._postings[run_terms[s]] = _Postings()
             p.extend(run_rowids[s:e], tf[s:e])
 
-    def sync(self, max_rowid: int, texts_after) -> None:
+    def sync(self, max_rowid: int, texts_after: Callable[[int], Iterable[tuple[int, str]]]) -> None:
         """Read what FTS5 holds up to ``max_rowid``: all of it the first time, then only the
         documents added since (``texts_after(rowid)`` yields their (rowid, text))."""
         if max_rowid <= self._upto:
@@ -150,7 +197,7 @@ class LexicalIndex:
         doc_len[pos_of_rowid[live]] += self._text_len[live]
         return doc_len, float(doc_len.sum()) / max(n_rows, 1)
 
-    def phrases(self, words: list[str]) -> Optional[list[str]]:
+    def phrases(self, words: list[str]) -> list[str] | None:
         """Each query word as FTS5's tokenizer makes it (cached); None if one is a phrase."""
         cache = self._word_cache
         missing = [w for w in words if w not in cache]
@@ -162,7 +209,7 @@ class LexicalIndex:
                 per_word[i].append(term)
             for i, w in enumerate(missing):
                 cache[w] = tuple(per_word[i])
-        out = []
+        out: list[str] = []
         for w in words:
             toks = cache[w]
             if len(toks) > 1:
@@ -171,7 +218,7 @@ class LexicalIndex:
         return out
 
     def search(self, words: list[str], pos_of_rowid: np.ndarray, allowed: np.ndarray, doc_len: np.ndarray,
-               avgdl: float, n_rows: int, k: int, df_key=None) -> Optional[tuple[np.ndarray, np.ndarray]]:
+               avgdl: float, n_rows: int, k: int, df_key: Any = None) -> tuple[np.ndarray, np.ndarray] | None:
         """Top ``k`` positions among ``allowed`` by FTS5's bm25 (text column weight 1), best first.
 
         ``pos_of_rowid`` maps rowids to mirror positions (-1: deleted); ``doc_len`` and
@@ -187,7 +234,8 @@ class LexicalIndex:
         allowed_ext = np.append(allowed, False)  # position -1 (deleted) reads the extra False
         if self._df_key != df_key:
             self._df_key, self._df = df_key, {}
-        hits, parts = [], []
+        hits: list[np.ndarray] = []
+        parts: list[np.ndarray] = []
         for term in phrases:
             p = self._postings.get(term)
             if p is None:
@@ -211,6 +259,8 @@ class LexicalIndex:
             parts.append(idf * ((f * (K1 + 1.0)) / (f + K1 * (1 - B + B * doc_len[q] / avgdl))))
         every = np.concatenate(hits) if hits else np.zeros(0, dtype=np.int64)
         contrib = np.concatenate(parts) if parts else np.zeros(0)
+        cand: np.ndarray
+        s: np.ndarray
         if every.size * 8 < n:  # few matches (one session's): no arrays the size of the collection
             cand, inv = np.unique(every, return_inverse=True)
             s = np.bincount(inv, weights=contrib, minlength=cand.size)  # adds in phrase order
@@ -233,14 +283,102 @@ class LexicalIndex:
 
 
 class _Lookup:
-    """Scores of sorted positions, read by position (0 for any other)."""
+    """Scores of sorted positions, called with positions (0 for any other)."""
 
     def __init__(self, positions: np.ndarray, scores: np.ndarray):
         self.positions, self.scores = positions, scores
 
-    def __getitem__(self, ps) -> np.ndarray:
+    def __call__(self, ps: np.ndarray) -> np.ndarray:
         ps = np.asarray(ps, dtype=np.int64)
         if self.positions.size == 0:
             return np.zeros(ps.shape)
         idx = np.minimum(np.searchsorted(self.positions, ps), self.positions.size - 1)
         return np.where(self.positions[idx] == ps, self.scores[idx], 0.0)
+
+
+class LexicalSearch:
+    """The collection's lexical search over one connection: numpy BM25 first, FTS5 as fallback.
+
+    Holds the :class:`LexicalIndex` (made on the first search) and the document lengths
+    of the current data version. ``version()`` names the data's version (it changes with
+    every committed write), so lengths and document frequencies are counted once per
+    version; ``path`` names the database in errors.
+    """
+
+    def __init__(self, conn: sqlite3.Connection, version: Callable[[], Any], path: str | None = None):
+        self._conn = conn
+        self._version = version
+        self._path = path
+        self._index: LexicalIndex | None = None
+        self._lengths: tuple[Any, np.ndarray, float] | None = None  # (data version, lengths, their average)
+        self._has_fts: bool | None = None
+
+    def _check_table(self) -> None:
+        if self._has_fts is None:
+            self._has_fts = bool(self._conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'vx_fts'").fetchone())
+        if not self._has_fts:
+            raise ValueError(f"{self._path} predates the lexical index; open it once for writing to build it")
+
+    def search(self, m: Mirror, query: str, positions: np.ndarray, k: int,
+               session: SessionArg = ANY_SESSION) -> LexicalHits:
+        """The ``k`` best BM25 matches among ``positions``, best first (exact), and a
+        function giving the BM25 of any positions (0 where unknown).
+
+        Normally FTS5's bm25 is computed in numpy over the FTS5 postings held in memory,
+        with the filter applied exactly. When a query word is a phrase to FTS5, FTS5 ranks
+        the matches itself (within ``session`` when the positions are one session's: the
+        scope column makes that an index intersection), with an over-fetch that grows until
+        ``k`` of them pass the rest of the filter or every match has been seen. (An SQL
+        ``rowid IN`` restriction was 100x slower.)
+        """
+        expr = fts_match(query, session)
+        if expr is None or positions.size == 0:
+            return positions[:0], np.zeros(0), None
+        self._check_table()
+        allowed = np.zeros(m.n, dtype=bool)
+        allowed[positions] = True
+        fast = self.numpy_scores(m, query, allowed, k)
+        if fast is not None:
+            return fast
+        scope_n = m.n_alive if session is ANY_SESSION else max(m.session_positions(m.session_code(session)).size, 1)
+        fetch = max(4 * k, int(math.ceil(k * scope_n / positions.size * 2)))
+        while True:
+            rows = self._conn.execute(
+                f"SELECT rowid, {BM25_SQL} FROM vx_fts WHERE vx_fts MATCH ? ORDER BY rank LIMIT ?",
+                (expr, fetch)).fetchall()
+            pos = np.fromiter((m.pos_of_rowid.get(r, -1) for r, _ in rows), dtype=np.int64, count=len(rows))
+            score = np.fromiter((s for _, s in rows), dtype=np.float64, count=len(rows))
+            ok = pos >= 0
+            ok[ok] = allowed[pos[ok]]
+            if ok.sum() >= k or len(rows) < fetch:
+                pos, score = pos[ok], score[ok]
+                seen = dict(zip(pos.tolist(), score.tolist()))
+                order = np.lexsort((pos, -score))[:k]
+                return pos[order], score[order], lambda ps, seen=seen: np.array([seen.get(p, 0.0) for p in ps.tolist()])
+            fetch *= 4
+
+    def numpy_scores(self, m: Mirror, query: str, allowed: np.ndarray, k: int) -> LexicalHits | None:
+        """FTS5's BM25 over the in-memory postings: (positions, scores, the score of any
+        allowed position), or None to let FTS5 rank (a query word FTS5 reads as a phrase,
+        or a connection that cannot make TEMP tables)."""
+        try:
+            if self._index is None:
+                self._index = LexicalIndex(self._conn)
+            index = self._index
+            # Rowids grow with position (rows are appended), so the last one is the largest.
+            max_rowid = int(m.rowid[m.n - 1]) if m.n else 0
+            index.sync(max_rowid, lambda upto: [(int(m.rowid[p]), m.texts[p]) for p in
+                                                np.flatnonzero(m.alive[: m.n] & (m.rowid[: m.n] > upto)).tolist()])
+            key = (self._version(), id(m), m.n)
+            if self._lengths is None or self._lengths[0] != key:
+                # Document lengths change only with writes: computed once per data version.
+                self._lengths = (key, *index.doc_lengths(
+                    m.rowid_pos, (m.session[: m.n] >= 0).astype(np.float64), m.n_alive))
+            _, doc_len, avgdl = self._lengths
+            res = index.search(query_words(query), m.rowid_pos, allowed, doc_len, avgdl, m.n_alive, k,
+                               df_key=key)
+        except sqlite3.Error:
+            return None
+        if res is None:
+            return None
+        return res[0], res[1], index.last_scores

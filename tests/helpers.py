@@ -1,0 +1,55 @@
+"""What several test files share: constants, a fast embedder, child interpreters, and
+white-box looks that go through the collection's documented internal surface only
+(``_locked()``, ``_database``, ``_hnsw``; see docs/ARCHITECTURE.md)."""
+
+import subprocess
+import sys
+import textwrap
+import zlib
+from pathlib import Path
+
+import numpy as np
+
+from vxmem.clock import DAY
+
+T0 = 1_700_000_000.0  # a fixed "now" for tests that pass time explicitly
+TESTS = str(Path(__file__).resolve().parent)
+ROOT = Path(TESTS).parent
+
+__all__ = ["DAY", "T0", "TESTS", "ROOT", "WordHashEmbedder", "run_python", "fts_count", "vector_of"]
+
+
+class WordHashEmbedder:
+    """A trivial, fast, deterministic embedder: each lower-cased word lands on one of
+    ``dim`` buckets (crc32, so the same in every process). Lexical, like the default, at a
+    fraction of its start-up cost; for tests that exercise bookkeeping, not ranking quality."""
+
+    def __init__(self, dim: int = 32):
+        self.dim = dim
+
+    def __call__(self, texts):
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for i, t in enumerate(texts):
+            for w in t.lower().split():
+                out[i, zlib.crc32(w.encode("utf-8", "surrogatepass")) % self.dim] += 1.0
+            out[i, zlib.crc32(t.encode("utf-8", "surrogatepass")) % self.dim] += 0.01
+        return out
+
+
+def run_python(code: str, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    """Run ``code`` (dedented) in a fresh interpreter that can ``import helpers``."""
+    prelude = f"import sys\nsys.path.insert(0, {TESTS!r})\n"
+    return subprocess.run([sys.executable, "-c", prelude + textwrap.dedent(code), *args], capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def fts_count(db, word: str) -> int:
+    """How many documents FTS5 itself says hold ``word``."""
+    return db._database.conn.execute("SELECT count(*) FROM vx_fts WHERE vx_fts MATCH ?",
+                                     (f'"{word}"',)).fetchone()[0]
+
+
+def vector_of(db, id: str) -> list:
+    """The vector the collection holds for ``id``, as a list."""
+    with db._locked() as m:
+        return m.vecs[m.pos_of_id[id]].tolist()

@@ -1,0 +1,88 @@
+"""The candidate pool: the one scoring path's contract.
+
+``recall()`` does not rank the whole collection: it takes the most relevant eligible
+memories (a pool of ``max(4 x limit, 40)``), then blends relevance with recency and
+feedback over that pool. A :class:`CandidatePool` is that pool with everything ranking
+needs, as arrays. ``ConversationMemory.candidate_pool()`` makes one; ``recall()`` ranks it;
+a replay caches one per probe (``Replay.pool(i)`` gives it back); :mod:`vxmem.policies`
+and :mod:`vxmem.sweep` re-rank cached pools for other parameters. All of them score it
+through :meth:`CandidatePool.blend`, that is :func:`vxmem.scoring.score_pool`, so a sweep
+point ranks exactly as ``recall()`` with those parameters would have.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import scoring
+
+
+@dataclass
+class CandidatePool:
+    """One recall's candidates, slot by slot (arrays along the last axis).
+
+    The arrays may also carry leading batch axes, as the sweep engine stacks the pools of
+    many probes (padded; its ``valid`` mask marks the real slots); then the per-slot lists
+    (``ids``, ``kinds``, ``sessions``) are left empty.
+
+    :param relevance: the search mode's raw score: cosine (dense), BM25 (lexical) or the
+        fused hybrid relevance (see :func:`vxmem.scoring.fuse_relevance`).
+    :param ts: when each memory was stored (epoch seconds); ties rank the newer first.
+    :param age_days: ``(now - ts) / DAY``.
+    :param feedback_signs: +1 / -1 per recorded outcome, zero-padded, shape (..., n, events).
+    :param feedback_ages: how many days ago each outcome was recorded, same shape.
+    :param tokens: each memory's token count (for the budget).
+    :param dense: raw cosines and ``lexical`` raw BM25 (NaN where the mode did not compute
+        one), so a hybrid pool can be fused again with another weight without searching
+        (None in a sweep's batch, which fuses before it builds the pool).
+    :param ids: memory ids; ``kinds`` and ``sessions`` their kind and session.
+    :param limit: the recall's limit; ``now`` its moment; ``mode`` its search mode and
+        ``hybrid_weight`` the weight its hybrid relevance was fused with.
+    :param positions: mirror positions, valid only under the collection lock the pool was
+        made in (None for a cached pool).
+    :param grade: a replay's labels: each candidate's graded relevance to the probe,
+        ``stale`` (superseded or expired per the probe), ``foreign`` (from another session)
+        and ``session_bits`` (which of the probe's answer sessions it belongs to). None on
+        a live pool.
+    """
+
+    relevance: np.ndarray
+    ts: np.ndarray
+    age_days: np.ndarray
+    feedback_signs: np.ndarray
+    feedback_ages: np.ndarray
+    tokens: np.ndarray
+    dense: np.ndarray | None = None
+    lexical: np.ndarray | None = None
+    ids: list[str] = field(default_factory=list)
+    kinds: list[str] = field(default_factory=list)
+    sessions: list[str | None] = field(default_factory=list)
+    limit: int = 10
+    now: float = float("nan")
+    mode: str = "dense"
+    hybrid_weight: float = scoring.HYBRID_WEIGHT
+    positions: np.ndarray | None = None
+    grade: np.ndarray | None = None
+    stale: np.ndarray | None = None
+    foreign: np.ndarray | None = None
+    session_bits: np.ndarray | None = None
+
+    def __len__(self) -> int:
+        return int(self.relevance.shape[-1]) if self.relevance.ndim else 0
+
+    def blend(self, half_life_days: float | np.ndarray, recency_weight: float | np.ndarray,
+              feedback_weight: float | np.ndarray, feedback_half_life_days: float | np.ndarray,
+              valid: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The spec's score of every slot: ``(score, relevance_norm, recency, feedback)``.
+
+        The parameters may be arrays that broadcast against the pool (a sweep's grid).
+        """
+        return scoring.score_pool(self.relevance, self.age_days, self.feedback_signs, self.feedback_ages,
+                                  half_life_days, recency_weight, feedback_weight, feedback_half_life_days,
+                                  valid=valid)
+
+    def rank_order(self, score: np.ndarray) -> np.ndarray:
+        """Slots best first by ``score``, ties to the newer memory, then the earlier slot."""
+        return scoring.rank_order(score, self.ts)

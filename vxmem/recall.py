@@ -1,0 +1,112 @@
+"""Recall's two halves: gather a candidate pool from the collection, and rank it into results.
+
+:func:`gather` asks the collection for the mode's top candidates among the eligible
+memories and reads what ranking needs (time, feedback, tokens) into a
+:class:`~vxmem.pool.CandidatePool`. :func:`rank` blends the pool with
+:meth:`CandidatePool.blend <vxmem.pool.CandidatePool.blend>`, the one scoring path the
+sweep engine uses too, then applies the limit, the score gap and the token budget.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from . import scoring
+from .clock import DAY
+from .keys import K_FEEDBACK, K_KIND, K_ROLE, K_SCORING, K_SESSION, K_TS, K_TURN, RESERVED_PREFIX
+from .pool import CandidatePool
+from .store import Collection, Result, Results
+from .store.mirror import Mirror, SessionArg
+
+_FRAME_KEYS = (K_KIND, K_SESSION, K_ROLE, K_TURN, K_TS)
+
+
+class MemoryResults(Results):
+    """Results of a memory collection: ``to_frame()`` adds each result's score parts (from
+    ``_vx_scoring``) and its kind, session, role, turn and time as columns."""
+
+    def frame_columns(self, result: Result) -> dict[str, Any]:
+        meta = result.metadata
+        row = dict(meta.get(K_SCORING) or {})
+        for k in _FRAME_KEYS:
+            if k in meta:
+                row[k[len(RESERVED_PREFIX):]] = meta[k]
+        return row
+
+
+def gather(db: Collection, m: Mirror, query: str, positions: np.ndarray, *, size: int, mode: str,
+           hybrid_weight: float, session: SessionArg, now_ts: float, limit: int) -> CandidatePool:
+    """The pool of the ``size`` best candidates of ``mode`` among ``positions``, at ``now_ts``.
+
+    Call it inside ``db._locked()`` (``m`` is the mirror it yields): the pool's
+    ``positions`` are valid only there.
+    """
+    cand = db._candidates(query, positions, size, mode, hybrid_weight, session=session)
+    pos = cand.positions
+    plist = pos.tolist()
+    metas = [m.metas[p] for p in plist]
+    signs, ages = _feedback_matrix(metas, now_ts)
+    ts = m.ts[pos]
+    return CandidatePool(
+        relevance=cand.relevance, ts=ts, age_days=(now_ts - ts) / DAY, feedback_signs=signs, feedback_ages=ages,
+        tokens=m.tokens[pos].copy(), dense=cand.dense, lexical=cand.lexical, ids=[m.ids[p] for p in plist],
+        kinds=[meta.get(K_KIND) for meta in metas], sessions=[meta.get(K_SESSION) for meta in metas],
+        limit=limit, now=now_ts, mode=mode, hybrid_weight=hybrid_weight, positions=pos)
+
+
+def _feedback_matrix(metas: list[dict[str, Any]], now_ts: float) -> tuple[np.ndarray, np.ndarray]:
+    """(signs, ages in days) of every candidate's feedback, zero-padded to the longest history."""
+    graded = [(i, scoring.feedback_events(meta, now_ts)) for i, meta in enumerate(metas)
+              if meta.get(K_FEEDBACK)]  # most memories have none
+    width = max((len(s) for _, (s, _) in graded), default=0)
+    signs = np.zeros((len(metas), width))
+    ages = np.zeros((len(metas), width))
+    for i, (s, a) in graded:
+        signs[i, : len(s)] = s
+        ages[i, : len(a)] = a
+    return signs, ages
+
+
+def rank(pool: CandidatePool, m: Mirror, query: str, blend: Mapping[str, float], score_gap: float | None,
+         token_budget: int | None) -> MemoryResults:
+    """The pool blended with ``blend``'s four parameters, best first, cut to ``pool.limit``,
+    then at the first ``score_gap`` cliff, then to ``token_budget``.
+
+    Each result's metadata gains ``_vx_scoring``: the parts of its score.
+    """
+    if pool.positions is None or pool.positions.size == 0:
+        return MemoryResults([], query=query, token_budget=token_budget)
+    score, rel_norm, recency, fb = pool.blend(blend["half_life_days"], blend["recency_weight"],
+                                              blend["feedback_weight"], blend["feedback_half_life_days"])
+    top = pool.rank_order(score)[: pool.limit]
+    kept_gap = top[: scoring.apply_score_gap(score[top], score_gap)]
+    shipped = kept_gap[scoring.fit_budget(pool.tokens[kept_gap], token_budget)]
+    items = []
+    for i in shipped.tolist():
+        r = m.result(int(pool.positions[i]), float(score[i]))
+        parts: dict[str, Any] = {
+            "relevance": float(pool.relevance[i]), "relevance_norm": float(rel_norm[i]),
+            "recency": float(recency[i]), "feedback": float(fb[i]), "score": float(score[i]),
+            "age_days": float(pool.age_days[i]), "mode": pool.mode,
+        }
+        if pool.mode != "dense":  # which relevance parts contributed
+            parts.update(_relevance_parts(pool, i))
+        r.metadata[K_SCORING] = parts
+        items.append(r)
+    cut = int(top.size - shipped.size)
+    return MemoryResults(items, query=query, truncated=cut > 0, cut_count=cut,
+                         token_estimate=int(pool.tokens[shipped].sum()), token_budget=token_budget)
+
+
+def _relevance_parts(pool: CandidatePool, i: int) -> dict[str, Any]:
+    assert pool.dense is not None and pool.lexical is not None
+    dense, lexical = float(pool.dense[i]), float(pool.lexical[i])
+    parts: dict[str, Any] = {"dense": None if math.isnan(dense) else dense,
+                             "lexical": None if math.isnan(lexical) else lexical}
+    if pool.mode == "hybrid":
+        parts["hybrid_weight"] = pool.hybrid_weight
+    return parts

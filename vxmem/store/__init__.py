@@ -1,0 +1,13 @@
+"""The plain collection: documents, metadata and vectors, durable and filterable.
+
+It never imports the memory layer: a memory collection is a collection whose documents
+carry reserved ``_vx_*`` metadata keys (:mod:`vxmem.keys`), and every verb here works on
+it unchanged.
+"""
+
+from .collection import Collection
+from .errors import DatabaseLockedError, InvalidDatabaseError, ReadOnlyError, VectrixError
+from .results import Result, Results
+
+__all__ = ["Collection", "Result", "Results", "VectrixError", "DatabaseLockedError", "InvalidDatabaseError",
+           "ReadOnlyError"]

@@ -1,0 +1,123 @@
+"""The collection's argument checks: ids, JSON metadata, filters, search modes.
+
+Built from the shared helpers in :mod:`vxmem.checks` (``TypeError`` for a wrong type,
+``ValueError`` for a bad value, the argument named). Every verb checks all of its
+arguments before it takes the lock, so bad input never changes anything.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..checks import check_choice, check_number, check_text
+
+SEARCH_MODES = ("dense", "lexical", "hybrid")
+MAX_JSON_DEPTH = 32
+
+FilterValues = dict[str, list[Any]]  # a checked filter: key -> the values any of which matches
+
+
+def check_id(value: Any, name: str = "id") -> str:
+    """A non-empty ``str`` id."""
+    check_text(value, name)
+    if not value:
+        raise ValueError(f"{name} must not be empty")
+    return value
+
+
+def check_ids(ids: Any, name: str = "ids") -> list[str]:
+    """One id or a list (tuple, set) of them, as a list."""
+    if isinstance(ids, str):
+        return [check_id(ids, name)]
+    if not isinstance(ids, (Sequence, set, frozenset)):
+        raise TypeError(f"{name} must be a str or a list of str, not {type(ids).__name__}")
+    return [check_id(i, f"{name}[]") for i in ids]
+
+
+def check_json(value: Any, name: str = "metadata", _depth: int = 0) -> None:
+    """Refuse (TypeError / ValueError) anything that does not round-trip through JSON unchanged."""
+    if _depth > MAX_JSON_DEPTH:
+        raise ValueError(f"{name} is nested more than {MAX_JSON_DEPTH} levels deep")
+    if value is None or isinstance(value, (bool, int)):
+        return
+    if isinstance(value, str):
+        check_text(value, name)
+        return
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"{name} holds a non-finite float ({value!r}); JSON has no NaN or infinity")
+        return
+    if isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            check_json(v, f"{name}[{i}]", _depth + 1)
+        return
+    if isinstance(value, Mapping):
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise TypeError(f"{name} keys must be str, got {type(k).__name__} {k!r}")
+            check_text(k, f"{name} key")
+            check_json(v, f"{name}[{k!r}]", _depth + 1)
+        return
+    raise TypeError(f"{name} must hold only JSON values (str, int, float, bool, None, list, dict), "
+                    f"not {type(value).__name__}")
+
+
+def json_copy(value: Any) -> Any:
+    """A deep copy through JSON: what the database will hold, shared with no caller."""
+    return json.loads(json.dumps(value))
+
+
+def check_metadata(metadata: Any, n: int) -> list[dict[str, Any]]:
+    """``add()``'s metadata: None, one dict for every text, or one dict (or None) per text."""
+    if metadata is None:
+        return [{} for _ in range(n)]
+    if isinstance(metadata, Mapping):
+        check_json(metadata)
+        return [json_copy(metadata) for _ in range(n)]
+    if not isinstance(metadata, Sequence) or isinstance(metadata, str):
+        raise TypeError("metadata must be a dict or a list of dicts")
+    if len(metadata) != n:
+        raise ValueError(f"got {len(metadata)} metadata dicts for {n} texts")
+    out = []
+    for i, m in enumerate(metadata):
+        if m is None:
+            m = {}
+        if not isinstance(m, Mapping):
+            raise TypeError(f"metadata[{i}] must be a dict, not {type(m).__name__}")
+        check_json(m, f"metadata[{i}]")
+        out.append(json_copy(m))
+    return out
+
+
+def check_filter(filter: Any) -> FilterValues | None:
+    """``{key: value or [values]}`` with JSON scalar values, as key -> list of values."""
+    if filter is None:
+        return None
+    if not isinstance(filter, Mapping):
+        raise TypeError(f"filter must be a dict of metadata key -> value, not {type(filter).__name__}")
+    out = {}
+    for k, v in filter.items():
+        if not isinstance(k, str):
+            raise TypeError(f"filter keys must be non-empty str, got {k!r}")
+        if not k:
+            raise ValueError("filter keys must be non-empty str, got ''")
+        values = list(v) if isinstance(v, (list, tuple, set, frozenset)) else [v]
+        for x in values:
+            if not (x is None or isinstance(x, (str, int, float, bool))):
+                raise TypeError(f"filter value for {k!r} must be a JSON scalar or a list of them, "
+                                f"not {type(x).__name__}")
+        out[k] = values
+    return out
+
+
+def check_mode(mode: Any) -> str:
+    """A search mode; None means dense."""
+    return "dense" if mode is None else check_choice(mode, "mode", SEARCH_MODES)
+
+
+def check_hybrid_weight(weight: Any) -> float:
+    """The dense share of hybrid relevance (``fuse_relevance``'s weight), in [0, 1]."""
+    return check_number(weight, "hybrid_weight", 0.0, 1.0)

@@ -1,0 +1,415 @@
+"""The collection: documents, metadata and vectors, durable and filterable.
+
+A few obvious verbs (``add``, ``get``, ``search``, ``scan``, ``count``, ``delete``,
+``update_metadata``, ``build_index``, ``close``) over four rooms: the database file
+(:mod:`~vxmem.store.database`, the source of truth), its in-memory mirror
+(:mod:`~vxmem.store.mirror`, where filters and exact scans run), the HNSW cache
+(:mod:`~vxmem.store.hnsw`) and lexical search (:mod:`~vxmem.store.lexical`). Every write is
+one SQLite transaction; the mirror and the caches follow only once it commits.
+
+The collection knows nothing of conversation memory. The memory layer above it
+(:mod:`vxmem.memory`) uses a small internal surface, documented in one section below:
+``_locked()``, ``_transaction()``, ``_embed()``, ``_topk()``, ``_candidates()`` and the
+:class:`~vxmem.store.mirror.Mirror` that ``_locked()`` yields.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from ..checks import check_int, check_limit, check_text
+from ..embed import Embedder, check_embedder, l2_normalize
+from ..keys import K_SESSION
+from ..scoring import HYBRID_WEIGHT, fuse_relevance
+from ..tokens import check_token_counter
+from .checks import (
+    check_filter,
+    check_hybrid_weight,
+    check_id,
+    check_ids,
+    check_json,
+    check_metadata,
+    check_mode,
+    json_copy,
+)
+from .database import Database, Transaction
+from .errors import VectrixError
+from .hnsw import HnswCache
+from .lexical import LexicalSearch
+from .mirror import ANY_SESSION, Mirror, SessionArg
+from .results import Result, Results
+
+EXACT_THRESHOLD = 20_000  # selections above this many rows go through the HNSW index
+
+
+class Candidates(NamedTuple):
+    """The top candidates of one search mode, best first for dense and lexical, in position
+    order for hybrid: mirror ``positions``, their ``relevance`` (the mode's score) and the
+    raw ``dense`` cosine and ``lexical`` BM25 of each (NaN where a mode did not look)."""
+
+    positions: np.ndarray
+    relevance: np.ndarray
+    dense: np.ndarray
+    lexical: np.ndarray
+
+
+def _rowdot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Row-wise dot products on this thread.
+
+    Not ``@``: BLAS runs a matrix-vector product of a few thousand rows on worker threads
+    that keep spinning afterwards, and on a busy machine the whole recall then waits for a
+    scheduler time slice (measured with one core loaded: 8 ms per recall instead of 0.4).
+    """
+    vecdot = getattr(np, "vecdot", None)
+    return vecdot(a, b) if vecdot is not None else np.einsum("ij,j->i", a, b)
+
+
+def exact_topk(m: Mirror, q: np.ndarray, positions: np.ndarray, k: int,
+               session: SessionArg = ANY_SESSION) -> tuple[np.ndarray, np.ndarray]:
+    """The ``k`` best of ``positions`` by cosine to ``q``, best first, by an exact scan.
+
+    Ties go to the earliest document, so a smaller ``k``'s answer is a prefix of a larger
+    one's. ``session`` says the positions are one session's: its contiguous block is scanned.
+    """
+    n_sel = positions.size
+    sims = None
+    if session is not ANY_SESSION:
+        blk = m.session_block(m.session_code(session))
+        if n_sel == blk.n:  # a subset of the block as large as the block is the block
+            sims = _rowdot(blk.vectors, q)
+        else:
+            idx = np.searchsorted(blk.positions, positions)
+            if idx[-1] < blk.n and np.array_equal(blk.positions[idx], positions):
+                sims = _rowdot(blk.vectors, q)[idx]
+    if sims is None:
+        sims = _rowdot(m.vecs[: m.n], q)[positions] if n_sel * 4 > m.n else _rowdot(m.vecs[positions], q)
+    if k < n_sel:
+        part = np.argpartition(-sims, k - 1)[:k]
+        edge = sims[part].min()
+        part = np.union1d(part[sims[part] > edge], np.flatnonzero(sims == edge))
+    else:
+        part = np.arange(n_sel)
+    order = part[np.lexsort((positions[part], -sims[part]))][:k]
+    return positions[order], sims[order]
+
+
+class Collection:
+    """A durable collection of documents with vectors, filterable by metadata.
+
+    :param path: a database file to open or create; None (or ``":memory:"``) keeps
+        everything in memory.
+    :param embedder: any callable ``list[str] -> (n, d)`` array (default: the offline
+        :class:`~vxmem.embed.HashingEmbedder`).
+    :param token_counter: any ``str -> int`` (default: :func:`~vxmem.tokens.count_tokens`).
+    :param read_only: open without the writer lock and see what writers commit.
+    :param exact_threshold: above this many selected rows a search goes through the HNSW
+        index; at or below it, an exact scan (0: always exact).
+    """
+
+    _results = Results  # the type searches return (the memory's face shows memory columns)
+
+    def __init__(self, path: str | os.PathLike[str] | None = None, embedder: Embedder | None = None,
+                 token_counter: Callable[[str], int] | None = None, *, read_only: bool = False,
+                 exact_threshold: int = EXACT_THRESHOLD):
+        self.embedder = check_embedder(embedder)
+        self.token_counter = check_token_counter(token_counter)
+        self.exact_threshold = check_int(exact_threshold, "exact_threshold", minimum=0)
+        self.read_only = bool(read_only)
+        if path is not None and not isinstance(path, (str, os.PathLike)):
+            raise TypeError(f"path must be a str, a PathLike or None, not {type(path).__name__}")
+        self.path = None if path is None or str(path) == ":memory:" else os.fspath(path)
+        if self.read_only and self.path is None:
+            raise ValueError("read_only needs a database file path")
+        self._lock = threading.RLock()
+        self._closed = False
+        self._database = Database(self.path, self.read_only)
+        try:
+            self._mirror = self._database.load(self.token_counter)
+        except BaseException:
+            self._database.close()
+            raise
+        self._hnsw = HnswCache(self._database, lambda: self._mirror, self._lock)
+        self._lexical = LexicalSearch(self._database.conn, lambda: self._database.generation, self.path)
+
+    # ------------------------------------------------------------------ the verbs
+
+    def add(self, texts: str | Sequence[str], metadata: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None,
+            ids: Sequence[str] | None = None) -> list[str]:
+        """Store documents in one transaction, embedded in one batch; return their ids.
+
+        :param texts: one text or a list of them.
+        :param metadata: one JSON dict for every text, or a list with one per text.
+        :param ids: the documents' ids (default: new random ones); an id already taken
+            refuses the whole call.
+        """
+        if isinstance(texts, str):
+            texts = [texts]
+        if not isinstance(texts, Sequence):
+            raise TypeError(f"texts must be a str or a list of str, not {type(texts).__name__}")
+        texts = [check_text(t, f"texts[{i}]") for i, t in enumerate(texts)]
+        n = len(texts)
+        metas = check_metadata(metadata, n)
+        if ids is None:
+            ids = [uuid.uuid4().hex for _ in range(n)]
+        else:
+            if isinstance(ids, str) or not isinstance(ids, Sequence):
+                raise TypeError("ids must be a list of str")
+            ids = [check_id(i, f"ids[{k}]") for k, i in enumerate(ids)]
+            if len(ids) != n:
+                raise ValueError(f"got {len(ids)} ids for {n} texts")
+            if len(set(ids)) != n:
+                raise ValueError("ids must be unique")
+        with self._locked() as m:
+            taken = [i for i in ids if i in m.pos_of_id]
+            if taken:
+                raise ValueError(f"id already exists: {taken[0]!r}")
+            if n == 0:
+                return []
+            vecs = self._embed(texts)
+            with self._transaction() as tx:
+                for id, text, meta, vec in zip(ids, texts, metas, vecs):
+                    tx.insert(id, text, meta, vec)
+        return list(ids)
+
+    def search(self, query: str, limit: int = 10, filter: Mapping[str, Any] | None = None, mode: str = "dense",
+               hybrid_weight: float = HYBRID_WEIGHT) -> Results:
+        """The ``limit`` documents most relevant to ``query`` among those matching ``filter``.
+
+        Exact whenever a filter is given: the true top ``limit`` of the matching
+        documents, however few of the collection they are.
+
+        :param query: the text to match.
+        :param limit: how many results at most.
+        :param filter: ``{key: value}`` or ``{key: [values]}`` (any of them) on metadata.
+        :param mode: ``"dense"`` ranks by cosine of the embeddings; ``"lexical"`` by BM25 from
+            the SQLite FTS5 index (only documents sharing a word with the query); ``"hybrid"``
+            by ``hybrid_weight * dense + (1 - hybrid_weight) * lexical``, each min-max
+            normalised over the union of both candidate lists
+            (:func:`vxmem.scoring.fuse_relevance`).
+        :param hybrid_weight: the dense share of a hybrid score, in [0, 1].
+        """
+        check_text(query, "query")
+        limit = check_limit(limit)
+        flt = check_filter(filter)
+        mode = check_mode(mode)
+        hybrid_weight = check_hybrid_weight(hybrid_weight)
+        with self._locked() as m:
+            sessions = (flt or {}).get(K_SESSION, ())
+            cand = self._candidates(query, m.matching(flt), limit, mode, hybrid_weight,
+                                    session=sessions[0] if len(sessions) == 1 else ANY_SESSION)
+            order = np.lexsort((cand.positions, -cand.relevance))[:limit]
+            pos, score = cand.positions[order], cand.relevance[order]
+            items = [m.result(int(p), float(s)) for p, s in zip(pos, score)]
+            return self._results(items, query=query, token_estimate=int(m.tokens[pos].sum()))
+
+    def get(self, id: str) -> Result:
+        """The document with this id (``KeyError`` if there is none)."""
+        check_id(id)
+        with self._locked() as m:
+            p = m.pos_of_id.get(id)
+            if p is None:
+                raise KeyError(f"no document with id {id!r}")
+            return m.result(p)
+
+    def __contains__(self, id: object) -> bool:
+        with self._lock:
+            return isinstance(id, str) and id in self._mirror.pos_of_id
+
+    def __len__(self) -> int:
+        return self.count()
+
+    def update_metadata(self, id: str, patch: Mapping[str, Any], merge: bool = True) -> dict[str, Any]:
+        """Merge ``patch`` into a document's metadata (or replace it with ``merge=False``);
+        returns the metadata as stored."""
+        check_id(id)
+        if not isinstance(patch, Mapping):
+            raise TypeError(f"patch must be a dict, not {type(patch).__name__}")
+        check_json(patch, "patch")
+        with self._locked() as m:
+            p = m.pos_of_id.get(id)
+            if p is None:
+                raise KeyError(f"no document with id {id!r}")
+            meta = dict(m.metas[p]) if merge else {}
+            meta.update(json_copy(patch))
+            with self._transaction() as tx:
+                tx.update_meta(id, meta)
+            return json_copy(meta)
+
+    def delete(self, ids: str | Sequence[str]) -> int:
+        """Delete documents by id; unknown ids are ignored. Returns how many went."""
+        ids = check_ids(ids)
+        with self._locked() as m:
+            present = list(dict.fromkeys(i for i in ids if i in m.pos_of_id))
+            if not present:
+                return 0
+            with self._transaction() as tx:
+                tx.delete(present)
+            return len(present)
+
+    def scan(self, filter: Mapping[str, Any] | None = None) -> Iterator[Result]:
+        """Every document matching ``filter``, in insertion order."""
+        flt = check_filter(filter)
+        with self._locked() as m:
+            snapshot = [m.result(p) for p in m.matching(flt)]
+        return iter(snapshot)
+
+    def count(self, filter: Mapping[str, Any] | None = None) -> int:
+        """How many documents match ``filter`` (all of them when it is None)."""
+        flt = check_filter(filter)
+        with self._locked() as m:
+            return m.n_alive if flt is None else int(m.matching(flt).size)
+
+    def build_index(self) -> None:
+        """Build (or finish building) the HNSW index now, and wait for it.
+
+        Searches never need this: the index is built on first need, in the background
+        when the collection is large, while searches scan exactly.
+        """
+        with self._locked():
+            ready = self._hnsw.ensure(background=False)
+        if not ready:
+            self._hnsw.wait()
+
+    def close(self) -> None:
+        """Save the vector index if it changed, and release the database.
+
+        Waits for a background index build to finish, so its work is saved, not lost.
+        """
+        self._hnsw.wait()  # outside the lock: the build installs its index under it
+        with self._lock:
+            if self._closed:
+                return
+            try:
+                self._hnsw.close()
+            finally:
+                self._closed = True
+                self._database.close()
+
+    def __enter__(self) -> Collection:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else f"{self._mirror.n_alive} documents"
+        return f"{type(self).__name__}({self.path or ':memory:'}, {state})"
+
+    # ------------------------------------------------------------------ the internal surface
+    #
+    # What the memory layer (and white-box tests) use; nothing else reaches inside.
+
+    @contextmanager
+    def _locked(self) -> Iterator[Mirror]:
+        """Hold the collection's lock, check it is open, bring a read-only handle up to date,
+        and yield the :class:`Mirror`. Positions read from it stay valid inside the block."""
+        with self._lock:
+            if self._closed:
+                raise VectrixError(f"this {type(self).__name__} is closed")
+            if self._database.changed():  # a read-only handle whose writer committed
+                self._hnsw.reset()
+                self._mirror = self._database.load(self.token_counter)
+            yield self._mirror
+
+    @contextmanager
+    def _transaction(self) -> Iterator[Transaction]:
+        """One SQLite transaction; the mirror and the caches follow only once it commits.
+
+        Yields a :class:`~vxmem.store.database.Transaction` (``insert``, ``update_meta``,
+        ``delete``, ``take_counter``, ``raise_counter``). Raises ``ReadOnlyError`` on a
+        read-only handle.
+        """
+        with self._locked() as m:
+            with self._database.transaction(m) as tx:
+                yield tx
+            self._follow(tx.ops)
+
+    def _embed(self, texts: list[str]) -> np.ndarray:
+        """The texts' vectors, unit length, after checking what the embedder returned
+        (shape, finite values, the collection's dimension)."""
+        vecs = np.asarray(self.embedder(texts), dtype=np.float32)
+        if vecs.ndim != 2 or vecs.shape[0] != len(texts):
+            raise ValueError(f"embedder returned shape {vecs.shape} for {len(texts)} texts; expected (n, d)")
+        if not np.all(np.isfinite(vecs)):
+            raise ValueError("embedder returned non-finite values")
+        dim = self._database.dim
+        if dim is not None and vecs.shape[1] != dim:
+            raise ValueError(f"embedder returned {vecs.shape[1]}-d vectors but this collection holds "
+                             f"{dim}-d vectors")
+        return l2_normalize(vecs)
+
+    def _topk(self, q: np.ndarray, positions: np.ndarray, k: int,
+              session: SessionArg = ANY_SESSION) -> tuple[np.ndarray, np.ndarray]:
+        """The ``k`` best of ``positions`` by cosine to the unit vector ``q``, best first:
+        an exact scan, or the HNSW index above ``exact_threshold`` rows."""
+        k = min(k, positions.size)
+        if k == 0:
+            return positions[:0], np.zeros(0, dtype=np.float32)
+        if positions.size > self.exact_threshold > 0:
+            hit = self._hnsw.topk(q, positions, k)
+            if hit is not None:
+                return hit
+        return exact_topk(self._mirror, q, positions, k, session)
+
+    def _candidates(self, query: str, positions: np.ndarray, k: int, mode: str,
+                    hybrid_weight: float = HYBRID_WEIGHT, session: SessionArg = ANY_SESSION) -> Candidates:
+        """The top-``k`` candidates of one mode among ``positions`` (see :class:`Candidates`).
+
+        Hybrid takes the union of both top-``k`` lists, computes the exact cosine and the
+        BM25 of every member (0 where it shares no word with the query; on the FTS5-ranked
+        fallback, 0 also where FTS5's list did not reach it) and fuses them; its pool does
+        not depend on ``hybrid_weight``, so the sweep engine can vary the weight over a
+        cached pool. ``session`` says the positions all belong to one session, which lets
+        the scans and FTS5 look at just that session.
+        """
+        m = self._mirror
+        empty = np.zeros(0)
+        if positions.size == 0:
+            return Candidates(positions[:0], empty, empty, empty)
+        if mode == "dense":
+            pos, sims = self._topk(self._embed([query])[0], positions, k, session)
+            dense = sims.astype(np.float64)
+            return Candidates(pos, dense, dense, np.full(pos.size, np.nan))
+        lpos, bm25, seen = self._lexical.search(m, query, positions, k, session)
+        if mode == "lexical":
+            return Candidates(lpos, bm25, np.full(lpos.size, np.nan), bm25)
+        q = self._embed([query])[0]
+        dpos, _ = self._topk(q, positions, k, session)
+        pos = np.array(list(dict.fromkeys(dpos.tolist() + lpos.tolist())), dtype=np.int64)
+        dense = (m.vecs[pos] @ q).astype(np.float64)
+        lexical = seen(pos) if seen is not None else np.zeros(pos.size)
+        order = np.argsort(pos, kind="stable")  # slots in position order, which does not depend on the weight
+        pos, dense, lexical = pos[order], dense[order], lexical[order]
+        return Candidates(pos, fuse_relevance(dense, lexical, hybrid_weight), dense, lexical)
+
+    # ------------------------------------------------------------------ following a commit
+
+    def _follow(self, ops: list[tuple[Any, ...]]) -> None:
+        """Apply a committed transaction's ops to the mirror and the HNSW cache."""
+        m = self._mirror
+        added: list[int] = []
+        removed: list[int] = []
+        for op in ops:
+            if op[0] == "insert":
+                _, rowid, id, text, meta, vec = op
+                m.append(rowid, id, text, meta, vec, int(self.token_counter(text)))
+                added.append(rowid)
+            elif op[0] == "update":
+                _, id, meta = op
+                m.update(m.pos_of_id[id], meta)
+            elif op[0] == "delete":
+                for id in op[1]:
+                    p = m.pos_of_id.get(id)
+                    if p is not None:
+                        removed.append(int(m.rowid[p]))
+                        m.remove(p)
+        self._hnsw.follow(added, removed)
+        if m.needs_compaction():
+            self._mirror = m.compacted()

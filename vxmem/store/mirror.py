@@ -1,0 +1,322 @@
+"""The in-memory mirror of the database: columns by position, filters, and selection.
+
+The process keeps a copy of every live document: a float32 matrix of the vectors, the
+ids, texts and metadata dicts, and numpy columns for the reserved keys that filters hit
+most (kind, session, time, expiry, superseded, turn). A filtered search is then an exact
+scan of just the selected rows, and the memory layer selects its candidates with a few
+vectorised compares instead of reading JSON.
+
+Positions are append-only within a process: a deleted document leaves a hole
+(``alive`` False) until :meth:`Mirror.compacted` drops the holes. Positions are therefore
+valid only while the collection's lock is held (see ``Collection._locked``).
+"""
+
+from __future__ import annotations
+
+import json
+from types import EllipsisType
+from typing import Any
+
+import numpy as np
+
+from ..keys import K_EXPIRES, K_KIND, K_SESSION, K_SUPERSEDED_BY, K_TS, K_TURN, KIND_CODES, NO_KIND
+from .checks import FilterValues
+from .results import Result
+
+# ``session=ANY_SESSION`` selects every session (None is a session of its own: the one
+# with no name).
+ANY_SESSION: EllipsisType = ...
+SessionArg = Any  # a session name, None, or ANY_SESSION
+
+_JSON_SCALARS = (str, int, float, bool, type(None))
+_EPOCH_RANGE = (-62135596800.0, 253402300799.0)  # years 1 to 9999: a time the clock can turn back into a date
+_FILL = {"kind": NO_KIND, "session": -1, "ts": np.nan, "expires": np.inf, "turn": np.nan}
+_COLUMNS = ("vecs", "rowid", "alive", "kind", "session", "ts", "expires", "superseded", "tokens", "turn")
+_NO_POSITIONS = np.zeros(0, dtype=np.int64)
+
+
+def _same(a: Any, b: Any) -> bool:
+    """JSON equality: True is not 1."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    return bool(a == b)
+
+
+def _number(value: Any, default: float) -> float:
+    """A metadata value as a float column entry (``default`` for anything not a real number)."""
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else default
+
+
+class SessionBlock:
+    """Growable (positions, vectors) of one session, positions ascending."""
+
+    def __init__(self, pos: np.ndarray, vecs: np.ndarray):
+        cap = max(16, 2 * len(pos))
+        self.n = len(pos)
+        self._pos = np.zeros(cap, dtype=np.int64)
+        self._pos[: self.n] = pos
+        self._vecs = np.zeros((cap, vecs.shape[1]), dtype=np.float32)
+        self._vecs[: self.n] = vecs
+
+    @property
+    def positions(self) -> np.ndarray:
+        return self._pos[: self.n]
+
+    @property
+    def vectors(self) -> np.ndarray:
+        return self._vecs[: self.n]
+
+    def append(self, p: int, vec: np.ndarray) -> bool:
+        """Add a row at the end; False when ``p`` would break the order (rebuild instead)."""
+        if self.n and p <= self._pos[self.n - 1]:
+            return False
+        if self.n == len(self._pos):
+            self._pos = np.concatenate([self._pos, np.zeros_like(self._pos)])
+            self._vecs = np.concatenate([self._vecs, np.zeros_like(self._vecs)])
+        self._pos[self.n] = p
+        self._vecs[self.n] = vec
+        self.n += 1
+        return True
+
+
+class Mirror:
+    """Every live document, by position.
+
+    Columns (numpy arrays, read ``[: n]``): ``vecs`` (n, dim) unit vectors, ``rowid`` the
+    SQLite rowid, ``alive``, ``kind`` (a :data:`~vxmem.keys.KIND_CODES` code, ``NO_KIND``
+    for a plain document), ``session`` (a code, -1 for none), ``ts`` and ``expires``
+    (epoch seconds; NaN and inf when absent), ``superseded``, ``tokens`` (the token
+    counter's count of the text), ``turn`` (NaN for none).
+    Lists by position: ``ids``, ``texts``, ``metas`` (the stored metadata: read, never
+    change them; :meth:`result` hands out copies). Maps: ``pos_of_id``, ``pos_of_rowid``
+    and the array ``rowid_pos`` (rowid -> position, -1 for none). ``n_alive`` counts the
+    live documents.
+    """
+
+    def __init__(self, dim: int | None):
+        self.dim = dim
+        self.n = 0
+        cap = 64
+        self.vecs = np.zeros((cap, dim or 1), dtype=np.float32)
+        self.rowid = np.zeros(cap, dtype=np.int64)
+        self.alive = np.zeros(cap, dtype=bool)
+        self.kind = np.full(cap, NO_KIND, dtype=np.int8)
+        self.session = np.full(cap, -1, dtype=np.int64)
+        self.ts = np.full(cap, np.nan)
+        self.expires = np.full(cap, np.inf)
+        self.superseded = np.zeros(cap, dtype=bool)
+        self.tokens = np.zeros(cap, dtype=np.int64)
+        self.turn = np.full(cap, np.nan)
+        self.rowid_pos = np.full(64, -1, dtype=np.int64)
+        self.ids: list[str] = []
+        self.texts: list[str] = []
+        self.metas: list[dict[str, Any]] = []
+        self.pos_of_id: dict[str, int] = {}
+        self.pos_of_rowid: dict[int, int] = {}
+        self.session_codes: dict[str, int] = {}
+        self._session_pos: dict[int, list[int]] = {}
+        self._blocks: dict[int, SessionBlock] = {}
+        self.n_alive = 0
+
+    # ------------------------------------------------------------------ growing and changing
+
+    def reserve(self, need: int) -> None:
+        """Room for ``need`` positions without growing again."""
+        cap = len(self.rowid)
+        if need <= cap:
+            return
+        new = max(need, cap * 2)
+        for name in _COLUMNS:
+            old = getattr(self, name)
+            arr = np.full((new,) + old.shape[1:], _FILL.get(name, 0), dtype=old.dtype)
+            arr[: self.n] = old[: self.n]
+            setattr(self, name, arr)
+
+    def set_dim(self, dim: int) -> None:
+        self.dim = dim
+        self.vecs = np.zeros((len(self.rowid), dim), dtype=np.float32)
+
+    def append(self, rowid: int, id: str, text: str, meta: dict[str, Any], vec: np.ndarray, tokens: int) -> None:
+        p = self.n
+        self.reserve(p + 1)
+        self.n = p + 1
+        self.vecs[p] = vec
+        self.rowid[p] = rowid
+        self.alive[p] = True
+        self.ids.append(id)
+        self.texts.append(text)
+        self.metas.append(meta)
+        self.tokens[p] = tokens
+        self.pos_of_id[id] = p
+        self.pos_of_rowid[rowid] = p
+        if rowid >= len(self.rowid_pos):
+            grown = np.full(max(rowid + 1, 2 * len(self.rowid_pos)), -1, dtype=np.int64)
+            grown[: len(self.rowid_pos)] = self.rowid_pos
+            self.rowid_pos = grown
+        self.rowid_pos[rowid] = p
+        self.n_alive += 1
+        self._set_columns(p, meta)
+
+    def _set_columns(self, p: int, meta: dict[str, Any]) -> None:
+        kind = meta.get(K_KIND)
+        self.kind[p] = KIND_CODES.get(kind, NO_KIND) if isinstance(kind, str) else NO_KIND
+        self.ts[p] = _number(meta.get(K_TS), np.nan)
+        if not _EPOCH_RANGE[0] <= self.ts[p] <= _EPOCH_RANGE[1]:  # NaN fails too
+            self.kind[p] = NO_KIND  # a kind without a usable time is a plain document, not a memory
+        self.expires[p] = _number(meta.get(K_EXPIRES), np.inf)
+        self.superseded[p] = meta.get(K_SUPERSEDED_BY) is not None
+        turn = meta.get(K_TURN)
+        self.turn[p] = float(turn) if isinstance(turn, int) and not isinstance(turn, bool) else np.nan
+        old = int(self.session[p])
+        if self.kind[p] != NO_KIND or K_SESSION in meta:
+            new = self.session_code(meta.get(K_SESSION), create=True)
+        else:
+            new = -1
+        if old != new:
+            if old >= 0:
+                self._session_pos[old].remove(p)
+                self._blocks.pop(old, None)
+            if new >= 0:
+                self._session_pos.setdefault(new, []).append(p)
+                blk = self._blocks.get(new)
+                if blk is not None and not blk.append(p, self.vecs[p]):
+                    del self._blocks[new]
+            self.session[p] = new
+
+    def update(self, p: int, meta: dict[str, Any]) -> None:
+        self.metas[p] = meta
+        self._set_columns(p, meta)
+
+    def remove(self, p: int) -> None:
+        self.alive[p] = False
+        self.n_alive -= 1
+        del self.pos_of_id[self.ids[p]]
+        del self.pos_of_rowid[int(self.rowid[p])]
+        self.rowid_pos[int(self.rowid[p])] = -1
+        code = int(self.session[p])
+        if code >= 0:
+            self._session_pos[code].remove(p)
+            self._blocks.pop(code, None)
+            self.session[p] = -1
+        self.kind[p] = NO_KIND
+        self.texts[p] = ""
+        self.metas[p] = {}
+
+    def needs_compaction(self) -> bool:
+        dead = self.n - self.n_alive
+        return dead > 1024 and dead > self.n_alive
+
+    def compacted(self) -> Mirror:
+        """A new mirror of the live documents only, positions renumbered."""
+        new = Mirror(self.dim)
+        if self.dim:
+            new.set_dim(self.dim)
+        new.reserve(self.n_alive)
+        for p in np.flatnonzero(self.alive[: self.n]):
+            new.append(int(self.rowid[p]), self.ids[p], self.texts[p], self.metas[p], self.vecs[p],
+                       int(self.tokens[p]))
+        return new
+
+    # ------------------------------------------------------------------ sessions
+
+    def session_code(self, session: Any, create: bool = False) -> int:
+        """The code of ``session`` (a JSON value); -2 for a session no document has."""
+        key = json.dumps(session)
+        code = self.session_codes.get(key)
+        if code is None and create:
+            code = len(self.session_codes)
+            self.session_codes[key] = code
+        return -2 if code is None else code
+
+    def session_positions(self, code: int) -> np.ndarray:
+        return self.session_block(code).positions
+
+    def session_block(self, code: int) -> SessionBlock:
+        """A session's positions (sorted) and a contiguous copy of their vectors.
+
+        A session's rows lie scattered over the collection's matrix; scanning a copy laid
+        out together is several times faster at 100k (measured 0.14 ms against 0.59 ms for
+        2,000 rows). New rows are appended in place; a removal drops the copy, which is
+        rebuilt on next use.
+        """
+        blk = self._blocks.get(code)
+        if blk is None:
+            pos = np.array(sorted(self._session_pos.get(code, ())), dtype=np.int64)
+            blk = SessionBlock(pos, self.vecs[pos])
+            self._blocks[code] = blk
+        return blk
+
+    def _positions_of(self, session: SessionArg) -> np.ndarray:
+        if session is ANY_SESSION:
+            return np.flatnonzero(self.alive[: self.n])
+        code = self.session_code(session)
+        return self.session_positions(code) if code >= 0 else _NO_POSITIONS
+
+    # ------------------------------------------------------------------ reading
+
+    def live_positions(self) -> np.ndarray:
+        return np.flatnonzero(self.alive[: self.n])
+
+    def matching(self, flt: FilterValues | None) -> np.ndarray:
+        """Positions of live documents that match a checked filter (exactly), in insertion order."""
+        if flt is None:
+            return self.live_positions()
+        rest = dict(flt)
+        if K_SESSION in rest:
+            codes = [self.session_code(v) for v in rest.pop(K_SESSION)]
+            parts = [self.session_positions(c) for c in codes if c >= 0]
+            pos = np.unique(np.concatenate(parts)) if parts else _NO_POSITIONS
+        else:
+            pos = self.live_positions()
+        if K_KIND in rest and all(isinstance(v, str) for v in rest[K_KIND]):
+            codes = [KIND_CODES[v] for v in rest.pop(K_KIND) if v in KIND_CODES]
+            pos = pos[np.isin(self.kind[pos], codes)]
+        if rest:
+            items = list(rest.items())
+            metas = self.metas
+            keep = [p for p in pos.tolist()
+                    if all(any(_same(metas[p].get(k), v) for v in vs) for k, vs in items)]
+            pos = np.array(keep, dtype=np.int64)
+        return pos
+
+    def select(self, session: SessionArg = ANY_SESSION, kinds: tuple[str, ...] = (), live_at: float | None = None,
+               include_superseded: bool = True, exclude_ids: tuple[str, ...] = ()) -> np.ndarray:
+        """Positions by the reserved columns alone, in position order: the memories of
+        ``kinds`` in ``session``, not expired at ``live_at`` (None: expired too), not
+        superseded unless ``include_superseded``, minus ``exclude_ids``.
+
+        This is how the memory layer picks candidates: a few compares over numpy columns,
+        no metadata read.
+        """
+        pos = self._positions_of(session)
+        kind = self.kind[pos]
+        mask = np.zeros(kind.shape, dtype=bool)
+        for c in (KIND_CODES[k] for k in kinds):  # a few compares beat np.isin's set-up on a handful of codes
+            mask |= kind == c
+        if live_at is not None:
+            mask &= self.expires[pos] > live_at
+        if not include_superseded:
+            mask &= ~self.superseded[pos]
+        pos = pos[mask]
+        if exclude_ids:
+            drop = {self.pos_of_id[i] for i in exclude_ids if i in self.pos_of_id}
+            if drop:
+                pos = pos[~np.isin(pos, list(drop))]
+        return pos
+
+    def in_turn_order(self, pos: np.ndarray) -> list[int]:
+        """``pos`` in turn order (then time, then insertion): a session's transcript."""
+        turn = np.nan_to_num(self.turn[pos], nan=0.0)
+        return pos[np.lexsort((pos, self.ts[pos], turn))].tolist()
+
+    def memory_position(self, id: str) -> int | None:
+        """The position of the memory ``id``; None when there is no such document or it is
+        not a well-formed memory (a plain document, or reserved keys without a usable time)."""
+        p = self.pos_of_id.get(id)
+        return None if p is None or self.kind[p] == NO_KIND else p
+
+    def result(self, p: int, score: float | None = None) -> Result:
+        """The document at ``p`` as a :class:`Result` the caller may change freely."""
+        # Scalars are immutable and shared; only nested values take the (slower) JSON round trip.
+        meta = {k: v if type(v) in _JSON_SCALARS else json.loads(json.dumps(v)) for k, v in self.metas[p].items()}
+        return Result(self.ids[p], self.texts[p], score, meta)

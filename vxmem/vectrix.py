@@ -1,0 +1,109 @@
+"""Vectrix: a collection with a conversation memory over it, the face of the spec.
+
+``Vectrix`` is a :class:`~vxmem.store.Collection` (``add``, ``search``, ``get``, filters...)
+plus ``db.memory``, a :class:`~vxmem.memory.ConversationMemory`. The spec's memory verbs
+are on the database itself, with the memory's own signatures and docstrings (so
+``help(db.recall)`` documents recall); each hands its arguments to ``db.memory``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Any, TypeVar
+
+from .clock import TimeLike
+from .consolidation import ConsolidationReport, Summarizer
+from .context import ContextBlock
+from .embed import Embedder
+from .keys import KIND_TURN, KINDS
+from .memory import ConversationMemory, HistoryEntry
+from .recall import MemoryResults
+from .store import Collection, Result
+from .store.collection import EXACT_THRESHOLD
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _documented_by(method: Callable[..., Any]) -> Callable[[F], F]:
+    """Give a delegate the docstring of the memory method it calls (one text, two places)."""
+    def decorate(delegate: F) -> F:
+        delegate.__doc__ = method.__doc__
+        return delegate
+    return decorate
+
+
+class Vectrix(Collection):
+    """A durable collection of documents with vectors, and a conversation memory over it.
+
+    ``path=None`` keeps everything in memory; a path opens or creates a database file.
+    ``embedder`` is any callable ``list[str] -> (n, d)`` array (default: the offline
+    :class:`~vxmem.embed.HashingEmbedder`); ``token_counter`` any ``str -> int``;
+    ``read_only`` and ``exact_threshold`` are the collection's (see
+    :class:`~vxmem.store.Collection`). The remaining keyword arguments configure
+    :class:`~vxmem.memory.ConversationMemory`, reached as ``db.memory``.
+    """
+
+    _results = MemoryResults  # search() on a memory collection shows the memory columns in to_frame()
+
+    def __init__(self, path: str | os.PathLike[str] | None = None, embedder: Embedder | None = None,
+                 token_counter: Callable[[str], int] | None = None, *, read_only: bool = False,
+                 exact_threshold: int = EXACT_THRESHOLD, **memory_settings: Any):
+        # Memory settings are validated before anything touches the disk.
+        memory = ConversationMemory(self, **memory_settings)
+        super().__init__(path, embedder, token_counter, read_only=read_only, exact_threshold=exact_threshold)
+        self.memory = memory
+
+    @_documented_by(ConversationMemory.remember)
+    def remember(self, text: str, session: str | None = None, role: str = "user", turn: int | None = None,
+                 timestamp: TimeLike = None, pinned: bool = False, kind: str | None = None,
+                 metadata: dict[str, Any] | None = None, id: str | None = None, ttl_days: float | None = None,
+                 check: bool | None = None) -> str:
+        return self.memory.remember(text, session=session, role=role, turn=turn, timestamp=timestamp, pinned=pinned,
+                                    kind=kind, metadata=metadata, id=id, ttl_days=ttl_days, check=check)
+
+    @_documented_by(ConversationMemory.recall)
+    def recall(self, query: str, session: str | None = None, limit: int = 10, token_budget: int | None = None,
+               score_gap: float | None = None, kinds: Sequence[str] = KINDS, include_superseded: bool = False,
+               mode: str | None = None, now: TimeLike = None, exclude_ids: Sequence[str] = (),
+               hybrid_weight: float | None = None) -> MemoryResults:
+        return self.memory.recall(query, session=session, limit=limit, token_budget=token_budget,
+                                  score_gap=score_gap, kinds=kinds, include_superseded=include_superseded, mode=mode,
+                                  now=now, exclude_ids=exclude_ids, hybrid_weight=hybrid_weight)
+
+    @_documented_by(ConversationMemory.feedback)
+    def feedback(self, id: str, outcome: str, correction: str | None = None, timestamp: TimeLike = None) -> str | None:
+        return self.memory.feedback(id, outcome, correction=correction, timestamp=timestamp)
+
+    @_documented_by(ConversationMemory.context)
+    def context(self, query: str, session: str | None = None, token_budget: int = 1500, recent_turns: int = 6,
+                limit: int = 10, now: TimeLike = None, **recall_kwargs: Any) -> ContextBlock:
+        return self.memory.context(query, session=session, token_budget=token_budget, recent_turns=recent_turns,
+                                   limit=limit, now=now, **recall_kwargs)
+
+    @_documented_by(ConversationMemory.forget)
+    def forget(self, session: str | None = None, kinds: Sequence[str] = (KIND_TURN,),
+               older_than: float | datetime | None = None, ids: Sequence[str] | None = None,
+               superseded: bool = False, now: TimeLike = None) -> int:
+        return self.memory.forget(session=session, kinds=kinds, older_than=older_than, ids=ids, superseded=superseded,
+                                  now=now)
+
+    @_documented_by(ConversationMemory.consolidate)
+    def consolidate(self, session: str | None, summarize: Summarizer, keep_recent: int = 6,
+                    older_than: float | datetime | None = None, batch_turns: int = 40, delete: bool = True,
+                    pinned: bool = False, now: TimeLike = None) -> ConsolidationReport:
+        return self.memory.consolidate(session, summarize, keep_recent=keep_recent, older_than=older_than,
+                                       batch_turns=batch_turns, delete=delete, pinned=pinned, now=now)
+
+    @_documented_by(ConversationMemory.expire)
+    def expire(self, now: TimeLike = None) -> int:
+        return self.memory.expire(now=now)
+
+    @_documented_by(ConversationMemory.turns)
+    def turns(self, session: str | None, limit: int | None = None, now: TimeLike = None) -> list[Result]:
+        return self.memory.turns(session, limit=limit, now=now)
+
+    @_documented_by(ConversationMemory.history)
+    def history(self, id: str) -> list[HistoryEntry]:
+        return self.memory.history(id)
