@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test app bench install clean chromium screenshot
+.PHONY: test lint app bench install clean chromium screenshot
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -17,7 +17,12 @@ $(STAMP): $(BIN)/python pyproject.toml
 
 install: $(STAMP)
 
-test: $(STAMP) chromium
+# Lint and types first: a suite that passes on code ruff or mypy refuses is not green.
+lint: $(STAMP)
+	$(BIN)/ruff check vxmem tests benchmarks
+	$(BIN)/mypy
+
+test: lint chromium
 	$(BIN)/python -m pytest -q
 
 app: $(STAMP)

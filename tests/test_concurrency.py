@@ -3,10 +3,11 @@
 import threading
 
 import pytest
-from helpers import WordHashEmbedder, run_python
 
 from vxmem import DatabaseLockedError, ReadOnlyError, Vectrix
 from vxmem.memory import K_FEEDBACK, K_SESSION, K_TURN
+
+from helpers import WordHashEmbedder, run_python
 
 THREADS = 4
 ROUNDS = 60

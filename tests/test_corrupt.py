@@ -11,9 +11,10 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from helpers import WordHashEmbedder, run_python
 
 from vxmem import InvalidDatabaseError, Vectrix, VectrixError
+
+from helpers import WordHashEmbedder, run_python
 
 N = 300
 

@@ -18,7 +18,6 @@ import textwrap
 
 import numpy as np
 import pytest
-from helpers import TESTS, WordHashEmbedder, vector_of
 
 from vxmem import Vectrix
 from vxmem.memory import (
@@ -30,6 +29,8 @@ from vxmem.memory import (
     K_SUPERSEDES,
     K_TURN,
 )
+
+from helpers import TESTS, WordHashEmbedder, vector_of
 
 TRIALS = 20
 SESSIONS = ("s0", "s1", "s2")

@@ -1,11 +1,12 @@
 """Budget and ordering invariants, as properties over arbitrary memories and moments."""
 
-from helpers import DAY
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from vxmem import Vectrix, count_tokens
 from vxmem.memory import K_EXPIRES, K_SESSION, K_SUPERSEDED_BY
+
+from helpers import DAY
 
 PROPS = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -5,7 +5,6 @@ import threading
 from datetime import UTC, datetime
 
 import pytest
-from helpers import DAY, T0
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -26,6 +25,8 @@ from vxmem import (
     feedback_score,
 )
 from vxmem.store import database
+
+from helpers import DAY, T0
 
 
 @pytest.fixture

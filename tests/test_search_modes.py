@@ -4,7 +4,6 @@ import sqlite3
 
 import numpy as np
 import pytest
-from helpers import DAY, T0, fts_count, run_python
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -13,6 +12,8 @@ from vxmem.scoring import fuse_relevance
 from vxmem.store import database
 from vxmem.store.lexical import fts_match, fts_query
 from vxmem.store.mirror import ANY_SESSION
+
+from helpers import DAY, T0, fts_count, run_python
 
 
 @pytest.mark.parametrize("mode", ["dense", "lexical", "hybrid"])

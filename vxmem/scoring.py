@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .clock import DAY, to_epoch
 from .keys import K_FEEDBACK
@@ -29,7 +30,7 @@ FEEDBACK_CLAMP = 2.0
 OUTCOME_SIGN = {"useful": 1.0, "dead_end": -1.0, "corrected": -1.0}
 
 
-def decay(age_days, half_life_days):
+def decay(age_days: ArrayLike, half_life_days: ArrayLike) -> np.ndarray:
     """``0.5 ** (age / half_life)``: 1 for a brand-new memory, 0.5 one half-life later.
 
     Negative ages (a memory dated after ``now``) count as brand new.
@@ -38,7 +39,7 @@ def decay(age_days, half_life_days):
     return np.power(0.5, age / np.asarray(half_life_days, dtype=np.float64))
 
 
-def normalize_relevance(relevance, axis: int = -1, valid=None):
+def normalize_relevance(relevance: ArrayLike, axis: int = -1, valid: ArrayLike | None = None) -> np.ndarray:
     """Min-max scale raw relevance across the candidates along ``axis``.
 
     The spread the candidates actually have is what "clearly more relevant" is measured
@@ -62,7 +63,8 @@ def normalize_relevance(relevance, axis: int = -1, valid=None):
     return out
 
 
-def feedback_from_events(signs, ages_days, half_life_days, axis: int = -1):
+def feedback_from_events(signs: ArrayLike, ages_days: ArrayLike, half_life_days: ArrayLike,
+                         axis: int = -1) -> np.ndarray:
     """Signed, time-decayed sum of feedback events along ``axis``.
 
     ``signs`` are +1 (useful) or -1 (dead_end, corrected), 0 for padding; ``ages_days``
@@ -92,15 +94,17 @@ def feedback_events(meta: Mapping[str, Any], now: float) -> tuple[list[float], l
     return signs, ages
 
 
-def blend(relevance_norm, recency, feedback, recency_weight, feedback_weight):
+def blend(relevance_norm: ArrayLike, recency: ArrayLike, feedback: ArrayLike, recency_weight: ArrayLike,
+          feedback_weight: ArrayLike) -> np.ndarray:
     """The spec's score: ``relevance_norm + w_r * recency + w_f * clamp(feedback, +-2)``."""
     fb = np.clip(np.asarray(feedback, dtype=np.float64), -FEEDBACK_CLAMP, FEEDBACK_CLAMP)
     return (np.asarray(relevance_norm, dtype=np.float64)
-            + np.asarray(recency_weight, dtype=np.float64) * recency
+            + np.asarray(recency_weight, dtype=np.float64) * np.asarray(recency, dtype=np.float64)
             + np.asarray(feedback_weight, dtype=np.float64) * fb)
 
 
-def rank_order(score, ts, axis: int = -1, valid=None, k=None):
+def rank_order(score: ArrayLike, ts: ArrayLike, axis: int = -1, valid: ArrayLike | None = None,
+               k: int | None = None) -> np.ndarray:
     """Indices that sort candidates best first along the last axis.
 
     Higher score first; ties go to the newer memory (higher ``ts``), then to the
@@ -127,7 +131,7 @@ def rank_order(score, ts, axis: int = -1, valid=None, k=None):
     return take_last(by_ts, by_score)
 
 
-def _top_k_order(score, ts, k):
+def _top_k_order(score: np.ndarray, ts: np.ndarray, k: int) -> np.ndarray:
     """The first ``k`` of the rank order, fast: a plain sort, then the exact rule where it matters.
 
     When the first k + 1 sorted scores of a row are all distinct, which k come first and
@@ -148,7 +152,7 @@ def _top_k_order(score, ts, k):
     return out
 
 
-def take_last(a, idx):
+def take_last(a: ArrayLike, idx: ArrayLike) -> np.ndarray:
     """``np.take_along_axis(a, idx, axis=-1)`` where ``idx`` has ``a``'s leading shape.
 
     Through flat indices into a contiguous copy: several times faster than the general
@@ -169,7 +173,7 @@ def pool_size(limit: int) -> int:
     return max(4 * int(limit), 40)
 
 
-def apply_score_gap(sorted_scores, score_gap):
+def apply_score_gap(sorted_scores: ArrayLike, score_gap: float | None) -> int:
     """How many leading results survive ``score_gap``.
 
     The list is cut at the first result whose score falls more than ``score_gap`` below
@@ -182,7 +186,7 @@ def apply_score_gap(sorted_scores, score_gap):
     return int(drops[0] + 1) if drops.size else int(s.size)
 
 
-def fit_budget(tokens, token_budget):
+def fit_budget(tokens: ArrayLike, token_budget: ArrayLike | None) -> np.ndarray:
     """Which of the ranked results ship under ``token_budget`` (boolean mask).
 
     The top result always ships, even alone over budget, as in ``search()``; after it
@@ -206,8 +210,10 @@ def fit_budget(tokens, token_budget):
     return keep
 
 
-def score_pool(relevance, age_days, feedback_signs, feedback_ages, half_life_days, recency_weight,
-               feedback_weight, feedback_half_life_days, valid=None):
+def score_pool(relevance: ArrayLike, age_days: ArrayLike, feedback_signs: ArrayLike, feedback_ages: ArrayLike,
+               half_life_days: ArrayLike, recency_weight: ArrayLike, feedback_weight: ArrayLike,
+               feedback_half_life_days: ArrayLike,
+               valid: ArrayLike | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Blend one pool (or a batch of pools) of candidates: ``(score, relevance_norm, recency, feedback)``.
 
     ``relevance`` and ``age_days`` have shape (..., n); ``feedback_signs`` and
@@ -223,7 +229,8 @@ def score_pool(relevance, age_days, feedback_signs, feedback_ages, half_life_day
     return score, rel_norm, rec, fb
 
 
-def fuse_relevance(dense, lexical, hybrid_weight, axis: int = -1, valid=None):
+def fuse_relevance(dense: ArrayLike, lexical: ArrayLike, hybrid_weight: ArrayLike, axis: int = -1,
+                   valid: ArrayLike | None = None) -> np.ndarray:
     """Hybrid relevance: ``w * minmax(dense) + (1 - w) * minmax(lexical)`` across the pool.
 
     A convex combination of normalised scores rather than reciprocal rank fusion: it keeps

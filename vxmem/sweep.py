@@ -318,9 +318,8 @@ def _metrics_of_chunk(pools: Mapping[str, np.ndarray], sl: slice, g: _Grid) -> d
     c, top, keep, tokens, lim, budget = _rank_chunk(pools, sl, g)
     # Shipped results first, in rank order: a budget can skip one and take the next.
     # Without budgets the shipped list is already a prefix.
-    prefix = bool(np.all(np.isinf(budget)))
-    idx = None if prefix else np.argsort(~keep, axis=-1, kind="stable")
-    kept = keep if prefix else scoring.take_last(keep, idx)
+    idx = None if np.all(np.isinf(budget)) else np.argsort(~keep, axis=-1, kind="stable")
+    kept = keep if idx is None else scoring.take_last(keep, idx)
 
     def ranked(x: np.ndarray) -> np.ndarray:
         x = np.broadcast_to(_take(x, top), keep.shape)

@@ -9,6 +9,8 @@ callable ``str -> int`` (tiktoken's ``len(enc.encode(s))``, say) can replace it.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from typing import Any
 
 _PIECE = re.compile(r"\w+|[^\w\s]", re.UNICODE)
 
@@ -21,7 +23,7 @@ def count_tokens(text: str) -> int:
     return n
 
 
-def check_token_counter(counter):
+def check_token_counter(counter: Any) -> Callable[[str], int]:
     """Return ``counter`` (or the default) after checking it is a callable."""
     if counter is None:
         return count_tokens

@@ -5,9 +5,10 @@ carry reserved ``_vx_*`` metadata keys (:mod:`vxmem.keys`), and every verb here 
 it unchanged.
 """
 
+from .checks import SEARCH_MODES
 from .collection import Collection
 from .errors import DatabaseLockedError, InvalidDatabaseError, ReadOnlyError, VectrixError
 from .results import Result, Results
 
-__all__ = ["Collection", "Result", "Results", "VectrixError", "DatabaseLockedError", "InvalidDatabaseError",
-           "ReadOnlyError"]
+__all__ = ["Collection", "Result", "Results", "SEARCH_MODES", "VectrixError", "DatabaseLockedError",
+           "InvalidDatabaseError", "ReadOnlyError"]

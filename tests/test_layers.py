@@ -1,0 +1,114 @@
+"""The house plan holds: layers import only downwards, and the face shows the spec."""
+
+import ast
+import inspect
+from pathlib import Path
+
+import pytest
+
+from vxmem import ConversationMemory, Vectrix
+from vxmem.store import Collection
+
+from helpers import ROOT, run_python
+
+# docs/ARCHITECTURE.md's layer map, bottom up. A module not listed is workbench.
+LAYERS = [
+    ("primitives", {"keys", "clock", "embed", "tokens", "checks", "metrics"}),
+    ("ranking", {"scoring", "pool"}),
+    ("collection", {"store"}),
+    ("memory", {"memory", "recall", "context", "consolidation", "supersession"}),
+    ("face", {"vectrix"}),
+    ("workbench", set()),
+    ("presentation", {"cli"}),
+]
+
+
+def _layer(module: str) -> int:
+    room = module.split(".")[1] if "." in module else module
+    for rank, (_, rooms) in enumerate(LAYERS):
+        if room in rooms:
+            return rank
+    return 5
+
+
+def _vxmem_imports(path: Path, module: str) -> set[str]:
+    """The vxmem modules ``path`` imports, absolute (``vxmem.store.mirror``)."""
+    package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            base = package.split(".")
+            if node.level:
+                base = base[: len(base) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if target.startswith("vxmem"):
+                out.add(target)
+                # ``from . import scoring`` imports the module vxmem.scoring
+                out.update(f"{target}.{a.name}" for a in node.names
+                           if (ROOT / f"{target}.{a.name}".replace(".", "/")).with_suffix(".py").exists())
+        elif isinstance(node, ast.Import):
+            out.update(a.name for a in node.names if a.name.startswith("vxmem"))
+    return out
+
+
+def _modules():
+    """Every module of the package but its face, vxmem/__init__.py, which hands every layer's names on."""
+    for path in sorted((ROOT / "vxmem").rglob("*.py")):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        module = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        if module != "vxmem":
+            yield path, module
+
+
+@pytest.mark.parametrize("path, module", list(_modules()), ids=lambda v: v if isinstance(v, str) else "")
+def test_a_layer_imports_only_layers_below_it(path, module):
+    own = _layer(module)
+    for target in _vxmem_imports(path, module):
+        if target == "vxmem" or target.startswith(module + "."):
+            continue
+        assert _layer(target) <= own, f"{module} ({LAYERS[own][0]}) imports {target} ({LAYERS[_layer(target)][0]})"
+
+
+def test_importing_the_collection_loads_no_memory():
+    out = run_python("""
+        import sys
+        import vxmem.store
+        print(sorted(m for m in sys.modules if m.startswith("vxmem")))
+    """)
+    assert out.returncode == 0, out.stderr
+    loaded = eval(out.stdout)
+    assert "vxmem.store.collection" in loaded
+    assert not {"vxmem.memory", "vxmem.vectrix", "vxmem.recall", "vxmem.replay"} & set(loaded)
+
+
+@pytest.mark.parametrize("name", ["remember", "recall", "feedback", "context", "forget", "consolidate", "expire",
+                                  "turns", "history"])
+def test_every_delegate_has_the_memory_methods_signature_and_docstring(name):
+    delegate, method = getattr(Vectrix, name), getattr(ConversationMemory, name)
+    assert inspect.signature(delegate) == inspect.signature(method)
+    assert delegate.__doc__ == method.__doc__ and method.__doc__
+
+
+def test_help_on_recall_shows_the_spec_parameters():
+    params = inspect.signature(Vectrix().recall).parameters
+    assert list(params)[:10] == ["query", "session", "limit", "token_budget", "score_gap", "kinds",
+                                 "include_superseded", "mode", "now", "exclude_ids"]
+    assert params["limit"].default == 10 and params["kinds"].default == ("turn", "fact", "pinned")
+
+
+def test_a_plain_collection_frames_only_what_it_knows():
+    with Collection() as db:
+        db.add(["alpha beta"], metadata=[{"_vx_kind": "turn", "_vx_ts": 0.0}])
+        assert list(db.search("alpha").to_frame().columns) == ["rank", "id", "text", "score"]
+
+
+def test_a_memory_collection_frames_the_memory_columns_on_search_and_recall():
+    db = Vectrix()
+    db.remember("hello there", session="s", timestamp=0)
+    searched = db.search("hello").to_frame()
+    assert {"kind", "session", "role", "turn", "ts"} <= set(searched.columns)
+    recalled = db.recall("hello", session="s", now=10).to_frame()
+    assert {"relevance", "relevance_norm", "recency", "feedback", "score", "age_days", "mode", "kind"} <= set(
+        recalled.columns)
