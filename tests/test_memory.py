@@ -531,36 +531,36 @@ def test_correcting_the_same_memory_twice_leaves_only_the_newest_live(db):
 
 
 @pytest.mark.parametrize("call, exc", [
-    (lambda db: db.remember(123), TypeError),
-    (lambda db: db.remember("   "), ValueError),
-    (lambda db: db.recall("q", limit=0), ValueError),
-    (lambda db: db.recall("q", limit=-3), ValueError),
-    (lambda db: db.recall("q", kinds=("turn", "memo")), ValueError),
-    (lambda db: db.recall("q", mode="psychic"), ValueError),
-    (lambda db: db.recall("q", token_budget=0), ValueError),
-    (lambda db: db.feedback(db._known, "meh"), ValueError),
-    (lambda db: db.feedback("no-such-id", "useful"), KeyError),
-    (lambda db: db.feedback(db._known, "useful", correction="x"), ValueError),
-    (lambda db: db.remember("x", ttl_days=0), ValueError),
-    (lambda db: db.remember("x", ttl_days=-2), ValueError),
-    (lambda db: db.remember("x", kind="memo"), ValueError),
-    (lambda db: db.remember("x", pinned=True, kind="turn"), ValueError),
-    (lambda db: db.remember("x", kind="fact", turn=3), ValueError),
-    (lambda db: db.remember("x", metadata={"_vx_ts": 1}), ValueError),
-    (lambda db: db.remember("x", timestamp=float("nan")), ValueError),
-    (lambda db: db.remember("x", session=5), TypeError),
-    (lambda db: db.history("no-such-id"), KeyError),
-    (lambda db: db.forget(kinds=("memo",)), ValueError),
-    (lambda db: db.context("q", token_budget=0), ValueError),
-    (lambda db: db.consolidate("s", "not callable"), TypeError),
-    (lambda db: db.remember("x", check=True), ValueError),
+    (lambda db, known: db.remember(123), TypeError),
+    (lambda db, known: db.remember("   "), ValueError),
+    (lambda db, known: db.recall("q", limit=0), ValueError),
+    (lambda db, known: db.recall("q", limit=-3), ValueError),
+    (lambda db, known: db.recall("q", kinds=("turn", "memo")), ValueError),
+    (lambda db, known: db.recall("q", mode="psychic"), ValueError),
+    (lambda db, known: db.recall("q", token_budget=0), ValueError),
+    (lambda db, known: db.feedback(known, "meh"), ValueError),
+    (lambda db, known: db.feedback("no-such-id", "useful"), KeyError),
+    (lambda db, known: db.feedback(known, "useful", correction="x"), ValueError),
+    (lambda db, known: db.remember("x", ttl_days=0), ValueError),
+    (lambda db, known: db.remember("x", ttl_days=-2), ValueError),
+    (lambda db, known: db.remember("x", kind="memo"), ValueError),
+    (lambda db, known: db.remember("x", pinned=True, kind="turn"), ValueError),
+    (lambda db, known: db.remember("x", kind="fact", turn=3), ValueError),
+    (lambda db, known: db.remember("x", metadata={"_vx_ts": 1}), ValueError),
+    (lambda db, known: db.remember("x", timestamp=float("nan")), ValueError),
+    (lambda db, known: db.remember("x", session=5), TypeError),
+    (lambda db, known: db.history("no-such-id"), KeyError),
+    (lambda db, known: db.forget(kinds=("memo",)), ValueError),
+    (lambda db, known: db.context("q", token_budget=0), ValueError),
+    (lambda db, known: db.consolidate("s", "not callable"), TypeError),
+    (lambda db, known: db.remember("x", check=True), ValueError),
 ])
 def test_bad_input_gets_a_clear_error_and_writes_nothing(call, exc):
     db = Vectrix()
-    db._known = db.remember("known memory", session="s", timestamp=T0)
+    known = db.remember("known memory", session="s", timestamp=T0)
     before = [(r.id, r.metadata) for r in db.scan()]
     with pytest.raises(exc) as info:
-        call(db)
+        call(db, known)
     assert str(info.value)
     assert [(r.id, r.metadata) for r in db.scan()] == before
 

@@ -37,6 +37,7 @@ class ConsolidationReport:
 
     @property
     def tokens_saved(self) -> int:
+        """Tokens the turns held minus tokens their facts hold."""
         return self.tokens_before - self.tokens_after
 
 

@@ -58,6 +58,7 @@ class ContextBlock:
 
     @property
     def ids(self) -> list[str]:
+        """Every memory in the block, in block order."""
         return [r.id for r in self.pinned + self.recent + self.recalled]
 
     def __str__(self) -> str:

@@ -23,6 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from .checks import check_int, check_limit
+
 Embedder = Callable[[Sequence[str]], np.ndarray]
 
 
@@ -39,9 +41,10 @@ class HashingEmbedder:
         from scipy import sparse
         from sklearn.feature_extraction.text import HashingVectorizer
 
-        if dim < 2 or n_features < dim or nnz_per_feature < 1:
-            raise ValueError("need dim >= 2, n_features >= dim and nnz_per_feature >= 1")
-        self.dim = int(dim)
+        dim = check_int(dim, "dim", minimum=2)
+        n_features = check_int(n_features, "n_features", minimum=dim)
+        nnz_per_feature = check_int(nnz_per_feature, "nnz_per_feature", minimum=1)
+        self.dim = dim
         self.name = f"hashing-char{ngram_range[0]}{ngram_range[1]}-{n_features}-{dim}-s{seed}"
         self._vectorizer = HashingVectorizer(
             analyzer="char_wb", ngram_range=ngram_range, n_features=n_features,
@@ -102,8 +105,8 @@ class SemanticEmbedder:
     """
 
     def __init__(self, batch_size: int = 64, cache_size: int = 200_000, device: str = "cpu"):
-        if batch_size < 1 or cache_size < 1:
-            raise ValueError("batch_size and cache_size must be at least 1")
+        batch_size = check_limit(batch_size, "batch_size")
+        cache_size = check_limit(cache_size, "cache_size")
         self._model = _load_minilm(device)
         dim_of = (getattr(self._model, "get_embedding_dimension", None)
                   or getattr(self._model, "get_sentence_embedding_dimension", None))

@@ -437,6 +437,10 @@ class ConversationMemory:
 
         Expired turns (at ``now``) are left out; superseded ones stay, flagged in their
         metadata, because this is the transcript.
+
+        :param session: whose turns.
+        :param limit: only the last this many.
+        :param now: the moment a turn must not have expired by (default: now).
         """
         session = check_session(session)
         if limit is not None:

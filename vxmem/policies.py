@@ -51,6 +51,7 @@ class Policy:
 
     @property
     def params(self) -> tuple[str, ...]:
+        """The names of the policy's sweepable parameters."""
         return tuple(self.defaults)
 
     def score(self, pool: CandidatePool, params: Params, valid: np.ndarray | None = None) -> np.ndarray:

@@ -30,6 +30,7 @@ class MemoryResults(Results):
     ``_vx_scoring``) and its kind, session, role, turn and time as columns."""
 
     def frame_columns(self, result: Result) -> dict[str, Any]:
+        """The score parts and the reserved columns of ``result``'s row."""
         meta = result.metadata
         row = dict(meta.get(K_SCORING) or {})
         for k in _FRAME_KEYS:

@@ -106,6 +106,7 @@ class Replay:
 
     @property
     def n_probes(self) -> int:
+        """How many probes the replay recorded."""
         return len(self.probes)
 
     def pool(self, i: int) -> CandidatePool:

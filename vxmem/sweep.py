@@ -54,6 +54,7 @@ class SweepResult:
 
     @property
     def per_probe(self) -> Any:
+        """One row per point and probe (built on first use)."""
         if self._per_probe is None:
             self._per_probe = self._build()
         return self._per_probe
@@ -70,6 +71,7 @@ class SweepResult:
         return self.per_point.sort_values(metric, ascending=metric in M.LOWER_IS_BETTER, kind="stable").head(n)
 
     def to_frames(self) -> dict[str, Any]:
+        """``per_probe`` and ``per_point``."""
         return {"per_probe": self.per_probe, "per_point": self.per_point}
 
 

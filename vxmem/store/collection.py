@@ -226,8 +226,12 @@ class Collection:
         return self.count()
 
     def update_metadata(self, id: str, patch: Mapping[str, Any], merge: bool = True) -> dict[str, Any]:
-        """Merge ``patch`` into a document's metadata (or replace it with ``merge=False``);
-        returns the metadata as stored."""
+        """Merge ``patch`` into a document's metadata; returns the metadata as stored.
+
+        :param id: the document (``KeyError`` if there is none).
+        :param patch: JSON keys and values to set.
+        :param merge: False replaces the whole metadata with ``patch``.
+        """
         check_id(id)
         if not isinstance(patch, Mapping):
             raise TypeError(f"patch must be a dict, not {type(patch).__name__}")
@@ -243,7 +247,7 @@ class Collection:
             return json_copy(meta)
 
     def delete(self, ids: str | Sequence[str]) -> int:
-        """Delete documents by id; unknown ids are ignored. Returns how many went."""
+        """Delete documents by id (one, or a list); unknown ids are ignored. Returns how many went."""
         ids = check_ids(ids)
         with self._locked() as m:
             present = list(dict.fromkeys(i for i in ids if i in m.pos_of_id))

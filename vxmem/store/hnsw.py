@@ -75,6 +75,7 @@ class HnswCache:
 
     @property
     def building(self) -> bool:
+        """Whether a background build is running."""
         return self._builder is not None
 
     # ------------------------------------------------------------------ building

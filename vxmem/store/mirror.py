@@ -60,10 +60,12 @@ class SessionBlock:
 
     @property
     def positions(self) -> np.ndarray:
+        """The session's positions, ascending."""
         return self._pos[: self.n]
 
     @property
     def vectors(self) -> np.ndarray:
+        """Their vectors, in the same order."""
         return self._vecs[: self.n]
 
     def append(self, p: int, vec: np.ndarray) -> bool:
@@ -133,10 +135,12 @@ class Mirror:
             setattr(self, name, arr)
 
     def set_dim(self, dim: int) -> None:
+        """Fix the vector dimension (an empty mirror's, at the first vector)."""
         self.dim = dim
         self.vecs = np.zeros((len(self.rowid), dim), dtype=np.float32)
 
     def append(self, rowid: int, id: str, text: str, meta: dict[str, Any], vec: np.ndarray, tokens: int) -> None:
+        """Add a committed document at the next position."""
         p = self.n
         self.reserve(p + 1)
         self.n = p + 1
@@ -184,10 +188,12 @@ class Mirror:
             self.session[p] = new
 
     def update(self, p: int, meta: dict[str, Any]) -> None:
+        """Follow a committed metadata change of the document at ``p``."""
         self.metas[p] = meta
         self._set_columns(p, meta)
 
     def remove(self, p: int) -> None:
+        """Follow a committed deletion: ``p`` becomes a hole."""
         self.alive[p] = False
         self.n_alive -= 1
         del self.pos_of_id[self.ids[p]]
@@ -203,6 +209,7 @@ class Mirror:
         self.metas[p] = {}
 
     def needs_compaction(self) -> bool:
+        """More holes than live documents (and over 1,024 of them)."""
         dead = self.n - self.n_alive
         return dead > 1024 and dead > self.n_alive
 
@@ -229,6 +236,7 @@ class Mirror:
         return -2 if code is None else code
 
     def session_positions(self, code: int) -> np.ndarray:
+        """A session's positions, ascending (see :meth:`session_block`)."""
         return self.session_block(code).positions
 
     def session_block(self, code: int) -> SessionBlock:
@@ -255,6 +263,7 @@ class Mirror:
     # ------------------------------------------------------------------ reading
 
     def live_positions(self) -> np.ndarray:
+        """Every live document's position, in insertion order."""
         return np.flatnonzero(self.alive[: self.n])
 
     def matching(self, flt: FilterValues | None) -> np.ndarray:

@@ -48,6 +48,7 @@ class Results(Sequence[Result]):
 
     @property
     def ids(self) -> list[str]:
+        """The results' ids, in rank order."""
         return [r.id for r in self.items]
 
     def to_frame(self) -> Any:
