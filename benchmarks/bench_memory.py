@@ -246,16 +246,16 @@ def worker(size: int, embedder_name: str, reps: int, tmp: str) -> dict:
     if db.count() > db.exact_threshold:
         db.build_index()  # and waits for it, timed apart
     first_cross = time.perf_counter() - t
-    info["index_built"] = db._index is not None
+    info["index_built"] = db._hnsw.index is not None
     cross_samples = timed(lambda i: db.recall(qs[i], now=now), reps)
     info["first_cross_ms"] = first_cross * 1e3
-    row("recall(session=None), limit 10" + (" [HNSW]" if db._index is not None else " [exact]"),
+    row("recall(session=None), limit 10" + (" [HNSW]" if db._hnsw.index is not None else " [exact]"),
         cross_samples, TARGET_CROSS_RECALL_100K if trivial else None)
 
     row("context(session=..., token_budget=1500)",
         timed(lambda i: db.context(qs[i], session=f"user{i % SESSIONS}", now=now), reps), None, ref("context"))
 
-    if db._index is not None:  # every later write also goes into the live index
+    if db._hnsw.index is not None:  # every later write also goes into the live index
         texts2 = [sentence(rng) for _ in range(reps)]
 
         def remember_live(i):

@@ -17,6 +17,8 @@ import numpy as np
 
 from .keys import KINDS
 
+_REAL = (int, float, np.integer, np.floating)
+
 
 def _type_name(value: Any) -> str:
     return type(value).__name__
@@ -53,6 +55,8 @@ def check_int(value: Any, name: str, minimum: int | None = None, below: int | No
 
 def check_limit(value: Any, name: str = "limit") -> int:
     """A positive ``int``: a limit, a budget, a batch size."""
+    if value.__class__ is int and value >= 1:  # the common case, checked on every recall
+        return int(value)
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         raise TypeError(f"{name} must be a positive int, not {_type_name(value)}")
     return check_int(value, name, minimum=1)
@@ -66,15 +70,15 @@ def check_number(value: Any, name: str, low: float = -math.inf, high: float = ma
     unless ``allow_inf``. The message writes the interval the way it is checked,
     e.g. ``half_life_days must be in (0, inf), got -1``.
     """
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+    if value.__class__ is not float and (isinstance(value, bool) or not isinstance(value, _REAL)):
         raise TypeError(f"{name} must be a number, not {_type_name(value)}")
     v = float(value)
-    inside = ((v > low if low_open else v >= low) and (v < high if high_open else v <= high)
-              and (allow_inf or math.isfinite(v)))
-    if math.isnan(v) or not inside:
-        lb, rb = "(" if low_open else "[", ")" if high_open else "]"
-        raise ValueError(f"{name} must be in {lb}{low:g}, {high:g}{rb}, got {value!r}")
-    return v
+    # Every comparison with NaN is False, so NaN falls through to the error.
+    if (v > low if low_open else v >= low) and (v < high if high_open else v <= high) and (
+            allow_inf or math.isfinite(v)):
+        return v
+    lb, rb = "(" if low_open else "[", ")" if high_open else "]"
+    raise ValueError(f"{name} must be in {lb}{low:g}, {high:g}{rb}, got {value!r}")
 
 
 def check_positive(value: Any, name: str, allow_inf: bool = False) -> float:

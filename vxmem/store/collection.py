@@ -100,6 +100,22 @@ def exact_topk(m: Mirror, q: np.ndarray, positions: np.ndarray, k: int,
     return positions[order], sims[order]
 
 
+class _Locked:
+    """``Collection._locked()``: a class, not a generator, because recall enters it a few
+    times per call and a generator-based context manager costs several times as much."""
+
+    __slots__ = ("_collection",)
+
+    def __init__(self, collection: Collection):
+        self._collection = collection
+
+    def __enter__(self) -> Mirror:
+        return self._collection._enter_locked()
+
+    def __exit__(self, *exc: object) -> None:
+        self._collection._lock.release()
+
+
 class Collection:
     """A durable collection of documents with vectors, filterable by metadata.
 
@@ -128,6 +144,7 @@ class Collection:
         if self.read_only and self.path is None:
             raise ValueError("read_only needs a database file path")
         self._lock = threading.RLock()
+        self._locked_block = _Locked(self)
         self._closed = False
         self._database = Database(self.path, self.read_only)
         try:
@@ -310,17 +327,24 @@ class Collection:
     #
     # What the memory layer (and white-box tests) use; nothing else reaches inside.
 
-    @contextmanager
-    def _locked(self) -> Iterator[Mirror]:
-        """Hold the collection's lock, check it is open, bring a read-only handle up to date,
-        and yield the :class:`Mirror`. Positions read from it stay valid inside the block."""
-        with self._lock:
+    def _locked(self) -> _Locked:
+        """A context manager: hold the collection's lock, check it is open, bring a
+        read-only handle up to date, and give the :class:`Mirror`. Positions read from it
+        stay valid inside the block. Re-entrant, like the lock."""
+        return self._locked_block
+
+    def _enter_locked(self) -> Mirror:
+        self._lock.acquire()
+        try:
             if self._closed:
                 raise VectrixError(f"this {type(self).__name__} is closed")
-            if self._database.changed():  # a read-only handle whose writer committed
+            if self._database.read_only and self._database.changed():  # a writer committed since
                 self._hnsw.reset()
                 self._mirror = self._database.load(self.token_counter)
-            yield self._mirror
+        except BaseException:
+            self._lock.release()
+            raise
+        return self._mirror
 
     @contextmanager
     def _transaction(self) -> Iterator[Transaction]:
