@@ -123,8 +123,9 @@ def _stack(replays: Sequence[Replay]) -> dict[str, np.ndarray]:
     return out
 
 
-def _no_budget_is_inf(budget: int | None) -> float:
-    return np.inf if budget is None else float(budget)
+def _inf_if_none(value: float | None) -> float:
+    """A parameter value as a float; None (a token budget of none) is no limit at all."""
+    return np.inf if value is None else float(value)
 
 
 def _per_probe(replays: Sequence[Replay], value: Callable[[Replay], Any]) -> list[Any]:
@@ -159,7 +160,7 @@ class _Grid:
         if k in self.values:
             shp = [1] * len(self.names)
             shp[self.names.index(k)] = len(self.values[k])
-            vals = [_no_budget_is_inf(v) for v in self.values[k]]
+            vals = [_inf_if_none(v) for v in self.values[k]]
             return np.asarray(vals, dtype=np.float64).reshape(shp + [1, 1])
         return self.fixed[k][sl].reshape(n_probes, 1)
 
@@ -171,6 +172,7 @@ def _make_grid(replays: Sequence[Replay], pol: Policy, grid: Mapping[str, Any],
     names = [k for k in RANKING_KEYS if k in grid] + [k for k in pol.params if k in grid]
     values = {k: _check_values(k, _as_list(k, grid[k])) for k in names}
     probes = pool_limits.size
+
     def own(value: Callable[[Replay], float]) -> np.ndarray:  # each probe's value, from its replay
         return np.array(_per_probe(replays, value), dtype=np.float64)
 
@@ -179,7 +181,7 @@ def _make_grid(replays: Sequence[Replay], pol: Policy, grid: Mapping[str, Any],
 
     fixed = {k: own(setting(k)) for k in pol.params if k not in values}
     fixed["limit"] = pool_limits.astype(np.float64)
-    fixed["token_budget"] = own(lambda r: _no_budget_is_inf(r.settings.get("token_budget")))
+    fixed["token_budget"] = own(lambda r: _inf_if_none(r.settings.get("token_budget")))
     fixed["hybrid_weight"] = own(lambda r: r.hybrid_weight)
     limits = values.get("limit")
     kmax = max(limits) if limits else (int(pool_limits.max()) if probes else 1)
@@ -217,7 +219,7 @@ def sweep(replays: Replay | Sequence[Replay], grid: Mapping[str, Any] | None = N
     out = {m: np.full((n_points, n_probes), np.nan) for m in METRIC_COLUMNS}
     out["n_results"] = np.zeros((n_points, n_probes), dtype=np.int64)
     out["tokens"] = np.zeros((n_points, n_probes), dtype=np.int64)
-    # token_budget applies after ranking: a chunk scores every point but the budgets once
+    # token_budget applies after scoring: a chunk scores once per point of the other axes
     score_points = int(np.prod([n for k, n in zip(g.names, g.shape) if k != "token_budget"])) if g.shape else 1
     step = max(1, int(chunk_elements // max(1, score_points * max(width, 1))))
     chunks = range(0, n_probes, step)

@@ -7,10 +7,11 @@ A few obvious verbs (``add``, ``get``, ``search``, ``scan``, ``count``, ``delete
 (:mod:`~vxmem.store.hnsw`) and lexical search (:mod:`~vxmem.store.lexical`). Every write is
 one SQLite transaction; the mirror and the caches follow only once it commits.
 
-The collection knows nothing of conversation memory. The memory layer above it
+The collection imports nothing of the memory layer: it knows the reserved keys
+(:mod:`vxmem.keys`) only as columns it mirrors and selects on. The memory above it
 (:mod:`vxmem.memory`) uses a small internal surface, documented in one section below:
 ``_locked()``, ``_transaction()``, ``_embed()``, ``_topk()``, ``_candidates()`` and the
-:class:`~vxmem.store.mirror.Mirror` that ``_locked()`` yields.
+:class:`~vxmem.store.mirror.Mirror` that ``_locked()`` gives.
 """
 
 from __future__ import annotations
