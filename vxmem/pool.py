@@ -4,7 +4,8 @@
 memories (a pool of ``max(4 x limit, 40)``), then blends relevance with recency and
 feedback over that pool. A :class:`CandidatePool` is that pool with everything ranking
 needs, as arrays. ``ConversationMemory.candidate_pool()`` makes one; ``recall()`` ranks it;
-a replay caches one per probe (``Replay.pool(i)`` gives it back); :mod:`vxmem.policies`
+a replay labels and caches one per probe (``Replay.pool(i)`` gives it back as a
+:class:`LabelledPool`); :mod:`vxmem.policies`
 and :mod:`vxmem.sweep` re-rank cached pools for other parameters. All of them score it
 through :meth:`CandidatePool.blend`, that is :func:`vxmem.scoring.score_pool`, so a sweep
 point ranks exactly as ``recall()`` with those parameters would have.
@@ -12,7 +13,8 @@ point ranks exactly as ``recall()`` with those parameters would have.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+from typing import Any
 
 import numpy as np
 
@@ -42,10 +44,6 @@ class CandidatePool:
         ``hybrid_weight`` the weight its hybrid relevance was fused with.
     :param positions: mirror positions, valid only under the collection lock the pool was
         made in (None for a cached pool).
-    :param grade: a replay's labels: each candidate's graded relevance to the probe,
-        ``stale`` (superseded or expired per the probe), ``foreign`` (from another session)
-        and ``session_bits`` (which of the probe's answer sessions it belongs to). None on
-        a live pool.
     """
 
     relevance: np.ndarray
@@ -64,10 +62,6 @@ class CandidatePool:
     mode: str = "dense"
     hybrid_weight: float = scoring.HYBRID_WEIGHT
     positions: np.ndarray | None = None
-    grade: np.ndarray | None = None
-    stale: np.ndarray | None = None
-    foreign: np.ndarray | None = None
-    session_bits: np.ndarray | None = None
 
     def __len__(self) -> int:
         return int(self.relevance.shape[-1]) if self.relevance.ndim else 0
@@ -86,3 +80,25 @@ class CandidatePool:
     def rank_order(self, score: np.ndarray) -> np.ndarray:
         """Slots best first by ``score``, ties to the newer memory, then the earlier slot."""
         return scoring.rank_order(score, self.ts)
+
+
+@dataclass(kw_only=True)
+class LabelledPool(CandidatePool):
+    """A replay's cached pool: a :class:`CandidatePool` plus what the probe says of each
+    candidate, so metrics can be computed for any ranking of it.
+
+    :param grade: each candidate's graded relevance to the probe (0: not relevant).
+    :param stale: superseded or expired, as the probe sees it.
+    :param foreign: from another session than the probe's.
+    :param session_bits: which of the probe's answer sessions it belongs to, as bits.
+    """
+
+    grade: np.ndarray
+    stale: np.ndarray
+    foreign: np.ndarray
+    session_bits: np.ndarray
+
+    @classmethod
+    def of(cls, pool: CandidatePool, **labels: Any) -> LabelledPool:
+        """``pool`` with the labels added."""
+        return cls(**{f.name: getattr(pool, f.name) for f in fields(CandidatePool)}, **labels)

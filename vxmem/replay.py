@@ -45,7 +45,7 @@ from .keys import (
     KINDS,
 )
 from .policies import Policy, get_policy, rank_pool, resolve_params
-from .pool import CandidatePool
+from .pool import CandidatePool, LabelledPool
 from .scoring import BLEND_DEFAULTS, HYBRID_WEIGHT
 from .vectrix import Vectrix
 
@@ -85,7 +85,7 @@ def check_settings(settings: dict[str, Any] | None) -> dict[str, Any]:
 class Replay:
     """What a replay saw: events, memories over time, probe results and cached pools.
 
-    ``pools`` holds the probes' :class:`~vxmem.pool.CandidatePool` s as padded arrays (the
+    ``pools`` holds the probes' :class:`~vxmem.pool.LabelledPool` s as padded arrays (the
     form :meth:`save` writes), one row per probe and one column per pool slot
     (``relevance``, ``dense``, ``lexical``, ``ts``, ``age_days``, ``tokens``, ``kind``,
     ``grade``, ``stale``, ``foreign``, ``session_bits``, ``n``, and ``feedback_signs`` /
@@ -109,12 +109,12 @@ class Replay:
         """How many probes the replay recorded."""
         return len(self.probes)
 
-    def pool(self, i: int) -> CandidatePool:
+    def pool(self, i: int) -> LabelledPool:
         """Probe ``i``'s cached pool, unpadded, with the replay's labels (``grade``,
         ``stale``, ``foreign``, ``session_bits``)."""
         n = int(self.pools["n"][i])
         row: dict[str, Any] = {k: self.pools[k][i, :n] for k in SLOT_ARRAYS}
-        return CandidatePool(
+        return LabelledPool(
             **row, feedback_signs=self.pools["feedback_signs"][i, :n], feedback_ages=self.pools["feedback_ages"][i, :n],
             kinds=[KINDS[c] for c in self.pools["kind"][i, :n]], ids=list(self.pool_ids[i]),
             limit=int(self.pools["limit"][i]), now=float(self.pools["now"][i]),
@@ -288,7 +288,7 @@ class _Run:
         self.rows: dict[str, dict[str, Any]] = {}
         self.events: list[dict[str, Any]] = []
         self.probes: list[dict[str, Any]] = []
-        self.pools: list[CandidatePool] = []
+        self.pools: list[LabelledPool] = []
         self.ideals: list[list[float]] = []  # per probe: the grades of every relevant memory that existed
         self.n_sessions: list[int] = []  # per probe: how many answer sessions it names
         self.extras: list[Any] = []
@@ -428,8 +428,8 @@ class _Run:
         if self.on_probe is not None:
             self.extras.append(self.on_probe(self.mem, ev, t))
         sess_bit = {sid: 1 << j for j, sid in enumerate(ev.relevant_sessions[:MAX_SESSION_BITS])}
-        self._label(pool, ev, sess_bit)
         pool.limit, pool.positions = limit, None  # cached: ranked for the probe's own limit, off the mirror
+        pool = self._label(pool, ev, sess_bit)
         relevant_ids = {m for lab in ev.relevant for m in self.label_ids.get(lab, ())}
         ideal = sorted((self._grade(m, ev) for m in relevant_ids if self._eligible(m, ev)), reverse=True)
         self.pools.append(pool)
@@ -454,17 +454,18 @@ class _Run:
     def _is_stale(self, mid: str, ev: Event) -> bool:
         return bool(set(ev.stale) & set(self.rows[mid]["labels"]))
 
-    def _label(self, pool: CandidatePool, ev: Event, sess_bit: dict[Any, int]) -> None:
-        """What the probe says of each candidate: its grade, stale, from another session, which answer session."""
-        pool.grade = np.array([self._grade(m, ev) for m in pool.ids], dtype=np.float64)
-        pool.stale = np.array([self._is_stale(m, ev) for m in pool.ids], dtype=bool)
-        pool.foreign = np.array([ev.session is not None and sx != ev.session for sx in pool.sessions], dtype=bool)
-        pool.session_bits = np.array([sess_bit.get(sx, 0) for sx in pool.sessions], dtype=np.int64)
+    def _label(self, pool: CandidatePool, ev: Event, sess_bit: dict[Any, int]) -> LabelledPool:
+        """``pool`` with what the probe says of each candidate: its grade, whether it is stale,
+        from another session, and which answer session it belongs to."""
+        return LabelledPool.of(
+            pool, grade=np.array([self._grade(m, ev) for m in pool.ids], dtype=np.float64),
+            stale=np.array([self._is_stale(m, ev) for m in pool.ids], dtype=bool),
+            foreign=np.array([ev.session is not None and sx != ev.session for sx in pool.sessions], dtype=bool),
+            session_bits=np.array([sess_bit.get(sx, 0) for sx in pool.sessions], dtype=np.int64))
 
-    def _metrics(self, pool: CandidatePool, ev: Event, shipped: list[str], ideal: list[float],
+    def _metrics(self, pool: LabelledPool, ev: Event, shipped: list[str], ideal: list[float],
                  sess_bit: dict[Any, int]) -> tuple[dict[str, float], int]:
         """The probe's metrics of the ``shipped`` ids, and the tokens they hold."""
-        assert pool.grade is not None
         slot = {m: j for j, m in enumerate(pool.ids)}
         gains = [pool.grade[slot[m]] if m in slot else self._grade(m, ev) for m in shipped]
         stale = [self._is_stale(m, ev) for m in shipped]
