@@ -353,10 +353,12 @@ class Conversation:
 
     @property
     def probes(self) -> list[Event]:
+        """The probe events, in time order: the moments recall is scored at."""
         return [e for e in self.events if e.type == "probe"]
 
     @property
     def header(self) -> dict[str, Any]:
+        """The JSONL header line: format, name, description and the header fields of ``meta``."""
         head = {"format": FORMAT, "name": self.name, "description": self.description}
         head.update({k: v for k, v in self.meta.items() if k in HEADER_KEYS})
         return head
