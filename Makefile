@@ -19,7 +19,7 @@ install: $(STAMP)
 
 # Lint and types first: a suite that passes on code ruff or mypy refuses is not green.
 lint: $(STAMP)
-	$(BIN)/ruff check vxmem tests benchmarks
+	$(BIN)/ruff check vxmem tests benchmarks app.py app_pages
 	$(BIN)/mypy
 
 test: lint chromium

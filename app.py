@@ -3,7 +3,8 @@
     streamlit run app.py        (or: make app)
 
 Six pages, each a thin script in app_pages/: every number and chart comes from a
-DataFrame that vxmem returned (vxmem.dashboard reshapes them; no ranking happens here).
+DataFrame that vxmem returned (vxmem.views reshapes them; no ranking happens here). What the
+pages offer (slider ranges, labels, the playground's seed) is in app_pages/config.py.
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@
 import altair as alt
 import streamlit as st
 
-from app_pages import shared
-from vxmem import dashboard as D
+from app_pages import config, shared
+from vxmem import views
 
 st.title("Budget")
 st.caption("`context()` at a probe of the dataset: pinned facts first (never cut), then the most recent turns "
@@ -14,13 +14,13 @@ key, convs, reps = shared.dataset()
 
 @st.cache_data(show_spinner=False, max_entries=64)
 def budgets(key: str, ci: int, probe: int, recent_turns: int, _conv):
-    return D.context_budgets(_conv, probe, D.BUDGETS, recent_turns=recent_turns)
+    return views.context_budgets(_conv, probe, config.BUDGETS, recent_turns=recent_turns)
 
 
 ri, probe = shared.probe_picker(reps, key="budget_probe")
 c1, c2 = st.columns([3, 1])
-budget = c1.select_slider("token_budget", D.BUDGETS, value=200, key="budget_tokens")
-recent = c2.number_input("recent_turns", 0, 20, 6, key="budget_recent")
+budget = c1.select_slider("token_budget", config.BUDGETS, value=config.DEFAULT_BUDGET, key="budget_tokens")
+recent = c2.number_input("recent_turns", 0, 20, config.DEFAULT_RECENT_TURNS, key="budget_recent")
 with st.spinner("Assembling the context at every budget..."):
     out = budgets(key, ri, probe, int(recent), convs[ri])
 

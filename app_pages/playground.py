@@ -3,17 +3,17 @@
 import json
 
 import altair as alt
+import pandas as pd
 import streamlit as st
 
-from app_pages import shared
-from vxmem import dashboard as D
-from vxmem.clock import DAY
+from app_pages import config, shared
+from vxmem import views
 from vxmem.datasets import Conversation, Event, dumps_jsonl
+from vxmem.rules import RuleKeyValueJudge
 
-STEPS = {"+1 hour": 3600.0, "+1 day": DAY, "+1 week": 7 * DAY, "+1 month": 30 * DAY}
 state = st.session_state
-state.setdefault("pg_events", [dict(e) for e in D.PLAYGROUND_SEED])
-state.setdefault("pg_now", D.PLAYGROUND_NOW)
+state.setdefault("pg_events", [dict(e) for e in config.PLAYGROUND_SEED])
+state.setdefault("pg_now", config.PLAYGROUND_NOW)
 state.setdefault("pg_message", None)
 
 
@@ -39,7 +39,7 @@ def remember() -> None:
         state.pg_message = ("error", "Type something to remember first.")
         return
     kind = state.pg_kind
-    label = D.next_label(state.pg_events)
+    label = views.next_label(state.pg_events)
     event = {"time": state.pg_now, "type": "turn" if kind == "turn" else "fact", "label": label,
              "session": state.pg_session or None, "text": text, "role": state.pg_role}
     if kind == "pinned fact":
@@ -53,7 +53,7 @@ def correct() -> None:
     if not state.pg_target or not text:
         state.pg_message = ("error", "Pick a memory and type the corrected text.")
         return
-    label = D.next_label(state.pg_events)
+    label = views.next_label(state.pg_events)
     add_event({"time": state.pg_now, "type": "feedback", "label": label, "target": state.pg_target,
                "outcome": "corrected", "correction": text}, f"{label} now supersedes {state.pg_target}.")
     state.pg_correction = ""
@@ -68,14 +68,14 @@ def grade(outcome: str) -> None:
 
 
 def reset() -> None:
-    state.pg_events = [dict(e) for e in D.PLAYGROUND_SEED]
-    state.pg_now = D.PLAYGROUND_NOW
+    state.pg_events = [dict(e) for e in config.PLAYGROUND_SEED]
+    state.pg_now = config.PLAYGROUND_NOW
     state.pg_message = None
 
 
 @st.cache_data(show_spinner=False, max_entries=256)
 def recall(events_json: str, query: str, session, now: float, settings_json: str, judge):
-    return D.playground_recall(json.loads(events_json), query, session, now, json.loads(settings_json), judge)
+    return views.playground_recall(json.loads(events_json), query, session, now, json.loads(settings_json), judge)
 
 
 st.title("Playground")
@@ -84,8 +84,8 @@ st.caption("A memory of your own: add turns and facts, move the clock, query it,
 
 left, right = st.columns([2, 3], gap="large")
 with left:
-    st.markdown(f"**Clock** {D.pd.Timestamp(state.pg_now, unit='s', tz='UTC'):%Y-%m-%d %H:%M} UTC")
-    steps = list(STEPS.items())
+    st.markdown(f"**Clock** {pd.Timestamp(state.pg_now, unit='s', tz='UTC'):%Y-%m-%d %H:%M} UTC")
+    steps = list(config.CLOCK_STEPS.items())
     for row in (steps[:2], steps[2:]):
         for col, (name, secs) in zip(st.columns(2), row):
             col.button(name, on_click=advance, args=(secs,), key=f"pg_step_{name}", width="stretch")
@@ -97,7 +97,7 @@ with left:
     c2.selectbox("Role", ["user", "assistant"], key="pg_role")
     st.button("Remember", on_click=remember, type="primary", key="pg_remember")
     judge = st.checkbox("Supersede contradicted facts with the rule-based key-value judge", key="pg_judge",
-                        help="vxmem.synth.RuleKeyValueJudge: reads 'X lives in Y'-style facts; no model.")
+                        help="vxmem.rules.RuleKeyValueJudge: reads 'X lives in Y'-style facts; no model.")
     with st.expander("Correct a memory"):
         labels = [e["label"] for e in state.pg_events if e.get("label")]
         st.selectbox("Memory", labels, key="pg_target")
@@ -114,9 +114,9 @@ with right:
         settings = shared.param_sliders("pg", ("half_life_days", "recency_weight"))
     with s2:
         settings.update(shared.param_sliders("pg", ("feedback_weight", "limit")))
-    query = st.text_input("Query", D.PLAYGROUND_QUERY, key="pg_query")
-    out = recall(json.dumps(state.pg_events, sort_keys=True), query, state.pg_session or None, state.pg_now,
-                 json.dumps(settings, sort_keys=True), "rule_key_value" if judge else None)
+    query = st.text_input("Query", config.PLAYGROUND_QUERY, key="pg_query")
+    out = recall(views.dumps_events(state.pg_events), query, state.pg_session or None, state.pg_now,
+                 json.dumps(settings, sort_keys=True), RuleKeyValueJudge.name if judge else None)
     ranking = out["ranking"]
     if ranking.empty:
         st.info("Type a query (and remember something in this session) to see a ranking.")

@@ -1,10 +1,11 @@
 """Replay: the conversation on its timeline, and what recall returned at each probe."""
 
 import altair as alt
+import pandas as pd
 import streamlit as st
 
-from app_pages import shared
-from vxmem import dashboard as D
+from app_pages import config, shared
+from vxmem import views
 
 st.title("Replay")
 st.caption("The dataset replayed through a fresh memory on a simulated clock, at the memory's default "
@@ -14,15 +15,15 @@ key, convs, reps = shared.dataset()
 
 @st.cache_data(show_spinner=False, max_entries=64)
 def timeline(key: str, ri: int, _rep):
-    return D.memory_timeline(_rep)
+    return views.memory_timeline(_rep)
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
 def probe_frames(key: str, ri: int, _rep):
-    return D.probe_metrics(_rep)
+    return views.probe_metrics(_rep)
 
 
-st.dataframe(D.conversation_summary(convs), hide_index=True, width="stretch")
+st.dataframe(views.conversation_summary(convs), hide_index=True, width="stretch")
 if len(reps) > 1:
     ri = st.selectbox("Conversation", list(range(len(reps))), format_func=lambda i: reps[i].name, key="replay_conv")
 else:
@@ -60,12 +61,12 @@ st.markdown(f"**{probes.iloc[pi]['query']}** (session `{probes.iloc[pi]['session
 row = probes.iloc[pi]
 cols = st.columns(4)
 for col, m in zip(cols, ("hit", "rr", "ndcg", "stale_leak")):
-    col.metric({"rr": "reciprocal rank"}.get(m, D.METRIC_LABELS.get(m, m)),
-               "n/a" if D.pd.isna(row[m]) else f"{row[m]:.3f}")
-results = D.probe_results(rep, pi)
+    col.metric({"rr": "reciprocal rank"}.get(m, config.METRIC_LABELS.get(m, m)),
+               "n/a" if pd.isna(row[m]) else f"{row[m]:.3f}")
+results = views.probe_results(rep, pi)
 st.dataframe(results, hide_index=True, width="stretch",
              column_config={"relevant": st.column_config.CheckboxColumn(), "stale": st.column_config.CheckboxColumn()})
-missed = D.missed_relevant(rep, pi)
+missed = views.missed_relevant(rep, pi)
 if not missed.empty:
     st.markdown("**Relevant memories that existed but were not returned**")
     st.dataframe(missed, hide_index=True, width="stretch")

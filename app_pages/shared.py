@@ -2,49 +2,43 @@
 
 Heavy objects (replays) sit behind ``st.cache_resource`` and are keyed by where the data
 came from, so moving a slider never replays; loaded conversations sit behind
-``st.cache_data``. Pages compute their frames through :mod:`vxmem.dashboard`.
+``st.cache_data``. Pages compute their frames through :mod:`vxmem.views`; what they offer
+(slider ranges, labels, defaults) is in :mod:`app_pages.config`.
 """
 
 from __future__ import annotations
 
 import hashlib
-from pathlib import Path
-from typing import List, Optional, Tuple
 
 import altair as alt
+import pandas as pd
 import streamlit as st
 
-from vxmem import dashboard as D
+from app_pages import config
+from vxmem import views
 from vxmem.datasets import Conversation, DatasetError, load
 from vxmem.replay import Replay
 
-ROOT = Path(__file__).resolve().parents[1]
-DATASETS = ROOT / "datasets"
-DEFAULT_DATASET = "preference_drift"
-UPLOAD = "Upload a file..."
-FORMATS = {"guess from the file": None, "vxmem JSONL": "jsonl", "LoCoMo JSON": "locomo",
-           "LongMemEval JSON": "longmemeval"}
-
 
 @st.cache_data(show_spinner=False)
-def shipped() -> "D.pd.DataFrame":
-    return D.shipped_datasets(DATASETS)
+def shipped() -> pd.DataFrame:
+    return views.shipped_datasets(config.DATASETS)
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
-def load_shipped(path: str, fmt: Optional[str]) -> List[Conversation]:
+def load_shipped(path: str, fmt: str | None) -> list[Conversation]:
     return load(path, format=fmt)
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
-def load_uploaded(name: str, data: bytes, fmt: Optional[str]) -> List[Conversation]:
-    return D.load_bytes(name, data, fmt)
+def load_uploaded(name: str, data: bytes, fmt: str | None) -> list[Conversation]:
+    return views.load_bytes(name, data, fmt)
 
 
 @st.cache_resource(show_spinner=False, max_entries=16)
-def replays_for(key: str, _conversations: Tuple[Conversation, ...]) -> List[Replay]:
+def replays_for(key: str, _conversations: tuple[Conversation, ...]) -> list[Replay]:
     """The replays of a dataset, once per dataset ``key`` (its path, or the upload's hash)."""
-    return D.replay_all(_conversations)
+    return views.replay_all(_conversations)
 
 
 def dataset_sidebar(show: bool = True) -> None:
@@ -54,17 +48,16 @@ def dataset_sidebar(show: bool = True) -> None:
     names = shipped()["name"].tolist()
     with st.sidebar:
         st.subheader("Dataset")
-        options = names + [UPLOAD]
+        options = names + [config.UPLOAD]
         # Kept outside the widget: Streamlit drops a widget's state on a page that does not draw it.
-        kept = st.session_state.get("dataset_kept", DEFAULT_DATASET)
+        kept = st.session_state.get("dataset_kept", config.DEFAULT_DATASET)
         choice = st.selectbox("Shipped scenario, fixture or upload", options,
                               index=options.index(kept) if kept in options else 0, key="dataset_choice")
         st.session_state["dataset_kept"] = choice
         result = {"key": None, "label": choice, "conversations": None, "error": None}
-        if choice == UPLOAD:
-            up = st.file_uploader("vxmem JSONL, LoCoMo JSON or LongMemEval JSON", type=["jsonl", "json"],
-                                  key="dataset_upload")
-            fmt = FORMATS[st.selectbox("Format", list(FORMATS), key="dataset_format")]
+        if choice == config.UPLOAD:
+            up = st.file_uploader(config.UPLOAD_LABEL, type=config.UPLOAD_TYPES, key="dataset_upload")
+            fmt = config.FORMAT_CHOICES[st.selectbox("Format", list(config.FORMAT_CHOICES), key="dataset_format")]
             if up is None:
                 result["error"] = "Upload a file in the sidebar, or pick a shipped dataset."
             else:
@@ -89,7 +82,7 @@ def dataset_sidebar(show: bool = True) -> None:
     st.session_state["dataset"] = result
 
 
-def dataset() -> Tuple[str, List[Conversation], List[Replay]]:
+def dataset() -> tuple[str, list[Conversation], list[Replay]]:
     """The picked dataset: (cache key, conversations, replays); a bad one stops the page."""
     result = st.session_state.get("dataset")
     if result is None:
@@ -104,9 +97,9 @@ def dataset() -> Tuple[str, List[Conversation], List[Replay]]:
     return result["key"], convs, reps
 
 
-def probe_picker(replays: List[Replay], key: str, label: str = "Probe") -> Tuple[int, int]:
+def probe_picker(replays: list[Replay], key: str, label: str = "Probe") -> tuple[int, int]:
     """A select box over every probe of ``replays``; returns (replay index, probe index)."""
-    table = D.probe_table(replays)
+    table = views.probe_table(replays)
     options = list(range(len(table)))
     multi = len(replays) > 1
 
@@ -120,12 +113,12 @@ def probe_picker(replays: List[Replay], key: str, label: str = "Probe") -> Tuple
     return int(row["replay"]), int(row["probe"])
 
 
-def param_sliders(key_prefix: str, names=tuple(D.PARAMS), columns: int = 1) -> dict:
+def param_sliders(key_prefix: str, names=tuple(config.PARAMS), columns: int = 1) -> dict:
     """One slider per parameter, at the memory's defaults."""
     out = {}
     cols = st.columns(columns) if columns > 1 else [st.container()]
     for j, name in enumerate(names):
-        label, lo, hi, default, step = D.PARAMS[name]
+        label, lo, hi, default, step = config.PARAMS[name]
         with cols[j % len(cols)]:
             out[name] = st.slider(label, lo, hi, default, step, key=f"{key_prefix}_{name}",
                                   help=f"`{name}`")
@@ -133,4 +126,5 @@ def param_sliders(key_prefix: str, names=tuple(D.PARAMS), columns: int = 1) -> d
 
 
 def chart(c: alt.Chart) -> None:
+    """Draw ``c`` the full width of the page."""
     st.altair_chart(c, width="stretch")

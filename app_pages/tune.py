@@ -3,10 +3,12 @@
 import json
 
 import altair as alt
+import pandas as pd
 import streamlit as st
 
-from app_pages import shared
-from vxmem import dashboard as D
+from app_pages import config, shared
+from vxmem import views
+from vxmem.metrics import LOWER_IS_BETTER
 
 st.title("Tune")
 st.caption("Move a slider: the sweep engine re-ranks the candidate pools the replay cached "
@@ -16,17 +18,17 @@ key, convs, reps = shared.dataset()
 
 @st.cache_data(show_spinner=False, max_entries=512)
 def metrics(key: str, point: str, _reps):
-    return D.point_metrics(_reps, json.loads(point))
+    return views.point_metrics(_reps, json.loads(point))
 
 
 @st.cache_data(show_spinner=False, max_entries=512)
 def ranking(key: str, ri: int, probe: int, point: str, _reps):
-    return D.ranking_at(_reps[ri], probe, json.loads(point))
+    return views.ranking_at(_reps[ri], probe, json.loads(point))
 
 
 @st.cache_data(show_spinner=False, max_entries=256)
 def movement(key: str, point: str, vary: str, values: tuple, _reps):
-    return D.rank_movement(_reps, json.loads(point), vary, list(values))
+    return views.rank_movement(_reps, json.loads(point), vary, list(values))
 
 
 left, right = st.columns([1, 2], gap="large")
@@ -34,14 +36,14 @@ with left:
     params = shared.param_sliders("tune")
 point = json.dumps(params, sort_keys=True)
 now = metrics(key, point, reps)
-base = metrics(key, json.dumps(D.DEFAULT_POINT, sort_keys=True), reps)
+base = metrics(key, json.dumps(views.DEFAULT_POINT, sort_keys=True), reps)
 
 with right:
     cols = st.columns(4)
-    for col, m in zip(cols, ("hit", "mrr", "ndcg", "stale_leak")):
+    for col, m in zip(cols, config.HEADLINE_METRICS):
         delta = now[m] - base[m]
-        col.metric(D.METRIC_LABELS[m], f"{now[m]:.3f}", f"{delta:+.3f} vs default" if abs(delta) > 1e-12 else None,
-                   delta_color="inverse" if m in D.LOWER_IS_BETTER else "normal")
+        col.metric(config.METRIC_LABELS[m], f"{now[m]:.3f}", f"{delta:+.3f} vs default" if abs(delta) > 1e-12 else None,
+                   delta_color="inverse" if m in LOWER_IS_BETTER else "normal")
     st.caption(f"Means over {int(now['probes'])} probes; k = limit = {params['limit']}.")
     ri, probe = shared.probe_picker(reps, key="tune_probe")
     st.markdown(f"**Ranking at these settings** for *{reps[ri].probes[probe]['query']}*")
@@ -51,10 +53,11 @@ with right:
         {"relevant": marks, "stale": marks}), hide_index=True)
 
 st.subheader("How each probe's relevant memory moves in rank")
-vary = st.selectbox("As this parameter moves (the others stay at the sliders)", list(D.PARAMS),
-                    index=0, key="tune_vary", format_func=lambda k: D.PARAMS[k][0])
-label, lo, hi, _, _ = D.PARAMS[vary]
-values = tuple(D.param_values(vary, lo if vary != "token_budget" else 25, hi, 16))
+vary = st.selectbox("As this parameter moves (the others stay at the sliders)", list(config.PARAMS),
+                    index=0, key="tune_vary", format_func=lambda k: config.PARAMS[k][0])
+label, lo, hi, _, _ = config.PARAMS[vary]
+lo = config.MIN_SWEPT_BUDGET if vary == "token_budget" else lo
+values = tuple(views.param_values(vary, lo, hi, config.MOVEMENT_POINTS))
 moves = movement(key, point, vary, values, reps)
 changing = moves.groupby("probe_label")["rank"].transform(lambda r: r.fillna(-1).nunique() > 1)
 shown = moves[changing] if changing.any() else moves
@@ -68,7 +71,8 @@ lines = alt.Chart(shown).mark_line(point=True).encode(
                  scale=alt.Scale(reverse=True, domain=[1, limit + 1])),
     color=alt.Color("probe_label:N", title="probe"),
     tooltip=["probe_label", "value", "rank", "found"])
-rule = alt.Chart(D.pd.DataFrame({"value": [params[vary] or (25 if vary == "token_budget" else 0)]})).mark_rule(
+at = params[vary] or (config.MIN_SWEPT_BUDGET if vary == "token_budget" else 0)
+rule = alt.Chart(pd.DataFrame({"value": [at]})).mark_rule(
     strokeDash=[4, 4]).encode(x="value:Q")
 shared.chart(lines + rule)
 st.caption(f"{shown['probe_label'].nunique()} of {moves['probe_label'].nunique()} probes with a relevant memory "

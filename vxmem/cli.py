@@ -6,6 +6,11 @@
 
 Each prints a readable table and writes CSV or Parquet (by the file's extension). Bad
 arguments and bad files get one line on stderr and exit code 2.
+
+Formats, search modes, settings and sweepable parameters are the library's own
+(:data:`vxmem.datasets.FORMATS`, :data:`vxmem.store.SEARCH_MODES`,
+:data:`vxmem.replay.SETTINGS_KEYS`, each policy's parameters and
+:data:`vxmem.sweep.SWEEP_KEYS`), so a flag exists exactly where the library has the name.
 """
 
 from __future__ import annotations
@@ -13,9 +18,30 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import List, Optional
+from typing import Any
+
+from .datasets import FORMATS, Conversation, DatasetError
+from .policies import BLEND_DEFAULTS, POLICIES
+from .replay import SETTINGS_KEYS, Replay
+from .store import SEARCH_MODES
+from .sweep import SWEEP_KEYS
 
 EXIT_USAGE = 2
+DEFAULT_POLICY = "blend"
+EMBEDDERS = ("hashing", "semantic")
+
+# The memory settings `vxmem replay` takes as flags: (setting, type, help), in help order.
+_SETTING_FLAGS: tuple[tuple[str, type, str], ...] = (
+    *((k, float, f"{k} (default {v:g})") for k, v in BLEND_DEFAULTS.items()),
+    ("limit", int, "results per probe (default 10)"),
+    ("token_budget", int, "tokens per recall (default: none)"),
+    ("mode", str, "relevance (default dense)"),
+    ("hybrid_weight", float, "dense share in hybrid mode"),
+    ("pool_limit", int, "largest limit a later sweep may use"),
+)
+# Every parameter a sweep takes: the default policy's, the policy-free ones, then the other policies'.
+_GRID_KEYS = tuple(dict.fromkeys([*POLICIES[DEFAULT_POLICY].params, *SWEEP_KEYS,
+                                  *(k for p in POLICIES.values() for k in p.params)]))
 
 
 class CliError(Exception):
@@ -27,9 +53,15 @@ class _Parser(argparse.ArgumentParser):
         raise CliError(message)
 
 
-def _floats(text: str, name: str, allow_none: bool = False) -> list:
+def _flag(key: str) -> str:
+    """The option of a setting or grid parameter: ``--recency-weight``; half-lives drop their unit."""
+    name = key.removesuffix("_days") if key.endswith("half_life_days") else key
+    return "--" + name.replace("_", "-")
+
+
+def _floats(text: str, name: str, allow_none: bool = False) -> list[float | None]:
     """``"1,3,7"`` or ``"0:1:0.25"`` (start:stop:step, stop included) or a mix, as numbers."""
-    out: list = []
+    out: list[float | None] = []
     for part in text.split(","):
         part = part.strip()
         if not part:
@@ -38,23 +70,25 @@ def _floats(text: str, name: str, allow_none: bool = False) -> list:
             out.append(None)
             continue
         try:
-            if ":" in part:
-                bits = [float(x) for x in part.split(":")]
-                if len(bits) != 3 or bits[2] <= 0 or bits[1] < bits[0]:
-                    raise ValueError
-                n = int(round((bits[1] - bits[0]) / bits[2]))
-                out += [round(bits[0] + i * bits[2], 12) for i in range(n + 1) if bits[0] + i * bits[2] <= bits[1] + 1e-9]
-            else:
-                out.append(float(part))
+            out += _range(part) if ":" in part else [float(part)]
         except ValueError:
             raise CliError(f"{name}: expected numbers like 1,3,7 or a range start:stop:step, got {part!r}") from None
     return out
 
 
-def _ints(text: str, name: str, allow_none: bool = False) -> list:
-    vals = _floats(text, name, allow_none)
-    out = []
-    for v in vals:
+def _range(part: str) -> list[float]:
+    """``"start:stop:step"`` as its values, stop included; ``ValueError`` if it is not one."""
+    bits = [float(x) for x in part.split(":")]
+    if len(bits) != 3 or bits[2] <= 0 or bits[1] < bits[0]:
+        raise ValueError(part)
+    start, stop, step = bits
+    n = int(round((stop - start) / step))
+    return [round(start + i * step, 12) for i in range(n + 1) if start + i * step <= stop + 1e-9]
+
+
+def _ints(text: str, name: str, allow_none: bool = False) -> list[int | None]:
+    out: list[int | None] = []
+    for v in _floats(text, name, allow_none):
         if v is None:
             out.append(None)
         elif not float(v).is_integer() or v < 1:
@@ -102,29 +136,15 @@ def _embedder(name: str):
         raise CliError(str(exc).splitlines()[0]) from None
 
 
-def _add_replay_settings(p) -> None:
-    g = p.add_argument_group("memory settings")
-    g.add_argument("--half-life", type=float, dest="half_life_days", help="half_life_days (default 7)")
-    g.add_argument("--recency-weight", type=float, dest="recency_weight", help="default 0.5")
-    g.add_argument("--feedback-weight", type=float, dest="feedback_weight", help="default 0.25")
-    g.add_argument("--feedback-half-life", type=float, dest="feedback_half_life_days", help="default 30")
-    g.add_argument("--limit", type=int, help="results per probe (default 10)")
-    g.add_argument("--token-budget", type=int, dest="token_budget", help="tokens per recall (default: none)")
-    g.add_argument("--mode", choices=("dense", "lexical", "hybrid"), help="relevance (default dense)")
-    g.add_argument("--hybrid-weight", type=float, dest="hybrid_weight", help="dense share in hybrid mode")
-    g.add_argument("--pool-limit", type=int, dest="pool_limit", help="largest limit a later sweep may use")
-
-
-_SETTING_KEYS = ("half_life_days", "recency_weight", "feedback_weight", "feedback_half_life_days", "limit",
-                 "token_budget", "mode", "hybrid_weight", "pool_limit")
-
-
-def _load(path: str, fmt: Optional[str]):
+def _load(path: str, fmt: str | None) -> list[Conversation]:
     from .datasets import load
 
     if not os.path.exists(path):
         raise CliError(f"{path}: no such file")
     return load(path, format=fmt)
+
+
+# ---------------------------------------------------------------------------- the parser
 
 
 def _parser() -> _Parser:
@@ -142,31 +162,22 @@ def _parser() -> _Parser:
 
     r = sub.add_parser("replay", help="replay a dataset through the memory")
     r.add_argument("dataset")
-    r.add_argument("--format", choices=("jsonl", "locomo", "longmemeval"), help="default: guessed")
+    r.add_argument("--format", choices=FORMATS, help="default: guessed")
     _add_replay_settings(r)
-    r.add_argument("--policy", default="blend", help="ranking the probe metrics report (default blend)")
-    r.add_argument("--embedder", choices=("hashing", "semantic"), default="hashing")
+    r.add_argument("--policy", default=DEFAULT_POLICY,
+                   help=f"ranking the probe metrics report (default {DEFAULT_POLICY})")
+    r.add_argument("--embedder", choices=EMBEDDERS, default="hashing")
     r.add_argument("--n-jobs", type=int, default=1, help="parallel replays (joblib; -1: all cores)")
     r.add_argument("-o", "--output", help="per-probe results, .csv or .parquet")
     r.add_argument("--save", help="save the replay (.npz) for later sweeps")
 
     w = sub.add_parser("sweep", help="re-rank cached pools over a parameter grid")
     w.add_argument("dataset", help="a dataset, or a replay saved with `vxmem replay --save`")
-    w.add_argument("--format", choices=("jsonl", "locomo", "longmemeval"))
-    w.add_argument("--policy", default="blend")
-    g = w.add_argument_group("grid (comma lists or start:stop:step ranges)")
-    g.add_argument("--half-life", dest="half_life_days")
-    g.add_argument("--recency-weight", dest="recency_weight")
-    g.add_argument("--feedback-weight", dest="feedback_weight")
-    g.add_argument("--feedback-half-life", dest="feedback_half_life_days")
-    g.add_argument("--limit")
-    g.add_argument("--token-budget", dest="token_budget", help="ints or none")
-    g.add_argument("--hybrid-weight", dest="hybrid_weight")
-    g.add_argument("--decay-rate", dest="decay_rate", help="langchain policy")
-    g.add_argument("--recency-decay", dest="recency_decay", help="generative_agents policy")
-    g.add_argument("--strength-days", dest="strength_days", help="memorybank policy")
-    w.add_argument("--mode", choices=("dense", "lexical", "hybrid"))
-    w.add_argument("--embedder", choices=("hashing", "semantic"), default="hashing")
+    w.add_argument("--format", choices=FORMATS)
+    w.add_argument("--policy", default=DEFAULT_POLICY)
+    _add_grid(w)
+    w.add_argument("--mode", choices=SEARCH_MODES)
+    w.add_argument("--embedder", choices=EMBEDDERS, default="hashing")
     w.add_argument("--n-jobs", type=int, default=1)
     w.add_argument("--sort", default="ndcg", help="metric the table is sorted by (default ndcg)")
     w.add_argument("--top", type=int, default=20, help="rows of the table (default 20)")
@@ -175,77 +186,91 @@ def _parser() -> _Parser:
     return top
 
 
-def _synth(args, extra: List[str]) -> int:
-    from .datasets import dumps_jsonl, save_jsonl
-    from .synth import SCENARIOS, generate
+def _add_replay_settings(parser: argparse.ArgumentParser) -> None:
+    g = parser.add_argument_group("memory settings")
+    for key, kind, text in _SETTING_FLAGS:
+        if key == "mode":
+            g.add_argument(_flag(key), choices=SEARCH_MODES, help=text)
+        else:
+            g.add_argument(_flag(key), type=kind, dest=key, help=text)
 
+
+def _add_grid(parser: argparse.ArgumentParser) -> None:
+    g = parser.add_argument_group("grid (comma lists or start:stop:step ranges)")
+    plain = {*POLICIES[DEFAULT_POLICY].params, *SWEEP_KEYS}
+    for key in _GRID_KEYS:
+        text: str | None = None
+        if key == "token_budget":
+            text = "ints or none"
+        elif key not in plain:  # a parameter of another policy: say whose
+            text = ", ".join(pol.name for pol in POLICIES.values() if key in pol.params) + " policy"
+        g.add_argument(_flag(key), dest=key, help=text)
+
+
+# ---------------------------------------------------------------------------- synth
+
+
+def _synth(args, extra: list[str]) -> int:
+    from .datasets import dumps_jsonl, save_jsonl
+    from .synth import generate
+
+    conv = generate(args.scenario, seed=args.seed, **_sizes(args.scenario, extra))
+    if not args.output:
+        sys.stdout.write(dumps_jsonl(conv))
+        return 0
+    if not args.output.endswith(".jsonl"):
+        raise CliError(f"output {args.output!r}: a conversation is written as .jsonl")
+    try:
+        save_jsonl(conv, args.output)
+    except OSError as exc:
+        raise CliError(f"cannot write {args.output!r}: {exc.strerror or exc}") from None
+    counts = conv.to_frame().groupby("type").size().rename("events").reset_index()
+    print(f"{conv.name}: {conv.description}")
+    print(_table(counts))
+    print(f"wrote {args.output}")
+    return 0
+
+
+def _sizes(scenario: str, extra: list[str]) -> dict[str, int]:
+    """The ``--SIZE N`` options after a scenario, checked against its size knobs."""
+    from .synth import SCENARIOS
+
+    knobs = SCENARIOS[scenario][1]
     sizes = {}
     it = iter(extra)
     for tok in it:
         if not tok.startswith("--"):
             raise CliError(f"unexpected argument {tok!r}")
         key = tok[2:].replace("-", "_")
-        if key not in SCENARIOS[args.scenario][1]:
-            raise CliError(f"{args.scenario} has no size --{tok[2:]}; sizes: "
-                           + ", ".join("--" + k.replace("_", "-") for k in SCENARIOS[args.scenario][1]))
+        if key not in knobs:
+            raise CliError(f"{scenario} has no size --{tok[2:]}; sizes: "
+                           + ", ".join("--" + k.replace("_", "-") for k in knobs))
         val = next(it, None)
         if val is None or not val.isdigit():
             raise CliError(f"{tok} needs a whole number")
         sizes[key] = int(val)
-    conv = generate(args.scenario, seed=args.seed, **sizes)
-    if args.output:
-        if not args.output.endswith(".jsonl"):
-            raise CliError(f"output {args.output!r}: a conversation is written as .jsonl")
-        try:
-            save_jsonl(conv, args.output)
-        except OSError as exc:
-            raise CliError(f"cannot write {args.output!r}: {exc.strerror or exc}") from None
-        counts = conv.to_frame().groupby("type").size().rename("events").reset_index()
-        print(f"{conv.name}: {conv.description}")
-        print(_table(counts))
-        print(f"wrote {args.output}")
-    else:
-        sys.stdout.write(dumps_jsonl(conv))
-    return 0
+    return sizes
 
 
-def _replays(args, settings):
-    import pandas as pd  # noqa: F401
+# ---------------------------------------------------------------------------- replay
 
+
+def _replays(args, settings: dict[str, Any]) -> list[Replay]:
     from .replay import replay_many
 
     convs = _load(args.dataset, args.format)
     emb = _embedder(args.embedder)
-    return replay_many(convs, settings, emb, n_jobs=args.n_jobs, policy=getattr(args, "policy", "blend"))
+    return replay_many(convs, settings, emb, n_jobs=args.n_jobs, policy=getattr(args, "policy", DEFAULT_POLICY))
 
 
 def _replay(args) -> int:
-    import pandas as pd
-
-    from . import metrics as M
-
-    settings = {k: getattr(args, k) for k in _SETTING_KEYS if getattr(args, k, None) is not None}
+    settings = {k: getattr(args, k) for k in SETTINGS_KEYS if getattr(args, k, None) is not None}
     reps = _replays(args, settings)
-    frames = []
-    for r in reps:
-        f = r.to_frames()["probes"]
-        f.insert(0, "conversation", r.name)
-        frames.append(f)
-    probes = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    probes = _probe_rows(reps)
     if probes.empty:
         print("no probes in this dataset")
     else:
-        table = M.aggregate(probes, category=True)
-        print(f"{len(reps)} conversation(s), {len(probes)} probes, policy {reps[0].meta['policy']}")
-        print(_table(table, 50))
-        overall = M.aggregate(probes)
-        print("overall: " + ", ".join(f"{c}={overall[c].iloc[0]:.3f}" for c in overall.columns
-                                      if c != "probes" and pd.notna(overall[c].iloc[0])))
-        cons = pd.concat([pd.DataFrame(r.events) for r in reps], ignore_index=True)
-        cons = cons[cons["type"] == "consolidate"]
-        if len(cons):
-            saved = int(M.tokens_saved(cons["tokens_before"].sum(), cons["tokens_after"].sum()))
-            print(f"tokens saved by consolidation: {saved}")
+        _print_replay_summary(reps, probes)
     if args.output:
         _write(probes.drop(columns=["meta"], errors="ignore"), args.output)
         print(f"wrote {args.output}")
@@ -257,33 +282,65 @@ def _replay(args) -> int:
     return 0
 
 
-_GRID_KEYS = ("half_life_days", "recency_weight", "feedback_weight", "feedback_half_life_days", "limit",
-              "token_budget", "hybrid_weight", "decay_rate", "recency_decay", "strength_days")
+def _probe_rows(reps: list[Replay]):
+    """Every probe of every replay, one row each, with its conversation's name first."""
+    import pandas as pd
+
+    frames = []
+    for r in reps:
+        f = r.to_frames()["probes"]
+        f.insert(0, "conversation", r.name)
+        frames.append(f)
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
-def _sweep(args) -> int:
-    from .replay import Replay
-    from .sweep import sweep
+def _print_replay_summary(reps: list[Replay], probes) -> None:
+    """Metrics by category, overall, and the tokens consolidation saved."""
+    import pandas as pd
 
-    grid = {}
+    from . import metrics as M
+
+    print(f"{len(reps)} conversation(s), {len(probes)} probes, policy {reps[0].meta['policy']}")
+    print(_table(M.aggregate(probes, category=True), 50))
+    overall = M.aggregate(probes)
+    print("overall: " + ", ".join(f"{c}={overall[c].iloc[0]:.3f}" for c in overall.columns
+                                  if c != "probes" and pd.notna(overall[c].iloc[0])))
+    cons = pd.concat([pd.DataFrame(r.events) for r in reps], ignore_index=True)
+    cons = cons[cons["type"] == "consolidate"]
+    if len(cons):
+        saved = int(M.tokens_saved(cons["tokens_before"].sum(), cons["tokens_after"].sum()))
+        print(f"tokens saved by consolidation: {saved}")
+
+
+# ---------------------------------------------------------------------------- sweep
+
+
+def _grid(args) -> dict[str, list]:
+    """The grid the sweep flags spell, each axis parsed and checked."""
+    grid: dict[str, list] = {}
     for k in _GRID_KEYS:
         text = getattr(args, k)
         if text is None:
             continue
-        name = "--" + k.replace("_days", "").replace("_", "-") if k in ("half_life_days", "feedback_half_life_days") \
-            else "--" + k.replace("_", "-")
         if k == "limit":
-            grid[k] = _ints(text, name)
+            grid[k] = _ints(text, _flag(k))
         elif k == "token_budget":
-            grid[k] = _ints(text, name, allow_none=True)
+            grid[k] = _ints(text, _flag(k), allow_none=True)
         else:
-            grid[k] = _floats(text, name)
+            grid[k] = _floats(text, _flag(k))
+    return grid
+
+
+def _sweep(args) -> int:
+    from .sweep import sweep
+
+    grid = _grid(args)
     if args.dataset.endswith(".npz"):
         if not os.path.exists(args.dataset):
             raise CliError(f"{args.dataset}: no such file")
         reps = [Replay.load(args.dataset)]
     else:
-        settings = {"pool_limit": max(grid.get("limit", [10]))}
+        settings: dict[str, Any] = {"pool_limit": max(grid.get("limit", [10]))}
         if args.mode:
             settings["mode"] = args.mode
         reps = _replays(args, settings)
@@ -304,10 +361,8 @@ def _sweep(args) -> int:
     return 0
 
 
-def main(argv: Optional[List[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``vxmem`` console script; returns the exit code."""
-    from .datasets import DatasetError
-
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         parser = _parser()

@@ -1,4 +1,4 @@
-"""Synthetic conversations that exercise one memory behaviour each, plus rule-based helpers.
+"""Synthetic conversations that exercise one memory behaviour each.
 
 ``generate(scenario, seed=0, **size)`` returns a :class:`~vxmem.datasets.Conversation`;
 the same seed gives the same conversation. Wording varies (paraphrased statements and
@@ -15,147 +15,31 @@ Scenarios (see :data:`SCENARIOS`):
 - ``long_thread``: a long thread with TTLs, expiry and weekly consolidation.
 - ``many_users``: similar facts in many sessions; a probe must never see another session.
 
-The workbench runs offline, so the judge and the summarizer these scenarios need are
-rule-based and named as such: :class:`RuleKeyValueJudge` and :class:`RuleSummarizer`.
-They understand the sentence shapes this module writes and little else; bring an LLM
-callable for real data.
+The judge and the summarizer these scenarios need are the rule-based ones of
+:mod:`vxmem.rules` (:class:`~vxmem.rules.RuleKeyValueJudge`,
+:class:`~vxmem.rules.RuleSummarizer`), which understand the sentence shapes written here;
+they are importable from this module too.
 """
 
 from __future__ import annotations
 
-import re
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from .clock import DAY, to_epoch
 from .datasets import Conversation, Event
+from .rules import JUDGES, SUMMARIZERS, RuleKeyValueJudge, RuleSummarizer, get_judge, get_summarizer, rule_key_value
+
+__all__ = ["generate", "SCENARIOS", "START", "HOUR",
+           # the rule-based helpers the scenarios are replayed with, from vxmem.rules
+           "RuleKeyValueJudge", "RuleSummarizer", "rule_key_value", "get_judge", "get_summarizer", "JUDGES",
+           "SUMMARIZERS"]
 
 START = to_epoch("2024-01-01T09:00:00Z")
 HOUR = 3600.0
-
-# ---------------------------------------------------------------------------- rule-based helpers
-
-_KV_PATTERNS: List[Tuple[re.Pattern, str]] = [
-    (re.compile(r"^(?P<s>[A-Z]\w+) (?:now )?(?:lives in|is living in|has moved to|moved to|relocated to|"
-                r"is based in) (?P<v>[A-Z][\w ]*?)\.?$"), "home"),
-    (re.compile(r"^(?P<s>[A-Z]\w+) (?:now )?(?:works at|works for|is employed at|has joined|joined|"
-                r"took a job at) (?P<v>[A-Z][\w ]*?)\.?$"), "employer"),
-    (re.compile(r"^(?P<s>[A-Z]\w+)(?:'s| has a new) favou?rite (?P<a>\w+) is (?:now )?(?P<v>[\w ]+?)\.?$"), None),
-    (re.compile(r"^(?P<s>[A-Z]\w+) (?:now )?drives an? (?P<v>[\w ]+?)\.?$"), "car"),
-]
-
-
-def rule_key_value(text: str) -> Optional[Tuple[Tuple[str, str], str]]:
-    """``((subject, attribute), value)`` for the fact shapes the synthetic scenarios write."""
-    text = " ".join(text.strip().split())
-    for pattern, attribute in _KV_PATTERNS:
-        m = pattern.match(text)
-        if m:
-            attr = attribute or m.group("a").lower()
-            return (m.group("s").lower(), attr), m.group("v").strip().lower()
-    return None
-
-
-class RuleKeyValueJudge:
-    """Rule-based contradiction judge: no model, for the workbench and demos only.
-
-    Reads each fact as ``subject / attribute = value`` with a few regular expressions
-    ("Dana lives in Lisbon", "Dana has moved to Porto", "Omar's favourite tea is jasmine")
-    and says an old fact is contradicted when the new one has the same subject and
-    attribute and a different value. Anything it cannot read is never contradicted.
-    """
-
-    name = "rule_key_value"
-
-    def __call__(self, new_text: str, old_texts: List[str]) -> List[bool]:
-        new = rule_key_value(new_text)
-        out = []
-        for old in old_texts:
-            kv = rule_key_value(old)
-            out.append(bool(new and kv and kv[0] == new[0] and kv[1] != new[1]))
-        return out
-
-
-_KEEP = re.compile(r"\b(prefer|favou?rite|allergic|live|lives|work|works|name is|called|birthday|"
-                   r"always|never|remember|my \w+ is|i'm a|i am a|vegetarian|vegan)\b", re.I)
-_TEMPORARY = re.compile(r"\b(tonight|today|right now|for now|this morning|this evening|temporar\w*)\b", re.I)
-_PERSON = [(re.compile(r"\bI'm\b"), "the user is"), (re.compile(r"\bI am\b"), "the user is"),
-           (re.compile(r"\bI've\b"), "the user has"),
-           (re.compile(r"\bI (always |never |really |usually |now )?have\b"), r"the user \1has"),
-           (re.compile(r"\bI (always |never |really |usually |now )?(prefer|like|love|live|work|drive|take|want|"
-                       r"need|own|hate|eat|drink|order)\b"), r"the user \1\2s"),
-           (re.compile(r"\bI\b"), "the user"), (re.compile(r"\bme\b"), "the user"),
-           (re.compile(r"\bmine\b"), "the user's")]
-_MY = re.compile(r"\b[Mm]y\b")
-
-
-def _third_person_my(s: str) -> str:
-    """"my" becomes "the user's" the first time the user is named, "their" after that."""
-    out, pos = [], 0
-    for m in _MY.finditer(s):
-        out.append(s[pos:m.start()])
-        out.append("their" if "the user" in "".join(out) else "the user's")
-        pos = m.end()
-    return "".join(out) + s[pos:]
-_LEADIN = re.compile(r"^(?:oh,? |by the way,? |btw,? |just so you know,? |fyi,? |also,? |actually,? |"
-                     r"remember that |please remember that |note that )+", re.I)
-
-
-class RuleSummarizer:
-    """Rule-based summarizer for ``consolidate()``: no model, for the workbench and demos only.
-
-    Keeps the user turns that state something lasting (a preference, a name, where they
-    live or work, an allergy), drops questions, chit-chat and anything marked temporary
-    ("tonight", "for now"), and rewrites the rest in the third person so each fact stands
-    on its own: "my sister is called Ana" becomes "The user's sister is called Ana."
-    """
-
-    name = "rule_summarizer"
-
-    def __call__(self, turns: List[Dict[str, Any]]) -> List[str]:
-        facts: List[str] = []
-        for turn in turns:
-            if turn.get("role", "user") != "user":
-                continue
-            for sentence in re.split(r"(?<=[.!])\s+", turn["text"].strip()):
-                s = sentence.strip()
-                if not s or s.endswith("?") or not _KEEP.search(s) or _TEMPORARY.search(s):
-                    continue
-                s = _LEADIN.sub("", s)
-                for pattern, repl in _PERSON:
-                    s = pattern.sub(repl, s)
-                s = _third_person_my(s)
-                s = s.rstrip(".!") + "."
-                s = s[0].upper() + s[1:]
-                if s not in facts:
-                    facts.append(s)
-        return facts
-
-
-JUDGES: Dict[str, Callable] = {"rule_key_value": RuleKeyValueJudge()}
-SUMMARIZERS: Dict[str, Callable] = {"rule_summarizer": RuleSummarizer()}
-
-
-def get_judge(name: Optional[str]):
-    """The rule-based judge registered under ``name`` (None: no judge)."""
-    if name is None:
-        return None
-    try:
-        return JUDGES[name]
-    except KeyError:
-        raise ValueError(f"unknown judge {name!r}; known: {', '.join(JUDGES)}") from None
-
-
-def get_summarizer(name: Optional[str]):
-    """The rule-based summarizer registered under ``name`` (None: the default one)."""
-    if name is None:
-        return SUMMARIZERS["rule_summarizer"]
-    try:
-        return SUMMARIZERS[name]
-    except KeyError:
-        raise ValueError(f"unknown summarizer {name!r}; known: {', '.join(SUMMARIZERS)}") from None
-
 
 # ---------------------------------------------------------------------------- building blocks
 
@@ -166,7 +50,7 @@ class _Timeline:
     def __init__(self, seed: int):
         self.rng = np.random.default_rng(seed)
         self.t = START
-        self.events: List[Event] = []
+        self.events: list[Event] = []
         self.n = 0
 
     def pick(self, options: Sequence[str]) -> str:
@@ -175,32 +59,30 @@ class _Timeline:
     def advance(self, hours: float = 0.0, days: float = 0.0, jitter_minutes: float = 30.0) -> None:
         self.t += hours * HOUR + days * DAY + float(self.rng.uniform(1.0, 1.0 + jitter_minutes)) * 60.0
 
-    def at_least(self, t: float) -> None:
-        self.t = max(self.t, t)
-
     def label(self, prefix: str) -> str:
         self.n += 1
         return f"{prefix}{self.n}"
 
-    def add(self, type: str, **fields) -> Event:
+    def add(self, type: str, **fields: Any) -> Event:
         ev = Event(time=round(self.t), type=type, **fields)
         self.events.append(ev)
         return ev
 
-    def turn(self, text: str, session: Optional[str], role: str = "user", label: Optional[str] = None,
-             **kw) -> str:
+    def turn(self, text: str, session: str | None, role: str = "user", label: str | None = None,
+             **kw: Any) -> str:
         label = label or self.label("t")
         self.add("turn", label=label, session=session, role=role, text=text, **kw)
         self.advance(jitter_minutes=5)
         return label
 
-    def fact(self, text: str, session: Optional[str], label: Optional[str] = None, **kw) -> str:
+    def fact(self, text: str, session: str | None, label: str | None = None, **kw: Any) -> str:
         label = label or self.label("f")
         self.add("fact", label=label, session=session, text=text, **kw)
         self.advance(jitter_minutes=5)
         return label
 
-    def probe(self, query: str, session: Optional[str], relevant, stale=(), category=None, **meta) -> None:
+    def probe(self, query: str, session: str | None, relevant: Mapping[str, float] | Sequence[str],
+              stale: Sequence[str] = (), category: str | None = None, **meta: Any) -> None:
         rel = relevant if isinstance(relevant, dict) else {r: 1.0 for r in relevant}
         self.add("probe", label=self.label("q"), query=query, session=session, relevant=dict(rel),
                  stale=tuple(stale), category=category, meta=dict(meta))
@@ -224,10 +106,10 @@ _ASSISTANT = [
 ]
 
 
-def _chatter(tl: _Timeline, session: str, n: int, extra: Sequence[str] = (), ttl_days=None) -> None:
+def _chatter(tl: _Timeline, session: str, n: int, extra: Sequence[str] = (), ttl_days: float | None = None) -> None:
     pool = list(_CHATTER) + list(extra)
     for _ in range(n):
-        kw = {"ttl_days": ttl_days} if ttl_days else {}
+        kw: dict[str, Any] = {"ttl_days": ttl_days} if ttl_days else {}
         tl.turn(tl.pick(pool), session, "user", **kw)
         if tl.rng.random() < 0.5:
             tl.turn(tl.pick(_ASSISTANT), session, "assistant", **kw)
@@ -236,13 +118,15 @@ def _chatter(tl: _Timeline, session: str, n: int, extra: Sequence[str] = (), ttl
 # ---------------------------------------------------------------------------- scenarios
 
 _TOPICS = [
-    {"topic": "theme", "old": ["I prefer dark mode for every app.", "Please always use a dark theme, my eyes hurt on white.",
+    {"topic": "theme", "old": ["I prefer dark mode for every app.",
+                               "Please always use a dark theme, my eyes hurt on white.",
                                "Dark mode, please: bright screens give me headaches."],
      "new": "Actually I prefer light mode now, the dark theme is hard to read in my sunny office.",
      "queries": ["Which colour scheme should the interface use?", "Should the screen be bright or dim for me?"],
      "distractors": ["The dark chocolate cake was amazing.", "What mode of transport is fastest to Lyon?",
                      "My office gets a lot of light in the mornings."]},
-    {"topic": "units", "old": ["I like measurements in metric, kilometres and kilos.", "Use metric units for me, please.",
+    {"topic": "units", "old": ["I like measurements in metric, kilometres and kilos.",
+                               "Use metric units for me, please.",
                                "Give me distances in kilometres, never miles."],
      "new": "Scratch that: I moved to Ohio, so give me miles and pounds from now on.",
      "queries": ["How should I express distances to this person?", "Which measurement system does the user want?"],
@@ -263,59 +147,77 @@ _TOPICS = [
 ]
 
 
-def _preference_drift(tl: _Timeline, users: int, topics: int, weeks: int, chatter: int) -> Dict[str, Any]:
+@dataclass
+class _Change:
+    """One user's preference on one topic: the label first said, the week it changes, the label after."""
+
+    session: str
+    spec: dict[str, Any]
+    by_feedback: bool
+    week: int
+    old: str = ""
+    new: str = ""
+
+
+def _preference_drift(tl: _Timeline, users: int, topics: int, weeks: int, chatter: int) -> dict[str, Any]:
     topics = min(topics, len(_TOPICS))
     sessions = [f"user{u + 1}" for u in range(users)]
-    plans = []
-    for u, s in enumerate(sessions):
-        for k in range(topics):
-            plans.append({"session": s, "spec": _TOPICS[k], "by_feedback": (u + k) % 2 == 0,
-                          "change_week": int(tl.rng.integers(max(1, weeks // 3), max(2, weeks - 1)))})
+    changes = [_Change(s, _TOPICS[k], by_feedback=(u + k) % 2 == 0,
+                       week=int(tl.rng.integers(max(1, weeks // 3), max(2, weeks - 1))))
+               for u, s in enumerate(sessions) for k in range(topics)]
     extra = [d for p in _TOPICS[:topics] for d in p["distractors"]]
-    for p in plans:
-        p["old"] = tl.turn(tl.pick(p["spec"]["old"]), p["session"])
-        _chatter(tl, p["session"], 1, extra)
+    for c in changes:
+        c.old = tl.turn(tl.pick(c.spec["old"]), c.session)
+        _chatter(tl, c.session, 1, extra)
     for week in range(1, weeks + 1):
         tl.advance(days=7)
         for s in sessions:
             _chatter(tl, s, chatter, extra)
-        for p in plans:
-            if p["change_week"] == week:
-                if p["by_feedback"]:
-                    p["new"] = tl.label("c")
-                    tl.add("feedback", label=p["new"], target=p["old"], outcome="corrected",
-                           correction=p["spec"]["new"])
-                    tl.advance(jitter_minutes=5)
-                else:
-                    p["new"] = tl.turn(p["spec"]["new"], p["session"])
-            if week in (p["change_week"] - 1, p["change_week"] + 1, weeks):
-                changed = week > p["change_week"]
-                tl.probe(tl.pick(p["spec"]["queries"]), p["session"],
-                         relevant=[p["new"]] if changed else [p["old"]],
-                         stale=[p["old"]] if changed else [],
-                         category="after_change" if changed else "before_change", topic=p["spec"]["topic"])
+        for c in changes:
+            if c.week == week:
+                _change_preference(tl, c)
+            if week in (c.week - 1, c.week + 1, weeks):
+                changed = week > c.week
+                tl.probe(tl.pick(c.spec["queries"]), c.session,
+                         relevant=[c.new] if changed else [c.old],
+                         stale=[c.old] if changed else [],
+                         category="after_change" if changed else "before_change", topic=c.spec["topic"])
     return {"description": f"{users} users change {topics} preferences over {weeks} weeks; half the changes "
                            "are corrections through feedback(), half are plain later statements."}
+
+
+def _change_preference(tl: _Timeline, c: _Change) -> None:
+    """The new preference, as a correction through feedback() or as a plain later statement."""
+    if c.by_feedback:
+        c.new = tl.label("c")
+        tl.add("feedback", label=c.new, target=c.old, outcome="corrected", correction=c.spec["new"])
+        tl.advance(jitter_minutes=5)
+    else:
+        c.new = tl.turn(c.spec["new"], c.session)
 
 
 _OLD_FACTS = [
     ("I'm allergic to peanuts, it's serious.", ["Is there any food I must avoid?", "What can't I eat safely?"],
      ["Peanut butter cookies are on sale.", "Which foods are high in protein?", "I avoid the gym on Mondays."]),
-    ("My passport expires in March 2026.", ["When does my travel document run out?", "Until when is my ID for flights valid?"],
-     ["I need to travel to Madrid in March.", "What documents do I need for a mortgage?", "The expiry date on the milk passed."]),
-    ("My daughter Lina was born on 4 June.", ["When is my kid's birthday?", "What date should I plan the girl's party for?"],
+    ("My passport expires in March 2026.",
+     ["When does my travel document run out?", "Until when is my ID for flights valid?"],
+     ["I need to travel to Madrid in March.", "What documents do I need for a mortgage?",
+      "The expiry date on the milk passed."]),
+    ("My daughter Lina was born on 4 June.",
+     ["When is my kid's birthday?", "What date should I plan the girl's party for?"],
      ["The party at work is on Friday.", "Which plants bloom in June?", "My kid wants a puppy."]),
     ("I drive a blue Volvo estate.", ["What car do I have?", "Which vehicle should the parking permit list?"],
      ["The blue whale is the largest animal.", "Parking downtown is impossible.", "Which car rental is cheapest?"]),
     ("My blood type is O negative.", ["What is my blood group?", "Which transfusion type matches me?"],
-     ["The blood drive at work is on Friday.", "Our hiking group meets on Sundays.", "What type of bread is healthiest?"]),
+     ["The blood drive at work is on Friday.", "Our hiking group meets on Sundays.",
+      "What type of bread is healthiest?"]),
     ("I'm a vegetarian since 2015.", ["Should the dinner menu for me include meat?", "What diet do I follow?"],
      ["The dinner menu at the steakhouse changed.", "I follow a cooking channel about meat smoking.",
       "I've been at this job since 2015."]),
 ]
 
 
-def _old_but_relevant(tl: _Timeline, facts: int, months: int, per_day: int) -> Dict[str, Any]:
+def _old_but_relevant(tl: _Timeline, facts: int, months: int, per_day: int) -> dict[str, Any]:
     s = "user1"
     chosen = [_OLD_FACTS[i] for i in tl.rng.permutation(len(_OLD_FACTS))[:min(facts, len(_OLD_FACTS))]]
     labels = []
@@ -359,7 +261,7 @@ _TIPS = [
 ]
 
 
-def _feedback_loop(tl: _Timeline, topics: int, rounds: int) -> Dict[str, Any]:
+def _feedback_loop(tl: _Timeline, topics: int, rounds: int) -> dict[str, Any]:
     s = "user1"
     specs = _TIPS[:min(topics, len(_TIPS))]
     tips = {}
@@ -387,13 +289,14 @@ _HOME_FORMS = ["{p} lives in {v}.", "{p} has moved to {v}.", "{p} relocated to {
 _JOB_FORMS = ["{p} works at {v}.", "{p} has joined {v}.", "{p} took a job at {v}.", "{p} now works for {v}."]
 _HOME_Q = ["Where does {p} live these days?", "Which city is {p} in now?", "What's {p}'s current town?"]
 _JOB_Q = ["Who is {p}'s employer?", "Which company does {p} work for?", "Where is {p} employed?"]
-_NOISE = ["{p} visited {v} last spring.", "{p} has a friend who lives near {v}.", "{p} wrote a review of a cafe in {v}."]
+_NOISE = ["{p} visited {v} last spring.", "{p} has a friend who lives near {v}.",
+          "{p} wrote a review of a cafe in {v}."]
 
 
-def _contradicting_facts(tl: _Timeline, people: int, updates: int) -> Dict[str, Any]:
+def _contradicting_facts(tl: _Timeline, people: int, updates: int) -> dict[str, Any]:
     s = "kb"
     names = list(tl.rng.permutation(_PEOPLE)[:min(people, len(_PEOPLE))])
-    current: Dict[Tuple[str, str], List[str]] = {}
+    current: dict[tuple[str, str], list[str]] = {}
     values = {"home": _CITIES, "employer": _EMPLOYERS}
     forms = {"home": _HOME_FORMS, "employer": _JOB_FORMS}
     questions = {"home": _HOME_Q, "employer": _JOB_Q}
@@ -451,24 +354,23 @@ _TEMP = [
 ]
 
 
-def _long_thread(tl: _Timeline, days: int, per_day: int, consolidate_every: int) -> Dict[str, Any]:
+def _long_thread(tl: _Timeline, days: int, per_day: int, consolidate_every: int) -> dict[str, Any]:
     s = "user1"
-    lasting = [(t, q, None) for t, q in _LASTING]
-    lasting = [list(x) for x in lasting]
-    temps: List[list] = []
+    lasting: dict[int, str] = {}  # index in _LASTING -> label of the turn that said it
+    temps: list[tuple[str, list[str], float]] = []  # (label, queries, when said) of each temporary fact
     order = list(tl.rng.permutation(len(_LASTING)))
     temp_order = list(tl.rng.permutation(len(_TEMP)))
     for day in range(1, days + 1):
         tl.advance(days=1)
         if order and day % 3 == 1:
             i = order.pop()
-            lead, text = tl.pick(["", "By the way, ", "Just so you know, "]), lasting[i][0]
+            lead, text = tl.pick(["", "By the way, ", "Just so you know, "]), _LASTING[i][0]
             if lead and not text.startswith(("I ", "I'")):
                 text = text[0].lower() + text[1:]
-            lasting[i][2] = tl.turn(lead + text, s)
+            lasting[i] = tl.turn(lead + text, s)
         if temp_order and day % 7 == 2:
             i = temp_order.pop()
-            temps.append([tl.turn(_TEMP[i][0], s, ttl_days=1.0), _TEMP[i][1], tl.t])
+            temps.append((tl.turn(_TEMP[i][0], s, ttl_days=1.0), _TEMP[i][1], tl.t))
         _chatter(tl, s, per_day, ttl_days=None)
         for lab, queries, said in temps:
             if said + DAY < tl.t < said + 3 * DAY:
@@ -477,9 +379,9 @@ def _long_thread(tl: _Timeline, days: int, per_day: int, consolidate_every: int)
             tl.add("expire")
             tl.add("consolidate", session=s, keep_recent=6)
             tl.advance(hours=1)
-            for text, queries, lab in lasting:
-                if lab is not None:
-                    tl.probe(tl.pick(queries), s, relevant=[lab], category="lasting")
+            for i, (_, queries) in enumerate(_LASTING):
+                if i in lasting:
+                    tl.probe(tl.pick(queries), s, relevant=[lasting[i]], category="lasting")
     return {"description": f"A {days}-day thread in one session, {per_day} chit-chat turns a day; temporary "
                            f"facts expire after a day; every {consolidate_every} days expire() and "
                            "consolidate() run with the rule-based summarizer.",
@@ -499,10 +401,10 @@ _USER_FACTS = [
 ]
 
 
-def _many_users(tl: _Timeline, users: int, facts_per_user: int) -> Dict[str, Any]:
+def _many_users(tl: _Timeline, users: int, facts_per_user: int) -> dict[str, Any]:
     sessions = [f"user{u + 1}" for u in range(users)]
     specs = _USER_FACTS[:min(facts_per_user, len(_USER_FACTS))]
-    said: Dict[Tuple[str, str], str] = {}
+    said: dict[tuple[str, str], str] = {}
     for kind, forms, values, _ in specs:
         vals = list(tl.rng.permutation(values))
         for u, s in enumerate(sessions):
@@ -517,7 +419,7 @@ def _many_users(tl: _Timeline, users: int, facts_per_user: int) -> Dict[str, Any
                            "runs in one user's session and must never see another's."}
 
 
-SCENARIOS: Dict[str, Tuple[Callable, Dict[str, int]]] = {
+SCENARIOS: dict[str, tuple[Callable, dict[str, int]]] = {
     "preference_drift": (_preference_drift, {"users": 2, "topics": 4, "weeks": 8, "chatter": 4}),
     "old_but_relevant": (_old_but_relevant, {"facts": 5, "months": 4, "per_day": 2}),
     "feedback_loop": (_feedback_loop, {"topics": 5, "rounds": 6}),

@@ -1,9 +1,11 @@
-"""DataFrames for the Streamlit workbench (``app.py``) and the notebooks.
+"""The DataFrames the Streamlit workbench (``app.py``) and the notebooks share.
 
 Presentation helpers only: every function here calls the library (replay, sweep, metrics,
 the memory itself) and reshapes what it returns into a tidy DataFrame a chart or a table
-can draw. No ranking happens here; ``scoring``, ``policies`` and ``sweep`` do all of it.
-Nothing imports Streamlit, so the notebooks and tests use the same frames the pages show.
+can draw. No ranking happens here; ``scoring``, ``policies`` and ``sweep`` do all of it,
+and the score parts shown are the ones ``recall()`` reported. Nothing imports Streamlit,
+so the notebooks and tests use the same frames the pages show; what the pages offer
+(slider ranges, the playground's seed, budget lists) is the app's, in ``app_pages/config.py``.
 """
 
 from __future__ import annotations
@@ -11,44 +13,34 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from . import metrics as M
 from . import scoring
-from .clock import DAY
-from .datasets import Conversation, DatasetError, Event, load
-from .policies import BLEND_DEFAULTS, POLICIES, get_policy
+from .datasets import FORMATS, Conversation, DatasetError, Event, load
+from .keys import K_SUPERSEDED_BY, K_SUPERSEDES
+from .memory import ConversationMemory
+from .policies import BLEND_DEFAULTS, POLICIES
 from .replay import Replay, replay, replay_many
 from .sweep import rankings, sweep
 
-# Settings every dataset replay of the workbench uses: pools big enough for limit <= 20.
-REPLAY_SETTINGS: Dict[str, Any] = {"pool_limit": 20}
+# Every dataset replay of the workbench caches pools big enough for any limit up to MAX_LIMIT.
 MAX_LIMIT = 20
+REPLAY_SETTINGS: dict[str, Any] = {"pool_limit": MAX_LIMIT}
 
-# The sliders: (label, min, max, default, step). Defaults are the memory's own.
-PARAMS: Dict[str, Tuple[str, float, float, float, float]] = {
-    "half_life_days": ("half-life (days)", 0.5, 180.0, BLEND_DEFAULTS["half_life_days"], 0.5),
-    "recency_weight": ("recency weight", 0.0, 2.0, BLEND_DEFAULTS["recency_weight"], 0.05),
-    "feedback_weight": ("feedback weight", 0.0, 2.0, BLEND_DEFAULTS["feedback_weight"], 0.05),
-    "feedback_half_life_days": ("feedback half-life (days)", 1.0, 180.0,
-                                BLEND_DEFAULTS["feedback_half_life_days"], 1.0),
-    "limit": ("limit", 1, MAX_LIMIT, 10, 1),
-    "token_budget": ("token budget (0: none)", 0, 2000, 0, 25),
-}
-DEFAULT_POINT: Dict[str, Any] = {k: v[3] for k, v in PARAMS.items()}
+# The memory's own defaults as a grid point (token_budget 0: no budget).
+DEFAULT_POINT: dict[str, Any] = {**BLEND_DEFAULTS, "limit": 10, "token_budget": 0}
 
-# Higher is better for these metrics; lower for the leaks.
-METRIC_LABELS = {"hit": "hit@k", "recall": "recall@k", "mrr": "MRR", "ndcg": "nDCG@k",
-                 "stale_leak": "stale-leak@k", "foreign_leak": "foreign-leak@k",
-                 "session_recall": "session recall@k", "budget_fill": "budget fill"}
-LOWER_IS_BETTER = M.LOWER_IS_BETTER
+# The metric columns of a sweep's per_point frame, in metrics order (a mean of rr is mrr).
+POINT_METRICS = tuple("mrr" if m == "rr" else m for m in M.METRICS)
 
-# What "at its best" searches for each policy on the Compare page.
-POLICY_GRIDS: Dict[str, Dict[str, list]] = {
+# What compare_policies searches for each policy's best point.
+POLICY_GRIDS: dict[str, dict[str, list]] = {
     "blend": {"half_life_days": [1, 3, 7, 14, 30, 90, 180], "recency_weight": [0.0, 0.1, 0.25, 0.5, 1.0],
               "feedback_weight": [0.0, 0.25, 0.5, 1.0]},
     "cosine": {},
@@ -57,6 +49,10 @@ POLICY_GRIDS: Dict[str, Dict[str, list]] = {
     "generative_agents": {"recency_decay": [0.9, 0.95, 0.99, 0.995, 0.999, 0.9999]},
     "memorybank": {"strength_days": [0.5, 1, 3, 7, 30, 90, 365, 1000]},
 }
+
+_RESULT_COLUMNS = ["rank", "label", "text", "kind", "session", "tokens", "relevant", "stale"]
+_TIMELINE_COLUMNS = ["created", "end", "session", "kind", "lane", "status", "label", "text", "tokens", "id"]
+_SECTIONS = ("pinned", "recent", "recalled")
 
 
 # ---------------------------------------------------------------------------- datasets
@@ -69,12 +65,13 @@ def shipped_datasets(root) -> pd.DataFrame:
     for path in sorted(root.glob("*.jsonl")):
         rows.append({"name": path.stem, "path": str(path), "format": "jsonl"})
     for path in sorted((root / "fixtures").glob("*.json")):
-        fmt = "locomo" if "locomo" in path.stem else "longmemeval" if "longmemeval" in path.stem else None
+        # A fixture is named for its format ("locomo_sample.json"); None lets load() guess.
+        fmt = next((f for f in FORMATS if f != "jsonl" and f in path.stem), None)
         rows.append({"name": f"fixtures/{path.name}", "path": str(path), "format": fmt})
     return pd.DataFrame(rows, columns=["name", "path", "format"])
 
 
-def load_bytes(filename: str, data: bytes, format: Optional[str] = None) -> List[Conversation]:
+def load_bytes(filename: str, data: bytes, format: str | None = None) -> list[Conversation]:
     """Load an uploaded file (vxmem JSONL, LoCoMo JSON or LongMemEval JSON).
 
     Every problem, whatever its kind, comes back as one :class:`DatasetError` with a
@@ -100,8 +97,8 @@ def load_bytes(filename: str, data: bytes, format: Optional[str] = None) -> List
     return convs
 
 
-def replay_all(conversations: Sequence[Conversation], settings: Optional[Mapping[str, Any]] = None) -> List[Replay]:
-    """Replay every conversation with the workbench's settings (pools for limit <= 20)."""
+def replay_all(conversations: Sequence[Conversation], settings: Mapping[str, Any] | None = None) -> list[Replay]:
+    """Replay every conversation with the workbench's settings (pools for limit <= MAX_LIMIT)."""
     s = dict(REPLAY_SETTINGS)
     s.update(settings or {})
     return replay_many(list(conversations), s, n_jobs=1, progress=False)
@@ -119,7 +116,7 @@ def conversation_summary(conversations: Sequence[Conversation]) -> pd.DataFrame:
 # ---------------------------------------------------------------------------- parameters
 
 
-def grid_point(params: Mapping[str, Any]) -> Dict[str, Any]:
+def grid_point(params: Mapping[str, Any]) -> dict[str, Any]:
     """Slider values as a sweep grid point: ``token_budget`` 0 means no budget."""
     out = dict(params)
     if "token_budget" in out and not out["token_budget"]:
@@ -136,8 +133,8 @@ def param_values(name: str, lo: float, hi: float, n: int) -> list:
     if n < 1:
         raise ValueError("n must be >= 1")
     if name in ("limit", "token_budget"):
-        vals = sorted({int(round(v)) for v in np.linspace(lo, hi, n)})
-        return [v for v in vals if v >= 1] or [1]
+        ints = sorted({int(round(v)) for v in np.linspace(lo, hi, n)})
+        return [v for v in ints if v >= 1] or [1]
     if name.endswith("half_life_days") and lo > 0:
         vals = np.geomspace(lo, hi, n)
     else:
@@ -165,18 +162,15 @@ def probe_table(replays: Sequence[Replay]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _memory_rows(replay: Replay) -> Dict[str, Dict[str, Any]]:
-    return {m["id"]: m for m in replay.memories}
-
-
-def _marks(replay: Replay, probe: int) -> Dict[str, Tuple[float, bool]]:
+def _marks(replay: Replay, probe: int) -> dict[str, tuple[float, bool]]:
     """Pool id -> (grade, stale) at ``probe``, as the replay recorded them."""
     pool = replay.pool(probe)
     return {mid: (float(g), bool(s)) for mid, g, s in zip(pool.ids, pool.grade, pool.stale)}
 
 
 def _result_rows(replay: Replay, probe: int, ids: Sequence[str]) -> pd.DataFrame:
-    mems = _memory_rows(replay)
+    """One row per memory id in ``ids``, ranked in that order, marked relevant or stale at ``probe``."""
+    mems = {m["id"]: m for m in replay.memories}
     marks = _marks(replay, probe)
     rows = []
     for rank, mid in enumerate(ids, 1):
@@ -185,7 +179,7 @@ def _result_rows(replay: Replay, probe: int, ids: Sequence[str]) -> pd.DataFrame
         rows.append({"rank": rank, "label": ", ".join(m.get("labels") or []) or "-", "text": m.get("text", ""),
                      "kind": m.get("kind"), "session": m.get("session"), "tokens": m.get("tokens"),
                      "relevant": grade > 0, "stale": stale})
-    return pd.DataFrame(rows, columns=["rank", "label", "text", "kind", "session", "tokens", "relevant", "stale"])
+    return pd.DataFrame(rows, columns=_RESULT_COLUMNS)
 
 
 def ranking_at(replay: Replay, probe: int, params: Mapping[str, Any]) -> pd.DataFrame:
@@ -217,7 +211,7 @@ def rank_movement(replays: Sequence[Replay], params: Mapping[str, Any], vary: st
 
 
 def sweep_grid(replays: Sequence[Replay], x: str, x_values: Sequence, y: str, y_values: Sequence,
-               fixed: Optional[Mapping[str, Any]] = None) -> pd.DataFrame:
+               fixed: Mapping[str, Any] | None = None) -> pd.DataFrame:
     """Mean metrics at every point of ``x`` x ``y`` (other parameters at ``fixed``)."""
     if x == y:
         raise ValueError("choose two different parameters")
@@ -232,17 +226,18 @@ def sweep_grid(replays: Sequence[Replay], x: str, x_values: Sequence, y: str, y_
 
 def best_row(frame: pd.DataFrame, metric: str) -> pd.Series:
     """The row with the best ``metric`` (lowest for the leaks), first on ties."""
-    return frame.sort_values(metric, ascending=metric in LOWER_IS_BETTER, kind="stable").iloc[0]
+    return frame.sort_values(metric, ascending=metric in M.LOWER_IS_BETTER, kind="stable").iloc[0]
 
 
 # ---------------------------------------------------------------------------- Compare
 
 
 def compare_policies(replays: Sequence[Replay], metric: str = "ndcg",
-                     grids: Optional[Mapping[str, Mapping[str, list]]] = None,
-                     point: Optional[Mapping[str, Any]] = None) -> pd.DataFrame:
+                     grids: Mapping[str, Mapping[str, list]] | None = None,
+                     point: Mapping[str, Any] | None = None) -> pd.DataFrame:
     """One row per policy at its default parameters and one at its best on ``metric``.
 
+    ``grids`` says where each policy's best is searched (default :data:`POLICY_GRIDS`);
     ``point`` may fix ``limit`` and ``token_budget`` for every policy (default: the replays').
     """
     grids = POLICY_GRIDS if grids is None else grids
@@ -257,7 +252,7 @@ def compare_policies(replays: Sequence[Replay], metric: str = "ndcg",
             params = {k: float(row[k]) for k in pol.params if k in row}
             rows.append({"policy": name, "setting": setting,
                          "params": ", ".join(f"{k}={v:g}" for k, v in params.items()) or "(none)",
-                         **{m: row[m] for m in METRIC_LABELS if m in row}, "description": pol.description})
+                         **{m: row[m] for m in POINT_METRICS if m in row}, "description": pol.description})
     return pd.DataFrame(rows)
 
 
@@ -271,16 +266,16 @@ def memory_timeline(replay: Replay) -> pd.DataFrame:
     mem = frames["memories"].copy()
     ev = frames["events"]
     if mem.empty:
-        return pd.DataFrame(columns=["created", "end", "session", "kind", "lane", "status", "label", "text", "tokens",
-                                     "id"])
-    kind_at = {}
+        return pd.DataFrame(columns=_TIMELINE_COLUMNS)
+    # A memory deleted at the moment of an expire, consolidate or forget event went that way.
+    deleted_by: dict[Any, str] = {}
     for _, e in ev[ev["type"].isin(["expire", "consolidate", "forget"])].iterrows():
-        kind_at.setdefault(e["time"], e["type"])
+        deleted_by.setdefault(e["time"], e["type"])
     fate = {"expire": "expired", "consolidate": "consolidated", "forget": "forgotten"}
 
-    def status(r):
+    def status(r: pd.Series) -> str:
         if pd.notna(r["deleted"]):
-            return fate.get(kind_at.get(r["deleted"]), "deleted")
+            return fate.get(deleted_by.get(r["deleted"], ""), "deleted")
         if pd.notna(r["superseded_at"]):
             return "superseded"
         if r["derived_from"]:
@@ -292,7 +287,7 @@ def memory_timeline(replay: Replay) -> pd.DataFrame:
     mem["session"] = mem["session"].fillna("(none)")
     mem["end"] = mem["deleted"].fillna(mem["superseded_at"])
     mem["lane"] = mem["session"].astype(str) + " / " + mem["kind"].astype(str)
-    return mem[["created", "end", "session", "kind", "lane", "status", "label", "text", "tokens", "id"]]
+    return mem[_TIMELINE_COLUMNS]
 
 
 def probe_results(replay: Replay, probe: int) -> pd.DataFrame:
@@ -319,27 +314,6 @@ def probe_metrics(replay: Replay) -> pd.DataFrame:
 # ---------------------------------------------------------------------------- Playground
 
 
-PLAYGROUND_T0 = 1_704_099_600.0  # 2024-01-01T09:00:00Z
-
-PLAYGROUND_SEED: List[Dict[str, Any]] = [
-    {"time": PLAYGROUND_T0, "type": "fact", "label": "m1", "session": "demo", "pinned": True,
-     "text": "My name is Sam and I am vegetarian."},
-    {"time": PLAYGROUND_T0 + 1 * DAY, "type": "turn", "label": "m2", "session": "demo",
-     "text": "I prefer dark mode in every editor."},
-    {"time": PLAYGROUND_T0 + 30 * DAY, "type": "turn", "label": "m3", "session": "demo",
-     "text": "My sister Ana lives in Lisbon and visits every summer."},
-    {"time": PLAYGROUND_T0 + 60 * DAY, "type": "feedback", "label": "m4", "target": "m2", "outcome": "corrected",
-     "correction": "Actually I switched to light mode, dark mode hurt my eyes."},
-    {"time": PLAYGROUND_T0 + 88 * DAY, "type": "turn", "label": "m5", "session": "demo",
-     "text": "The build failed again because of the flaky network test."},
-    {"time": PLAYGROUND_T0 + 89 * DAY, "type": "turn", "label": "m6", "session": "demo", "text": "lol ok"},
-    {"time": PLAYGROUND_T0 + 90 * DAY, "type": "turn", "label": "m7", "session": "demo", "role": "assistant",
-     "text": "Which editor theme should I set up for you?"},
-]
-PLAYGROUND_NOW = PLAYGROUND_T0 + 90 * DAY + 3600.0
-PLAYGROUND_QUERY = "does the user like dark mode or light mode?"
-
-
 def next_label(events: Sequence[Mapping[str, Any]]) -> str:
     """A fresh ``m<n>`` label for the next memory of a playground session."""
     used = {e.get("label") for e in events}
@@ -349,7 +323,7 @@ def next_label(events: Sequence[Mapping[str, Any]]) -> str:
     return f"m{n}"
 
 
-def playground_conversation(events: Sequence[Mapping[str, Any]], query: str, session: Optional[str],
+def playground_conversation(events: Sequence[Mapping[str, Any]], query: str, session: str | None,
                             now: float, limit: int = 10) -> Conversation:
     """The playground's events plus one probe (the query at ``now``) as a conversation."""
     evs = [Event.from_dict(dict(e)) for e in events]
@@ -359,8 +333,8 @@ def playground_conversation(events: Sequence[Mapping[str, Any]], query: str, ses
     return Conversation(name="playground", events=evs, description="typed into the workbench playground")
 
 
-def playground_recall(events: Sequence[Mapping[str, Any]], query: str, session: Optional[str], now: float,
-                      settings: Mapping[str, Any], judge: Optional[str] = None) -> Dict[str, pd.DataFrame]:
+def playground_recall(events: Sequence[Mapping[str, Any]], query: str, session: str | None, now: float,
+                      settings: Mapping[str, Any], judge: str | None = None) -> dict[str, pd.DataFrame]:
     """Build the playground memory from ``events`` and ask it ``query`` at ``now``.
 
     Returns ``ranking`` (``recall()``'s results with their ``_vx_scoring`` parts),
@@ -371,22 +345,12 @@ def playground_recall(events: Sequence[Mapping[str, Any]], query: str, session: 
     s = {k: v for k, v in settings.items() if k in BLEND_DEFAULTS}
     limit = int(settings.get("limit", 10))
     conv = playground_conversation(events, query, session, now, limit)
-    captured: Dict[str, Any] = {}
+    captured: dict[str, pd.DataFrame] = {}
 
     def at_probe(memory, event, t):
         res = memory.recall(event.query, session=event.session, limit=limit, now=t)
         captured["ranking"] = res.to_frame()
-        chains, seen = [], set()
-        for r in memory.db.scan():
-            meta = r.metadata
-            if r.id in seen or not (meta.get("_vx_supersedes") or meta.get("_vx_superseded_by")):
-                continue
-            chain = memory.history(r.id)
-            seen.update(h.id for h in chain)
-            for h in chain:
-                chains.append({"chain": chain[0].id, "id": h.id, "text": h.text, "kind": h.kind, "ts": h.ts,
-                               "live": h.live, "superseded_at": h.superseded_at})
-        captured["history"] = pd.DataFrame(chains)
+        captured["history"] = _supersession_chains(memory)
         return None
 
     rep = replay(conv, {**s, "limit": limit, "judge": judge}, on_probe=at_probe if query.strip() else None)
@@ -394,57 +358,76 @@ def playground_recall(events: Sequence[Mapping[str, Any]], query: str, session: 
     ranking = captured.get("ranking", pd.DataFrame())
     if not ranking.empty:
         ranking.insert(1, "label", ranking["id"].map(labels))
-    parts = score_parts(ranking, {**BLEND_DEFAULTS, **s})
-    history = captured.get("history", pd.DataFrame())
-    if not history.empty:
-        history["label"] = history["id"].map(labels)
-        names = history.groupby("chain", sort=False)["label"].agg(" -> ".join)
-        history["chain"] = history["chain"].map(names)
-        history = history[["chain", "label", "text", "kind", "ts", "live", "superseded_at"]]
-    mem = memory_timeline(rep) if rep.memories else pd.DataFrame()
-    return {"ranking": ranking, "parts": parts, "memories": mem, "history": history}
+    return {"ranking": ranking, "parts": score_parts(ranking, {**BLEND_DEFAULTS, **s}),
+            "memories": memory_timeline(rep) if rep.memories else pd.DataFrame(),
+            "history": _labelled_chains(captured.get("history", pd.DataFrame()), labels)}
+
+
+def _supersession_chains(memory: ConversationMemory) -> pd.DataFrame:
+    """Every chain of corrections in ``memory``, oldest first, one row per memory in it."""
+    rows: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for r in memory.db.scan():
+        meta = r.metadata
+        if r.id in seen or not (meta.get(K_SUPERSEDES) or meta.get(K_SUPERSEDED_BY)):
+            continue
+        chain = memory.history(r.id)
+        seen.update(h.id for h in chain)
+        for h in chain:
+            rows.append({"chain": chain[0].id, "id": h.id, "text": h.text, "kind": h.kind, "ts": h.ts,
+                         "live": h.live, "superseded_at": h.superseded_at})
+    return pd.DataFrame(rows)
+
+
+def _labelled_chains(history: pd.DataFrame, labels: Mapping[str, str]) -> pd.DataFrame:
+    """Chains named by their members' labels (``"m2 -> m4"``) rather than by memory ids."""
+    if history.empty:
+        return history
+    history = history.copy()
+    history["label"] = history["id"].map(labels)
+    names = history.groupby("chain", sort=False)["label"].agg(" -> ".join)
+    history["chain"] = history["chain"].map(names)
+    return history[["chain", "label", "text", "kind", "ts", "live", "superseded_at"]]
 
 
 def score_parts(ranking: pd.DataFrame, settings: Mapping[str, Any]) -> pd.DataFrame:
     """Each result's score split into what relevance, recency and feedback contributed.
 
-    ``relevance_norm``, ``recency_weight x recency`` and ``feedback_weight x
-    clamp(feedback)``: the three terms of the spec's blend, which sum to ``score``.
+    The parts are the ones ``recall()`` reported (``relevance_norm``, ``recency``,
+    ``feedback`` from :func:`vxmem.scoring.score_pool`); each part's term is
+    :func:`vxmem.scoring.blend` of that part alone, so the weights and the feedback clamp
+    stay in one place and the three terms sum to ``score``.
     """
     if ranking.empty:
         return pd.DataFrame(columns=["rank", "label", "text", "part", "contribution"])
     frame = ranking.copy()
-    frame["relevance"] = frame["relevance_norm"]
-    frame["recency"] = float(settings["recency_weight"]) * frame["recency"]
-    fb = np.clip(frame["feedback"], -scoring.FEEDBACK_CLAMP, scoring.FEEDBACK_CLAMP)
-    frame["feedback"] = float(settings["feedback_weight"]) * fb
+    w = (float(settings["recency_weight"]), float(settings["feedback_weight"]))
+    frame["relevance"] = scoring.blend(frame["relevance_norm"], 0.0, 0.0, *w)
+    frame["recency"] = scoring.blend(0.0, frame["recency"], 0.0, *w)
+    frame["feedback"] = scoring.blend(0.0, 0.0, frame["feedback"], *w)
     cols = ["rank", "label", "text"] if "label" in frame else ["rank", "text"]
-    long = frame.melt(id_vars=cols, value_vars=["relevance", "recency", "feedback"], var_name="part",
+    return frame.melt(id_vars=cols, value_vars=["relevance", "recency", "feedback"], var_name="part",
                       value_name="contribution")
-    return long
 
 
 # ---------------------------------------------------------------------------- Budget
 
 
-BUDGETS = [25, 50, 75, 100, 150, 200, 300, 400, 600, 800, 1200, 1600]
-
-
-def context_budgets(conversation: Conversation, probe: int, budgets: Sequence[int] = BUDGETS,
-                    settings: Optional[Mapping[str, Any]] = None, recent_turns: int = 6,
-                    limit: int = 10) -> Dict[str, Any]:
+def context_budgets(conversation: Conversation, probe: int, budgets: Sequence[int],
+                    settings: Mapping[str, Any] | None = None, recent_turns: int = 6,
+                    limit: int = 10) -> dict[str, Any]:
     """``context()`` at probe number ``probe`` of ``conversation`` under each of ``budgets``.
 
     Replays the conversation and, at that probe, assembles the context block for every
     budget. Returns ``sections`` (tokens by section per budget), ``items`` (every line
-    the most generous budget ships, and whether each budget kept it) and ``texts``
-    (budget -> the assembled text).
+    the most generous budget ships, and whether each budget kept it), ``texts``
+    (budget -> the assembled text) and ``notes`` (per budget: tokens used, what was cut).
     """
     probes = conversation.probes
     if not 0 <= probe < len(probes):
         raise ValueError(f"probe must be in [0, {len(probes)}), got {probe}")
     target = probes[probe]
-    blocks: Dict[int, Any] = {}
+    blocks: dict[int, Any] = {}
 
     def at_probe(memory, event, t):
         if event is target:
@@ -454,25 +437,37 @@ def context_budgets(conversation: Conversation, probe: int, budgets: Sequence[in
         return None
 
     replay(conversation, {**REPLAY_SETTINGS, **dict(settings or {})}, on_probe=at_probe)
-    sections, texts, notes = [], {}, {}
-    for b, blk in blocks.items():
-        for name in ("pinned", "recent", "recalled"):
-            sections.append({"budget": b, "section": name, "tokens": blk.tokens_by_section.get(name, 0)})
-        texts[b] = blk.text
-        notes[b] = {"tokens_used": blk.tokens_used, "over_budget": blk.over_budget, "cut_recent": blk.cut_recent,
-                    "cut_recalled": blk.cut_recalled, "note": blk.note}
-    widest = blocks[max(blocks)] if blocks else None
+    return {"sections": _budget_sections(blocks), "items": _budget_items(blocks),
+            "texts": {b: blk.text for b, blk in blocks.items()},
+            "notes": _budget_notes(blocks), "query": target.query, "session": target.session}
+
+
+def _budget_sections(blocks: Mapping[int, Any]) -> pd.DataFrame:
+    """Tokens by section (pinned, recent, recalled) for every budget."""
+    return pd.DataFrame([{"budget": b, "section": name, "tokens": blk.tokens_by_section.get(name, 0)}
+                         for b, blk in blocks.items() for name in _SECTIONS])
+
+
+def _budget_items(blocks: Mapping[int, Any]) -> pd.DataFrame:
+    """Every line the most generous budget ships, with one column per budget: was it kept."""
+    if not blocks:
+        return pd.DataFrame()
+    widest = blocks[max(blocks)]
     items = []
-    if widest is not None:
-        for name in ("pinned", "recent", "recalled"):
-            for r in getattr(widest, name):
-                row = {"section": name, "text": r.text, "id": r.id}
-                for b, blk in blocks.items():
-                    row[str(b)] = r.id in blk.ids
-                items.append(row)
-    return {"sections": pd.DataFrame(sections), "items": pd.DataFrame(items), "texts": texts,
-            "notes": pd.DataFrame.from_dict(notes, orient="index").rename_axis("budget").reset_index(),
-            "query": target.query, "session": target.session}
+    for name in _SECTIONS:
+        for r in getattr(widest, name):
+            row = {"section": name, "text": r.text, "id": r.id}
+            for b, blk in blocks.items():
+                row[str(b)] = r.id in blk.ids
+            items.append(row)
+    return pd.DataFrame(items)
+
+
+def _budget_notes(blocks: Mapping[int, Any]) -> pd.DataFrame:
+    """Per budget: tokens used, whether pinned facts alone went over, what was cut, the block's note."""
+    notes = {b: {"tokens_used": blk.tokens_used, "over_budget": blk.over_budget, "cut_recent": blk.cut_recent,
+                 "cut_recalled": blk.cut_recalled, "note": blk.note} for b, blk in blocks.items()}
+    return pd.DataFrame.from_dict(notes, orient="index").rename_axis("budget").reset_index()
 
 
 def to_csv(frame: pd.DataFrame) -> bytes:

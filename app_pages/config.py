@@ -1,0 +1,77 @@
+"""What the workbench offers on its pages: slider ranges, labels, the playground's seed, budgets.
+
+App configuration only; the library (:mod:`vxmem.views`) knows none of it. Defaults come
+from the library's own (:data:`vxmem.views.DEFAULT_POINT`), so a slider starts where the
+memory does.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from vxmem.clock import DAY
+from vxmem.datasets import FILE_FORMATS
+from vxmem.views import DEFAULT_POINT, MAX_LIMIT
+
+# ---------------------------------------------------------------------------- parameters and metrics
+
+# The sliders: (label, min, max, default, step).
+PARAMS: dict[str, tuple[str, float, float, float, float]] = {
+    "half_life_days": ("half-life (days)", 0.5, 180.0, DEFAULT_POINT["half_life_days"], 0.5),
+    "recency_weight": ("recency weight", 0.0, 2.0, DEFAULT_POINT["recency_weight"], 0.05),
+    "feedback_weight": ("feedback weight", 0.0, 2.0, DEFAULT_POINT["feedback_weight"], 0.05),
+    "feedback_half_life_days": ("feedback half-life (days)", 1.0, 180.0, DEFAULT_POINT["feedback_half_life_days"],
+                                1.0),
+    "limit": ("limit", 1, MAX_LIMIT, DEFAULT_POINT["limit"], 1),
+    "token_budget": ("token budget (0: none)", 0, 2000, DEFAULT_POINT["token_budget"], 25),
+}
+MIN_SWEPT_BUDGET = 25  # a swept or varied token budget starts here: a budget of 0 means none
+SWEEP_STEPS = (2, 12, 8)  # the steps slider of a sweep axis: min, max, default
+MOVEMENT_POINTS = 16  # values of the varied parameter on the Tune page's rank-movement chart
+
+METRIC_LABELS = {"hit": "hit@k", "recall": "recall@k", "mrr": "MRR", "ndcg": "nDCG@k",
+                 "stale_leak": "stale-leak@k", "foreign_leak": "foreign-leak@k",
+                 "session_recall": "session recall@k", "budget_fill": "budget fill"}
+HEADLINE_METRICS = ("hit", "mrr", "ndcg", "stale_leak")  # the metric tiles and bars
+PICK_METRICS = ("ndcg", "mrr", "hit", "recall", "stale_leak")  # what a best point can be picked by
+DEFAULT_LIMIT = int(DEFAULT_POINT["limit"])
+
+# ---------------------------------------------------------------------------- datasets
+
+DATASETS = Path(__file__).resolve().parents[1] / "datasets"
+DEFAULT_DATASET = "preference_drift"
+UPLOAD = "Upload a file..."
+FORMAT_CHOICES: dict[str, str | None] = {"guess from the file": None,
+                                         **{f.label: f.name for f in FILE_FORMATS.values()}}
+UPLOAD_TYPES = list(dict.fromkeys(f.suffix.lstrip(".") for f in FILE_FORMATS.values()))
+_LABELS = [f.label for f in FILE_FORMATS.values()]
+UPLOAD_LABEL = f"{', '.join(_LABELS[:-1])} or {_LABELS[-1]}"  # "vxmem JSONL, LoCoMo JSON or LongMemEval JSON"
+
+# ---------------------------------------------------------------------------- Playground
+
+PLAYGROUND_T0 = 1_704_099_600.0  # 2024-01-01T09:00:00Z
+PLAYGROUND_SEED: list[dict[str, Any]] = [
+    {"time": PLAYGROUND_T0, "type": "fact", "label": "m1", "session": "demo", "pinned": True,
+     "text": "My name is Sam and I am vegetarian."},
+    {"time": PLAYGROUND_T0 + 1 * DAY, "type": "turn", "label": "m2", "session": "demo",
+     "text": "I prefer dark mode in every editor."},
+    {"time": PLAYGROUND_T0 + 30 * DAY, "type": "turn", "label": "m3", "session": "demo",
+     "text": "My sister Ana lives in Lisbon and visits every summer."},
+    {"time": PLAYGROUND_T0 + 60 * DAY, "type": "feedback", "label": "m4", "target": "m2", "outcome": "corrected",
+     "correction": "Actually I switched to light mode, dark mode hurt my eyes."},
+    {"time": PLAYGROUND_T0 + 88 * DAY, "type": "turn", "label": "m5", "session": "demo",
+     "text": "The build failed again because of the flaky network test."},
+    {"time": PLAYGROUND_T0 + 89 * DAY, "type": "turn", "label": "m6", "session": "demo", "text": "lol ok"},
+    {"time": PLAYGROUND_T0 + 90 * DAY, "type": "turn", "label": "m7", "session": "demo", "role": "assistant",
+     "text": "Which editor theme should I set up for you?"},
+]
+PLAYGROUND_NOW = PLAYGROUND_T0 + 90 * DAY + 3600.0
+PLAYGROUND_QUERY = "does the user like dark mode or light mode?"
+CLOCK_STEPS = {"+1 hour": 3600.0, "+1 day": DAY, "+1 week": 7 * DAY, "+1 month": 30 * DAY}
+
+# ---------------------------------------------------------------------------- Budget
+
+BUDGETS = [25, 50, 75, 100, 150, 200, 300, 400, 600, 800, 1200, 1600]
+DEFAULT_BUDGET = 200
+DEFAULT_RECENT_TURNS = 6

@@ -1,0 +1,34 @@
+"""Conversations on a timeline: the workbench's data model, its JSONL format and importers.
+
+- :mod:`~vxmem.datasets.model`: :class:`Event`, :class:`Conversation` and their validation.
+- :mod:`~vxmem.datasets.jsonl`: the conversation's own JSON Lines file.
+- :mod:`~vxmem.datasets.locomo`, :mod:`~vxmem.datasets.longmemeval`: real benchmark files
+  read into the same model (:mod:`~vxmem.datasets.sources` holds what importers share).
+- :mod:`~vxmem.datasets.formats`: :func:`load` reads any of them, guessing which.
+
+Every name is importable from ``vxmem.datasets`` itself.
+"""
+
+from .formats import FILE_FORMATS, FORMATS, FileFormat, guess_format, load
+from .jsonl import dumps_jsonl, load_jsonl, loads_jsonl, save_jsonl
+from .locomo import load_locomo, parse_locomo_date
+from .longmemeval import load_longmemeval, parse_longmemeval_date
+from .model import (
+    EVENT_TYPES,
+    FORMAT,
+    HEADER_KEYS,
+    MEMORY_EVENTS,
+    Conversation,
+    DatasetError,
+    Event,
+    check_events,
+    format_time,
+)
+
+__all__ = [
+    "Conversation", "Event", "DatasetError", "check_events", "format_time",
+    "FORMAT", "EVENT_TYPES", "MEMORY_EVENTS", "HEADER_KEYS",
+    "load_jsonl", "loads_jsonl", "save_jsonl", "dumps_jsonl",
+    "load_locomo", "parse_locomo_date", "load_longmemeval", "parse_longmemeval_date",
+    "load", "guess_format", "FORMATS", "FILE_FORMATS", "FileFormat",
+]

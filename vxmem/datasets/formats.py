@@ -1,0 +1,76 @@
+"""Every file format the workbench reads, and :func:`load`, which reads any of them.
+
+A format is one entry of :data:`FILE_FORMATS`: its name, what a person calls it, the
+file suffix it comes with, its loader and the text near the top of a file that gives
+it away. An importer for another format (a chat log, say) is one more module beside
+:mod:`~vxmem.datasets.locomo` and one more entry here; ``load()``, the CLI's
+``--format`` and the workbench's upload box then know it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from . import locomo, longmemeval
+from .jsonl import load_jsonl
+from .model import Conversation, DatasetError
+
+_HEAD_CHARS = 4096  # how much of a file the guess reads
+
+
+@dataclass(frozen=True)
+class FileFormat:
+    """One readable file format: ``load(path)`` returns its conversations."""
+
+    name: str
+    label: str
+    suffix: str
+    load: Callable[[str], list[Conversation]]
+    markers: tuple[str, ...] = ()
+
+
+FILE_FORMATS: dict[str, FileFormat] = {f.name: f for f in (
+    FileFormat("jsonl", "vxmem JSONL", ".jsonl", lambda path: [load_jsonl(path)]),
+    FileFormat("locomo", "LoCoMo JSON", ".json", locomo.load_locomo, locomo.MARKERS),
+    FileFormat("longmemeval", "LongMemEval JSON", ".json", longmemeval.load_longmemeval, longmemeval.MARKERS),
+)}
+FORMATS = tuple(FILE_FORMATS)
+
+
+def _one_of(names: tuple[str, ...]) -> str:
+    """``"a, b or c"``."""
+    return f"{', '.join(names[:-1])} or {names[-1]}" if len(names) > 1 else "".join(names)
+
+
+def load(path, format: str | None = None) -> list[Conversation]:
+    """Load any supported file as a list of conversations (JSONL gives a list of one).
+
+    ``format`` is one of :data:`FORMATS` (``"jsonl"``, ``"locomo"``, ``"longmemeval"``); by
+    default it is guessed from the extension (``.jsonl``) and, for JSON, from the first
+    record's keys.
+    """
+    spath = os.fspath(path)
+    if format is None:
+        format = guess_format(spath)
+    if format not in FILE_FORMATS:
+        raise DatasetError(f"unknown format {format!r}; expected one of {', '.join(FORMATS)}", path=spath)
+    return FILE_FORMATS[format].load(spath)
+
+
+def guess_format(path: str) -> str:
+    """The format of the file at ``path``, by its suffix or the keys near its top."""
+    if path.endswith(".jsonl"):
+        return "jsonl"
+    try:
+        with open(path, encoding="utf-8") as f:
+            head = f.read(_HEAD_CHARS)
+    except OSError as exc:
+        raise DatasetError(f"cannot read file: {exc.strerror or exc}", path=path) from None
+    for fmt in FILE_FORMATS.values():
+        if any(marker in head for marker in fmt.markers):
+            return fmt.name
+    if head.lstrip().startswith("{"):
+        return "jsonl"
+    raise DatasetError(f"cannot tell the format; pass format= ({_one_of(FORMATS)})", path=path)
