@@ -369,6 +369,8 @@ def test_probe_pairs_rank_a_stale_statement_against_the_relevant_one_under_each_
     pairs = stale_replacement_pairs(rep, pairs="probe", **B)
     assert pairs[["stale", "replacement", "stale_rank", "replacement_rank"]].values.tolist() == [
         ["old", "new", 2.0, 1.0]]
+    # The default ranking is what ships: with a limit of 1 one side of the pair is never ranked.
+    assert math.isnan(replay_stale_above_replacement(rep, pairs="probe", limit=1, **B))
 
 
 def test_stale_pairs_reject_a_ranking_of_the_wrong_length(ab_replay):
@@ -376,6 +378,9 @@ def test_stale_pairs_reject_a_ranking_of_the_wrong_length(ab_replay):
         stale_replacement_pairs(ab_replay, ranked=[["m1"]])
     with pytest.raises(ValueError, match="pairs must be 'superseded_by' or 'probe'"):
         stale_replacement_pairs(ab_replay, pairs="labels")
+    gapped = make_replay(AB_PROBES, settings={"score_gap": 0.2})
+    with pytest.raises(ValueError, match="do not apply score_gap"):
+        stale_replacement_pairs(gapped)
 
 
 # ---------------------------------------------------------------------------- why (not) recalled

@@ -482,18 +482,20 @@ def stale_replacement_pairs(replay: Replay, ranked: Sequence[Sequence[str]] | No
     ``pairs="superseded_by"``: a superseded memory and the memory that superseded it (the
     replay's ``superseded_by``). ``pairs="probe"``: each memory the probe labels stale and
     each it labels relevant, for data where the newer statement replaces the older
-    without a supersession link. ``ranked`` is one list of ids per probe; by default the
-    whole candidate pool in ``policy``'s order (``params`` as for :meth:`Replay.rank`).
-    Recorded pools leave superseded memories out, as ``recall()`` does, so superseded_by
-    pairs are ranked only in rankings that include them.
+    without a supersession link. ``ranked`` is one list of ids per probe; by default what
+    each probe ships under ``policy`` at ``params`` (as :func:`vxmem.sweep.rankings`, so as
+    ``recall()`` would; a bigger ``limit`` looks deeper). A pair with a side not ranked
+    says nothing. Recorded pools leave superseded memories out, as ``recall()`` does, so
+    superseded_by pairs are ranked only in rankings that include them.
     """
     if not isinstance(replay, Replay):
         raise TypeError(f"replay must be a Replay, not {type(replay).__name__}")
     if pairs not in ("superseded_by", "probe"):
         raise ValueError(f"pairs must be 'superseded_by' or 'probe', got {pairs!r}")
     if ranked is None:
-        width = int(replay.pools["n"].max()) if replay.n_probes else 1
-        ranked = replay.rank(policy, limit=max(width, 1), token_budget=None, **params)
+        if replay.settings.get("score_gap") is not None:
+            raise ValueError("the sweep's rankings do not apply score_gap; replay with score_gap=None or pass ranked=")
+        ranked = rankings(replay, policy=policy, **params)
     elif len(ranked) != replay.n_probes:
         raise ValueError(f"ranked has {len(ranked)} lists; the replay has {replay.n_probes} probes")
     mems = {m["id"]: m for m in replay.memories}
