@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test lint app bench install clean chromium screenshot
+.PHONY: test lint app bench bench-peers install clean chromium screenshot
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -39,6 +39,23 @@ screenshot: $(STAMP) chromium
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_memory.py
+
+# vxmem against its peers (issue 14). The peers live in a venv of their own, never in .venv and never
+# in `make test`: `make bench-peers`, or `make bench-peers PEERS_ARGS="--sizes 1000,10000 --queries 100"`.
+PEERS_VENV := .venv-peers
+PEERS_STAMP := $(PEERS_VENV)/.installed
+PEERS := vectrixdb==2.2.0 chromadb==1.5.9 lancedb==0.40.0 langchain-classic==1.0.8 langchain-community==0.4.2 \
+	faiss-cpu==1.15.1 usearch==2.26.6
+PEERS_ARGS ?= --sizes 1000,10000,100000
+
+$(PEERS_STAMP): pyproject.toml
+	$(PY) -m venv $(PEERS_VENV)
+	$(PEERS_VENV)/bin/pip install --quiet --upgrade pip
+	$(PEERS_VENV)/bin/pip install --quiet -e . $(PEERS)
+	touch $(PEERS_STAMP)
+
+bench-peers: $(PEERS_STAMP)
+	$(PEERS_VENV)/bin/python benchmarks/bench_peers.py $(PEERS_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info
