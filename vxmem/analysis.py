@@ -638,7 +638,7 @@ def why_recalled(replay: Replay, probe: int, params: Mapping[str, Any] | None = 
     blend = resolve_params("blend", {k: v for k, v in point.items() if k in POLICIES["blend"].defaults}, s)
     pr = replay.probes[i]
     pool = replay.pool(i)
-    limit = point.get("limit", pool["limit"])
+    limit = point.get("limit", pool.limit)
     budget = point.get("token_budget", s.get("token_budget"))
     gap = point.get("score_gap", s.get("score_gap"))
     for name, v in (("limit", limit), ("token_budget", budget)):
@@ -649,8 +649,8 @@ def why_recalled(replay: Replay, probe: int, params: Mapping[str, Any] | None = 
         if gap < 0:
             raise ValueError(f"score_gap must be >= 0, got {gap!r}")
     mode = s.get("mode") or "dense"
-    n = len(pool["ids"])
-    cap = scoring.pool_size(max(int(pool["limit"]), int(s.get("pool_limit") or pool["limit"])))
+    n = len(pool.ids)
+    cap = scoring.pool_size(max(int(pool.limit), int(s.get("pool_limit") or pool.limit)))
     size = scoring.pool_size(int(limit))
     full = n >= cap
     if mode == "hybrid":
@@ -665,29 +665,30 @@ def why_recalled(replay: Replay, probe: int, params: Mapping[str, Any] | None = 
         n_valid = min(n, size)
 
     # The ranking, with the same functions in the same order as ConversationMemory._rank.
-    rel = pool["relevance"][:n_valid]
+    rel = pool.relevance[:n_valid]
     if mode == "hybrid" and "hybrid_weight" in point:
         w = check_param("hybrid_weight", point["hybrid_weight"])
-        rel = scoring.fuse_relevance(pool["dense"][:n_valid], pool["lexical"][:n_valid], w)
+        assert pool.dense is not None and pool.lexical is not None  # a replay's pool carries both parts
+        rel = scoring.fuse_relevance(pool.dense[:n_valid], pool.lexical[:n_valid], w)
     score, rel_norm, rec, fb = scoring.score_pool(
-        rel, pool["age_days"][:n_valid], pool["feedback_signs"][:n_valid], pool["feedback_ages"][:n_valid],
+        rel, pool.age_days[:n_valid], pool.feedback_signs[:n_valid], pool.feedback_ages[:n_valid],
         blend["half_life_days"], blend["recency_weight"], blend["feedback_weight"], blend["feedback_half_life_days"])
-    order = scoring.rank_order(score, pool["ts"][:n_valid]) if n_valid else np.zeros(0, dtype=np.int64)
+    order = scoring.rank_order(score, pool.ts[:n_valid]) if n_valid else np.zeros(0, dtype=np.int64)
     top = order[:limit]
     n_gap = scoring.apply_score_gap(score[top], gap)
     kept = top[:n_gap]
-    fits = scoring.fit_budget(pool["tokens"][kept], budget) if kept.size else np.zeros(0, dtype=bool)
+    fits = scoring.fit_budget(pool.tokens[kept], budget) if kept.size else np.zeros(0, dtype=bool)
     shipped = kept[fits]
     pool_rank = np.empty(n_valid, dtype=np.int64)
     pool_rank[order] = np.arange(1, n_valid + 1)
-    slot = {mid: j for j, mid in enumerate(pool["ids"])}
+    slot = {mid: j for j, mid in enumerate(pool.ids)}
     ship_rank = {int(j): r for r, j in enumerate(shipped, 1)}
     gap_cut = {int(j) for j in top[n_gap:]}
     budget_cut: dict[int, int] = {}
     used = 0
     for j, ok in zip(kept.tolist(), fits.tolist()):
         if ok:
-            used += int(pool["tokens"][j])
+            used += int(pool.tokens[j])
         else:
             budget_cut[j] = used
     last = int(shipped[-1]) if shipped.size else None
@@ -719,11 +720,11 @@ def why_recalled(replay: Replay, probe: int, params: Mapping[str, Any] | None = 
         row["superseded_by"] = sup
         j = slot.get(mid)
         if j is not None:
-            row["relevance"] = float(pool["relevance"][j])
+            row["relevance"] = float(pool.relevance[j])
         if j is not None and j < n_valid:
             row.update(pool_rank=int(pool_rank[j]), score=float(score[j]), relevance=float(rel[j]),
                        relevance_norm=float(rel_norm[j]), recency=float(rec[j]), feedback=float(fb[j]),
-                       tokens=int(pool["tokens"][j]))
+                       tokens=int(pool.tokens[j]))
         checks = {
             "deleted": is_deleted,
             "kind_excluded": m.get("kind") not in kinds,
@@ -751,15 +752,15 @@ def why_recalled(replay: Replay, probe: int, params: Mapping[str, Any] | None = 
                                  f"where the score falls {prev - score[top[n_gap]]:.3f} (score_gap {gap:g})")
             elif j in budget_cut:
                 reason = "cut_by_budget"
-                row["detail"] = (f"{int(pool['tokens'][j])} tokens did not fit: {budget_cut[j]} of the "
+                row["detail"] = (f"{int(pool.tokens[j])} tokens did not fit: {budget_cut[j]} of the "
                                  f"{budget}-token budget were taken by the results above it")
             else:
                 reason = "out_ranked"
                 if last is not None:
                     parts = {p: float(weighted[p][last] - weighted[p][j]) for p in SCORE_PARTS}
                     part = max(SCORE_PARTS, key=lambda p: parts[p])
-                    row.update(versus=pool["ids"][last], versus_label=_label(mems.get(pool["ids"][last]),
-                                                                             pool["ids"][last]),
+                    row.update(versus=pool.ids[last], versus_label=_label(mems.get(pool.ids[last]),
+                                                                             pool.ids[last]),
                                score_deficit=float(score[last] - score[j]), deciding_part=part,
                                **{f"d_{p}": parts[p] for p in SCORE_PARTS})
                     row["detail"] = (f"rank {pool_rank[j]}, below the limit of {limit}: {score[last] - score[j]:.3f} "
