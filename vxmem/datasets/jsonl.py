@@ -15,9 +15,7 @@ from .model import FORMAT, HEADER_KEYS, Conversation, DatasetError, Event, check
 
 def dumps_jsonl(conversation: Conversation) -> str:
     """``conversation`` as JSON Lines text: the header, then one event per line."""
-    lines = [json.dumps(conversation.header, ensure_ascii=False)]
-    lines += [json.dumps(e.to_dict(), ensure_ascii=False) for e in conversation.events]
-    return "\n".join(lines) + "\n"
+    return conversation.to_jsonl()
 
 
 def save_jsonl(conversation: Conversation, path) -> None:
@@ -26,11 +24,7 @@ def save_jsonl(conversation: Conversation, path) -> None:
     The file is written beside its final name and moved into place, so a reader never
     sees half a conversation.
     """
-    text = dumps_jsonl(conversation)
-    tmp = f"{os.fspath(path)}.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp, path)
+    conversation.save(path)
 
 
 def load_jsonl(path) -> Conversation:

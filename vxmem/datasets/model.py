@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -380,11 +381,22 @@ class Conversation:
         frame = pd.DataFrame(rows)
         return frame[[c for c in cols if c in frame] + [c for c in frame if c not in cols]]
 
-    def save(self, path) -> None:
-        """Write the conversation as JSONL (header line first)."""
-        from .jsonl import save_jsonl
+    def to_jsonl(self) -> str:
+        """The conversation as JSON Lines text: the header, then one event per line."""
+        lines = [json.dumps(self.header, ensure_ascii=False)]
+        lines += [json.dumps(e.to_dict(), ensure_ascii=False) for e in self.events]
+        return "\n".join(lines) + "\n"
 
-        save_jsonl(self, path)
+    def save(self, path) -> None:
+        """Write the conversation as JSONL (header line first).
+
+        The file is written beside its final name and moved into place, so a reader never
+        sees half a conversation.
+        """
+        tmp = f"{os.fspath(path)}.tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(self.to_jsonl())
+        os.replace(tmp, path)
 
     def __repr__(self) -> str:
         counts: dict[str, int] = {}
