@@ -14,11 +14,18 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from .onnx import preload as _preload
+
+# onnxruntime (the default embedder's runtime) imported after usearch's extension crashes the
+# interpreter: import it first, now, unless usearch is already loaded (then the ONNX models say so).
+_preload()
+
 __version__ = "0.1.0"
 
 __all__ = [
     "Vectrix", "ConversationMemory", "Result", "Results", "ContextBlock", "ConsolidationReport",
-    "HistoryEntry", "feedback_score", "HashingEmbedder", "SemanticEmbedder", "count_tokens",
+    "HistoryEntry", "feedback_score", "HashingEmbedder", "SemanticEmbedder", "OnnxEmbedder", "OnnxCrossEncoder",
+    "count_tokens",
     "VectrixError", "DatabaseLockedError", "InvalidDatabaseError", "ReadOnlyError",
     "K_KIND", "K_SESSION", "K_ROLE", "K_TURN", "K_TS", "K_FEEDBACK", "K_SUPERSEDED_BY", "K_SUPERSEDES",
     "K_SUPERSEDED_AT", "K_SCORING", "K_EXPIRES", "K_CONSOLIDATED_FROM", "KIND_TURN", "KIND_FACT", "KIND_PINNED",
@@ -30,6 +37,7 @@ _HOME = {
     "ContextBlock": "context", "ConsolidationReport": "consolidation", "Result": "store", "Results": "store",
     "VectrixError": "store", "DatabaseLockedError": "store", "InvalidDatabaseError": "store",
     "ReadOnlyError": "store", "HashingEmbedder": "embed", "SemanticEmbedder": "embed", "count_tokens": "tokens",
+    "OnnxEmbedder": "onnx", "OnnxCrossEncoder": "rerank",
     **{name: "keys" for name in __all__ if name.isupper()},
 }
 
@@ -71,6 +79,8 @@ if TYPE_CHECKING:  # what type checkers and editors see
         OUTCOMES,
     )
     from .memory import ConversationMemory, HistoryEntry, feedback_score
+    from .onnx import OnnxEmbedder
+    from .rerank import OnnxCrossEncoder
     from .store import DatabaseLockedError, InvalidDatabaseError, ReadOnlyError, Result, Results, VectrixError
     from .tokens import count_tokens
     from .vectrix import Vectrix

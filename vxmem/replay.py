@@ -32,7 +32,7 @@ from . import metrics as M
 from .checks import check_limit
 from .consolidation import Summarizer
 from .datasets import Conversation, DatasetError, Event
-from .embed import Embedder
+from .embed import EmbedderArg, check_embedder
 from .keys import (
     K_CONSOLIDATED_FROM,
     K_EXPIRES,
@@ -46,12 +46,12 @@ from .keys import (
 )
 from .policies import Policy, get_policy, rank_pool, resolve_params
 from .pool import CandidatePool, LabelledPool
-from .scoring import BLEND_DEFAULTS, HYBRID_WEIGHT
+from .scoring import BLEND_DEFAULTS, DEFAULT_MODE, HYBRID_WEIGHT
 from .vectrix import Vectrix
 
 MEMORY_KEYS = ("half_life_days", "recency_weight", "feedback_weight", "feedback_half_life_days", "ttl_days",
-               "judge_candidates", "hybrid_weight")
-RECALL_KEYS = ("limit", "token_budget", "score_gap", "mode", "kinds")
+               "judge_candidates", "hybrid_weight", "reranker")
+RECALL_KEYS = ("limit", "token_budget", "score_gap", "mode", "kinds", "rerank")
 OTHER_KEYS = ("judge", "summarizer", "pool_limit")
 SETTINGS_KEYS = MEMORY_KEYS + RECALL_KEYS + OTHER_KEYS
 MAX_SESSION_BITS = 62
@@ -72,7 +72,8 @@ def check_settings(settings: dict[str, Any] | None) -> dict[str, Any]:
     if unknown:
         raise ValueError(f"unknown setting {sorted(unknown)[0]!r}; known: {', '.join(SETTINGS_KEYS)}")
     out: dict[str, Any] = dict(BLEND_DEFAULTS)
-    out.update({"limit": 10, "token_budget": None, "score_gap": None, "mode": None, "pool_limit": None})
+    out.update({"limit": 10, "token_budget": None, "score_gap": None, "mode": None, "rerank": None,
+                "pool_limit": None})
     out.update(settings)
     for k in ("limit", "pool_limit", "token_budget"):
         if out[k] is not None:
@@ -118,12 +119,19 @@ class Replay:
             **row, feedback_signs=self.pools["feedback_signs"][i, :n], feedback_ages=self.pools["feedback_ages"][i, :n],
             kinds=[KINDS[c] for c in self.pools["kind"][i, :n]], ids=list(self.pool_ids[i]),
             limit=int(self.pools["limit"][i]), now=float(self.pools["now"][i]),
-            mode=self.mode, hybrid_weight=self.hybrid_weight)
+            mode=self.mode, hybrid_weight=self.hybrid_weight, rerank=self.rerank)
 
     @property
     def mode(self) -> str:
-        """The search mode the probes recalled with."""
+        """The search mode the probes recalled with (a replay records it resolved; files from
+        before the hybrid default recorded None for dense)."""
         return self.settings.get("mode") or "dense"
+
+    @property
+    def rerank(self) -> str | None:
+        """The reranker the probes' pools were reranked with (its name), or None: a reranked
+        pool's ``relevance`` is the reranker's score."""
+        return self.meta.get("rerank")
 
     @property
     def hybrid_weight(self) -> float:
@@ -238,19 +246,25 @@ def _name_of(obj: Any) -> str | None:
     return getattr(obj, "name", type(obj).__name__)
 
 
-def replay(conversation: Conversation, settings: dict[str, Any] | None = None, embedder: Embedder | None = None,
+def replay(conversation: Conversation, settings: dict[str, Any] | None = None, embedder: EmbedderArg = None,
            *, policy: str | Policy = "blend", on_probe: Callable[..., Any] | None = None,
-           progress: bool | None = False, token_counter: Callable[[str], int] | None = None) -> Replay:
+           progress: bool | None = False, token_counter: Callable[[str], int] | None = None,
+           cache: Any = None) -> Replay:
     """Drive a fresh memory through ``conversation`` and record every probe.
 
     ``settings`` holds memory settings (``half_life_days``, ``recency_weight``,
     ``feedback_weight``, ``feedback_half_life_days``, ``ttl_days``, ``judge_candidates``,
-    ``hybrid_weight``), recall settings (``limit``, ``token_budget``, ``score_gap``,
-    ``mode``, ``kinds``), ``judge`` / ``summarizer`` (callables or the names of the
+    ``hybrid_weight``, ``reranker``), recall settings (``limit``, ``token_budget``, ``score_gap``,
+    ``mode``, ``kinds``, ``rerank``), ``judge`` / ``summarizer`` (callables or the names of the
     rule-based ones in :mod:`vxmem.synth`; default: what the conversation's header names)
     and ``pool_limit``, the largest ``limit`` a later sweep may ask for (default: ``limit``).
-    ``embedder`` is any ``list[str] -> array`` callable (default: the offline hashing one;
-    pass :class:`~vxmem.embed.SemanticEmbedder` for paraphrase-heavy data).
+    The replay records ``mode`` resolved (None becomes the default, hybrid) and, in
+    ``meta["rerank"]``, the reranker its pools were reranked with.
+    ``embedder`` is what ``Vectrix(embedder=...)`` takes (default: vxmem's default embedder).
+    ``cache`` keeps the embedder's vectors and the reranker's scores in a file
+    (:mod:`vxmem.embed_cache`; None: the default file, False: none, or a path), so a second
+    replay of the same conversation embeds nothing; the conversation's texts and queries are
+    embedded up front, in batches, with a progress bar when ``progress``.
     ``policy`` picks the ranking whose metrics the probe rows report: ``"blend"`` is the
     live ``recall()``; another policy re-ranks the same recorded pool.
     ``on_probe(memory, event, now)`` is called at each probe; what it returns is kept in
@@ -268,12 +282,35 @@ def replay(conversation: Conversation, settings: dict[str, Any] | None = None, e
     judge = synth.get_judge(judge) if (judge is None or isinstance(judge, str)) else judge
     summarizer = s.get("summarizer", conversation.meta.get("summarizer"))
     summarizer = synth.get_summarizer(summarizer) if (summarizer is None or isinstance(summarizer, str)) else summarizer
-    mem_kwargs = {k: s[k] for k in MEMORY_KEYS if s.get(k) is not None}
-    db = Vectrix(None, embedder=embedder, token_counter=token_counter, judge=judge, **mem_kwargs)
+    mem_kwargs = {k: s[k] for k in MEMORY_KEYS if s.get(k) is not None and k != "reranker"}
+    s["mode"] = s["mode"] or DEFAULT_MODE
+    emb, reranker, store = _cached_models(conversation, embedder, s.get("reranker"), cache, progress)
     try:
-        return _Run(conversation, s, db, summarizer, pol, on_probe, progress).run()
+        db = Vectrix(None, embedder=emb, token_counter=token_counter, judge=judge, reranker=reranker, **mem_kwargs)
+        try:
+            return _Run(conversation, s, db, summarizer, pol, on_probe, progress).run()
+        finally:
+            db.close()
     finally:
-        db.close()
+        if store is not None:
+            store.close()
+
+
+def _cached_models(conversation: Conversation, embedder: EmbedderArg, reranker: Any, cache: Any,
+                   progress: bool | None) -> tuple[Any, Any, Any]:
+    """The embedder and the reranker a replay uses, through the cache file when there is one
+    and the embedder can be cached; the conversation's texts embedded up front."""
+    from .embed_cache import CachedEmbedder, CachedReranker, cacheable, open_cache
+    from .rerank import check_reranker
+
+    emb, rr = check_embedder(embedder), check_reranker(reranker)
+    store = open_cache(cache) if cache is not False and cacheable(emb) else None
+    if store is None:
+        return emb, rr, None
+    cached = CachedEmbedder(emb, store)
+    texts = [t for ev in conversation.events for t in (ev.text, ev.correction, ev.query) if t]
+    cached.warm(texts, progress=progress)
+    return cached, CachedReranker(rr, store), store
 
 
 class _Run:
@@ -343,8 +380,8 @@ class _Run:
         meta = {"conversation": self.conv.name, "description": self.conv.description,
                 "conversation_meta": {k: v for k, v in self.conv.meta.items() if k != "settings"},
                 "embedder": getattr(self.db.embedder, "name", type(self.db.embedder).__name__),
-                "policy": self.policy.name}
-        settings = {k: (_name_of(v) if k in ("judge", "summarizer") else v) for k, v in self.s.items()}
+                "policy": self.policy.name, "rerank": self.mem.pipeline(self.s["mode"], self.s["rerank"])["rerank"]}
+        settings = {k: (_name_of(v) if k in ("judge", "summarizer", "reranker") else v) for k, v in self.s.items()}
         settings.setdefault("judge", _name_of(self.mem.judge))
         settings.setdefault("summarizer", _name_of(self.summarizer))
         return Replay(name=self.conv.name, settings=settings, events=self.events,
@@ -422,9 +459,9 @@ class _Run:
         s, t = self.s, ev.time
         limit = ev.limit or s["limit"]
         res = self.mem.recall(ev.query, session=ev.session, limit=limit, token_budget=s["token_budget"],
-                              score_gap=s["score_gap"], kinds=self.kinds, mode=s["mode"], now=t)
+                              score_gap=s["score_gap"], kinds=self.kinds, mode=s["mode"], now=t, rerank=s["rerank"])
         pool = self.mem.candidate_pool(ev.query, session=ev.session, limit=max(limit, s["pool_limit"]),
-                                       kinds=self.kinds, mode=s["mode"], now=t)
+                                       kinds=self.kinds, mode=s["mode"], now=t, rerank=s["rerank"])
         if self.on_probe is not None:
             self.extras.append(self.on_probe(self.mem, ev, t))
         sess_bit = {sid: 1 << j for j, sid in enumerate(ev.relevant_sessions[:MAX_SESSION_BITS])}
@@ -515,7 +552,7 @@ class _Run:
 
 
 def replay_many(conversations: Sequence[Conversation], settings: dict[str, Any] | None = None,
-                embedder: Embedder | None = None, *, n_jobs: int | None = 1, progress: bool | None = None,
+                embedder: EmbedderArg = None, *, n_jobs: int | None = 1, progress: bool | None = None,
                 **kwargs: Any) -> list[Replay]:
     """Replay several conversations, in parallel through joblib; results in input order.
 

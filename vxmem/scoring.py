@@ -25,6 +25,9 @@ FEEDBACK_HALF_LIFE_DAYS = 30.0
 BLEND_DEFAULTS = {"half_life_days": HALF_LIFE_DAYS, "recency_weight": RECENCY_WEIGHT,
                   "feedback_weight": FEEDBACK_WEIGHT, "feedback_half_life_days": FEEDBACK_HALF_LIFE_DAYS}
 HYBRID_WEIGHT = 0.5  # hybrid relevance: the dense share of fuse_relevance (search, recall and the sweep)
+# recall(mode=None): hybrid, chosen on LoCoMo (README, "Search modes"): it beat dense and lexical with
+# every embedder measured, and its weight's optimum is flat between 0.3 and 0.7.
+DEFAULT_MODE = "hybrid"
 
 FEEDBACK_CLAMP = 2.0
 OUTCOME_SIGN = {"useful": 1.0, "dead_end": -1.0, "corrected": -1.0}
@@ -171,6 +174,11 @@ def pool_size(limit: int) -> int:
     Relevance is normalised across this pool, and the sweep engine caches exactly it.
     """
     return max(4 * int(limit), 40)
+
+
+def rerank_depth(limit: int) -> int:
+    """How many of the pool's most relevant candidates a reranker scores: max(2 x limit, 20)."""
+    return max(2 * int(limit), 20)
 
 
 def apply_score_gap(sorted_scores: ArrayLike, score_gap: float | None) -> int:

@@ -12,8 +12,11 @@ A point ranks every probe exactly as ``recall()`` with those parameters would ha
 moment (``tests/test_sweep.py`` proves it), with two limits of what a cached pool can know:
 ``score_gap`` is not swept (replay without it), and a ``limit`` whose pool
 (``max(4 x limit, 40)``) is bigger than the recorded one needs a replay with a bigger
-``pool_limit``. A smaller limit's pool is the prefix of the recorded one by relevance; it
-equals ``recall()``'s own unless raw relevances tie exactly at the pool's edge.
+``pool_limit``. A smaller limit's pool is the prefix of the recorded one by relevance (for
+hybrid pools, the members within both of its top lists); it equals ``recall()``'s own unless
+raw relevances tie exactly at the pool's edge. A reranked pool (``Replay.rerank``) is ranked by
+its reranker's scores as recorded: its ``hybrid_weight`` cannot be swept, nor a limit that
+would rerank another pool.
 """
 
 from __future__ import annotations
@@ -185,7 +188,9 @@ def _make_grid(replays: Sequence[Replay], pol: Policy, grid: Mapping[str, Any],
     fixed["hybrid_weight"] = own(lambda r: r.hybrid_weight)
     limits = values.get("limit")
     kmax = max(limits) if limits else (int(pool_limits.max()) if probes else 1)
-    return _Grid(pol, names, values, fixed, hybrid=any(r.mode == "hybrid" for r in replays), kmax=kmax)
+    # A reranked pool's relevance is the reranker's score: it is ranked as recorded, never fused again.
+    hybrid = any(r.mode == "hybrid" and r.rerank is None for r in replays)
+    return _Grid(pol, names, values, fixed, hybrid=hybrid, kmax=kmax)
 
 
 def sweep(replays: Replay | Sequence[Replay], grid: Mapping[str, Any] | None = None, policy: str | Policy = "blend",
@@ -251,6 +256,9 @@ def _check_sweepable(replays: list[Replay], pol: Policy, grid: Mapping[str, Any]
         raise ValueError("sweeps do not apply score_gap; replay with score_gap=None")
     if "hybrid_weight" in grid and {r.mode for r in replays} != {"hybrid"}:
         raise ValueError("hybrid_weight can be swept only over replays recorded with mode='hybrid'")
+    if "hybrid_weight" in grid and any(r.rerank is not None for r in replays):
+        raise ValueError("hybrid_weight decides which candidates a reranked pool holds: sweep it over replays "
+                         "recorded with rerank=False")
 
 
 def _check_pool_sizes(replays: list[Replay], g: _Grid) -> None:
@@ -263,9 +271,13 @@ def _check_pool_sizes(replays: list[Replay], g: _Grid) -> None:
     if need > min(recorded):
         raise ValueError(f"limit {max(limits)} needs pools of {need} candidates; these replays recorded "
                          f"{min(recorded)} (replay with pool_limit={max(limits)})")
-    if g.hybrid and any(scoring.pool_size(lim) != c for lim in limits for c in recorded):
-        raise ValueError("a hybrid pool is not a prefix of a bigger one: sweep only limits whose pool "
-                         "size equals the recorded one")
+    reranked = [r for r in replays if r.rerank is not None and r.n_probes]
+    if reranked and any(scoring.pool_size(lim) != scoring.pool_size(int(r.settings["pool_limit"]))
+                        or scoring.rerank_depth(lim) != scoring.rerank_depth(int(r.settings["pool_limit"]))
+                        for lim in limits for r in reranked):
+        raise ValueError("a reranked pool holds the reranker's scores of the first stage's top "
+                         "max(2 x limit, 20): sweep only limits with the recorded pool_limit's pool and depth "
+                         "(limits up to 10 share one when pool_limit <= 10), or replay with rerank=False")
 
 
 class _Ranked(NamedTuple):
@@ -291,10 +303,17 @@ def _rank_chunk(pools: Mapping[str, np.ndarray], sl: slice, g: _Grid) -> _Ranked
 
     lim = param("limit").astype(np.int64)
     # The pool a limit would have searched: the first max(4 x limit, 40) by relevance.
-    # Hybrid pools are the union of two top lists: the recorded pool is the whole pool.
-    searched = np.full_like(lim, width) if g.hybrid else np.maximum(4 * lim, scoring.pool_size(0))
-    n_valid = np.minimum(c["n"].reshape(n_probes, 1), searched)
-    valid = np.arange(width) < n_valid
+    searched = np.maximum(4 * lim, scoring.pool_size(0))
+    recorded = np.arange(width) < c["n"].reshape(n_probes, 1)
+    if g.hybrid:
+        # A hybrid pool is the union of a dense and a lexical top list; a smaller limit's pool is
+        # the members within its own two top lists, found again from the raw scores (the slots
+        # are in position order, which is the store's tie rule).
+        lex = np.nan_to_num(c["lexical"], nan=0.0)
+        valid = recorded & ((_ranks(c["dense"], recorded) < searched)
+                            | (_ranks(lex, recorded & (lex > 0)) < searched))
+    else:
+        valid = recorded & (np.arange(width) < searched)
     relevance = c["relevance"]
     if g.hybrid:
         relevance = scoring.fuse_relevance(c["dense"], c["lexical"], param("hybrid_weight"), valid=valid)
@@ -303,11 +322,21 @@ def _rank_chunk(pools: Mapping[str, np.ndarray], sl: slice, g: _Grid) -> _Ranked
     score = g.policy.score(batch, {k: param(k) for k in g.policy.params}, valid)
     score, valid = np.broadcast_arrays(score, valid)
     top = scoring.rank_order(score, c["ts"], valid=valid, k=g.kmax)
-    in_list = (top < n_valid) & (np.arange(top.shape[-1]) < lim)
+    in_list = scoring.take_last(valid, top) & (np.arange(top.shape[-1]) < lim)
     budget = param("token_budget")[..., 0] if "token_budget" in g.values else g.fixed["token_budget"][sl]
     tokens = _take(c["tokens"], top)
     keep = scoring.fit_budget(tokens, budget) & in_list
     return _Ranked(c, top, keep, tokens, lim, budget)
+
+
+def _ranks(x: np.ndarray, ok: np.ndarray) -> np.ndarray:
+    """Each slot's rank among the ``ok`` slots by ``x``, best first, ties to the earlier slot;
+    slots not ``ok`` get the width."""
+    width = x.shape[-1]
+    order = np.argsort(np.where(ok, -x, np.inf), axis=-1, kind="stable")
+    ranks = np.empty_like(order)
+    np.put_along_axis(ranks, order, np.broadcast_to(np.arange(width), order.shape), axis=-1)
+    return np.where(ok, ranks, width)
 
 
 def _take(x: np.ndarray, top: np.ndarray) -> np.ndarray:
