@@ -7,9 +7,10 @@
 Determinism. The bundled exports are *dynamically* quantised to int8: every activation is
 quantised with a scale computed over the whole input tensor, that is over every text of a
 batch and its padding, so a batched vector moves with its batch-mates (by up to 0.03).
-vxmem therefore runs one text (or one pair) per run, unpadded: a text's vector depends on
-the text alone, in every call, order and process. On the int8 export this is no slower than
-batching (measured in ``benchmarks/bench_embedders.py``).
+vxmem therefore runs one text (or one pair) per run, unpadded, on one onnxruntime thread:
+a text's vector depends on the text alone, in every call, order, thread count and process.
+Throughput comes from running several inputs side by side (``VXMEM_THREADS``), which on the
+int8 export beats both batching and intra-op threads (``benchmarks/bench_embedders.py``).
 
 Import order. Importing onnxruntime >= 1.23 after usearch's compiled extension (usearch
 2.26) crashes the interpreter. :func:`preload` imports onnxruntime early where that is
@@ -24,6 +25,7 @@ import os
 import sys
 import threading
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -67,8 +69,11 @@ def import_onnxruntime() -> Any:
 
 
 def default_threads() -> int:
-    """onnxruntime's intra-op threads: ``VXMEM_THREADS`` if set, else the CPUs this process
-    may use, at most 4 (a 384-d small model gains little beyond that)."""
+    """How many inputs a model runs at once: ``VXMEM_THREADS`` if set, else the CPUs this
+    process may use, at most 4. Each run uses one onnxruntime thread: for inputs this small,
+    runs side by side are faster than one run spread over threads (measured in
+    ``benchmarks/bench_embedders.py``: 2 intra-op threads were slower than 1 on a busy
+    2-core machine, 2 runs at once almost twice as fast)."""
     env = os.environ.get("VXMEM_THREADS", "").strip()
     if env:
         if not env.isdigit() or int(env) < 1:
@@ -86,10 +91,11 @@ class OnnxModel:
 
     Give either ``model`` (a :class:`~vxmem.models.PackagedModel`: its files are located in
     the installed package and sha256-checked) or the two paths (``onnx_path``,
-    ``tokenizer_path``; ``sha256`` = file name -> digest checks them too). ``threads`` are
-    onnxruntime's intra-op threads (default :func:`default_threads`); ``max_length`` the
-    tokens per input, truncated beyond. Loading takes about a second, so it waits for the
-    first call; one run at a time (the session is itself multi-threaded).
+    ``tokenizer_path``; ``sha256`` = file name -> digest checks them too). ``threads`` is
+    how many inputs run at once, each alone and on one onnxruntime thread, so the result of
+    an input never depends on the others (default :func:`default_threads`); ``max_length``
+    the tokens per input, truncated beyond. Loading takes about a second, so it waits for
+    the first call.
     """
 
     def __init__(self, model: PackagedModel | None = None, *, onnx_path: str | os.PathLike[str] | None = None,
@@ -111,6 +117,7 @@ class OnnxModel:
         self.name = name or (model.name if model is not None else self._paths[0].parent.name if self._paths else "")
         self.runs = 0  # inputs the model actually ran (cache hits and repeats excluded)
         self._lock = threading.Lock()
+        self._pool: ThreadPoolExecutor | None = None
         self._session: Any = None
         self._tokenizer: Any = None
         self._inputs: set[str] = set()
@@ -142,22 +149,32 @@ class OnnxModel:
         tok.no_padding()  # one input per run: padding would only cost time
         tok.enable_truncation(max_length=self.max_length)
         opts = ort.SessionOptions()
-        opts.intra_op_num_threads = self.threads or default_threads()
+        opts.intra_op_num_threads = 1  # parallel runs instead: see default_threads()
         opts.inter_op_num_threads = 1
         opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         opts.log_severity_level = 3
         session = ort.InferenceSession(os.fspath(onnx_path), sess_options=opts, providers=["CPUExecutionProvider"])
         self._inputs = {i.name for i in session.get_inputs()}
+        workers = self.threads or default_threads()
+        if workers > 1:
+            self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"vxmem-{self.name}")
         self._tokenizer, self._session = tok, session
 
+    def _run_all(self, encodings: list[Any]) -> list[np.ndarray]:
+        """The model's first output for each encoded input, each run alone (batch of one, no
+        padding), several at once on the thread pool (onnxruntime sessions are thread-safe)."""
+        with self._lock:
+            self.runs += len(encodings)
+        if self._pool is None or len(encodings) < 2:
+            return [self._run_one(e) for e in encodings]
+        return list(self._pool.map(self._run_one, encodings))
+
     def _run_one(self, encoding: Any) -> np.ndarray:
-        """The model's first output for one encoded input (batch of one, no padding)."""
         ids = np.asarray([encoding.ids], dtype=np.int64)
         feed = {"input_ids": ids, "attention_mask": np.ones_like(ids)}
         if "token_type_ids" in self._inputs:
             feed["token_type_ids"] = np.asarray([encoding.type_ids], dtype=np.int64)
-        self.runs += 1
         return np.asarray(self._session.run(None, feed)[0])
 
     def __repr__(self) -> str:
@@ -197,16 +214,16 @@ class OnnxEmbedder(OnnxModel):
             raise TypeError(f"{type(self).__name__} embeds a list of str")
         with self._lock:
             self._load()
-            if not texts:
-                return np.zeros((0, self._dim or 0), dtype=np.float32)
-            rows = [self._pool(self._run_one(e)) for e in self._tokenizer.encode_batch(texts)]
-        out = np.stack(rows).astype(np.float32)
+        if not texts:
+            return np.zeros((0, self._dim or 0), dtype=np.float32)
+        out = np.stack([self._pooled(h) for h in self._run_all(self._tokenizer.encode_batch(texts))])
+        out = out.astype(np.float32, copy=False)
         if self._dim is None:
             self._dim = int(out.shape[1])
         norms = np.linalg.norm(out, axis=1, keepdims=True)
         return (out / np.where(norms > 0, norms, 1.0)).astype(np.float32, copy=False)
 
-    def _pool(self, hidden: np.ndarray) -> np.ndarray:
+    def _pooled(self, hidden: np.ndarray) -> np.ndarray:
         hidden = hidden.astype(np.float32, copy=False)
         if hidden.ndim == 2:  # already pooled by the graph
             return hidden[0]

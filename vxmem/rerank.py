@@ -53,19 +53,20 @@ class OnnxCrossEncoder(OnnxModel):
         if not all(isinstance(t, str) for t in texts):
             raise TypeError(f"{type(self).__name__} scores a list of str")
         with self._lock:
-            missing = list(dict.fromkeys(t for t in texts if (query, t) not in self._cache))
-            if missing:
-                self._load()
-                fresh = {t: float(np.ravel(self._run_one(e))[0])
-                         for t, e in zip(missing, self._tokenizer.encode_batch([(query, t) for t in missing]))}
+            self._load()
+            known = {t: self._cache[(query, t)] for t in texts if (query, t) in self._cache}
+        missing = list(dict.fromkeys(t for t in texts if t not in known))
+        if missing:
+            outs = self._run_all(self._tokenizer.encode_batch([(query, t) for t in missing]))
+            fresh = {t: float(np.ravel(o)[0]) for t, o in zip(missing, outs)}
+            with self._lock:
                 overflow = len(self._cache) + len(fresh) - self._cache_size
                 if overflow > 0:  # dicts keep insertion order: drop the oldest
                     for k in list(itertools.islice(self._cache, max(overflow, len(self._cache) // 2))):
                         del self._cache[k]
-                self._cache.update(((query, t), s) for t, s in fresh.items())
-            else:
-                fresh = {}
-            return np.array([fresh[t] if t in fresh else self._cache[(query, t)] for t in texts], dtype=np.float64)
+                self._cache.update(((query, t), sc) for t, sc in fresh.items())
+            known.update(fresh)
+        return np.array([known[t] for t in texts], dtype=np.float64)
 
 
 DEFAULT_RERANKER = "ms-marco-minilm-l12"
