@@ -294,23 +294,37 @@ class _Overlap:
 
 def test_a_reranked_replay_sweeps_exactly_as_recall_with_rerank(hashing_embedder):
     rr = _Overlap()
+    points = POINTS + [dict(POINTS[0], limit=lim) for lim in (12, 17, 20)]
 
     def on_probe(mem, ev, now):
         return [ConversationMemory(mem.db, rerank=True, reranker=rr, **{k: p[k] for k in MEMORY_KEYS}).recall(
             ev.query, session=ev.session, limit=p["limit"], token_budget=p["token_budget"], now=now).ids
-            for p in POINTS]
+            for p in points]
 
-    rep = replay(generate("preference_drift", weeks=4, users=1), {"rerank": True, "reranker": rr},
+    rep = replay(generate("knowledge_update"), {"rerank": True, "reranker": rr, "pool_limit": 20},
                  embedder=hashing_embedder, on_probe=on_probe)
-    assert rep.rerank == "overlap" and rep.pool(0).rerank == "overlap"
-    assert max(rep.pools["n"]) == scoring.rerank_depth(10)
-    for j, p in enumerate(POINTS):
+    assert rep.rerank == "overlap" and rep.mode == "hybrid"
+    for j, p in enumerate(points):
         assert rankings(rep, **p) == [e[j] for e in rep.extras], p
-    assert len(sweep(rep, {"recency_weight": [0.0, 0.5, 1.0]}).per_point) == 3
+    assert len(sweep(rep, {"recency_weight": [0.0, 0.5, 1.0], "limit": [5, 20]}).per_point) == 6
     with pytest.raises(ValueError, match="hybrid_weight decides which candidates a reranked pool holds"):
         sweep(rep, {"hybrid_weight": [0.3, 0.7]})
-    assert len(sweep(rep, {"limit": [3, 10]}).per_point) == 2  # limits up to 10 rerank the same 20
-    with pytest.raises(ValueError, match="a reranked pool holds the reranker's scores"):
-        bigger = replay(generate("many_users", users=2), {"rerank": True, "reranker": rr, "pool_limit": 15},
-                        embedder=hashing_embedder)
-        sweep(bigger, {"limit": [5]})
+    plain = replay(generate("knowledge_update"), {"pool_limit": 20}, embedder=hashing_embedder)
+    with pytest.raises(ValueError, match="sweep replays recorded with one pipeline together"):
+        sweep([rep, plain], {})
+
+
+def test_a_reranked_replays_pool_is_the_pool_its_recall_reranked(hashing_embedder):
+    rr = _Overlap()
+
+    def on_probe(mem, ev, now):
+        return mem.candidate_pool(ev.query, session=ev.session, limit=10, now=now, rerank=True)
+
+    rep = replay(generate("knowledge_update"), {"rerank": True, "reranker": rr, "pool_limit": 20},
+                 embedder=hashing_embedder, on_probe=on_probe)
+    for i, live in enumerate(rep.extras):
+        cached = rep.pool(i)
+        assert cached.ids == live.ids and cached.rerank == live.rerank == "overlap"
+        np.testing.assert_allclose(cached.relevance, live.relevance)
+        np.testing.assert_allclose(cached.first_stage, live.first_stage)
+    assert int(rep.pools["n"].max()) > len(rep.pool(len(rep.extras) - 1))  # the recorded first stage is bigger

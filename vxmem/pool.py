@@ -14,7 +14,7 @@ point ranks exactly as ``recall()`` with those parameters would have.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, Self
 
 import numpy as np
 
@@ -86,7 +86,7 @@ class CandidatePool:
         """Slots best first by ``score``, ties to the newer memory, then the earlier slot."""
         return scoring.rank_order(score, self.ts)
 
-    def take(self, slots: np.ndarray, **changes: Any) -> CandidatePool:
+    def take(self, slots: np.ndarray, **changes: Any) -> Self:
         """A pool of just ``slots`` (in that order) of this one-probe pool, with ``changes``
         (e.g. a new ``relevance``) applied."""
         slots = np.asarray(slots, dtype=np.int64)

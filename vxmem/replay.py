@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from . import metrics as M
+from . import scoring
 from .checks import check_limit
 from .consolidation import Summarizer
 from .datasets import Conversation, DatasetError, Event
@@ -46,6 +47,7 @@ from .keys import (
 )
 from .policies import Policy, get_policy, rank_pool, resolve_params
 from .pool import CandidatePool, LabelledPool
+from .rerank import rerank_scores
 from .scoring import BLEND_DEFAULTS, DEFAULT_MODE, HYBRID_WEIGHT
 from .vectrix import Vectrix
 
@@ -112,14 +114,17 @@ class Replay:
 
     def pool(self, i: int) -> LabelledPool:
         """Probe ``i``'s cached pool, unpadded, with the replay's labels (``grade``,
-        ``stale``, ``foreign``, ``session_bits``)."""
+        ``stale``, ``foreign``, ``session_bits``). In a reranked replay, the candidates the
+        probe's own recall reranked, in first-stage order, their ``relevance`` the
+        reranker's score (the recorded arrays hold every candidate of ``pool_limit``)."""
         n = int(self.pools["n"][i])
         row: dict[str, Any] = {k: self.pools[k][i, :n] for k in SLOT_ARRAYS}
-        return LabelledPool(
+        pool = LabelledPool(
             **row, feedback_signs=self.pools["feedback_signs"][i, :n], feedback_ages=self.pools["feedback_ages"][i, :n],
             kinds=[KINDS[c] for c in self.pools["kind"][i, :n]], ids=list(self.pool_ids[i]),
             limit=int(self.pools["limit"][i]), now=float(self.pools["now"][i]),
-            mode=self.mode, hybrid_weight=self.hybrid_weight, rerank=self.rerank)
+            mode=self.mode, hybrid_weight=self.hybrid_weight)
+        return pool if self.rerank is None else _reranked(pool, self.pools["rerank_score"][i, :n], self.rerank)
 
     @property
     def mode(self) -> str:
@@ -202,6 +207,8 @@ class Replay:
             raise DatasetError("not a saved replay (no JSON part)", path=spath) from None
         if blob.get("format") != FORMAT:
             raise DatasetError(f"not a {FORMAT} file", path=spath)
+        if "rerank_score" not in arrays and "relevance" in arrays:  # saved before reranked replays
+            arrays["rerank_score"] = np.full(arrays["relevance"].shape, np.nan)
         return cls(name=blob["name"], settings=blob["settings"], events=blob["events"], memories=blob["memories"],
                    probes=blob["probes"], pools=arrays, pool_ids=blob["pool_ids"], meta=blob.get("meta", {}))
 
@@ -226,6 +233,16 @@ class Replay:
     def __repr__(self) -> str:
         return (f"Replay({self.name!r}, {len(self.events)} events, {len(self.memories)} memories, "
                 f"{self.n_probes} probes)")
+
+
+def _reranked(pool: LabelledPool, scores: np.ndarray, name: str) -> LabelledPool:
+    """Of a recorded first-stage pool, the candidates its probe's recall reranked, in
+    first-stage order, with the reranker's ``scores`` as their relevance."""
+    valid, first = scoring.searched_slots(pool.dense, pool.lexical, pool.relevance, len(pool), pool.limit,
+                                          pool.mode == "hybrid", pool.hybrid_weight)
+    slots = np.flatnonzero(scoring.rerank_slots(first, pool.ts, valid, pool.limit))
+    slots = slots[scoring.rank_order(first[slots], pool.ts[slots])]
+    return pool.take(slots, relevance=scores[slots], first_stage=first[slots], rerank=name)
 
 
 def _json_default(o: Any) -> Any:
@@ -326,6 +343,8 @@ class _Run:
         self.events: list[dict[str, Any]] = []
         self.probes: list[dict[str, Any]] = []
         self.pools: list[LabelledPool] = []
+        self.rerank_scores: list[np.ndarray | None] = []
+        self.reranker = self.mem.pipeline(settings["mode"], settings["rerank"])["rerank"]  # its name, or None
         self.ideals: list[list[float]] = []  # per probe: the grades of every relevant memory that existed
         self.n_sessions: list[int] = []  # per probe: how many answer sessions it names
         self.extras: list[Any] = []
@@ -380,7 +399,7 @@ class _Run:
         meta = {"conversation": self.conv.name, "description": self.conv.description,
                 "conversation_meta": {k: v for k, v in self.conv.meta.items() if k != "settings"},
                 "embedder": getattr(self.db.embedder, "name", type(self.db.embedder).__name__),
-                "policy": self.policy.name, "rerank": self.mem.pipeline(self.s["mode"], self.s["rerank"])["rerank"]}
+                "policy": self.policy.name, "rerank": self.reranker}
         settings = {k: (_name_of(v) if k in ("judge", "summarizer", "reranker") else v) for k, v in self.s.items()}
         settings.setdefault("judge", _name_of(self.mem.judge))
         settings.setdefault("summarizer", _name_of(self.summarizer))
@@ -460,8 +479,12 @@ class _Run:
         limit = ev.limit or s["limit"]
         res = self.mem.recall(ev.query, session=ev.session, limit=limit, token_budget=s["token_budget"],
                               score_gap=s["score_gap"], kinds=self.kinds, mode=s["mode"], now=t, rerank=s["rerank"])
+        # Reranked: the whole first-stage pool, and the reranker's score of every candidate a
+        # recall with some limit up to pool_limit would rerank (see Replay.pool and the sweep).
         pool = self.mem.candidate_pool(ev.query, session=ev.session, limit=max(limit, s["pool_limit"]),
-                                       kinds=self.kinds, mode=s["mode"], now=t, rerank=s["rerank"])
+                                       kinds=self.kinds, mode=s["mode"], now=t, rerank=False)
+        scores = self._rerank_scores(pool, ev.query) if self.reranker else None
+        self.rerank_scores.append(scores)
         if self.on_probe is not None:
             self.extras.append(self.on_probe(self.mem, ev, t))
         sess_bit = {sid: 1 << j for j, sid in enumerate(ev.relevant_sessions[:MAX_SESSION_BITS])}
@@ -477,7 +500,8 @@ class _Run:
             shipped = res.ids
         else:
             p = resolve_params(self.policy, {}, s)
-            shipped = [pool.ids[j] for j in rank_pool(pool, self.policy, limit=limit,
+            ranked = pool if self.reranker is None or scores is None else _reranked(pool, scores, self.reranker)
+            shipped = [ranked.ids[j] for j in rank_pool(ranked, self.policy, limit=limit,
                                                       token_budget=s["token_budget"], **p)]
         met, tokens_used = self._metrics(pool, ev, shipped, ideal, sess_bit)
         self.probes.append({
@@ -487,6 +511,17 @@ class _Run:
             "recalled_ids": list(res.ids), "recalled_labels": [self.rows[m]["labels"] for m in res.ids],
             "ranked_ids": list(shipped), "tokens": int(tokens_used), **met, "meta": ev.meta})
         row["status"] = f"recalled {len(res)}"
+
+    def _rerank_scores(self, pool: CandidatePool, query: str) -> np.ndarray:
+        """The reranker's score of each candidate some limit up to the pool's would rerank (NaN
+        for the others)."""
+        limits = np.arange(1, pool.limit + 1)[:, None]
+        valid, first = scoring.searched_slots(pool.dense, pool.lexical, pool.relevance, len(pool), limits,
+                                              pool.mode == "hybrid", pool.hybrid_weight)
+        slots = np.flatnonzero(scoring.rerank_slots(first, pool.ts, valid, limits).any(axis=0))
+        out = np.full(len(pool), np.nan)
+        out[slots] = rerank_scores(self.mem.reranker, query, [self.rows[pool.ids[j]]["text"] for j in slots])
+        return out
 
     def _is_stale(self, mid: str, ev: Event) -> bool:
         return bool(set(ev.stale) & set(self.rows[mid]["labels"]))
@@ -531,6 +566,7 @@ class _Run:
             "kind": np.zeros(grid, dtype=np.int8), "grade": np.zeros(grid), "stale": np.zeros(grid, bool),
             "foreign": np.zeros(grid, bool), "session_bits": np.zeros(grid, dtype=np.int64),
             "feedback_signs": np.zeros(grid + (events,)), "feedback_ages": np.zeros(grid + (events,)),
+            "rerank_score": np.full(grid, np.nan),
             "n": np.zeros(probes, dtype=np.int64), "ideal": np.zeros((probes, max(relevant, 1))),
             "n_relevant": np.zeros(probes, dtype=np.int64), "n_sessions": np.array(self.n_sessions, dtype=np.int64),
             "limit": np.array([p.limit for p in self.pools], dtype=np.int64),
@@ -546,6 +582,8 @@ class _Run:
             out["feedback_signs"][i, :n, :e] = p.feedback_signs
             out["feedback_ages"][i, :n, :e] = p.feedback_ages
             out["ideal"][i, :len(ideal)] = ideal
+            if self.rerank_scores[i] is not None:
+                out["rerank_score"][i, :n] = self.rerank_scores[i]
             out["n_relevant"][i] = len(ideal)
         out["pool_limit"] = np.array(self.s["pool_limit"])
         return out

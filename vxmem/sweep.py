@@ -14,9 +14,9 @@ moment (``tests/test_sweep.py`` proves it), with two limits of what a cached poo
 (``max(4 x limit, 40)``) is bigger than the recorded one needs a replay with a bigger
 ``pool_limit``. A smaller limit's pool is the prefix of the recorded one by relevance (for
 hybrid pools, the members within both of its top lists); it equals ``recall()``'s own unless
-raw relevances tie exactly at the pool's edge. A reranked pool (``Replay.rerank``) is ranked by
-its reranker's scores as recorded: its ``hybrid_weight`` cannot be swept, nor a limit that
-would rerank another pool.
+raw relevances tie exactly at the pool's edge. A reranked replay (``Replay.rerank``) records
+the reranker's score of every candidate some limit up to ``pool_limit`` would rerank, so a
+point ranks the ones its own limit reranks; its ``hybrid_weight`` cannot be swept.
 """
 
 from __future__ import annotations
@@ -120,7 +120,7 @@ def _stack(replays: Sequence[Replay]) -> dict[str, np.ndarray]:
             if a.ndim >= 2:
                 cols = relevant if k == "ideal" else width
                 pad = [(0, 0), (0, cols - a.shape[1])] + ([(0, events - a.shape[2])] if a.ndim == 3 else [])
-                a = np.pad(a, pad, constant_values=np.nan if k == "lexical" else 0)
+                a = np.pad(a, pad, constant_values=np.nan if k in ("lexical", "rerank_score") else 0)
             parts.append(a)
         out[k] = np.concatenate(parts, axis=0)
     return out
@@ -140,13 +140,14 @@ def _per_probe(replays: Sequence[Replay], value: Callable[[Replay], Any]) -> lis
 class _Grid:
     """What ranks the probes at every point: the policy, the grid's axes (``names``, each
     with its ``values``), each probe's own value of everything not swept (``fixed``),
-    whether the pools are hybrid, and the longest list any point ranks (``kmax``)."""
+    whether the pools are hybrid and reranked, and the longest list any point ranks (``kmax``)."""
 
     policy: Policy
     names: list[str]
     values: dict[str, list[Any]]
     fixed: dict[str, np.ndarray]
     hybrid: bool
+    reranked: bool
     kmax: int
 
     @property
@@ -188,9 +189,8 @@ def _make_grid(replays: Sequence[Replay], pol: Policy, grid: Mapping[str, Any],
     fixed["hybrid_weight"] = own(lambda r: r.hybrid_weight)
     limits = values.get("limit")
     kmax = max(limits) if limits else (int(pool_limits.max()) if probes else 1)
-    # A reranked pool's relevance is the reranker's score: it is ranked as recorded, never fused again.
-    hybrid = any(r.mode == "hybrid" and r.rerank is None for r in replays)
-    return _Grid(pol, names, values, fixed, hybrid=hybrid, kmax=kmax)
+    return _Grid(pol, names, values, fixed, hybrid=any(r.mode == "hybrid" for r in replays),
+                 reranked=any(r.rerank is not None for r in replays), kmax=kmax)
 
 
 def sweep(replays: Replay | Sequence[Replay], grid: Mapping[str, Any] | None = None, policy: str | Policy = "blend",
@@ -259,6 +259,9 @@ def _check_sweepable(replays: list[Replay], pol: Policy, grid: Mapping[str, Any]
     if "hybrid_weight" in grid and any(r.rerank is not None for r in replays):
         raise ValueError("hybrid_weight decides which candidates a reranked pool holds: sweep it over replays "
                          "recorded with rerank=False")
+    if len({r.rerank is None for r in replays}) > 1 or len({r.mode == "hybrid" for r in replays}) > 1:
+        raise ValueError("sweep replays recorded with one pipeline together: these mix reranked and plain, or "
+                         "hybrid and other modes (sweep_modes() takes one group per mode)")
 
 
 def _check_pool_sizes(replays: list[Replay], g: _Grid) -> None:
@@ -271,13 +274,6 @@ def _check_pool_sizes(replays: list[Replay], g: _Grid) -> None:
     if need > min(recorded):
         raise ValueError(f"limit {max(limits)} needs pools of {need} candidates; these replays recorded "
                          f"{min(recorded)} (replay with pool_limit={max(limits)})")
-    reranked = [r for r in replays if r.rerank is not None and r.n_probes]
-    if reranked and any(scoring.pool_size(lim) != scoring.pool_size(int(r.settings["pool_limit"]))
-                        or scoring.rerank_depth(lim) != scoring.rerank_depth(int(r.settings["pool_limit"]))
-                        for lim in limits for r in reranked):
-        raise ValueError("a reranked pool holds the reranker's scores of the first stage's top "
-                         "max(2 x limit, 20): sweep only limits with the recorded pool_limit's pool and depth "
-                         "(limits up to 10 share one when pool_limit <= 10), or replay with rerank=False")
 
 
 class _Ranked(NamedTuple):
@@ -302,21 +298,12 @@ def _rank_chunk(pools: Mapping[str, np.ndarray], sl: slice, g: _Grid) -> _Ranked
         return g.param(k, sl, n_probes)
 
     lim = param("limit").astype(np.int64)
-    # The pool a limit would have searched: the first max(4 x limit, 40) by relevance.
-    searched = np.maximum(4 * lim, scoring.pool_size(0))
-    recorded = np.arange(width) < c["n"].reshape(n_probes, 1)
-    if g.hybrid:
-        # A hybrid pool is the union of a dense and a lexical top list; a smaller limit's pool is
-        # the members within its own two top lists, found again from the raw scores (the slots
-        # are in position order, which is the store's tie rule).
-        lex = np.nan_to_num(c["lexical"], nan=0.0)
-        valid = recorded & ((_ranks(c["dense"], recorded) < searched)
-                            | (_ranks(lex, recorded & (lex > 0)) < searched))
-    else:
-        valid = recorded & (np.arange(width) < searched)
-    relevance = c["relevance"]
-    if g.hybrid:
-        relevance = scoring.fuse_relevance(c["dense"], c["lexical"], param("hybrid_weight"), valid=valid)
+    # The pool a limit would have gathered (and, reranked, the candidates it would have reranked).
+    valid, relevance = scoring.searched_slots(c["dense"], c["lexical"], c["relevance"], c["n"].reshape(n_probes, 1),
+                                              lim, g.hybrid, param("hybrid_weight") if g.hybrid else 0.0)
+    if g.reranked:  # the reranker's scores (recorded by a reranked replay) of the candidates the limit reranks
+        valid = scoring.rerank_slots(relevance, c["ts"], valid, lim)
+        relevance = np.where(valid, np.nan_to_num(pools["rerank_score"][sl]), 0.0)
     batch = CandidatePool(relevance=relevance, ts=c["ts"], age_days=c["age_days"], feedback_signs=c["feedback_signs"],
                           feedback_ages=c["feedback_ages"], tokens=c["tokens"])
     score = g.policy.score(batch, {k: param(k) for k in g.policy.params}, valid)
@@ -327,16 +314,6 @@ def _rank_chunk(pools: Mapping[str, np.ndarray], sl: slice, g: _Grid) -> _Ranked
     tokens = _take(c["tokens"], top)
     keep = scoring.fit_budget(tokens, budget) & in_list
     return _Ranked(c, top, keep, tokens, lim, budget)
-
-
-def _ranks(x: np.ndarray, ok: np.ndarray) -> np.ndarray:
-    """Each slot's rank among the ``ok`` slots by ``x``, best first, ties to the earlier slot;
-    slots not ``ok`` get the width."""
-    width = x.shape[-1]
-    order = np.argsort(np.where(ok, -x, np.inf), axis=-1, kind="stable")
-    ranks = np.empty_like(order)
-    np.put_along_axis(ranks, order, np.broadcast_to(np.arange(width), order.shape), axis=-1)
-    return np.where(ok, ranks, width)
 
 
 def _take(x: np.ndarray, top: np.ndarray) -> np.ndarray:

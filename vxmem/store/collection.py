@@ -463,7 +463,7 @@ class Collection:
         q = self._embed([query])[0]
         dpos, _ = self._topk(q, positions, k, session)
         pos = np.array(list(dict.fromkeys(dpos.tolist() + lpos.tolist())), dtype=np.int64)
-        dense = (m.vecs[pos] @ q).astype(np.float64)
+        dense = _rowdot(m.vecs[pos], q).astype(np.float64)  # row by row: the same cosine whatever the union
         lexical = seen(pos) if seen is not None else np.zeros(pos.size)
         order = np.argsort(pos, kind="stable")  # slots in position order, which does not depend on the weight
         pos, dense, lexical = pos[order], dense[order], lexical[order]
