@@ -228,16 +228,22 @@ def default_embedder() -> Embedder:
             from None
 
 
+def callable_or_name(value: Any, name: str, default: Callable[[], Any], by_name: Callable[[str], Any],
+                     shape: str) -> Any:
+    """``value`` as a callable: None is ``default()``, a str ``by_name(value)``; anything else
+    must be callable (``shape`` says what it is called with, for the TypeError)."""
+    if value is None:
+        return default()
+    if isinstance(value, str):
+        return by_name(value)
+    if not callable(value):
+        raise TypeError(f"{name} must be a callable {shape}, a name or None, not {type(value).__name__}")
+    return value
+
+
 def check_embedder(embedder: Any) -> Embedder:
     """``embedder`` as a callable: None is the default, a str a name of :data:`EMBEDDERS`."""
-    if embedder is None:
-        return default_embedder()
-    if isinstance(embedder, str):
-        return get_embedder(embedder)
-    if not callable(embedder):
-        raise TypeError(f"embedder must be a callable list[str] -> (n, d) array or a name, not "
-                        f"{type(embedder).__name__}")
-    return embedder
+    return callable_or_name(embedder, "embedder", default_embedder, get_embedder, "list[str] -> (n, d) array")
 
 
 def embedder_name(embedder: Any) -> str | None:

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from .embed import callable_or_name
 from .models import MS_MARCO_MINILM_L12, PackagedModel
 from .onnx import OnnxModel
 
@@ -98,14 +99,7 @@ def default_reranker() -> OnnxCrossEncoder:
 
 def check_reranker(reranker: Any) -> Reranker:
     """``reranker`` as a callable: None is the default, a str a name of :data:`RERANKERS`."""
-    if reranker is None:
-        return default_reranker()
-    if isinstance(reranker, str):
-        return get_reranker(reranker)
-    if not callable(reranker):
-        raise TypeError(f"reranker must be a callable (query, texts) -> scores, a name or None, "
-                        f"not {type(reranker).__name__}")
-    return reranker
+    return callable_or_name(reranker, "reranker", default_reranker, get_reranker, "(query, texts) -> scores")
 
 
 def reranker_name(reranker: Any) -> str:
