@@ -133,6 +133,19 @@ def test_a_database_records_its_embedder_and_refuses_another(tmp_path, hashing_e
         assert db.get(db.add(["delta"])[0]).text == "delta" and len(db) == 2
 
 
+def test_a_reopened_database_never_embeds_its_documents_again(tmp_path):
+    path = tmp_path / "db.vxdb"
+    writer = CountingEmbedder()
+    with Vectrix(path, embedder=writer) as db:
+        ids = db.add(["alpha beta gamma", "delta epsilon", "zeta eta theta"])
+    assert sum(writer.batches) == 3 and _meta(path, "embedder") == writer.name
+    reader = CountingEmbedder()  # the same model (by name) in a new process, say
+    with Vectrix(path, embedder=reader) as db:
+        assert reader.batches == [], "opening embeds nothing: the stored vectors are used as they are"
+        assert db.search("delta epsilon", limit=1)[0].id == ids[1]
+        assert reader.batches == [1], "a search embeds its query only"
+
+
 def test_a_database_with_no_recorded_name_is_checked_by_one_vector(tmp_path, hashing_embedder):
     path = tmp_path / "old.vxdb"
     with Vectrix(path, embedder="hashing") as db:
