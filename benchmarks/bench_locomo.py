@@ -20,8 +20,8 @@ Questions whose evidence names no turn of the conversation are left out. The sys
 - ``hashing-dense``, ``hashing-hybrid``, ``hashing-rerank`` (hybrid + the cross-encoder);
 - ``lexical``: BM25 under the spec blend; ``bm25``: BM25 alone (lexical, recency_weight 0).
 
-Time per stage, per conversation's worth of work: ``embed`` (every turn and question through
-the embedder, cold), ``remember`` (``remember()`` calls of the default system, embedding
+Time per stage, over the whole file: ``embed`` (every turn and question through the
+embedder, cold, in calls of 64), ``remember`` (``remember()`` calls of the default system, embedding
 included), ``search`` (a recall without its rerank) and ``rerank`` (what the rerank adds, its
 cache cleared first). Every system but ``default`` gets the vectors computed in ``embed``.
 """
@@ -113,13 +113,14 @@ def scores(ranked: list[str], evidence: set[str]) -> tuple[float, float, float]:
 def run_system(name: str, convs: list[Conversation], vectors: dict[str, dict[str, np.ndarray]], args: Any,
                timing: dict[str, float]) -> list[dict[str, Any]]:
     rows = []
+    weight = {} if args.hybrid_weight is None else {"hybrid_weight": args.hybrid_weight}
     for conv in convs:
         t_end = max(e.time for e in conv.events if e.type == "turn")
         now = t_end + args.now_days * DAY
         if name == "default":
             os.environ.pop("VXMEM_EMBEDDER", None)  # the shipped default, whatever the shell says
             t = time.perf_counter()
-            db, id2dia = build(conv, None, args.date_in_text)
+            db, id2dia = build(conv, None, args.date_in_text, **weight)
             timing["remember"] += time.perf_counter() - t
             timing["remembered"] += len(id2dia)
             assert db.memory.pipeline() == {"mode": "hybrid", "rerank": default_reranker().name,
@@ -129,7 +130,7 @@ def run_system(name: str, convs: list[Conversation], vectors: dict[str, dict[str
         else:
             emb_name, recall_args, settings = SPECS[name]
             emb = Precomputed(get_embedder(emb_name), vectors[emb_name])
-            db, id2dia = build(conv, emb, args.date_in_text, **settings)
+            db, id2dia = build(conv, emb, args.date_in_text, **settings, **weight)
             call = lambda q, db=db, now=now, a=recall_args: db.recall(q, now=now, **a)
             plain = (lambda q, db=db, now=now, a=recall_args: db.recall(q, now=now, **{**a, "rerank": False})) \
                 if recall_args.get("rerank") else None
@@ -156,7 +157,8 @@ def run_system(name: str, convs: list[Conversation], vectors: dict[str, dict[str
 
 
 def embed_all(convs: list[Conversation], names: set[str], args: Any, timing: dict[str, float]) -> dict[str, Any]:
-    """Every turn and question through each embedder, cold, one text per call as remember() does."""
+    """Every turn and question through each embedder, cold, in calls of 64 as a replay does
+    (``remember()``, one text per call, is timed by the default system)."""
     texts = list(dict.fromkeys([stored_text(e, args.date_in_text) for c in convs for e in c.events if e.type == "turn"]
                                + [p.query for c in convs for p in questions(c)]))
     out = {}
@@ -164,7 +166,8 @@ def embed_all(convs: list[Conversation], names: set[str], args: Any, timing: dic
         model = get_embedder(name)
         model(["warm up"])  # loads the model: timed apart from the embedding
         t = time.perf_counter()
-        out[name] = {tx: v for tx, v in zip(texts, np.concatenate([model([tx]) for tx in texts]))}
+        vecs = np.concatenate([model(texts[i: i + 64]) for i in range(0, len(texts), 64)])
+        out[name] = dict(zip(texts, vecs))
         timing[f"embed:{name}"] = time.perf_counter() - t
         timing[f"embedded:{name}"] = len(texts)
     return out
@@ -196,6 +199,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--systems", default=",".join(SYSTEMS), help=f"comma-separated, of {', '.join(SYSTEMS)}")
     ap.add_argument("--date-in-text", action="store_true", help="store '[8 May 2023] Speaker: text'")
     ap.add_argument("--now-days", type=float, default=1.0, help="questions asked this many days after the last turn")
+    ap.add_argument("--hybrid-weight", type=float, default=None,
+                    help="the memories' hybrid_weight (default: the memory's, 0.5); the default system then "
+                         "differs from the shipped default in that one setting")
     ap.add_argument("--csv", help="also write one row per (system, question) here")
     args = ap.parse_args(argv)
     systems = [s.strip() for s in args.systems.split(",") if s.strip()]
@@ -214,7 +220,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     n_q = sum(len(questions(c)) for c in convs)
     print(f"LoCoMo {os.path.basename(args.path)}: {len(convs)} conversations, {n_q} questions "
           f"(categories {', '.join(RETRIEVAL_CATEGORIES)}), text {'[date] ' if args.date_in_text else ''}"
-          f"Speaker: text, now = last turn + {args.now_days:g} d, spec blend (half-life 7 d, recency 0.5, "
+          f"Speaker: text, now = last turn + {args.now_days:g} d, hybrid_weight "
+          f"{0.5 if args.hybrid_weight is None else args.hybrid_weight:g}, spec blend (half-life 7 d, recency 0.5, "
           f"feedback 0.25) except bm25 (recency 0); {os.cpu_count()} cpus, VXMEM_THREADS="
           f"{os.environ.get('VXMEM_THREADS', 'unset')}, load average {os.getloadavg()[0]:.1f}")
     print()
@@ -240,7 +247,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print("|---|---:|---:|")
     for name in sorted(k.split(":")[1] for k in timing if k.startswith("embed:")):
         n = timing[f"embedded:{name}"]
-        print(f"| embed, {name} (one text per call) | {timing[f'embed:{name}']:.1f} | "
+        print(f"| embed, {name} (calls of 64) | {timing[f'embed:{name}']:.1f} | "
               f"{timing[f'embed:{name}'] / n * 1e3:.1f} ms/text ({n / timing[f'embed:{name}']:.0f} texts/s) |")
     if timing["remembered"]:
         print(f"| remember(), default (embedding included) | {timing['remember']:.1f} | "
