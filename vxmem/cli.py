@@ -28,15 +28,15 @@ from .sweep import SWEEP_KEYS
 
 EXIT_USAGE = 2
 DEFAULT_POLICY = "blend"
-EMBEDDERS = ("hashing", "semantic")
+EMBEDDERS = ("default", "hashing", "semantic")  # default: what Vectrix() uses (bge-small + its rerank)
 
 # The memory settings `vxmem replay` takes as flags: (setting, type, help), in help order.
 _SETTING_FLAGS: tuple[tuple[str, type, str], ...] = (
     *((k, float, f"{k} (default {v:g})") for k, v in BLEND_DEFAULTS.items()),
     ("limit", int, "results per probe (default 10)"),
     ("token_budget", int, "tokens per recall (default: none)"),
-    ("mode", str, "relevance (default dense)"),
-    ("hybrid_weight", float, "dense share in hybrid mode"),
+    ("mode", str, "relevance (default hybrid)"),
+    ("hybrid_weight", float, "dense share in hybrid mode (default 0.5)"),
     ("pool_limit", int, "largest limit a later sweep may use"),
 )
 # Every parameter a sweep takes: the default policy's, the policy-free ones, then the other policies'.
@@ -126,8 +126,10 @@ def _table(frame, max_rows: int = 30) -> str:
 
 
 def _embedder(name: str):
+    if name == "default":
+        return None  # the library's default (VXMEM_EMBEDDER, else bge-small)
     if name == "hashing":
-        return None
+        return "hashing"
     try:
         from .embed import SemanticEmbedder
 
@@ -136,12 +138,12 @@ def _embedder(name: str):
         raise CliError(str(exc).splitlines()[0]) from None
 
 
-def _load(path: str, fmt: str | None) -> list[Conversation]:
+def _load(path: str, fmt: str | None, categories: str | None = None) -> list[Conversation]:
     from .datasets import load
 
     if not os.path.exists(path):
         raise CliError(f"{path}: no such file")
-    return load(path, format=fmt)
+    return load(path, format=fmt, categories=categories)
 
 
 # ---------------------------------------------------------------------------- the parser
@@ -166,7 +168,10 @@ def _parser() -> _Parser:
     _add_replay_settings(r)
     r.add_argument("--policy", default=DEFAULT_POLICY,
                    help=f"ranking the probe metrics report (default {DEFAULT_POLICY})")
-    r.add_argument("--embedder", choices=EMBEDDERS, default="hashing")
+    r.add_argument("--embedder", choices=EMBEDDERS, default="default",
+                   help="default: Vectrix()'s (bge-small, reranked); hashing: fast, lexical")
+    r.add_argument("--categories", help="LoCoMo questions to probe: comma-separated names or numbers, or 'all' "
+                   "(default: multi-hop, temporal, open-domain, single-hop; adversarial left out)")
     r.add_argument("--n-jobs", type=int, default=1, help="parallel replays (joblib; -1: all cores)")
     r.add_argument("-o", "--output", help="per-probe results, .csv or .parquet")
     r.add_argument("--save", help="save the replay (.npz) for later sweeps")
@@ -177,7 +182,9 @@ def _parser() -> _Parser:
     w.add_argument("--policy", default=DEFAULT_POLICY)
     _add_grid(w)
     w.add_argument("--mode", choices=SEARCH_MODES)
-    w.add_argument("--embedder", choices=EMBEDDERS, default="hashing")
+    w.add_argument("--embedder", choices=EMBEDDERS, default="default")
+    w.add_argument("--categories", help="LoCoMo questions to probe: comma-separated names or numbers, or 'all' "
+                   "(default: multi-hop, temporal, open-domain, single-hop; adversarial left out)")
     w.add_argument("--n-jobs", type=int, default=1)
     w.add_argument("--sort", default="ndcg", help="metric the table is sorted by (default ndcg)")
     w.add_argument("--top", type=int, default=20, help="rows of the table (default 20)")
@@ -258,7 +265,7 @@ def _sizes(scenario: str, extra: list[str]) -> dict[str, int]:
 def _replays(args, settings: dict[str, Any]) -> list[Replay]:
     from .replay import replay_many
 
-    convs = _load(args.dataset, args.format)
+    convs = _load(args.dataset, args.format, args.categories)
     emb = _embedder(args.embedder)
     return replay_many(convs, settings, emb, n_jobs=args.n_jobs, policy=getattr(args, "policy", DEFAULT_POLICY))
 
