@@ -121,6 +121,9 @@ with right:
     if ranking.empty:
         st.info("Type a query (and remember something in this session) to see a ranking.")
     else:
+        note = views.low_relevance_note(ranking, out["low_relevance"])
+        if note:
+            st.warning(note)
         st.dataframe(ranking[["rank", "label", "text", "score", "relevance", "relevance_norm", "recency", "feedback",
                               "age_days", "kind"]], hide_index=True, width="stretch")
         parts = out["parts"]

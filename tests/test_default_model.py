@@ -211,3 +211,18 @@ def test_the_cross_encoder_scores_a_pair_the_same_alone_or_among_others():
     ce._cache.clear()  # score again from the model, one pair at a time, the other order
     apart = np.array([ce(q, [t])[0] for t in reversed(texts)])[::-1]
     assert np.array_equal(together, apart) and together[0] > 0 > together[1]
+
+
+def test_the_playground_warns_when_the_best_result_matches_nothing(monkeypatch):
+    from vxmem import views
+
+    monkeypatch.delenv("VXMEM_EMBEDDER")  # the dashboard's pipeline: Vectrix()'s own
+    events = [{"time": T0 + 60 * i, "type": "turn", "label": f"m{i}", "session": "s", "text": t}
+              for i, t in enumerate(["I live in Lisbon with my two cats.", "The build failed again.", "lol ok"])]
+    junk = views.playground_recall(events, "zzqqxx", "s", T0 + 86400, {})
+    assert junk["low_relevance"] == 0.0 and junk["ranking"]["relevance_norm"].iloc[0] == 1.0
+    note = views.low_relevance_note(junk["ranking"], junk["low_relevance"])
+    assert note is not None and "cross-encoder's logit" in note and "below 0" in note
+    real = views.playground_recall(events, "Where do I live?", "s", T0 + 86400, {})
+    assert real["ranking"]["label"].iloc[0] == "m0"
+    assert views.low_relevance_note(real["ranking"], real["low_relevance"]) is None

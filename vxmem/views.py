@@ -334,13 +334,15 @@ def playground_conversation(events: Sequence[Mapping[str, Any]], query: str, ses
 
 
 def playground_recall(events: Sequence[Mapping[str, Any]], query: str, session: str | None, now: float,
-                      settings: Mapping[str, Any], judge: str | None = None) -> dict[str, pd.DataFrame]:
+                      settings: Mapping[str, Any], judge: str | None = None) -> dict[str, Any]:
     """Build the playground memory from ``events`` and ask it ``query`` at ``now``.
 
     Returns ``ranking`` (``recall()``'s results with their ``_vx_scoring`` parts),
     ``parts`` (relevance / recency / feedback contributions: the parts times their
-    weights, long format), ``memories`` (every memory with its label and fate) and
-    ``history`` (every supersession chain, one row per memory in it).
+    weights, long format), ``memories`` (every memory with its label and fate),
+    ``history`` (every supersession chain, one row per memory in it) and
+    ``low_relevance`` (the pipeline's "probably matches nothing" level, or None: see
+    :func:`low_relevance_note`).
     """
     s = {k: v for k, v in settings.items() if k in BLEND_DEFAULTS}
     limit = int(settings.get("limit", 10))
@@ -351,6 +353,7 @@ def playground_recall(events: Sequence[Mapping[str, Any]], query: str, session: 
         res = memory.recall(event.query, session=event.session, limit=limit, now=t)
         captured["ranking"] = res.to_frame()
         captured["history"] = _supersession_chains(memory)
+        captured["low_relevance"] = memory.low_relevance()
         return None
 
     rep = replay(conv, {**s, "limit": limit, "judge": judge}, on_probe=at_probe if query.strip() else None)
@@ -360,7 +363,25 @@ def playground_recall(events: Sequence[Mapping[str, Any]], query: str, session: 
         ranking.insert(1, "label", ranking["id"].map(labels))
     return {"ranking": ranking, "parts": score_parts(ranking, {**BLEND_DEFAULTS, **s}),
             "memories": memory_timeline(rep) if rep.memories else pd.DataFrame(),
-            "history": _labelled_chains(captured.get("history", pd.DataFrame()), labels)}
+            "history": _labelled_chains(captured.get("history", pd.DataFrame()), labels),
+            "low_relevance": captured.get("low_relevance")}
+
+
+def low_relevance_note(ranking: pd.DataFrame, low: float | None) -> str | None:
+    """A warning when the best result's raw ``relevance`` is below ``low`` (the pipeline's
+    :meth:`~vxmem.ConversationMemory.low_relevance`): its normalised relevance is 1.0
+    however poor the match, since it is the best of its pool. None when there is nothing
+    to warn about or no level to compare with."""
+    if low is None or ranking.empty or "relevance" not in ranking.columns:
+        return None
+    best = float(ranking["relevance"].iloc[0])
+    if best >= low:
+        return None
+    scale = "the cross-encoder's logit" if ranking.get("rerank") is not None and \
+        ranking["rerank"].notna().iloc[0] else "its cosine"
+    return (f"The best result's raw relevance ({scale}) is {best:.2f}, below {low:g}: it probably matches "
+            "nothing. Its relevance_norm of 1.0 only says it is the best of this pool; "
+            "recall(min_relevance=...) drops such results.")
 
 
 def _supersession_chains(memory: ConversationMemory) -> pd.DataFrame:
