@@ -267,15 +267,18 @@ def memory_timeline(replay: Replay) -> pd.DataFrame:
     ev = frames["events"]
     if mem.empty:
         return pd.DataFrame(columns=_TIMELINE_COLUMNS)
-    # A memory deleted at the moment of an expire, consolidate or forget event went that way.
-    deleted_by: dict[Any, str] = {}
+    # The replay records which event deleted each memory; a replay saved before it did is
+    # read by the first deleting event at that moment.
+    deleted_at: dict[Any, str] = {}
     for _, e in ev[ev["type"].isin(["expire", "consolidate", "forget"])].iterrows():
-        deleted_by.setdefault(e["time"], e["type"])
+        deleted_at.setdefault(e["time"], e["type"])
     fate = {"expire": "expired", "consolidate": "consolidated", "forget": "forgotten"}
+    how = mem["deleted_how"] if "deleted_how" in mem else pd.Series(None, index=mem.index, dtype=object)
 
     def status(r: pd.Series) -> str:
         if pd.notna(r["deleted"]):
-            return fate.get(deleted_by.get(r["deleted"], ""), "deleted")
+            by = how[r.name] if isinstance(how[r.name], str) else deleted_at.get(r["deleted"], "")
+            return fate.get(by, "deleted")
         if pd.notna(r["superseded_at"]):
             return "superseded"
         if r["derived_from"]:
