@@ -51,6 +51,7 @@ from .keys import (
 from .policies import Policy, get_policy, rank_pool, resolve_params
 from .pool import CandidatePool, LabelledPool
 from .scoring import BLEND_DEFAULTS, HYBRID_WEIGHT, pool_size
+from .store.checks import check_mode
 from .vectrix import Vectrix
 
 ProgressFn = Callable[[int, int, str], Any]
@@ -167,13 +168,15 @@ class Replay:
 
     @property
     def mode(self) -> str:
-        """The search mode the probes recalled with."""
-        return self.settings.get("mode") or "dense"
+        """The search mode the probes recalled with (None in the settings: the one the memory used)."""
+        return self.settings.get("mode") or self.meta.get("mode") or "dense"
 
     @property
     def hybrid_weight(self) -> float:
         """The hybrid weight the probes recalled with (the default when not set)."""
         w = self.settings.get("hybrid_weight")
+        if w is None:
+            w = self.meta.get("hybrid_weight")
         return HYBRID_WEIGHT if w is None else float(w)
 
     def to_frames(self) -> dict[str, Any]:
@@ -369,6 +372,7 @@ class _Run:
         self.n_sessions: list[int] = []  # per probe: how many answer sessions it names
         self.extras: list[Any] = []
         self.at = 0  # the index of the event being replayed
+        self.pool_mode: str | None = None  # the mode the memory recalled with
 
     # -------------------------------------------------------------- memories
 
@@ -431,7 +435,9 @@ class _Run:
         meta = {"conversation": self.conv.name, "description": self.conv.description,
                 "conversation_meta": {k: v for k, v in self.conv.meta.items() if k != "settings"},
                 "embedder": getattr(self.db.embedder, "name", type(self.db.embedder).__name__),
-                "policy": self.policy.name, "low_relevance": _low_relevance(self.mem, self.s.get("mode"))}
+                "policy": self.policy.name, "mode": self.pool_mode or check_mode(self.s.get("mode")),
+                "hybrid_weight": self.mem.hybrid_weight,
+                "low_relevance": _low_relevance(self.mem, self.pool_mode or self.s.get("mode"))}
         settings = {k: (_name_of(v) if k in ("judge", "summarizer") else v) for k, v in self.s.items()}
         settings.setdefault("judge", _name_of(self.mem.judge))
         settings.setdefault("summarizer", _name_of(self.summarizer))
@@ -517,6 +523,7 @@ class _Run:
             self.extras.append(self.on_probe(self.mem, ev, t))
         sess_bit = {sid: 1 << j for j, sid in enumerate(ev.relevant_sessions[:MAX_SESSION_BITS])}
         pool.limit, pool.positions = limit, None  # cached: ranked for the probe's own limit, off the mirror
+        self.pool_mode = pool.mode
         pool = self._label(pool, ev, sess_bit)
         relevant_ids = {m for lab in ev.relevant for m in self.label_ids.get(lab, ())}
         ideal = sorted((self._grade(m, ev) for m in relevant_ids if self._eligible(m, ev)), reverse=True)
