@@ -26,6 +26,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import zipfile
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -234,8 +235,12 @@ class Replay:
         try:
             with np.load(spath, allow_pickle=False) as z:
                 arrays = {k: z[k] for k in z.files}
-        except (OSError, ValueError) as exc:
-            raise DatasetError(f"not a saved replay ({exc})", path=spath) from None
+        except FileNotFoundError:
+            raise DatasetError("no such file", path=spath) from None
+        except (OSError, ValueError, EOFError, zipfile.BadZipFile):
+            # Not numpy's message: it suggests allow_pickle=True, which would run code from the file.
+            raise DatasetError("not a saved replay (an .npz archive of arrays, written by vxmem replay --save)",
+                               path=spath) from None
         try:
             blob = json.loads(arrays.pop("_json").tobytes().decode("utf-8"))
         except (KeyError, ValueError):
