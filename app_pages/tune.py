@@ -114,7 +114,7 @@ else:
     order = swing.sort_values(ascending=False, kind="stable").index.tolist()
     picked = st.multiselect(f"Probes drawn in colour (up to 20; the {config.MOVEMENT_HIGHLIGHT} that move most "
                             "first)", order, default=order[:config.MOVEMENT_HIGHLIGHT], max_selections=20,
-                            key="tune_picked")
+                            key=f"tune_picked:{key}:{vary}")  # a new dataset or parameter: a new choice
     limit = int(hi) if vary == "limit" else params["limit"]  # a rank can only go down to the limit
     shown = moving.assign(plotted=moving["rank"].fillna(limit + 1), picked=moving["probe_label"].isin(picked))
     log = vary.endswith("half_life_days")
