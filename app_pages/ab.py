@@ -3,6 +3,7 @@
 import json
 
 import altair as alt
+import numpy as np
 import pandas as pd
 import streamlit as st
 
@@ -51,12 +52,13 @@ if mode_b != a["mode"]:
 frame, summary = compare(key, key_b, json.dumps(views.point_of(a), sort_keys=True),
                          json.dumps(views.point_of(b_settings), sort_keys=True), policy_a, policy_b, metric,
                          reps, reps_b)
-cols = st.columns(5)
+cols = st.columns(6)
 cols[0].metric("B wins", summary.wins)
 cols[1].metric("B loses", summary.losses)
 cols[2].metric("ties", summary.ties)
-cols[3].metric(f"mean {config.AB_METRICS[metric]}: A / B", f"{summary.mean_a:.3f} / {summary.mean_b:.3f}")
-cols[4].metric("mean change (B - A)", f"{summary.mean_delta:+.3f}",
+cols[3].metric("mean A", f"{summary.mean_a:.3f}", help=f"mean {config.AB_METRICS[metric]} under A")
+cols[4].metric("mean B", f"{summary.mean_b:.3f}", help=f"mean {config.AB_METRICS[metric]} under B")
+cols[5].metric("mean change (B - A)", f"{summary.mean_delta:+.3f}",
                help=f"paired bootstrap 95% interval {summary.delta_lo:+.3f} to {summary.delta_hi:+.3f}")
 st.caption(f"{summary.scored} of {summary.probes} probes can be scored on {config.AB_METRICS[metric]}; mean change "
            f"{summary.mean_delta:+.3f}, 95% interval {summary.delta_lo:+.3f} to {summary.delta_hi:+.3f}"
@@ -64,9 +66,10 @@ st.caption(f"{summary.scored} of {summary.probes} probes can be scored on {confi
 
 scored = frame[frame[f"{metric}_a"].notna() & frame[f"{metric}_b"].notna()]
 if not scored.empty:
+    better = scored[f"{metric}_delta"].to_numpy() * (-1 if metric == "stale_leak" else 1)
+    outcome = np.where(better > 1e-12, "B better", np.where(better < -1e-12, "B worse", "tie"))
     dots = scored.assign(probe_label=scored["conversation"].astype(str) + ":" + scored["label"].astype(str),
-                         outcome=pd.cut(scored[f"{metric}_delta"] * (-1 if metric == "stale_leak" else 1),
-                                        [-10, -1e-12, 1e-12, 10], labels=["B worse", "tie", "B better"]))
+                         outcome=outcome)
     scatter = alt.Chart(dots).mark_circle(size=70, opacity=0.8).encode(
         x=alt.X(f"{metric}_a:Q", title=f"A: {config.AB_METRICS[metric]}", scale=alt.Scale(domain=[0, 1])),
         y=alt.Y(f"{metric}_b:Q", title=f"B: {config.AB_METRICS[metric]}", scale=alt.Scale(domain=[0, 1])),

@@ -39,7 +39,7 @@ sections = out["sections"].assign(selected=lambda f: f["budget"] == budget)
 bars = alt.Chart(sections).mark_bar().encode(
     x=alt.X("budget:O", title="token budget", axis=alt.Axis(labelAngle=0)), y=alt.Y("tokens:Q", title="tokens used"),
     color=alt.Color("section:N", sort=["pinned", "recent", "recalled"], title="section",
-                    scale=alt.Scale(domain=["pinned", "recent", "recalled"])),
+                    scale=alt.Scale(domain=["pinned", "recent", "recalled"], range=["#4c78a8", "#f58518", "#54a24b"])),
     order=alt.Order("section_order:Q"),
     opacity=alt.condition("datum.selected", alt.value(1.0), alt.value(0.35)),
     tooltip=["budget", "section", "tokens"])

@@ -33,16 +33,18 @@ st.dataframe(table[["policy", "setting", "params", *shown]], hide_index=True, wi
              column_config={m: st.column_config.NumberColumn(config.METRIC_LABELS[m], format="%.3f")
                             for m in config.HEADLINE_METRICS})
 order = list(table["policy"].unique())
-charts = []
-for m in shown:
+cols = st.columns(2)
+for j, m in enumerate(shown):
     higher = "lower is better" if m == "stale_leak" else "higher is better"
-    charts.append(alt.Chart(table).mark_bar().encode(
-        x=alt.X("policy:N", title=None, sort=order, axis=alt.Axis(labelAngle=-40)),
+    bars = alt.Chart(table).mark_bar().encode(
+        x=alt.X("policy:N", title=None, sort=order, axis=alt.Axis(labelAngle=-30, labelOverlap=False)),
         xOffset=alt.XOffset("setting:N", sort=["default", "best"]),
         y=alt.Y(f"{m}:Q", title=f"{config.METRIC_LABELS[m]} ({higher})", scale=alt.Scale(domain=[0, 1])),
-        color=alt.Color("setting:N", sort=["default", "best"], title="setting"),
-        tooltip=["policy", "setting", "params", alt.Tooltip(f"{m}:Q", format=".3f")]).properties(
-        width=200, height=240, title=config.METRIC_LABELS[m]))
-st.altair_chart(alt.hconcat(*charts))
+        color=alt.Color("setting:N", sort=["default", "best"], title="setting",
+                        scale=alt.Scale(domain=["default", "best"], range=["#9ecae9", "#4c78a8"]),
+                        legend=alt.Legend(orient="right")),
+        tooltip=["policy", "setting", "params", alt.Tooltip(f"{m}:Q", format=".3f")]).properties(height=300)
+    with cols[j % 2]:
+        shared.chart(bars)
 with st.expander("What each policy computes"):
     st.dataframe(table[table["setting"] == "default"][["policy", "description"]], hide_index=True, width="stretch")

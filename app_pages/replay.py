@@ -53,12 +53,13 @@ fates = ["live", "summary", "superseded", "expired", "consolidated", "forgotten"
 status_colors = alt.Scale(domain=fates, range=["#4c78a8", "#54a24b", "#e45756", "#f58518", "#b279a2", "#9d755d",
                                                "#bab0ac"])
 base = alt.Chart(mem)
+fate_legend = alt.Legend(orient="bottom", direction="horizontal", columns=7, title="fate")
 spans = base.transform_filter("isValid(datum.end)").mark_rule(opacity=0.35).encode(
-    x="created:T", x2="end:T", y=alt.Y("lane:N"), color=alt.Color("status:N", scale=status_colors, legend=None))
+    x="created:T", x2="end:T", y=alt.Y("lane:N"), color=alt.Color("status:N", scale=status_colors,
+                                                                  legend=fate_legend))
 dots = base.mark_point(filled=True, size=45, opacity=0.8).encode(
     x=alt.X("created:T", title="time"), y=alt.Y("lane:N", title="session / kind"),
-    color=alt.Color("status:N", scale=status_colors, title="fate",
-                    legend=alt.Legend(orient="bottom", direction="horizontal", columns=7)),
+    color=alt.Color("status:N", scale=status_colors, legend=fate_legend),
     shape=alt.Shape("kind:N", title="kind", legend=alt.Legend(orient="bottom", direction="horizontal")),
     tooltip=["label", "kind", "status", "text", "created:T", "end:T", "tokens"])
 ticks = alt.Chart(probes).mark_rule(color="gray", strokeDash=[2, 3]).encode(

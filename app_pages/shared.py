@@ -328,10 +328,11 @@ def score_bars(ranking: pd.DataFrame, s: dict[str, Any]) -> None:
     bars = alt.Chart(parts).mark_bar().encode(
         x=alt.X("contribution:Q", title="score contribution"),
         y=alt.Y("label:N", sort=alt.SortField("rank"), title=None),
-        color=alt.Color("part:N", sort=["relevance", "recency", "feedback"], title="part",
-                        legend=alt.Legend(orient="bottom")),
+        color=alt.Color("part:N", sort=["relevance", "recency", "feedback"], title="part"),
+        order=alt.Order("part_order:Q"),
         tooltip=["rank", "label", "text", "part", alt.Tooltip("contribution:Q", format=".3f")])
-    chart(bars.properties(height=60 + 24 * len(ranking)))
+    bars = bars.transform_calculate(part_order="indexof(['relevance', 'recency', 'feedback'], datum.part)")
+    chart(bars.properties(height=40 + 28 * len(ranking)))
     st.caption("score = relevance_norm + recency_weight x 0.5^(age / half_life) "
                "+ feedback_weight x clamp(feedback, +-2)")
 

@@ -115,7 +115,7 @@ st.subheader("Trade-offs: nDCG against stale-leak against context tokens")
 pareto = views.pareto_points(frame)
 front = pareto[pareto["pareto"]]
 scatter = alt.Chart(pareto).mark_circle(opacity=0.8).encode(
-    x=alt.X("tokens:Q", title="context tokens shipped per probe (mean)"),
+    x=alt.X("tokens:Q", title="context tokens shipped per probe (mean)", scale=alt.Scale(zero=False)),
     y=alt.Y("ndcg:Q", title="nDCG@k", scale=alt.Scale(zero=False)),
     color=alt.Color("stale_leak:Q", title="stale-leak@k", scale=alt.Scale(scheme="orangered")),
     size=alt.Size("pareto:N", scale=alt.Scale(domain=[False, True], range=[40, 160]), title="on the front"),

@@ -38,7 +38,7 @@ def stale_above(key: str, point: str, _reps):
     return views.stale_above_at(_reps, json.loads(point))
 
 
-left, right = st.columns([1, 2], gap="large")
+left, right = st.columns([1, 3], gap="large")
 with left:
     params = shared.param_sliders()
     inert = views.inert_at(reps, shared.settings())
@@ -82,10 +82,11 @@ with right:
     conv = convs[ri] if len(convs) == len(reps) else None
     why = explain(key, ri, probe, point, reps[ri], conv)
     table = views.returned(why)
-    marks = {True: "yes", False: ""}
-    st.table(table[["rank", "label", "text", "kind", "relevant", "stale", "score", "relevance", "relevance_norm",
-                    "recency", "feedback"]].replace({"relevant": marks, "stale": marks}).style.format(
-        {c: "{:.3f}" for c in ("score", "relevance", "relevance_norm", "recency", "feedback")}), hide_index=True)
+    shown = table.assign(mark=[("relevant" if r else "") + (" stale" if s else "") for r, s in
+                               zip(table["relevant"], table["stale"])])
+    shown = shown[["rank", "label", "text", "mark", "score", "relevance", "relevance_norm", "recency", "feedback"]]
+    st.table(shown.rename(columns={"relevance": "relevance (raw)", "relevance_norm": "rel. norm"}).style.format(
+        {c: "{:.3f}" for c in ("score", "relevance (raw)", "rel. norm", "recency", "feedback")}), hide_index=True)
     best = why["relevance"].max() if why["relevance"].notna().any() else None
     shared.relevance_warning(best, reps[ri].meta.get("low_relevance"), reps[ri].mode)
     shared.score_bars(table, shared.settings())

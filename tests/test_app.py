@@ -13,11 +13,11 @@ ROOT = Path(__file__).resolve().parents[1]
 APP = str(ROOT / "app.py")
 
 OPENAI_CHAT = (
-    '{"conversation_id": "bike", "messages": [{"role": "system", "content": "be brief"}, '
-    '{"role": "user", "content": "I ordered a wide gel saddle for my road bike"}, '
-    '{"role": "assistant", "content": "Nice, gel saddles help on long rides"}, '
-    '{"role": "user", "content": "The weather was lovely at the lake today"}]}\n'
-    '{"conversation_id": "food", "messages": [{"role": "user", "content": "I am allergic to peanuts"}]}\n').encode()
+    b'{"conversation_id": "bike", "messages": [{"role": "system", "content": "be brief"}, '
+    b'{"role": "user", "content": "I ordered a wide gel saddle for my road bike"}, '
+    b'{"role": "assistant", "content": "Nice, gel saddles help on long rides"}, '
+    b'{"role": "user", "content": "The weather was lovely at the lake today"}]}\n'
+    b'{"conversation_id": "food", "messages": [{"role": "user", "content": "I am allergic to peanuts"}]}\n')
 
 
 @pytest.fixture(autouse=True)
@@ -312,7 +312,7 @@ def test_tune_page_shows_metrics_with_intervals_and_a_ranking():
     assert labels == ["hit@k", "MRR", "nDCG@k", "stale-leak@k"]
     assert sum("95% CI" in c.value for c in at.caption) == 4
     assert len(at.table) == 1 and len(at.table[0].value) == 10
-    assert {"score", "relevance", "relevance_norm", "recency", "feedback"} <= set(at.table[0].value.columns)
+    assert {"score", "relevance (raw)", "rel. norm", "recency", "feedback"} <= set(at.table[0].value.columns)
     assert charts(at), "the rank-movement chart is missing"
     assert "Stale ranked above its replacement" in texts(at.caption)
 
@@ -488,7 +488,7 @@ def test_compare_page_has_every_policy_at_default_and_best():
 
 def test_compare_bars_have_y_axis_titles():
     at = page("compare")
-    spec = json.dumps(specs(at)[0])
+    spec = json.dumps(specs(at))
     for title in ("hit@k (higher is better)", "MRR (higher is better)", "stale-leak@k (lower is better)"):
         assert title in spec
 

@@ -685,9 +685,10 @@ def playground_recall(events: Sequence[Mapping[str, Any]], query: str, session: 
     if not ranking.empty:
         ranking.insert(1, "label", ranking["id"].map(labels))
     why = captured.get("why", pd.DataFrame(columns=_WHY_SHOWN))
-    if not why.empty:
-        why = why.assign(label=why["id"].map(labels))
-        why["versus_label"] = why["versus"].map(labels)
+    if not why.empty:  # the playground names memories by label: so do the details
+        why = why.assign(label=why["id"].map(labels), versus_label=why["versus"].map(labels))
+        for mid, lab in labels.items():
+            why["detail"] = why["detail"].str.replace(mid, lab, regex=False)
     return {"ranking": ranking, "parts": score_parts(ranking, {**BLEND_DEFAULTS, **rs}), "why": why,
             "memories": memory_timeline(rep) if rep.memories else pd.DataFrame(),
             "history": _labelled_chains(captured.get("history", pd.DataFrame()), labels),
