@@ -2,6 +2,9 @@
 worker processes on this machine) give exactly the serial results; progress reaches a
 callback at the same points a tqdm bar would."""
 
+import sys
+import types
+
 import joblib
 import pandas as pd
 import pytest
@@ -21,12 +24,17 @@ def convs():
 @pytest.fixture(scope="module")
 def client():
     distributed = pytest.importorskip("distributed")  # in the dev extra: make test always has it
+    # Worker processes are spawned, and spawn re-runs the parent's __main__ from its path: after
+    # streamlit's AppTest that is app.py. A bare __main__ makes the workers start clean.
+    mp = pytest.MonkeyPatch()
+    mp.setitem(sys.modules, "__main__", types.ModuleType("__main__"))
     cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
                                        worker_dashboard_address=None)
     client = distributed.Client(cluster)
     yield client
     client.close()
     cluster.close()
+    mp.undo()
 
 
 @pytest.mark.slow
