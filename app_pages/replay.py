@@ -53,19 +53,20 @@ fates = ["live", "summary", "superseded", "expired", "consolidated", "forgotten"
 status_colors = alt.Scale(domain=fates, range=["#4c78a8", "#54a24b", "#e45756", "#f58518", "#b279a2", "#9d755d",
                                                "#bab0ac"])
 base = alt.Chart(mem)
-fate_legend = alt.Legend(orient="bottom", direction="horizontal", columns=7, title="fate")
 spans = base.transform_filter("isValid(datum.end)").mark_rule(opacity=0.35).encode(
-    x="created:T", x2="end:T", y=alt.Y("lane:N"), color=alt.Color("status:N", scale=status_colors,
-                                                                  legend=fate_legend))
+    x="created:T", x2="end:T", y=alt.Y("lane:N"), color=alt.Color("status:N", scale=status_colors, legend=None))
 dots = base.mark_point(filled=True, size=45, opacity=0.8).encode(
     x=alt.X("created:T", title="time"), y=alt.Y("lane:N", title="session / kind"),
-    color=alt.Color("status:N", scale=status_colors, legend=fate_legend),
+    color=alt.Color("status:N", scale=status_colors, title="fate",
+                    legend=alt.Legend(orient="bottom", direction="horizontal", columns=7)),
     shape=alt.Shape("kind:N", title="kind", legend=alt.Legend(orient="bottom", direction="horizontal")),
     tooltip=["label", "kind", "status", "text", "created:T", "end:T", "tokens"])
 ticks = alt.Chart(probes).mark_rule(color="gray", strokeDash=[2, 3]).encode(
     x="time:T", tooltip=["label", "query", "hit", "ndcg"])
 lanes = mem["lane"].nunique()
-shared.chart((ticks + spans + dots).properties(height=max(200, 30 * lanes) + 60))
+# The spans' colour legend off and the legends resolved apart, so the dots' fate legend shows (below the
+# chart, where a long one is not clipped) beside the kind legend.
+shared.chart((ticks + spans + dots).resolve_legend(color="independent").properties(height=max(200, 30 * lanes) + 60))
 counts = mem["status"].value_counts()
 st.caption("Dotted lines: probes. A faint bar runs from a memory's creation to the moment it was superseded, "
            "expired, consolidated or forgotten (by the event that did it). "

@@ -193,9 +193,9 @@ def main(outdir: Path = ROOT / "docs") -> list[Path]:
                         slider.press("ArrowLeft")
                     wait_until_idle(page)
                     page.wait_for_timeout(300)
-                written.append(_shot(page, outdir / f"{name}.png", full=name != "tune"))
-                if name == "tune":
+                if name == "tune":  # the README's: the first screenful of Tune
                     written.append(_shot(page, outdir / "dashboard.png", full=False))
+                written.append(_shot(page, outdir / f"{name}.png", full=True))
             import_chat(page, url, chat)
             written.append(_shot(page, outdir / "import.png", full=True))
     for path in written:
