@@ -39,7 +39,8 @@ for j, m in enumerate(shown):
     bars = alt.Chart(table).mark_bar().encode(
         x=alt.X("policy:N", title=None, sort=order, axis=alt.Axis(labelAngle=-30, labelOverlap=False)),
         xOffset=alt.XOffset("setting:N", sort=["default", "best"]),
-        y=alt.Y(f"{m}:Q", title=f"{config.METRIC_LABELS[m]} ({higher})", scale=alt.Scale(domain=[0, 1])),
+        y=alt.Y(f"{m}:Q", title=f"{config.METRIC_LABELS[m]} ({higher})",
+                scale=alt.Scale(domain=[0, 1]) if m != "stale_leak" else alt.Scale(zero=True)),
         color=alt.Color("setting:N", sort=["default", "best"], title="setting",
                         scale=alt.Scale(domain=["default", "best"], range=["#9ecae9", "#4c78a8"]),
                         legend=alt.Legend(orient="right")),

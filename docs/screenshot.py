@@ -161,15 +161,16 @@ def errors_on(page) -> list[str]:
     return page.get_by_test_id("stException").all_inner_texts()
 
 
-def shrink_png(path: Path, colors: int = 128) -> None:
-    """Quantise the PNG to a palette: a README screenshot does not need 24-bit colour."""
+def shrink_png(path: Path) -> None:
+    """Re-save the PNG optimised, in full colour: a palette merged the small patches of colour
+    (a legend's symbols, a few green dots) into grey."""
     try:
         from PIL import Image
     except ImportError:  # pragma: no cover - Pillow comes with matplotlib
         return
     with Image.open(path) as im:
-        small = im.convert("RGB").quantize(colors=colors, method=Image.Quantize.MEDIANCUT)
-    small.save(path, optimize=True)
+        rgb = im.convert("RGB")
+    rgb.save(path, optimize=True)
 
 
 def main(outdir: Path = ROOT / "docs") -> list[Path]:
