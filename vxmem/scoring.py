@@ -210,6 +210,23 @@ def fit_budget(tokens: ArrayLike, token_budget: ArrayLike | None) -> np.ndarray:
     return keep
 
 
+def ship(score: ArrayLike, ts: ArrayLike, tokens: ArrayLike, limit: int, score_gap: float | None,
+         token_budget: int | None) -> tuple[np.ndarray, int, np.ndarray]:
+    """The stages that turn one pool's scores into shipped results: ``(order, n_gap, keep)``.
+
+    ``order`` ranks every slot (:func:`rank_order`); its first ``limit`` are the list,
+    ``n_gap`` of them survive the ``score_gap`` cut (:func:`apply_score_gap`), and ``keep``
+    marks which of those ``order[:n_gap]`` fit ``token_budget`` (:func:`fit_budget`). So
+    ``order[:n_gap][keep]`` is what ``recall()`` ships; the explainer reads every stage.
+    """
+    score = np.asarray(score, dtype=np.float64)
+    order = rank_order(score, ts) if score.size else np.zeros(0, dtype=np.int64)
+    top = order[: int(limit)]
+    n_gap = apply_score_gap(score[top], score_gap)
+    keep = fit_budget(np.asarray(tokens)[top[:n_gap]], token_budget) if n_gap else np.zeros(0, dtype=bool)
+    return order, n_gap, keep
+
+
 def score_pool(relevance: ArrayLike, age_days: ArrayLike, feedback_signs: ArrayLike, feedback_ages: ArrayLike,
                half_life_days: ArrayLike, recency_weight: ArrayLike, feedback_weight: ArrayLike,
                feedback_half_life_days: ArrayLike,
