@@ -148,6 +148,9 @@ def import_chat(page, url: str, chat_path: Path) -> None:
     wait_until_idle(page)
     page.get_by_role("button", name="Add the probe").click()
     page.get_by_text("The turns this probe should return, and why").wait_for(timeout=60_000)
+    # The header is drawn a moment before the table under it: wait for the table itself, since
+    # the status widget may not have shown yet when the click's rerun starts.
+    page.get_by_test_id("stTable").locator("tbody tr").first.wait_for(timeout=60_000)
     wait_until_idle(page)
 
 
