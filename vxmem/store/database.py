@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import threading
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -178,17 +179,7 @@ class Database:
     # ------------------------------------------------------------------ opening
 
     def _take_writer_lock(self, path: str) -> None:
-        if fcntl is None:  # pragma: no cover
-            return
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(fd)
-            raise DatabaseLockedError(
-                f"{path} is already open for writing by another process or handle; "
-                "close it first, or open this one with read_only=True") from None
-        self._lock_fd = fd
+        self._lock_fd = _WRITER_LOCKS.take(path)
 
     def _init_schema(self, existing_empty: bool) -> None:
         c = self.conn
@@ -344,7 +335,8 @@ class Database:
             tx.mirror.set_dim(dim)
 
     def close(self) -> None:
-        """Close the connection and release the writer lock."""
+        """Close the connection and release the writer lock (its descriptor stays open:
+        see :class:`_WriterLocks`)."""
         conn = getattr(self, "conn", None)
         if conn is not None:
             try:
@@ -352,9 +344,66 @@ class Database:
             except sqlite3.Error:  # pragma: no cover
                 pass
         if self._lock_fd is not None:
+            _WRITER_LOCKS.release(self._lock_fd)
+            self._lock_fd = None
+
+
+class _WriterLocks:
+    """This process's writer locks: ``flock`` on one descriptor per database file.
+
+    Closing *any* descriptor of a file drops every POSIX lock this process holds on it,
+    SQLite's own included (a reader's shared lock in the same process, say): a writer that
+    closed its lock descriptor made another process's writer believe it was alone, and a
+    checkpoint then corrupted the file under a reader. So a lock descriptor is never
+    closed: it is kept per file (device and inode) for the life of the process, unlocked
+    on ``close()``, and locked again by the next writer of that file. A second writer in
+    the same process is refused here (``flock`` would grant it the lock it already holds);
+    one in another process by ``flock``. A forked child starts a registry of its own and
+    leaves the inherited descriptors as they are.
+    """
+
+    def __init__(self) -> None:
+        self._guard = threading.Lock()
+        self._pid = os.getpid()
+        self._fds: dict[tuple[int, int], int] = {}
+        self._held: set[int] = set()
+
+    def take(self, path: str) -> int | None:
+        if fcntl is None:  # pragma: no cover - Windows
+            return None
+        with self._guard:
+            if os.getpid() != self._pid:  # a fork: the parent's descriptors and locks are the parent's
+                self._pid, self._fds, self._held = os.getpid(), {}, set()
             try:
-                if fcntl is not None:
-                    fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
-            finally:
-                os.close(self._lock_fd)
-                self._lock_fd = None
+                st = os.stat(path)
+                fd = self._fds.get((st.st_dev, st.st_ino))
+            except FileNotFoundError:
+                fd = None
+            if fd is None:
+                fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+                st = os.fstat(fd)
+                fd = self._fds.setdefault((st.st_dev, st.st_ino), fd)  # never closed, whichever is kept
+            if fd in self._held:
+                raise _locked_error(path)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                raise _locked_error(path) from None
+            self._held.add(fd)
+            return fd
+
+    def release(self, fd: int) -> None:
+        with self._guard:
+            if os.getpid() != self._pid or fd not in self._held:
+                return
+            self._held.discard(fd)
+            if fcntl is not None:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+
+
+def _locked_error(path: str) -> DatabaseLockedError:
+    return DatabaseLockedError(f"{path} is already open for writing by another process or handle; "
+                               "close it first, or open this one with read_only=True")
+
+
+_WRITER_LOCKS = _WriterLocks()
