@@ -38,6 +38,7 @@ from .checks import (
     check_json,
     check_metadata,
     check_mode,
+    check_reserved,
     json_copy,
 )
 from .database import Database, Transaction
@@ -254,6 +255,7 @@ class Collection:
         if not isinstance(patch, Mapping):
             raise TypeError(f"patch must be a dict, not {type(patch).__name__}")
         check_json(patch, "patch")
+        check_reserved(patch, "patch")
         with self._locked() as m:
             p = m.pos_of_id.get(id)
             if p is None:
