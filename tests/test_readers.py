@@ -204,7 +204,7 @@ def test_after_any_commits_a_reader_equals_a_fresh_reader(ops):
 def _make_version_2(path):
     """What a vxmem of schema 2 left: no change log."""
     conn = sqlite3.connect(path)
-    conn.execute("DROP TABLE vx_changes")
+    conn.execute("DROP TABLE IF EXISTS vx_changes")
     conn.execute("DELETE FROM vx_meta WHERE key = 'changes_since'")
     conn.execute("UPDATE vx_meta SET value = '2' WHERE key = 'schema_version'")
     conn.commit()
@@ -311,3 +311,18 @@ def test_the_change_log_is_written_in_the_transaction_it_describes(tmp_path):
     assert rows == [(1, "insert"), (2, "update"), (3, "delete")]
     assert generation == 3
 
+
+
+def test_a_nested_block_does_not_move_the_mirror_under_the_outer_one(tmp_path):
+    path = tmp_path / "nested.db"
+    with Vectrix(path, embedder=_embedder()) as writer:
+        writer.add(["first", "second"])
+    _make_version_2(path)  # no change log: a change means a whole new mirror
+    with Vectrix(path, embedder=_embedder(), read_only=True) as reader:
+        with reader._locked() as outer:
+            n = outer.n
+            _old_writer_adds(path, "late", "committed inside the outer block", _embedder().dim)
+            with reader._locked() as inner:  # what recall() does: candidate_pool() inside recall()'s block
+                assert inner is outer and inner.n == n
+            assert reader.count() == 2  # still the outer block's snapshot
+        assert reader.count() == 3 and "late" in reader

@@ -139,7 +139,9 @@ class _Locked:
         return self._collection._enter_locked()
 
     def __exit__(self, *exc: object) -> None:
-        self._collection._lock.release()
+        c = self._collection
+        c._depth -= 1
+        c._lock.release()
 
 
 class Collection:
@@ -170,6 +172,7 @@ class Collection:
         if self.read_only and self.path is None:
             raise ValueError("read_only needs a database file path")
         self._lock = threading.RLock()
+        self._depth = 0  # how deep the thread holding the lock is in _locked() blocks
         self._locked_block = _Locked(self)
         self._closed = False
         self._pid = os.getpid()
@@ -373,8 +376,9 @@ class Collection:
 
     def _locked(self) -> _Locked:
         """A context manager: hold the collection's lock, check it is open, bring a
-        read-only handle up to date, and give the :class:`Mirror`. Positions read from it
-        stay valid inside the block. Re-entrant, like the lock."""
+        read-only handle up to date (in the outermost block only), and give the
+        :class:`Mirror`. Positions read from it stay valid inside the block. Re-entrant,
+        like the lock."""
         return self._locked_block
 
     def _enter_locked(self) -> Mirror:
@@ -383,12 +387,16 @@ class Collection:
                 f"this {type(self).__name__} was opened by process {self._pid}, not this one ({os.getpid()}); "
                 "open a new handle in this process")
         self._lock.acquire()
+        self._depth += 1
         try:
             if self._closed:
                 raise VectrixError(f"this {type(self).__name__} is closed")
-            if self._database.read_only:
+            # Only the outermost block catches up: a nested one must not move the mirror
+            # (or replace it) under positions the outer block is still holding.
+            if self._depth == 1 and self._database.read_only:
                 self._catch_up()
         except BaseException:
+            self._depth -= 1
             self._lock.release()
             raise
         return self._mirror
