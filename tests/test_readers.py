@@ -326,3 +326,23 @@ def test_a_nested_block_does_not_move_the_mirror_under_the_outer_one(tmp_path):
                 assert inner is outer and inner.n == n
             assert reader.count() == 2  # still the outer block's snapshot
         assert reader.count() == 3 and "late" in reader
+
+
+def test_a_reader_whose_catch_up_failed_takes_the_commit_in_on_the_next_read(tmp_path):
+    path = tmp_path / "retry.db"
+    with Vectrix(path, embedder=_embedder()) as writer:
+        writer.add(["one"])
+        failing = []
+
+        def counter(text):
+            if failing:
+                raise RuntimeError("token counter down")
+            return 1
+
+        with Vectrix(path, embedder=_embedder(), token_counter=counter, read_only=True) as reader:
+            failing.append(True)
+            writer.add(["two"], ids=["two"])
+            with pytest.raises(RuntimeError, match="down"):
+                reader.count()
+            failing.clear()
+            assert "two" in reader and reader.count() == 2

@@ -445,6 +445,15 @@ class Database:
         probe = self._probe()
         if probe == self._data_version:
             return None
+        state = (self.uid, self.generation, self.dim, self.schema_version, self._has_changes)
+        try:
+            return self._refresh(mirror, token_counter, probe)
+        except BaseException:  # nothing taken in: the next call tries again from the same state
+            self.uid, self.generation, self.dim, self.schema_version, self._has_changes = state
+            raise
+
+    def _refresh(self, mirror: Mirror, token_counter: Callable[[str], int],
+                 probe: int) -> list[tuple[Any, ...]] | Mirror | None:
         with self._damage_is_invalid(), self._snapshot():
             old_uid, old_gen, old_dim = self.uid, self.generation, self.dim
             meta = self._read_meta()
