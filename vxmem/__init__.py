@@ -19,7 +19,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Vectrix", "ConversationMemory", "Result", "Results", "ContextBlock", "ConsolidationReport",
     "HistoryEntry", "feedback_score", "HashingEmbedder", "SemanticEmbedder", "count_tokens",
-    "VectrixError", "DatabaseLockedError", "InvalidDatabaseError", "ReadOnlyError",
+    "VectrixError", "DatabaseLockedError", "InvalidDatabaseError", "ReadOnlyError", "ForkedHandleError",
     "K_KIND", "K_SESSION", "K_ROLE", "K_TURN", "K_TS", "K_FEEDBACK", "K_SUPERSEDED_BY", "K_SUPERSEDES",
     "K_SUPERSEDED_AT", "K_SCORING", "K_EXPIRES", "K_CONSOLIDATED_FROM", "KIND_TURN", "KIND_FACT", "KIND_PINNED",
     "KINDS", "OUTCOMES",
@@ -29,7 +29,8 @@ _HOME = {
     "Vectrix": "vectrix", "ConversationMemory": "memory", "HistoryEntry": "memory", "feedback_score": "memory",
     "ContextBlock": "context", "ConsolidationReport": "consolidation", "Result": "store", "Results": "store",
     "VectrixError": "store", "DatabaseLockedError": "store", "InvalidDatabaseError": "store",
-    "ReadOnlyError": "store", "HashingEmbedder": "embed", "SemanticEmbedder": "embed", "count_tokens": "tokens",
+    "ReadOnlyError": "store", "ForkedHandleError": "store", "HashingEmbedder": "embed",
+    "SemanticEmbedder": "embed", "count_tokens": "tokens",
     **{name: "keys" for name in __all__ if name.isupper()},
 }
 
@@ -71,6 +72,14 @@ if TYPE_CHECKING:  # what type checkers and editors see
         OUTCOMES,
     )
     from .memory import ConversationMemory, HistoryEntry, feedback_score
-    from .store import DatabaseLockedError, InvalidDatabaseError, ReadOnlyError, Result, Results, VectrixError
+    from .store import (
+        DatabaseLockedError,
+        ForkedHandleError,
+        InvalidDatabaseError,
+        ReadOnlyError,
+        Result,
+        Results,
+        VectrixError,
+    )
     from .tokens import count_tokens
     from .vectrix import Vectrix
