@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test lint app bench bench-peers install clean chromium screenshot
+.PHONY: test lint app notebooks bench bench-peers install clean chromium screenshot
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -19,14 +19,21 @@ install: $(STAMP)
 
 # Lint and types first: a suite that passes on code ruff or mypy refuses is not green.
 lint: $(STAMP)
-	$(BIN)/ruff check vxmem tests benchmarks app.py app_pages
+	$(BIN)/ruff check vxmem tests benchmarks app.py app_pages docs/screenshot.py
 	$(BIN)/mypy
 
 test: lint chromium
 	$(BIN)/python -m pytest -q
 
+# Serves the dashboard headless (.streamlit/config.toml) and says where: open the URL in a browser.
+APP_PORT ?= 8501
 app: $(STAMP)
-	$(BIN)/streamlit run app.py
+	@echo "vxmem workbench: open http://localhost:$(APP_PORT) in a browser (Ctrl-C stops it)"
+	$(BIN)/streamlit run app.py --server.port $(APP_PORT)
+
+# JupyterLab on the project's venv (the notebooks extra installs it), opened on notebooks/.
+notebooks: $(STAMP)
+	$(BIN)/jupyter lab --notebook-dir=notebooks --ServerApp.open_browser=False
 
 # The browser test drives Debian's Chromium through Playwright (never a browser download).
 # Where it cannot be installed (not root, no apt) the test skips and says why; in CI it fails.

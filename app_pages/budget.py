@@ -8,21 +8,22 @@ from vxmem import views
 
 st.title("Budget")
 st.caption("`context()` at a probe of the dataset: pinned facts first (never cut), then the most recent turns "
-           "(oldest cut first), then recalled memories in the tokens that remain.")
+           "(oldest cut first), then recalled memories in the tokens that remain. The conversation is replayed "
+           "once per settings and `recent_turns`, every probe and budget assembled on the way. The "
+           "`pinned_profile` dataset holds pinned facts.")
 key, convs, reps = shared.dataset()
-
-
-@st.cache_data(show_spinner=False, max_entries=64)
-def budgets(key: str, ci: int, probe: int, recent_turns: int, _conv):
-    return views.context_budgets(_conv, probe, config.BUDGETS, recent_turns=recent_turns)
-
 
 ri, probe = shared.probe_picker(reps, key="budget_probe")
 c1, c2 = st.columns([3, 1])
 budget = c1.select_slider("token_budget", config.BUDGETS, value=config.DEFAULT_BUDGET, key="budget_tokens")
-recent = c2.number_input("recent_turns", 0, 20, config.DEFAULT_RECENT_TURNS, key="budget_recent")
-with st.spinner("Assembling the context at every budget..."):
-    out = budgets(key, ri, probe, int(recent), convs[ri])
+recent = int(c2.number_input("recent_turns", 0, 20, config.DEFAULT_RECENT_TURNS, key="budget_recent"))
+s = dict(shared.settings())
+conv = convs[ri]
+ckey = ("budget", key, ri, recent, views.settings_json({k: s[k] for k in views.SETTINGS_KEYS}), tuple(config.BUDGETS))
+every = shared.cached(ckey, f"Assembling the context at every probe of {conv.name}...",
+                      lambda progress: views.budget_replay(conv, config.BUDGETS, s, recent,
+                                                           views.embedder_for(s["embedder"]), progress))
+out = every[probe]
 
 st.markdown(f"**Query** *{out['query']}* in session `{out['session']}`")
 note = out["notes"].set_index("budget").loc[budget]
@@ -36,9 +37,9 @@ if note["over_budget"]:
 
 sections = out["sections"].assign(selected=lambda f: f["budget"] == budget)
 bars = alt.Chart(sections).mark_bar().encode(
-    x=alt.X("budget:O", title="token budget"), y=alt.Y("tokens:Q", title="tokens used"),
-    color=alt.Color("section:N", sort=["pinned", "recent", "recalled"],
-                    scale=alt.Scale(domain=["pinned", "recent", "recalled"])),
+    x=alt.X("budget:O", title="token budget", axis=alt.Axis(labelAngle=0)), y=alt.Y("tokens:Q", title="tokens used"),
+    color=alt.Color("section:N", sort=["pinned", "recent", "recalled"], title="section",
+                    scale=alt.Scale(domain=["pinned", "recent", "recalled"], range=["#4c78a8", "#f58518", "#54a24b"])),
     order=alt.Order("section_order:Q"),
     opacity=alt.condition("datum.selected", alt.value(1.0), alt.value(0.35)),
     tooltip=["budget", "section", "tokens"])

@@ -7,12 +7,18 @@ memory does.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
+from vxmem import views
 from vxmem.clock import DAY
-from vxmem.datasets import FILE_FORMATS
+from vxmem.datasets import CHAT_FORMATS, FILE_FORMATS
+from vxmem.scoring import HYBRID_WEIGHT
+from vxmem.store import SEARCH_MODES
 from vxmem.views import DEFAULT_POINT, MAX_LIMIT
+
+ICON = Path(__file__).resolve().parent / "icon.png"  # the favicon: a local file, never fetched
 
 # ---------------------------------------------------------------------------- parameters and metrics
 
@@ -26,6 +32,18 @@ PARAMS: dict[str, tuple[str, float, float, float, float]] = {
     "limit": ("limit", 1, MAX_LIMIT, DEFAULT_POINT["limit"], 1),
     "token_budget": ("token budget (0: none)", 0, 2000, DEFAULT_POINT["token_budget"], 25),
 }
+RANKING_PARAMS = tuple(PARAMS)  # the ranking point every page shares (a sweep re-ranks pools for it)
+HYBRID = ("hybrid weight (dense share)", 0.0, 1.0, HYBRID_WEIGHT, 0.05)
+
+# Embedders: label -> the name vxmem.views.embedder_for knows. The first is the default: Vectrix()'s
+# own pipeline (bge-small, hybrid, the cross-encoder rerank; embeddings and rerank scores kept in
+# the replay cache file, so only a dataset's first replay pays for them).
+EMBEDDERS: dict[str, str] = {"default (bge-small + rerank)": "default", "hashing (fast)": "hashing"}
+MODES = SEARCH_MODES
+# Every setting's default: the library's, with the embedder above.
+DEFAULT_SETTINGS: dict[str, Any] = {**views.DEFAULT_SETTINGS, "embedder": next(iter(EMBEDDERS.values()))}
+RANGES: dict[str, tuple[float, float]] = {**{k: (v[1], v[2]) for k, v in PARAMS.items()},
+                                          "hybrid_weight": (HYBRID[1], HYBRID[2])}
 MIN_SWEPT_BUDGET = 25  # a swept or varied token budget starts here: a budget of 0 means none
 SWEEP_STEPS = (2, 12, 8)  # the steps slider of a sweep axis: min, max, default
 MOVEMENT_POINTS = 16  # values of the varied parameter on the Tune page's rank-movement chart
@@ -40,13 +58,19 @@ DEFAULT_LIMIT = int(DEFAULT_POINT["limit"])
 # ---------------------------------------------------------------------------- datasets
 
 DATASETS = Path(__file__).resolve().parents[1] / "datasets"
-DEFAULT_DATASET = "preference_drift"
+DEFAULT_DATASET = "contradicting_facts"  # its first probe finds the relevant memory at rank 1
 UPLOAD = "Upload a file..."
-FORMAT_CHOICES: dict[str, str | None] = {"guess from the file": None,
-                                         **{f.label: f.name for f in FILE_FORMATS.values()}}
-UPLOAD_TYPES = list(dict.fromkeys(f.suffix.lstrip(".") for f in FILE_FORMATS.values()))
-_LABELS = [f.label for f in FILE_FORMATS.values()]
+IMPORTED = "Imported chat (Import page)"
+_DATASET_FORMATS = [f for f in FILE_FORMATS.values() if f.name not in CHAT_FORMATS]
+FORMAT_CHOICES: dict[str, str | None] = {"guess from the file": None, **{f.label: f.name for f in _DATASET_FORMATS}}
+UPLOAD_TYPES = list(dict.fromkeys(f.suffix.lstrip(".") for f in _DATASET_FORMATS))
+_LABELS = [f.label for f in _DATASET_FORMATS]
 UPLOAD_LABEL = f"{', '.join(_LABELS[:-1])} or {_LABELS[-1]}"  # "vxmem JSONL, LoCoMo JSON or LongMemEval JSON"
+CHAT_CHOICES: dict[str, str | None] = {"guess from the file": None,
+                                       **{FILE_FORMATS[f].label: f for f in CHAT_FORMATS}}
+CHAT_TYPES = ["jsonl", "json", "csv"]
+# Where a Playground session is kept between reloads (the URL names it: ?pg=<key>).
+SESSIONS_DIR = Path(os.environ.get("VXMEM_WORKBENCH_DIR") or Path.home() / ".cache" / "vxmem" / "workbench")
 
 # ---------------------------------------------------------------------------- Playground
 
@@ -69,6 +93,14 @@ PLAYGROUND_SEED: list[dict[str, Any]] = [
 PLAYGROUND_NOW = PLAYGROUND_T0 + 90 * DAY + 3600.0
 PLAYGROUND_QUERY = "does the user like dark mode or light mode?"
 CLOCK_STEPS = {"+1 hour": 3600.0, "+1 day": DAY, "+1 week": 7 * DAY, "+1 month": 30 * DAY}
+PLAYGROUND_RELEVANT = ["m4"]  # the seed query's answer: the correction to light mode
+
+# ---------------------------------------------------------------------------- A/B and Tune
+
+AB_METRICS = {"rr": "reciprocal rank", "ndcg": "nDCG@k", "hit": "hit@k", "stale_leak": "stale-leak@k"}
+POLICIES = ("blend", "cosine", "multiplicative", "langchain", "generative_agents", "memorybank")
+MOVEMENT_HIGHLIGHT = 10  # probes drawn in colour on the rank-movement chart by default (the most moving)
+CATEGORY_COLOURS = "tableau20"  # 20 distinct colours: the movement chart colours at most 20 probes
 
 # ---------------------------------------------------------------------------- Budget
 

@@ -1,17 +1,66 @@
-"""Playground: type turns and facts into a session on a movable clock, then query, grade and correct."""
+"""Playground: type turns and facts into a session on a movable clock, then query, grade and correct.
 
-import json
+The session is saved as vxmem JSONL under config.SESSIONS_DIR and named in the URL (?pg=...),
+so a reload (or the URL in another tab) restores it; the download is the same file, which the
+Replay page loads and the upload box here restores.
+"""
 
-import altair as alt
+import hashlib
+
 import pandas as pd
 import streamlit as st
 
 from app_pages import config, shared
 from vxmem import views
-from vxmem.datasets import Conversation, Event, dumps_jsonl
+from vxmem.datasets import DatasetError
 from vxmem.rules import RuleKeyValueJudge
 
 state = st.session_state
+# What the widgets show, kept outside them: Streamlit drops a widget's state on a page that
+# does not draw it, and the playground must survive a visit to another page.
+KEPT = {"query": config.PLAYGROUND_QUERY, "session": "demo", "relevant": list(config.PLAYGROUND_RELEVANT),
+        "judge": False}
+
+
+def kept(name: str) -> str:
+    """The widget key of kept value ``name``, primed with it."""
+    state[f"pg_{name}"] = state.pg_kept[name]
+    return f"pg_{name}"
+
+
+def keep(name: str) -> None:
+    state.pg_kept[name] = state[f"pg_{name}"]
+
+
+def restore(text: str, with_settings: bool = False) -> None:
+    """Put a saved playground back: events, clock, query, session, relevant labels, judge
+    (and, from a file, the slider values it was saved with)."""
+    saved = views.playground_state(text)
+    state.pg_events = saved["events"]
+    state.pg_now = saved["now"]
+    labels = {e.get("label") for e in saved["events"]}
+    state.pg_kept = {"query": saved["query"] or config.PLAYGROUND_QUERY, "session": saved["session"] or "demo",
+                     "relevant": [lab for lab in saved["relevant"] if lab in labels],
+                     "judge": saved["judge"] == RuleKeyValueJudge.name}
+    if with_settings:
+        values, _ = views.check_settings(saved["settings"], config.RANGES, list(config.EMBEDDERS.values()),
+                                         base=shared.settings())
+        shared.apply_settings(values)
+    state.pg_message = ("success", f"Restored a session of {len(saved['events'])} events.")
+
+
+def _saved_path(key: str):
+    return config.SESSIONS_DIR / f"playground-{key}.jsonl"
+
+
+state.setdefault("pg_kept", dict(KEPT))
+if "pg_restore" in state:  # a URL naming a saved session, on this session's first run
+    key = state.pop("pg_restore")
+    path = _saved_path(key) if key.isalnum() else None
+    if path is not None and path.exists():
+        restore(path.read_text(encoding="utf-8"))
+    else:
+        state.pg_message = ("error", f"The saved playground {key!r} is not on this machine; starting afresh.")
 state.setdefault("pg_events", [dict(e) for e in config.PLAYGROUND_SEED])
 state.setdefault("pg_now", config.PLAYGROUND_NOW)
 state.setdefault("pg_message", None)
@@ -25,7 +74,7 @@ def add_event(event: dict, message: str) -> None:
     """Append one event if it validates; the page shows why when it does not."""
     candidate = state.pg_events + [event]
     try:
-        Conversation("playground", [Event.from_dict(dict(e)) for e in candidate])
+        views.playground_conversation(candidate, "", None, state.pg_now)
     except ValueError as exc:
         state.pg_message = ("error", f"Not added: {exc}")
         return
@@ -41,7 +90,7 @@ def remember() -> None:
     kind = state.pg_kind
     label = views.next_label(state.pg_events)
     event = {"time": state.pg_now, "type": "turn" if kind == "turn" else "fact", "label": label,
-             "session": state.pg_session or None, "text": text, "role": state.pg_role}
+             "session": state.pg_kept["session"] or None, "text": text, "role": state.pg_role}
     if kind == "pinned fact":
         event["pinned"] = True
     add_event(event, f"Remembered {label}.")
@@ -70,17 +119,32 @@ def grade(outcome: str) -> None:
 def reset() -> None:
     state.pg_events = [dict(e) for e in config.PLAYGROUND_SEED]
     state.pg_now = config.PLAYGROUND_NOW
+    state.pg_kept = dict(KEPT, relevant=list(config.PLAYGROUND_RELEVANT))
     state.pg_message = None
 
 
+def load_session() -> None:
+    up = state.get("pg_upload")
+    if up is None:
+        return
+    try:
+        restore(up.getvalue().decode("utf-8"), with_settings=True)
+    except (DatasetError, ValueError, UnicodeDecodeError) as exc:
+        state.pg_message = ("error", f"Cannot restore {up.name}: {exc}")
+
+
 @st.cache_data(show_spinner=False, max_entries=256)
-def recall(events_json: str, query: str, session, now: float, settings_json: str, judge):
-    return views.playground_recall(json.loads(events_json), query, session, now, json.loads(settings_json), judge)
+def recall(events_json: str, query: str, session, now: float, settings_json: str, judge, embedder: str):
+    import json
+
+    return views.playground_recall(json.loads(events_json), query, session, now, json.loads(settings_json), judge,
+                                   views.embedder_for(embedder))
 
 
 st.title("Playground")
 st.caption("A memory of your own: add turns and facts, move the clock, query it, grade what comes back, "
-           "correct a memory and see the supersession chain.")
+           "correct a memory and see the supersession chain. The session is kept in the URL: a reload brings "
+           "it back.")
 
 left, right = st.columns([2, 3], gap="large")
 with left:
@@ -89,14 +153,15 @@ with left:
     for row in (steps[:2], steps[2:]):
         for col, (name, secs) in zip(st.columns(2), row):
             col.button(name, on_click=advance, args=(secs,), key=f"pg_step_{name}", width="stretch")
-    st.text_input("Session", "demo", key="pg_session")
+    st.text_input("Session", key=kept("session"), on_change=keep, args=("session",))
     st.text_area("Say or state something", key="pg_text", height=80,
                  placeholder="e.g. I moved to Porto last week")
     c1, c2 = st.columns(2)
     c1.radio("As a", ["turn", "fact", "pinned fact"], key="pg_kind", horizontal=True)
     c2.selectbox("Role", ["user", "assistant"], key="pg_role")
     st.button("Remember", on_click=remember, type="primary", key="pg_remember")
-    judge = st.checkbox("Supersede contradicted facts with the rule-based key-value judge", key="pg_judge",
+    judge = st.checkbox("Supersede contradicted facts with the rule-based key-value judge", key=kept("judge"),
+                        on_change=keep, args=("judge",),
                         help="vxmem.rules.RuleKeyValueJudge: reads 'X lives in Y'-style facts; no model.")
     with st.expander("Correct a memory"):
         labels = [e["label"] for e in state.pg_events if e.get("label")]
@@ -111,30 +176,24 @@ with left:
 with right:
     s1, s2 = st.columns(2)
     with s1:
-        settings = shared.param_sliders("pg", ("half_life_days", "recency_weight"))
+        shared.param_sliders(("half_life_days", "recency_weight"))
     with s2:
-        settings.update(shared.param_sliders("pg", ("feedback_weight", "limit")))
-    query = st.text_input("Query", config.PLAYGROUND_QUERY, key="pg_query")
-    out = recall(views.dumps_events(state.pg_events), query, state.pg_session or None, state.pg_now,
-                 json.dumps(settings, sort_keys=True), RuleKeyValueJudge.name if judge else None)
+        shared.param_sliders(("feedback_weight", "limit"))
+    settings = shared.settings()
+    st.text_input("Query", key=kept("query"), on_change=keep, args=("query",))
+    query = state.pg_kept["query"]
+    session = state.pg_kept["session"] or None
+    out = recall(views.dumps_events(state.pg_events), query, session, state.pg_now,
+                 views.settings_json(settings), RuleKeyValueJudge.name if judge else None, settings["embedder"])
     ranking = out["ranking"]
     if ranking.empty:
         st.info("Type a query (and remember something in this session) to see a ranking.")
     else:
-        note = views.low_relevance_note(ranking, out["low_relevance"])
-        if note:
-            st.warning(note)
-        st.dataframe(ranking[["rank", "label", "text", "score", "relevance", "relevance_norm", "recency", "feedback",
-                              "age_days", "kind"]], hide_index=True, width="stretch")
-        parts = out["parts"]
-        bars = alt.Chart(parts).mark_bar().encode(
-            x=alt.X("contribution:Q", title="score contribution"),
-            y=alt.Y("label:N", sort=alt.SortField("rank"), title=None),
-            color=alt.Color("part:N", sort=["relevance", "recency", "feedback"]),
-            tooltip=["label", "text", "part", alt.Tooltip("contribution:Q", format=".3f")])
-        shared.chart(bars.properties(height=40 + 28 * len(ranking)))
-        st.caption("score = relevance_norm + recency_weight x 0.5^(age / half_life) "
-                   "+ feedback_weight x clamp(feedback, +-2)")
+        shared.ranking_table(ranking[["rank", "label", "text", "score", "relevance", "relevance_norm", "recency",
+                                      "feedback", "age_days", "kind"]])
+        shared.relevance_warning(float(ranking["relevance"].max()), out["low_relevance"], out["mode"],
+                                 out.get("rerank"))
+        shared.score_bars(ranking, settings)
         g1, g2, g3 = st.columns([2, 1, 1])
         g1.selectbox("Grade a result", ranking["label"].tolist(), key="pg_graded")
         g2.button("useful", on_click=grade, args=("useful",), key="pg_useful", width="stretch")
@@ -148,9 +207,34 @@ with right:
         chain = st.selectbox("Chain", history["chain"].unique().tolist(), key="pg_chain")
         st.dataframe(history[history["chain"] == chain].drop(columns=["chain"]), hide_index=True, width="stretch")
 
+if not out["why"].empty:
+    st.subheader("Why (not) recalled")
+    st.caption("Every memory of the playground and why this recall did or did not return it "
+               "(vxmem.analysis.why_recalled_live, the same reasons as the Replay page's).")
+    shared.why_table(out["why"], key="pg_why")
 with st.expander(f"All {len(out['memories'])} memories"):
     st.dataframe(out["memories"].drop(columns=["id"]), hide_index=True, width="stretch")
-conv = Conversation("playground", [Event.from_dict(dict(e)) for e in state.pg_events],
-                    description="typed into the vxmem workbench playground")
-st.download_button("Download this session as vxmem JSONL (load it on the Replay page)", dumps_jsonl(conv),
-                   file_name="playground.jsonl", key="pg_download")
+
+labels = [e["label"] for e in state.pg_events if e.get("label")]
+state.pg_kept["relevant"] = [lab for lab in state.pg_kept["relevant"] if lab in labels]
+st.multiselect("Memories this query should return (the probe's relevant labels in the download)", labels,
+               key=kept("relevant"), on_change=keep, args=("relevant",))
+text = views.playground_jsonl(state.pg_events, state.pg_now, query, session, settings,
+                              RuleKeyValueJudge.name if judge else None, state.pg_kept["relevant"])
+key = hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+if state.get("pg_saved") != key:
+    try:
+        config.SESSIONS_DIR.mkdir(parents=True, exist_ok=True)
+        path = _saved_path(key)
+        if not path.exists():
+            path.write_text(text, encoding="utf-8")
+        state.pg_saved = key
+    except OSError as exc:  # a read-only home: the download still works
+        st.caption(f"Not kept for a reload ({exc.strerror or exc}); download it instead.")
+shared.publish_settings()
+d1, d2 = st.columns(2)
+d1.download_button("Download this session as vxmem JSONL (the Replay page loads it)", text,
+                   file_name="playground.jsonl", key="pg_download", disabled=not query.strip(),
+                   help="The events, the query as a probe at the clock's time with the relevant labels above, "
+                        "the judge and the slider values.")
+d2.file_uploader("Restore a downloaded session", type=["jsonl"], key="pg_upload", on_change=load_session)

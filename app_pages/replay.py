@@ -1,4 +1,4 @@
-"""Replay: the conversation on its timeline, and what recall returned at each probe."""
+"""Replay: the conversation on its timeline, and what recall returned at each probe, and why."""
 
 import altair as alt
 import pandas as pd
@@ -8,8 +8,9 @@ from app_pages import config, shared
 from vxmem import views
 
 st.title("Replay")
-st.caption("The dataset replayed through a fresh memory on a simulated clock, at the memory's default "
-           "settings. Pick a conversation and a probe to see what `recall()` returned at that moment.")
+st.caption("The dataset replayed through a fresh memory on a simulated clock. At a probe, the ranking is "
+           "the cached candidate pool ranked at the shared settings, which is exactly what `recall()` "
+           "returns with them (at the defaults: what the replay's own `recall()` returned).")
 key, convs, reps = shared.dataset()
 
 
@@ -18,9 +19,21 @@ def timeline(key: str, ri: int, _rep):
     return views.memory_timeline(_rep)
 
 
-@st.cache_data(show_spinner=False, max_entries=64)
-def probe_frames(key: str, ri: int, _rep):
-    return views.probe_metrics(_rep)
+@st.cache_data(show_spinner=False, max_entries=128)
+def probe_frames(key: str, ri: int, point: str, _rep):
+    import json
+
+    per = views.probe_metrics_at([_rep], json.loads(point))
+    recorded = views.probe_metrics(_rep)
+    return recorded[["probe", "label", "time", "query", "session", "category"]].join(
+        per[["hit", "rr", "ndcg", "stale_leak"]].reset_index(drop=True))
+
+
+@st.cache_data(show_spinner=False, max_entries=256)
+def explain(key: str, ri: int, probe: int, point: str, _rep, _conv):
+    import json
+
+    return views.explain(_rep, probe, json.loads(point), _conv)
 
 
 st.dataframe(views.conversation_summary(convs), hide_index=True, width="stretch")
@@ -30,25 +43,34 @@ else:
     ri = 0
 rep = reps[ri]
 mem = timeline(key, ri, rep)
-probes = probe_frames(key, ri, rep)
+with st.expander("Ranking parameters (shared by every page)"):
+    shared.param_sliders(columns=3)
+point = views.settings_json(shared.point())
+probes = probe_frames(key, ri, point, rep)
 
 st.subheader("Memories by session and kind")
-status_colors = alt.Scale(domain=["live", "summary", "superseded", "expired", "consolidated", "forgotten", "deleted"],
-                          range=["#4c78a8", "#54a24b", "#e45756", "#f58518", "#b279a2", "#9d755d", "#bab0ac"])
+fates = ["live", "summary", "superseded", "expired", "consolidated", "forgotten", "deleted"]
+status_colors = alt.Scale(domain=fates, range=["#4c78a8", "#54a24b", "#e45756", "#f58518", "#b279a2", "#9d755d",
+                                               "#bab0ac"])
 base = alt.Chart(mem)
 spans = base.transform_filter("isValid(datum.end)").mark_rule(opacity=0.35).encode(
-    x="created:T", x2="end:T", y=alt.Y("lane:N"), color=alt.Color("status:N", scale=status_colors))
+    x="created:T", x2="end:T", y=alt.Y("lane:N"), color=alt.Color("status:N", scale=status_colors, legend=None))
 dots = base.mark_point(filled=True, size=45, opacity=0.8).encode(
     x=alt.X("created:T", title="time"), y=alt.Y("lane:N", title="session / kind"),
-    color=alt.Color("status:N", scale=status_colors, title="fate"),
-    shape=alt.Shape("kind:N", title="kind"),
+    color=alt.Color("status:N", scale=status_colors, title="fate",
+                    legend=alt.Legend(orient="bottom", direction="horizontal", columns=7)),
+    shape=alt.Shape("kind:N", title="kind", legend=alt.Legend(orient="bottom", direction="horizontal")),
     tooltip=["label", "kind", "status", "text", "created:T", "end:T", "tokens"])
 ticks = alt.Chart(probes).mark_rule(color="gray", strokeDash=[2, 3]).encode(
     x="time:T", tooltip=["label", "query", "hit", "ndcg"])
-shared.chart((ticks + spans + dots).properties(height=max(260, 30 * mem["lane"].nunique())))
+lanes = mem["lane"].nunique()
+# The spans' colour legend off and the legends resolved apart, so the dots' fate legend shows (below the
+# chart, where a long one is not clipped) beside the kind legend.
+shared.chart((ticks + spans + dots).resolve_legend(color="independent").properties(height=max(200, 30 * lanes) + 60))
 counts = mem["status"].value_counts()
 st.caption("Dotted lines: probes. A faint bar runs from a memory's creation to the moment it was superseded, "
-           "expired, consolidated or forgotten. " + ", ".join(f"{v} {k}" for k, v in counts.items()) + ".")
+           "expired, consolidated or forgotten (by the event that did it). "
+           + ", ".join(f"{v} {k}" for k, v in counts.items()) + ".")
 
 st.subheader("What recall returned at a probe")
 if probes.empty:
@@ -57,18 +79,27 @@ if probes.empty:
 pi = st.select_slider("Probe, in time order (drag to move along the timeline)", list(range(len(probes))),
                       key="replay_probe",
                       format_func=lambda i: f"{probes.iloc[i]['label']} ({probes.iloc[i]['time']:%Y-%m-%d %H:%M})")
-st.markdown(f"**{probes.iloc[pi]['query']}** (session `{probes.iloc[pi]['session']}`)")
 row = probes.iloc[pi]
+st.markdown(f"**{row['query']}** (session `{row['session']}`)")
 cols = st.columns(4)
 for col, m in zip(cols, ("hit", "rr", "ndcg", "stale_leak")):
     col.metric({"rr": "reciprocal rank"}.get(m, config.METRIC_LABELS.get(m, m)),
                "n/a" if pd.isna(row[m]) else f"{row[m]:.3f}")
-results = views.probe_results(rep, pi)
-st.dataframe(results, hide_index=True, width="stretch",
-             column_config={"relevant": st.column_config.CheckboxColumn(), "stale": st.column_config.CheckboxColumn()})
-missed = views.missed_relevant(rep, pi)
+conv = convs[ri] if len(convs) == len(reps) else None
+why = explain(key, ri, pi, point, rep, conv)
+results = views.returned(why)
+shared.ranking_table(results, key="replay_results")
+best = why["relevance"].max() if why["relevance"].notna().any() else None
+shared.relevance_warning(best, rep.meta.get("low_relevance"), rep.mode, rep.rerank)
+if not results.empty:
+    shared.score_bars(results, shared.settings())
+missed = views.missed_at(why)
 if not missed.empty:
-    st.markdown("**Relevant memories that existed but were not returned**")
-    st.dataframe(missed, hide_index=True, width="stretch")
-with st.expander("Every probe's metrics"):
+    st.markdown("**Relevant memories that existed but were not returned**, and why")
+    st.dataframe(missed, hide_index=True, width="stretch", column_config=shared.RESULT_COLUMNS)
+st.subheader("Why (not) recalled")
+st.caption("Every memory that existed at this probe, with the reason it was or was not returned "
+           "(vxmem.analysis.why_recalled): its rank and score parts, or what cut it.")
+shared.why_table(why, key="replay_why")
+with st.expander("Every probe's metrics at these settings"):
     st.dataframe(probes, hide_index=True, width="stretch")

@@ -1,7 +1,16 @@
-"""What the workbench pages share: the dataset picker and the cached replays.
+"""What the workbench pages share: one parameter state, the dataset picker, the cached replays.
 
-Heavy objects (replays) sit behind ``st.cache_resource`` and are keyed by where the data
-came from, so moving a slider never replays; loaded conversations sit behind
+**One parameter state.** ``st.session_state["settings"]`` holds the ranking point (half-life,
+weights, limit, token budget), the search mode, the hybrid weight and the embedder. Every
+page's controls read and write that one dict (a widget's ``on_change`` copies its value in),
+so a value set on Tune is the value on Replay. It is mirrored in ``st.query_params``: the URL
+of any page carries the settings that differ from the defaults (and the dataset, and the
+saved Playground), and opening such a URL, on any page, starts from them.
+
+**Replays** are heavy and kept per (dataset, embedder, mode, pool size) in a small
+process-wide cache here rather than behind ``st.cache_resource``: a cached function replays
+the elements it drew, and a replay draws its progress bar (``st.progress``, fed by the
+same callback that feeds the CLI's tqdm bar). Frames computed from them sit behind
 ``st.cache_data``. Pages compute their frames through :mod:`vxmem.views`; what they offer
 (slider ranges, labels, defaults) is in :mod:`app_pages.config`.
 """
@@ -9,6 +18,10 @@ came from, so moving a slider never replays; loaded conversations sit behind
 from __future__ import annotations
 
 import hashlib
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
 
 import altair as alt
 import pandas as pd
@@ -18,6 +31,122 @@ from app_pages import config
 from vxmem import views
 from vxmem.datasets import Conversation, DatasetError, load
 from vxmem.replay import Replay
+
+SETTINGS = "settings"
+_QUERY_EXTRA = ("dataset", "pg")  # what the URL carries besides the settings
+
+
+# ---------------------------------------------------------------------------- the parameter state
+
+
+def settings() -> dict[str, Any]:
+    """The one parameter state every page reads and writes."""
+    return st.session_state[SETTINGS]
+
+
+def init_settings() -> None:
+    """On a session's first run, start from the URL's settings (bad values are named, not fatal)."""
+    if SETTINGS in st.session_state:
+        return
+    query = st.query_params.to_dict()
+    raw = {k: v for k, v in query.items() if k in views.SETTINGS_KEYS}
+    values, problems = views.check_settings(raw, config.RANGES, list(config.EMBEDDERS.values()),
+                                            base=config.DEFAULT_SETTINGS)
+    st.session_state[SETTINGS] = values
+    st.session_state["url_problems"] = problems
+    if query.get("dataset"):
+        st.session_state["dataset_kept"] = query["dataset"]
+    if query.get("pg"):
+        st.session_state["pg_restore"] = query["pg"]
+
+
+def publish_settings() -> None:
+    """Write the state into the URL: the settings that differ from the defaults, the dataset
+    and the saved Playground."""
+    want = views.settings_to_query(settings(), config.DEFAULT_SETTINGS)
+    kept = st.session_state.get("dataset_kept")
+    if kept and kept not in (config.DEFAULT_DATASET, config.UPLOAD, config.IMPORTED):
+        want["dataset"] = kept
+    if st.session_state.get("pg_saved"):
+        want["pg"] = st.session_state["pg_saved"]
+    if st.query_params.to_dict() != want:
+        st.query_params.from_dict(want)
+
+
+def apply_settings(values: dict[str, Any]) -> None:
+    """Make ``values`` the current settings (a callback: Sweep's best point, an import, a reset)."""
+    settings().update({k: v for k, v in values.items() if k in views.SETTINGS_KEYS})
+    for k in views.SETTINGS_KEYS:  # widgets drawn next run take the new values
+        st.session_state.pop(_key(k), None)
+
+
+def _key(name: str) -> str:
+    return f"set_{name}"
+
+
+def _bind(name: str) -> str:
+    """The widget key of setting ``name``, primed with the state's value."""
+    key = _key(name)
+    st.session_state[key] = settings()[name]
+    return key
+
+
+def _changed(name: str) -> None:
+    settings()[name] = st.session_state[_key(name)]
+
+
+def param_sliders(names=config.RANKING_PARAMS, columns: int = 1) -> dict[str, Any]:
+    """One slider per shared ranking parameter; returns the current values."""
+    cols = st.columns(columns) if columns > 1 else [st.container()]
+    for j, name in enumerate(names):
+        label, lo, hi, _, step = config.PARAMS[name]
+        with cols[j % len(cols)]:
+            st.slider(label, lo, hi, step=step, key=_bind(name), on_change=_changed, args=(name,),
+                      help=f"`{name}`, shared by every page")
+    return {k: settings()[k] for k in config.RANKING_PARAMS}
+
+
+def point() -> dict[str, Any]:
+    """The shared ranking point (slider values; with the hybrid weight in hybrid mode)."""
+    return views.point_of(settings())
+
+
+def settings_sidebar() -> None:
+    """The sidebar's search controls (mode, hybrid weight, embedder) and settings export / import."""
+    s = settings()
+    with st.sidebar:
+        st.subheader("Search")
+        st.selectbox("Search mode", config.MODES, key=_bind("mode"), on_change=_changed, args=("mode",),
+                     help="Which memories enter the candidate pool: dense (cosine), lexical (BM25) or hybrid.")
+        if s["mode"] == "hybrid":
+            label, lo, hi, _, step = config.HYBRID
+            st.slider(label, lo, hi, step=step, key=_bind("hybrid_weight"), on_change=_changed,
+                      args=("hybrid_weight",))
+        labels = {v: k for k, v in config.EMBEDDERS.items()}
+        st.selectbox("Embedder", list(labels), key=_bind("embedder"), on_change=_changed, args=("embedder",),
+                     format_func=lambda v: labels[v], help="A new embedder or mode replays the dataset once.")
+        for problem in st.session_state.get("url_problems") or ():
+            st.warning(f"Ignored from the URL: {problem}")
+        with st.expander("Settings: export, import"):
+            st.download_button("Settings as JSON", views.settings_json(s), file_name="vxmem_settings.json",
+                               mime="application/json", key="settings_download", width="stretch")
+            st.code(views.settings_snippet(s), language="python")
+            up = st.file_uploader("Import settings (JSON)", type=["json"], key="settings_upload")
+            if up is not None:
+                try:
+                    values, problems = views.settings_from_json(up.getvalue(), config.RANGES,
+                                                                list(config.EMBEDDERS.values()))
+                except ValueError as exc:
+                    st.error(str(exc))
+                else:
+                    for problem in problems:
+                        st.warning(f"Not imported: {problem}")
+                    st.button("Use these settings", on_click=apply_settings, args=(values,), key="settings_apply")
+            st.button("Reset to the defaults", on_click=apply_settings, args=(dict(config.DEFAULT_SETTINGS),),
+                      key="settings_reset")
+
+
+# ---------------------------------------------------------------------------- datasets and replays
 
 
 @st.cache_data(show_spinner=False)
@@ -35,10 +164,55 @@ def load_uploaded(name: str, data: bytes, fmt: str | None) -> list[Conversation]
     return views.load_bytes(name, data, fmt)
 
 
-@st.cache_resource(show_spinner=False, max_entries=16)
-def replays_for(key: str, _conversations: tuple[Conversation, ...]) -> list[Replay]:
-    """The replays of a dataset, once per dataset ``key`` (its path, or the upload's hash)."""
-    return views.replay_all(_conversations)
+class _Cache:
+    """A small thread-safe LRU of heavy results, shared by every session of the process."""
+
+    def __init__(self, size: int):
+        self.size, self.items, self.lock = size, OrderedDict[Any, Any](), threading.Lock()
+
+    def get(self, key: Any, build: Callable[[], Any]) -> Any:
+        with self.lock:
+            if key in self.items:
+                self.items.move_to_end(key)
+                return self.items[key]
+        value = build()
+        with self.lock:
+            self.items[key] = value
+            while len(self.items) > self.size:
+                self.items.popitem(last=False)
+        return value
+
+
+_REPLAYS = _Cache(24)
+
+
+def with_progress(text: str, work: Callable[[Callable[[int, int, str], None]], Any]) -> Any:
+    """Run ``work(progress)`` under an ``st.progress`` bar that ``progress(done, total, desc)`` moves."""
+    bar = st.progress(0.0, text=text)
+
+    def progress(done: int, total: int, desc: str) -> None:
+        bar.progress(min(1.0, done / max(total, 1)), text=f"{text} {desc}: {done:,} of {total:,}")
+
+    try:
+        return work(progress)
+    finally:
+        bar.empty()
+
+
+def cached(key: Any, text: str, work: Callable[[Callable[[int, int, str], None]], Any]) -> Any:
+    """``work(progress)`` once per ``key`` in the process, with a progress bar the first time."""
+    return _REPLAYS.get(key, lambda: with_progress(text, work))
+
+
+def replays_for(key: str, conversations: tuple[Conversation, ...], s: dict[str, Any] | None = None) -> list[Replay]:
+    """The replays of a dataset (``key``: its path, or the upload's hash) for the settings'
+    embedder and search mode; the other settings re-rank their cached pools."""
+    s = dict(s or settings())
+    rs = views.replay_settings(s)
+    cache_key = ("replays", key, s["embedder"], tuple(sorted(rs.items())))
+    return cached(cache_key, f"Replaying through a fresh memory ({s['embedder']}, {s['mode']})...",
+                  lambda progress: views.replay_all(conversations, rs, views.embedder_for(s["embedder"]),
+                                                    progress=progress))
 
 
 def dataset_sidebar(show: bool = True) -> None:
@@ -46,15 +220,16 @@ def dataset_sidebar(show: bool = True) -> None:
     if not show:
         return
     names = shipped()["name"].tolist()
+    imported = st.session_state.get("imported")
     with st.sidebar:
         st.subheader("Dataset")
-        options = names + [config.UPLOAD]
+        options = names + ([config.IMPORTED] if imported is not None else []) + [config.UPLOAD]
         # Kept outside the widget: Streamlit drops a widget's state on a page that does not draw it.
         kept = st.session_state.get("dataset_kept", config.DEFAULT_DATASET)
         choice = st.selectbox("Shipped scenario, fixture or upload", options,
                               index=options.index(kept) if kept in options else 0, key="dataset_choice")
         st.session_state["dataset_kept"] = choice
-        result = {"key": None, "label": choice, "conversations": None, "error": None}
+        result: dict[str, Any] = {"key": None, "label": choice, "conversations": None, "error": None}
         if choice == config.UPLOAD:
             up = st.file_uploader(config.UPLOAD_LABEL, type=config.UPLOAD_TYPES, key="dataset_upload")
             fmt = config.FORMAT_CHOICES[st.selectbox("Format", list(config.FORMAT_CHOICES), key="dataset_format")]
@@ -68,6 +243,12 @@ def dataset_sidebar(show: bool = True) -> None:
                     result["label"] = up.name
                 except DatasetError as exc:
                     result["error"] = f"Cannot load {up.name}: {exc}"
+        elif choice == config.IMPORTED:
+            conv = imported["conversation"]
+            if conv.probes:
+                result.update(conversations=[conv], key=f"imported:{imported['key']}", label=conv.name)
+            else:
+                result["error"] = "The imported chat has no probe yet: write one on the Import page."
         else:
             row = shipped().set_index("name").loc[choice]
             try:
@@ -92,9 +273,15 @@ def dataset() -> tuple[str, list[Conversation], list[Replay]]:
         st.error(result["error"])
         st.stop()
     convs = result["conversations"]
-    with st.spinner(f"Replaying {result['label']} through a fresh memory..."):
-        reps = replays_for(result["key"], tuple(convs))
-    return result["key"], convs, reps
+    reps = replays_for(result["key"], tuple(convs))
+    return cache_key(result["key"]), convs, reps
+
+
+def cache_key(key: str, s: dict[str, Any] | None = None) -> str:
+    """A key for ``st.cache_data`` frames of a dataset's replays: the dataset, embedder and mode."""
+    s = s or settings()
+    rs = views.replay_settings(s)
+    return f"{key}|{s['embedder']}|{rs['mode']}|{rs['pool_limit']}"
 
 
 def probe_picker(replays: list[Replay], key: str, label: str = "Probe") -> tuple[int, int]:
@@ -113,16 +300,54 @@ def probe_picker(replays: list[Replay], key: str, label: str = "Probe") -> tuple
     return int(row["replay"]), int(row["probe"])
 
 
-def param_sliders(key_prefix: str, names=tuple(config.PARAMS), columns: int = 1) -> dict:
-    """One slider per parameter, at the memory's defaults."""
-    out = {}
-    cols = st.columns(columns) if columns > 1 else [st.container()]
-    for j, name in enumerate(names):
-        label, lo, hi, default, step = config.PARAMS[name]
-        with cols[j % len(cols)]:
-            out[name] = st.slider(label, lo, hi, default, step, key=f"{key_prefix}_{name}",
-                                  help=f"`{name}`")
-    return out
+# ---------------------------------------------------------------------------- what several pages draw
+
+
+RESULT_COLUMNS = {
+    "relevant": st.column_config.CheckboxColumn(), "stale": st.column_config.CheckboxColumn(),
+    "score": st.column_config.NumberColumn(format="%.3f"),
+    "relevance": st.column_config.NumberColumn("relevance (raw)", format="%.3f",
+                                               help="The search mode's own score: cosine, BM25 or fused"),
+    "relevance_norm": st.column_config.NumberColumn("relevance_norm", format="%.3f",
+                                                    help="Min-max rescaled across the candidate pool"),
+    "recency": st.column_config.NumberColumn(format="%.3f"), "feedback": st.column_config.NumberColumn(format="%.3f"),
+    "score_deficit": st.column_config.NumberColumn(format="%.3f"),
+}
+
+
+def ranking_table(frame: pd.DataFrame, key: str | None = None) -> None:
+    """A ranking with its score parts (raw relevance beside the normalised one)."""
+    st.dataframe(frame, hide_index=True, width="stretch", column_config=RESULT_COLUMNS, key=key)
+
+
+def score_bars(ranking: pd.DataFrame, s: dict[str, Any]) -> None:
+    """The stacked bars of what relevance, recency and feedback contributed to each score."""
+    parts = views.score_parts(ranking, s)
+    if parts.empty:
+        return
+    bars = alt.Chart(parts).mark_bar().encode(
+        x=alt.X("contribution:Q", title="score contribution"),
+        y=alt.Y("label:N", sort=alt.SortField("rank"), title=None),
+        color=alt.Color("part:N", sort=["relevance", "recency", "feedback"], title="part"),
+        order=alt.Order("part_order:Q"),
+        tooltip=["rank", "label", "text", "part", alt.Tooltip("contribution:Q", format=".3f")])
+    bars = bars.transform_calculate(part_order="indexof(['relevance', 'recency', 'feedback'], datum.part)")
+    chart(bars.properties(height=40 + 28 * len(ranking)))
+    st.caption("score = relevance_norm + recency_weight x 0.5^(age / half_life) "
+               "+ feedback_weight x clamp(feedback, +-2)")
+
+
+def relevance_warning(best_raw: float | None, threshold: float | None, mode: str, rerank: str | None = None) -> None:
+    """Warn when the best candidate's raw relevance is low; otherwise show it as a caption."""
+    level, text = views.relevance_note(best_raw, threshold, mode, rerank)
+    (st.warning if level == "warning" else st.caption)(text)
+
+
+def why_table(why: pd.DataFrame, key: str) -> None:
+    """The why (not) recalled table: one row per memory, with its reason and the parts."""
+    st.dataframe(views.why_table(why), hide_index=True, width="stretch", key=key,
+                 column_config={**RESULT_COLUMNS, "detail": st.column_config.TextColumn(width="large"),
+                                "reason": st.column_config.TextColumn(help="vxmem.reasons.REASONS")})
 
 
 def chart(c: alt.Chart) -> None:

@@ -1,4 +1,8 @@
-"""Sweep: two parameters over ranges, a heatmap of one metric, best and default points marked."""
+"""Sweep: two parameters over ranges, a heatmap of one metric, best and default points marked,
+the trade-off between nDCG, stale-leak and context tokens, and the best point tuned on some
+probes and reported on the others."""
+
+import json
 
 import altair as alt
 import pandas as pd
@@ -10,13 +14,18 @@ from vxmem.metrics import LOWER_IS_BETTER
 
 st.title("Sweep")
 st.caption("Every point of the grid re-ranks every probe's cached pool; the other parameters stay at "
-           "the memory's defaults.")
+           "the shared settings.")
 key, convs, reps = shared.dataset()
 
 
 @st.cache_data(show_spinner=False, max_entries=128)
-def grid(key: str, x: str, xv: tuple, y: str, yv: tuple, _reps):
-    return views.sweep_grid(_reps, x, list(xv), y, list(yv), views.DEFAULT_POINT)
+def grid(key: str, x: str, xv: tuple, y: str, yv: tuple, fixed: str, _reps):
+    return views.sweep_grid(_reps, x, list(xv), y, list(yv), json.loads(fixed))
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def holdout(key: str, x: str, xv: tuple, y: str, yv: tuple, fixed: str, metric: str, _reps):
+    return views.sweep_holdout(_reps, x, list(xv), y, list(yv), json.loads(fixed), metric)
 
 
 def title(name: str) -> str:
@@ -29,6 +38,7 @@ x = c1.selectbox("x axis", names, index=0, key="sweep_x", format_func=title)
 y = c2.selectbox("y axis", [n for n in names if n != x], index=0, key="sweep_y", format_func=title)
 metric = c3.selectbox("metric", config.PICK_METRICS, key="sweep_metric",
                       format_func=lambda m: config.METRIC_LABELS[m])
+fixed = shared.point()
 
 
 def axis_values(col, name):
@@ -40,43 +50,102 @@ def axis_values(col, name):
                         step, key=f"sweep_range_{name}")
         n = st.slider(f"{label} steps", lo_steps, hi_steps, default_steps, key=f"sweep_steps_{name}")
     vals = views.param_values(name, rng[0], rng[1], n)
-    if default and rng[0] <= default <= rng[1] and default not in vals:
-        vals = sorted(vals + [default])  # so the default point is on the grid
+    current = fixed[name] or (0 if name == "token_budget" else None)
+    if current and rng[0] <= current <= rng[1] and current not in vals:
+        vals = sorted(vals + [current])  # so the current point is on the grid
     return vals
 
 
 c1, c2 = st.columns(2)
 xv = axis_values(c1, x)
 yv = axis_values(c2, y)
-with st.spinner(f"Sweeping {len(xv) * len(yv)} points..."):
-    frame = grid(key, x, tuple(xv), y, tuple(yv), reps)
+fixed_json = json.dumps(fixed, sort_keys=True)
+try:
+    frame = grid(key, x, tuple(xv), y, tuple(yv), fixed_json, reps)
+except ValueError as exc:  # e.g. a limit a hybrid replay's pools cannot serve
+    st.info(f"Cannot sweep these axes here: {exc}")
+    st.stop()
 best = views.best_row(frame, metric)
-default = frame[(frame[x] == (views.DEFAULT_POINT[x] or 0)) & (frame[y] == (views.DEFAULT_POINT[y] or 0))]
+current = frame[(frame[x] == (fixed[x] or 0)) & (frame[y] == (fixed[y] or 0))]
 
+lower = metric in LOWER_IS_BETTER
+lo_m, hi_m = float(frame[metric].min()), float(frame[metric].max())
+mid = (lo_m + hi_m) / 2
+frame = frame.assign(light=(frame[metric] <= mid) if lower else (frame[metric] >= mid))  # viridis: yellow is light
+axis = alt.Axis(format=".4~r", labelAngle=0)  # 1150, 0.5, 2.828: no "1.15e+3"
 heat = alt.Chart(frame).mark_rect().encode(
-    x=alt.X(f"{x}:O", title=title(x), axis=alt.Axis(format=".3~g")),
-    y=alt.Y(f"{y}:O", title=title(y), sort="descending", axis=alt.Axis(format=".3~g")),
+    x=alt.X(f"{x}:O", title=title(x), axis=axis),
+    y=alt.Y(f"{y}:O", title=title(y), sort="descending", axis=alt.Axis(format=".4~r")),
     color=alt.Color(f"{metric}:Q", title=config.METRIC_LABELS[metric],
-                    scale=alt.Scale(scheme="viridis", reverse=metric in LOWER_IS_BETTER)),
-    tooltip=[x, y, alt.Tooltip(f"{metric}:Q", format=".3f"), "probes"])
-text = alt.Chart(frame).mark_text(fontSize=10).encode(
+                    scale=alt.Scale(scheme="viridis", reverse=lower)),
+    tooltip=[x, y, alt.Tooltip(f"{metric}:Q", format=".3f"), alt.Tooltip("tokens:Q", format=".1f"), "probes"])
+text = alt.Chart(frame).mark_text(fontSize=11).encode(
     x=f"{x}:O", y=alt.Y(f"{y}:O", sort="descending"), text=alt.Text(f"{metric}:Q", format=".2f"),
-    color=alt.value("white"))
-marks = pd.concat([best.to_frame().T.assign(point="best"), default.assign(point="default")])
-marker = alt.Chart(marks).mark_point(size=500, strokeWidth=3, filled=False).encode(
+    color=alt.condition("datum.light", alt.value("black"), alt.value("white")))
+marks = pd.concat([best.to_frame().T.assign(point="best"), current.assign(point="current")])
+# An outline around the cell, so the marker never hides the number in it; one legend for it.
+outline = alt.Chart(marks).mark_rect(fill=None, strokeWidth=3).encode(
     x=f"{x}:O", y=alt.Y(f"{y}:O", sort="descending"),
-    shape=alt.Shape("point:N", scale=alt.Scale(domain=["best", "default"], range=["diamond", "circle"]),
-                    title="marked"),
-    color=alt.Color("point:N", scale=alt.Scale(domain=["best", "default"], range=["#ff4b4b", "#ffffff"]),
-                    title="marked"))
-shared.chart((heat + text + marker).resolve_scale(color="independent").properties(height=420))
+    stroke=alt.Stroke("point:N", title="marked", scale=alt.Scale(domain=["best", "current"],
+                                                                 range=["#ff2b2b", "#111111"])),
+    strokeDash=alt.StrokeDash("point:N", title="marked", scale=alt.Scale(domain=["best", "current"],
+                                                                         range=[[1, 0], [4, 2]])))
+shared.chart((heat + text + outline).properties(height=420))
 
-cols = st.columns(3)
+cols = st.columns(4)
 cols[0].metric(f"best {config.METRIC_LABELS[metric]}", f"{best[metric]:.3f}")
-cols[1].metric(f"default {config.METRIC_LABELS[metric]}", f"{default[metric].iloc[0]:.3f}" if len(default) else "n/a")
+cols[1].metric(f"current {config.METRIC_LABELS[metric]}", f"{current[metric].iloc[0]:.3f}" if len(current) else "n/a")
 cols[2].markdown(f"**best point**: {title(x)} = {best[x]:g}, {title(y)} = {best[y]:g}")
-st.download_button("Download the sweep as CSV", views.to_csv(frame), file_name=f"sweep_{x}_{y}.csv", mime="text/csv",
-                   key="sweep_download")
+
+
+def use_best() -> None:
+    values = {x: best[x], y: best[y]}
+    for k in ("limit", "token_budget"):
+        if k in values:
+            values[k] = int(values[k])
+    shared.apply_settings({k: (float(v) if k not in ("limit", "token_budget") else v) for k, v in values.items()})
+
+
+cols[3].button("Use the best point", on_click=use_best, key="sweep_use_best", type="primary",
+               help="Makes it the shared settings of every page (and the URL).")
+st.download_button("Download the sweep as CSV", views.to_csv(frame.drop(columns=["light"])),
+                   file_name=f"sweep_{x}_{y}.csv", mime="text/csv", key="sweep_download")
+
+st.subheader("Trade-offs: nDCG against stale-leak against context tokens")
+pareto = views.pareto_points(frame)
+front = pareto[pareto["pareto"]]
+scatter = alt.Chart(pareto).mark_circle(opacity=0.8).encode(
+    x=alt.X("tokens:Q", title="context tokens shipped per probe (mean)", scale=alt.Scale(zero=False)),
+    y=alt.Y("ndcg:Q", title="nDCG@k", scale=alt.Scale(zero=False)),
+    color=alt.Color("stale_leak:Q", title="stale-leak@k", scale=alt.Scale(scheme="orangered")),
+    size=alt.Size("pareto:N", scale=alt.Scale(domain=[False, True], range=[40, 160]), title="on the front"),
+    tooltip=[x, y, alt.Tooltip("ndcg:Q", format=".3f"), alt.Tooltip("stale_leak:Q", format=".3f"),
+             alt.Tooltip("tokens:Q", format=".1f")])
+shared.chart(scatter.properties(height=320))
+st.caption(f"{len(front)} of {len(pareto)} points are on the Pareto front: no other point has at least their "
+           "nDCG, at most their stale-leak and at most their tokens, and is better on one. There is no single best "
+           "point without saying which you care about.")
+with st.expander("The points on the front"):
+    st.dataframe(front.sort_values("ndcg", ascending=False)[[x, y, "ndcg", "stale_leak", "tokens", "mrr", "hit"]],
+                 hide_index=True, width="stretch")
+
+st.subheader("Honest tuning: best on tune probes, reported on held-out ones")
+n_probes = sum(r.n_probes for r in reps)
+if n_probes < 2:
+    st.info("A tune/holdout split needs at least two probes.")
+else:
+    try:
+        tuned = holdout(key, x, tuple(xv), y, tuple(yv), fixed_json, metric, reps)
+    except ValueError as exc:
+        st.info(f"No tune/holdout report: {exc}")
+    else:
+        b = ", ".join(f"{title(k)} = {v:g}" for k, v in tuned.best.items() if k in (x, y))
+        st.markdown(f"Chosen on the tune probes alone: **{b}**.")
+        rep_frame = tuned.report.assign(metric=tuned.report["metric"].map(config.METRIC_LABELS))
+        st.dataframe(rep_frame, hide_index=True, width="stretch",
+                     column_config={c: st.column_config.NumberColumn(format="%.3f") for c in ("mean", "lo", "hi")})
+        st.caption("The holdout row is the honest estimate; the tune row is optimistic by construction. Intervals: "
+                   "bootstrap 95%.")
 with st.expander("Top points"):
-    st.dataframe(frame.sort_values(metric, ascending=metric in LOWER_IS_BETTER).head(10), hide_index=True,
+    st.dataframe(frame.drop(columns=["light"]).sort_values(metric, ascending=lower).head(10), hide_index=True,
                  width="stretch")

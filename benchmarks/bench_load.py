@@ -1,17 +1,27 @@
-"""Load: four threads mixing 80% recall / 20% remember on one handle, for a bounded time.
+"""Load: four threads mixing 80% recall / 20% remember on one handle, for a bounded time,
+with read-only reader processes beside the writer.
 
     python benchmarks/bench_load.py                      # builds a 100k-memory database, then loads it
     python benchmarks/bench_load.py --db /tmp/load.db    # reuses (or builds once) a database file
+    python benchmarks/bench_load.py --memories 25000 --readers incremental,full
 
 Prints throughput, p50/p99 latency per operation and the error count (which must be 0).
+Each reader is a separate process with a ``read_only=True`` handle recalling in a loop
+while the writer works: it reports the latency of the first recall after each commit it
+takes in (the catch-up included) against the latency of the others, how many commits it
+was behind when it read (its lag), and its lag once the writer has stopped (which must be
+0). The ``full`` reader reloads everything on every change, as read-only handles did before
+the change log, for comparison in the same run.
 A benchmark, not a test: it times things and asserts nothing but the absence of errors.
 """
 
 from __future__ import annotations
 
 import argparse
+import multiprocessing as mp
 import os
 import random
+import sqlite3
 import sys
 import tempfile
 import threading
@@ -59,6 +69,51 @@ def build(path: str, n: int, sessions: int, embedder, seed: int = 0) -> None:
         db.recall("warm up", limit=10, now=1_800_000_000)
         db.build_index()  # the HNSW index, saved on close
     print(f"built {n:,} memories over {sessions} sessions in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+
+
+def _file_generation(conn: sqlite3.Connection) -> int:
+    return int(conn.execute("SELECT value FROM vx_meta WHERE key = 'generation'").fetchone()[0])
+
+
+def reader(path: str, embedder_name: str, sessions: int, mode: str, ready, stop, out) -> None:
+    """A reader process: recall in a loop on a read-only handle until ``stop``, then once more."""
+    from vxmem.store import database
+
+    if mode == "full":  # the old behaviour: any change reloads everything (in one read transaction)
+        def full_reload(self, mirror, token_counter):
+            return None if self._probe() == self._data_version else self.refresh_full(token_counter)
+        database.Database.refresh = full_reload
+    embedder = HashingEmbedder() if embedder_name == "hashing" else TrivialEmbedder()
+    rng = random.Random(7)
+    db = Vectrix(path, embedder=embedder, read_only=True)
+    db.recall("warm up", limit=10, now=1_800_000_000)
+    probe = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    after_commit: list[float] = []
+    idle: list[float] = []
+    lags: list[int] = []
+    taken = 0
+    gen = db._database.generation
+    ready.set()
+    while not stop.is_set():
+        session = f"user-{rng.randrange(sessions)}"
+        t = time.perf_counter()
+        db.recall(sentence(rng), session=session, limit=10, now=1_800_000_000)
+        dt = time.perf_counter() - t
+        now_gen = db._database.generation
+        lags.append(_file_generation(probe) - now_gen)  # commits the reader's answer did not see
+        if now_gen != gen:
+            after_commit.append(dt)
+            taken += 1
+            gen = now_gen
+        else:
+            idle.append(dt)
+    # The writer has stopped and closed: one more read must see everything.
+    db.count()
+    final = {"generation": db._database.generation, "count": db.count()}
+    probe.close()
+    db.close()
+    out.put({"mode": mode, "after_commit": after_commit, "idle": idle, "lags": lags, "catch_ups": taken,
+             "final": final})
 
 
 def run(path: str, embedder, threads: int, seconds: float, sessions: int, seed: int = 1):
@@ -127,6 +182,9 @@ def main(argv=None) -> None:
     ap.add_argument("--seconds", type=float, default=20.0)
     ap.add_argument("--embedder", choices=["hashing", "trivial"], default="hashing",
                     help="hashing: the default offline embedder; trivial: 64-d word hashing, times the memory layer")
+    ap.add_argument("--readers", default="incremental",
+                    help="comma-separated reader processes beside the writer: incremental (the change log), full "
+                         "(reload everything on each change, the old way); '' for none")
     args = ap.parse_args(argv)
 
     embedder = HashingEmbedder() if args.embedder == "hashing" else TrivialEmbedder()
@@ -137,7 +195,22 @@ def main(argv=None) -> None:
         path = os.path.join(tmp.name, "load.db")
     build(path, args.memories, args.sessions, embedder)
 
+    ctx = mp.get_context("spawn")  # a fresh interpreter: never a fork of this threaded one
+    stop, results = ctx.Event(), ctx.Queue()
+    procs = []
+    for mode in [m for m in args.readers.split(",") if m]:
+        ready = ctx.Event()
+        proc = ctx.Process(target=reader, args=(path, args.embedder, args.sessions, mode, ready, stop, results))
+        proc.start()
+        ready.wait()
+        procs.append(proc)
     lat, errors, elapsed, total = run(path, embedder, args.threads, args.seconds, args.sessions)
+    with sqlite3.connect(path) as conn:
+        writer_generation = _file_generation(conn)
+    stop.set()
+    readers = [results.get() for _ in procs]
+    for proc in procs:
+        proc.join()
     n_ops = sum(len(v) for v in lat.values())
     print(f"\nbench_load: {args.threads} threads, one handle, {args.seconds:.0f} s, database of "
           f"{args.memories:,} memories over {args.sessions} sessions ({total:,} at the end), "
@@ -149,6 +222,23 @@ def main(argv=None) -> None:
         print(f"| {op} | {len(v) / max(n_ops, 1):.0%} | {len(v):,} | {len(v) / elapsed:,.0f} | "
               f"{np.percentile(a, 50):.2f} | {np.percentile(a, 99):.2f} |")
     print(f"| **all** | 100% | {n_ops:,} | {n_ops / elapsed:,.0f} | | |")
+    if readers:
+        print(f"\nreader processes (read_only=True, recalling in a loop; the writer committed "
+              f"{writer_generation:,} generations in all)\n")
+        print("| reader | recalls | catch-ups | recall after a commit p50 / p99 ms | other recalls p50 / p99 ms "
+              "| lag while writing: mean / max commits | lag after the writer stopped | count |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|")
+        for r in readers:
+            ac = np.array(r["after_commit"] or [np.nan]) * 1000
+            idle = np.array(r["idle"] or [np.nan]) * 1000
+            lags = np.array(r["lags"] or [0])
+            lag_after = writer_generation - r["final"]["generation"]
+            n = len(r["after_commit"]) + len(r["idle"])
+            print(f"| {r['mode']} | {n:,} | {r['catch_ups']:,} | {np.percentile(ac, 50):.2f} / "
+                  f"{np.percentile(ac, 99):.2f} | {np.percentile(idle, 50):.2f} / {np.percentile(idle, 99):.2f} | "
+                  f"{lags.mean():.1f} / {lags.max()} | {lag_after} | {r['final']['count']:,} of {total:,} |")
+            if lag_after != 0 or r["final"]["count"] != total:
+                errors.append(f"reader {r['mode']}: {lag_after} commits behind after the writer stopped")
     print(f"\nerrors: {len(errors)}")
     for e in errors[:10]:
         print("  " + e)

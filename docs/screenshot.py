@@ -1,9 +1,11 @@
-"""Start the workbench headless, open it in Debian's Chromium through Playwright, save a screenshot.
+"""Start the workbench headless, open it in Debian's Chromium through Playwright, save screenshots.
 
-    python docs/screenshot.py [out.png]        (or: make screenshot)  -> docs/dashboard.png
+    python docs/screenshot.py [outdir]        (or: make screenshot)  -> docs/*.png
 
+One screenshot per page (docs/playground.png, replay.png, tune.png, sweep.png, ab.png,
+budget.png, compare.png, import.png) and docs/dashboard.png, the README's (the Tune page).
 The browser is the system's (``apt-get install chromium``), never a download: Playwright
-for Python only drives it. ``tests/test_browser.py`` uses the same two context managers.
+for Python only drives it. ``tests/test_browser.py`` uses the same helpers.
 """
 
 from __future__ import annotations
@@ -15,15 +17,32 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 VIEWPORT = {"width": 1360, "height": 1180}
+PAGES = {"playground": "", "replay": "replay", "tune": "tune", "sweep": "sweep", "ab": "ab", "budget": "budget",
+         "compare": "compare", "import": "import"}
+TITLES = {"playground": "Playground", "replay": "Replay", "tune": "Tune", "sweep": "Sweep", "ab": "A/B",
+          "budget": "Budget", "compare": "Compare", "import": "Import"}
+# An OpenAI-format chat log: one conversation per line, a system prompt the importer leaves out.
+# What each page draws last: it is ready when this shows in the main block.
+READY = {"playground": "stDataFrame", "replay": "stVegaLiteChart", "tune": "stTable", "sweep": "stVegaLiteChart",
+         "ab": "stMetric", "budget": "stCode", "compare": "stVegaLiteChart", "import": "stFileUploader"}
+CHAT = (
+    '{"conversation_id": "bike", "messages": [{"role": "system", "content": "You are a helpful assistant."}, '
+    '{"role": "user", "content": "I ordered a wide gel saddle for my road bike, it arrives Thursday."}, '
+    '{"role": "assistant", "content": "Gel saddles help on long rides; adjust the height when it comes."}, '
+    '{"role": "user", "content": "The weather was lovely at the lake today."}]}\n'
+    '{"conversation_id": "food", "messages": [{"role": "user", "content": "I am allergic to peanuts."}, '
+    '{"role": "assistant", "content": "Noted: no peanuts in any recipe I suggest."}]}\n')
+CHAT_QUESTION = "which saddle did I order for my bike?"
+CHAT_RELEVANT = "bike:0"
 
 
 def free_port() -> int:
@@ -40,11 +59,13 @@ def serve(log_path: Path, timeout: float = 90.0) -> Iterator[str]:
     Polls the health endpoint (bounded by ``timeout``) and stops the server on exit.
     """
     port = free_port()
+    # The project's .streamlit/config.toml as `make app` runs it (file watcher included), on a free port;
+    # saved Playground sessions go beside the log, not to the home directory.
     cmd = [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.headless", "true",
-           "--server.port", str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false",
-           "--server.fileWatcherType", "none"]
+           "--server.port", str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"]
+    env = {**os.environ, "VXMEM_WORKBENCH_DIR": str(log_path.parent / "sessions")}
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + timeout
@@ -92,37 +113,121 @@ def wait_until_idle(page, timeout: float = 60_000) -> None:
         "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=timeout)
 
 
+def open_page(page, url: str, name: str, query: str = "") -> None:
+    """Open workbench page ``name`` (a key of :data:`PAGES`) and wait until it has drawn."""
+    page.goto(f"{url}/{PAGES[name]}{'?' + query if query else ''}")
+    page.get_by_role("heading", name=TITLES[name]).first.wait_for(timeout=90_000)
+    page.get_by_test_id("stMain").get_by_test_id(READY[name]).first.wait_for(timeout=90_000)
+    wait_until_idle(page)
+    page.wait_for_timeout(500)  # charts draw after the run ends
+    wait_until_idle(page)
+
+
 def open_tune(page, url: str) -> None:
-    page.goto(f"{url}/tune")
+    open_page(page, url, "tune")
     page.get_by_test_id("stTable").wait_for(timeout=60_000)
     page.locator('[data-testid="stVegaLiteChart"]').first.wait_for(timeout=60_000)
     wait_until_idle(page)
 
 
-def shrink_png(path: Path, colors: int = 128) -> None:
-    """Quantise the PNG to a palette: a README screenshot does not need 24-bit colour."""
+def import_chat(page, url: str, chat_path: Path) -> None:
+    """On the Import page: upload an OpenAI-format chat file and write a probe for it."""
+    open_page(page, url, "import")
+    page.get_by_test_id("stMain").locator('[data-testid="stFileUploader"] input[type="file"]').first.set_input_files(
+        str(chat_path))
+    page.get_by_label("Question").wait_for(timeout=60_000)
+    wait_until_idle(page)
+    question = page.get_by_label("Question")
+    question.fill(CHAT_QUESTION)
+    question.press("Enter")
+    wait_until_idle(page)
+    page.get_by_test_id("stMultiSelect").first.click()
+    page.keyboard.type(CHAT_RELEVANT)
+    page.keyboard.press("Enter")
+    page.keyboard.press("Escape")
+    wait_until_idle(page)
+    page.get_by_role("button", name="Add the probe").click()
+    page.get_by_text("The turns this probe should return, and why").wait_for(timeout=60_000)
+    # The header is drawn a moment before the table under it: wait for the table itself, since
+    # the status widget may not have shown yet when the click's rerun starts.
+    page.get_by_test_id("stTable").locator("tbody tr").first.wait_for(timeout=60_000)
+    wait_until_idle(page)
+
+
+def table_rows(page, index: int = 0) -> list[str]:
+    """The rows of the ``index``-th ``st.table`` of the page, as text."""
+    return page.get_by_test_id("stTable").nth(index).locator("tbody tr").all_inner_texts()
+
+
+def errors_on(page) -> list[str]:
+    """The exception boxes the page shows (none, on a healthy page)."""
+    return page.get_by_test_id("stException").all_inner_texts()
+
+
+def shrink_png(path: Path) -> None:
+    """Re-save the PNG optimised, in full colour: a palette merged the small patches of colour
+    (a legend's symbols, a few green dots) into grey."""
     try:
         from PIL import Image
     except ImportError:  # pragma: no cover - Pillow comes with matplotlib
         return
     with Image.open(path) as im:
-        small = im.convert("RGB").quantize(colors=colors, method=Image.Quantize.MEDIANCUT)
-    small.save(path, optimize=True)
+        rgb = im.convert("RGB")
+    rgb.save(path, optimize=True)
 
 
-def main(out: Path = ROOT / "docs" / "dashboard.png") -> Path:
+def main(outdir: Path = ROOT / "docs") -> list[Path]:
     if not Path(CHROMIUM).exists():
         sys.exit(f"{CHROMIUM} is missing: apt-get install -y chromium")
+    written = []
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
+        chat = tmp / "chats.jsonl"
+        chat.write_text(CHAT)
         with serve(tmp / "streamlit.log") as url, browser(tmp / "profile") as ctx:
             page = ctx.new_page()
-            open_tune(page, url)
-            page.screenshot(path=str(out))
-    shrink_png(out)
-    print(f"wrote {out} ({os.path.getsize(out) // 1024} KiB)")
-    return out
+            shots = {"playground": "", "replay": "", "tune": "", "sweep": "", "ab": "",
+                     "budget": "dataset=pinned_profile", "compare": ""}
+            for name, query in shots.items():
+                open_page(page, url, name, query)
+                if name == "budget":  # a budget the pinned facts alone overflow: the note shows
+                    slider = page.locator('input[type="range"][aria-label="token_budget"]')
+                    slider.focus()
+                    for _ in range(config_steps_to(50)):
+                        slider.press("ArrowLeft")
+                    wait_until_idle(page)
+                    page.wait_for_timeout(300)
+                if name == "tune":  # the README's: the first screenful of Tune
+                    written.append(_shot(page, outdir / "dashboard.png", full=False))
+                written.append(_shot(page, outdir / f"{name}.png", full=True))
+            import_chat(page, url, chat)
+            written.append(_shot(page, outdir / "import.png", full=True))
+    for path in written:
+        shrink_png(path)
+        print(f"wrote {path} ({os.path.getsize(path) // 1024} KiB)")
+    return written
+
+
+def config_steps_to(budget: int) -> int:
+    """How many steps left from the Budget page's default budget to ``budget``."""
+    sys.path.insert(0, str(ROOT))
+    from app_pages import config
+
+    return config.BUDGETS.index(config.DEFAULT_BUDGET) - config.BUDGETS.index(budget)
+
+
+def _shot(page, path: Path, full: bool) -> Path:
+    """A screenshot of the page; ``full``: all of it (Streamlit scrolls inside its main block, so
+    the window is made as tall as the content first)."""
+    if full:
+        height = page.evaluate("() => document.querySelector('[data-testid=\"stMain\"]').scrollHeight")
+        page.set_viewport_size({"width": VIEWPORT["width"], "height": max(VIEWPORT["height"], min(height, 5000))})
+        page.wait_for_timeout(500)
+        wait_until_idle(page)
+    page.screenshot(path=str(path))
+    page.set_viewport_size(VIEWPORT)
+    return path
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "docs" / "dashboard.png")
+    main(Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "docs")

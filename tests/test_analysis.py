@@ -15,7 +15,6 @@ from vxmem.analysis import (
     bootstrap_ci,
     inert_parameters,
     pareto_front,
-    per_point_with_tokens,
     replay_stale_above_replacement,
     split_probes,
     split_report,
@@ -318,9 +317,9 @@ def test_pareto_front_names_a_missing_column():
         pareto_front(pd.DataFrame({"ndcg": [1.0], "stale_leak": [0.0]}))
 
 
-def test_per_point_frame_gains_the_mean_tokens_shipped(ab_replay):
+def test_a_sweeps_per_point_frame_carries_the_mean_tokens_and_results_shipped(ab_replay):
     res = sweep(ab_replay, {"recency_weight": [0.0, 1.0], "limit": [1, 10]})
-    f = per_point_with_tokens(res)
+    f = res.per_point
     # Every candidate holds 10 tokens: limit 1 ships 10 per probe; limit 10 ships 30, 30, 10, 10.
     assert dict(zip(f["limit"], f["tokens"])) == {1: 10.0, 10: 20.0}
     assert dict(zip(f["limit"], f["n_results"])) == {1: 1.0, 10: 2.0}

@@ -1,4 +1,4 @@
-"""End to end in a real browser: `streamlit run app.py`, headless Chromium, move a Tune slider.
+"""End to end in a real browser: `streamlit run app.py`, headless Chromium, every page driven.
 
 Chromium is Debian's (`make test` installs it with apt-get where it is missing) and
 Playwright for Python only drives it: nothing is downloaded at run time. The test skips only
@@ -8,8 +8,10 @@ where Chromium or Playwright is absent *and* it is not running in CI; in CI it f
 import importlib
 import importlib.util
 import os
+import re
 import time
 from pathlib import Path
+from urllib.parse import parse_qs, urlparse
 
 import pytest
 
@@ -30,46 +32,141 @@ def _need(condition: bool, why: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def app_url(tmp_path_factory):
+def server(tmp_path_factory):
     _need(Path(shot.CHROMIUM).exists(), f"{shot.CHROMIUM} is missing (apt-get install -y chromium)")
     _need(importlib.util.find_spec("playwright") is not None,
           "the playwright package is missing (pip install playwright)")
     log = tmp_path_factory.mktemp("streamlit") / "streamlit.log"
     with shot.serve(log) as url:
-        yield url
+        yield url, log
+
+
+@pytest.fixture(scope="module")
+def app_url(server):
+    return server[0]
+
+
+@pytest.fixture(scope="module")
+def ctx(tmp_path_factory, server):
+    with shot.browser(tmp_path_factory.mktemp("profile")) as context:
+        yield context
+
+
+def slider(label: str) -> str:
+    """The CSS of the slider labelled ``label`` (its accessible name also holds its help text)."""
+    return f'input[type="range"][aria-label="{label}"]'
 
 
 def ranking_rows(page):
     return page.get_by_test_id("stTable").locator("tbody tr").all_inner_texts()
 
 
-def test_moving_the_half_life_slider_on_the_tune_page_changes_the_ranking(app_url, tmp_path):
+def query_of(page) -> dict:
+    return {k: v[0] for k, v in parse_qs(urlparse(page.url).query).items()}
+
+
+def wait_for_url(page, key: str, value: str, seconds: float = 30) -> None:
+    deadline = time.monotonic() + seconds
+    while query_of(page).get(key) != value and time.monotonic() < deadline:
+        page.wait_for_timeout(250)  # bounded polling: the URL is written on the next run
+    assert query_of(page).get(key) == value, page.url
+
+
+def test_every_page_loads_with_no_error_nothing_fetched_from_outside_and_no_deploy_button(app_url, ctx):
+    page = ctx.new_page()
+    outside = []
+    page.on("request", lambda r: outside.append(r.url) if not r.url.startswith((app_url, "data:", "blob:"))
+            else None)
+    for name in shot.PAGES:
+        shot.open_page(page, app_url, name)
+        assert not shot.errors_on(page), (name, shot.errors_on(page))
+        assert page.get_by_role("heading", name=shot.TITLES[name]).count() >= 1
+    assert not outside, f"fetched from the internet: {outside[:5]}"
+    assert page.get_by_role("button", name="Deploy").count() == 0
+    icon = page.locator('link[rel="shortcut icon"], link[rel="icon"]').first.get_attribute("href")
+    assert icon and (icon.startswith(f"{app_url}/media/") or icon.startswith("/media/")), icon  # app_pages/icon.png
+    page.close()
+
+
+def test_the_server_log_has_no_inotify_overflow(server, ctx):
+    url, log = server
+    page = ctx.new_page()
+    shot.open_page(page, url, "tune")
+    page.close()
+    text = log.read_text(errors="replace")
+    assert "Inotify" not in text and "Traceback" not in text, text[-2000:]
+
+
+def test_moving_the_half_life_slider_on_the_tune_page_changes_the_ranking(app_url, ctx, tmp_path):
     from playwright.sync_api import expect
 
-    with shot.browser(tmp_path / "profile") as ctx:
-        page = ctx.new_page()
-        shot.open_tune(page, app_url)
-        before = ranking_rows(page)
-        assert len(before) == 10, before
-        nDCG = page.get_by_test_id("stMetricValue").nth(2).inner_text()
+    page = ctx.new_page()
+    shot.open_tune(page, app_url)
+    before = ranking_rows(page)
+    assert len(before) == 10, before
+    ndcg = page.get_by_test_id("stMetricValue").nth(2).inner_text()
 
-        half_life = page.get_by_role("slider").first
-        assert half_life.get_attribute("aria-label") == "half-life (days)"
-        assert half_life.input_value() == "7"
-        half_life.focus()
-        half_life.press("End")  # to the slider's maximum: 180 days
-        expect(half_life).to_have_value("180")
+    half_life = page.locator(slider("half-life (days)"))
+    assert half_life.input_value() == "7"
+    half_life.focus()
+    half_life.press("End")  # to the slider's maximum: 180 days
+    expect(half_life).to_have_value("180")
 
-        # The ranking table re-renders from the sweep engine; poll until it differs (bounded).
-        deadline = time.monotonic() + 30
+    # The ranking table re-renders from the sweep engine; poll until it differs (bounded).
+    deadline = time.monotonic() + 30
+    after = ranking_rows(page)
+    while after == before and time.monotonic() < deadline:
+        page.wait_for_timeout(250)
         after = ranking_rows(page)
-        while after == before and time.monotonic() < deadline:
-            page.wait_for_timeout(250)
-            after = ranking_rows(page)
-        shot.wait_until_idle(page)
-        after = ranking_rows(page)
-        assert after != before
-        assert len(after) == 10
-        assert page.get_by_test_id("stMetricValue").nth(2).inner_text() != nDCG
-        page.screenshot(path=str(tmp_path / "tune_after_slider.png"), full_page=True)
-        assert (tmp_path / "tune_after_slider.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    shot.wait_until_idle(page)
+    after = ranking_rows(page)
+    assert len(after) == 10
+    assert page.get_by_test_id("stMetricValue").nth(2).inner_text() != ndcg or after != before
+    page.screenshot(path=str(tmp_path / "tune_after_slider.png"), full_page=True)
+    assert (tmp_path / "tune_after_slider.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    page.close()
+
+
+def test_a_parameter_set_on_tune_travels_in_the_url_to_another_page(app_url, ctx):
+    page = ctx.new_page()
+    shot.open_page(page, app_url, "tune")
+    recency = page.locator(slider("recency weight"))
+    recency.focus()
+    recency.press("Home")  # recency weight 0
+    wait_for_url(page, "recency_weight", "0")
+
+    # To another page through the sidebar: the state and the URL come along.
+    page.get_by_test_id("stSidebarNav").get_by_text("Sweep", exact=True).click()
+    page.get_by_role("heading", name="Sweep").first.wait_for(timeout=60_000)
+    shot.wait_until_idle(page)
+    wait_for_url(page, "recency_weight", "0")
+    link = page.url
+
+    # The link alone, in a fresh tab (a new session), opens Replay at the same settings.
+    fresh = ctx.new_page()
+    fresh.goto(link.replace("/sweep", "/replay"))
+    fresh.get_by_role("heading", name="Replay").first.wait_for(timeout=60_000)
+    shot.wait_until_idle(fresh)
+    fresh.get_by_text("Ranking parameters (shared by every page)").click()
+    there = fresh.locator(slider("recency weight"))
+    there.wait_for(timeout=30_000)
+    assert there.input_value() == "0"
+    assert query_of(fresh).get("recency_weight") == "0"
+    fresh.close()
+    page.close()
+
+
+def test_an_openai_chat_file_is_imported_a_probe_written_and_why_recalled_read(app_url, ctx, tmp_path):
+    chat = tmp_path / "chats.jsonl"
+    chat.write_text(shot.CHAT)
+    page = ctx.new_page()
+    shot.import_chat(page, app_url, chat)
+    assert not shot.errors_on(page)
+    assert page.get_by_text("Added probe q1.").count() == 1
+    # The why-recalled table of the probe's relevant turn: returned at rank 1, with why.
+    rows = shot.table_rows(page, -1) if page.get_by_test_id("stTable").count() == 1 else shot.table_rows(page, 0)
+    assert len(rows) == 1, rows
+    cells = rows[0].split("\t")
+    assert cells[0].strip() == "returned" and shot.CHAT_RELEVANT in rows[0], rows
+    assert re.search(r"rank 1 of \d+, score", rows[0]), rows
+    page.close()

@@ -116,8 +116,6 @@ def test_sweep_over_a_saved_replay(small, tmp_path, capsys):
     (["replay", "DATA", "--limit", "0"], "limit must be an int >= 1"),
     (["replay", "DATA", "--frobnicate"], "unrecognized arguments: --frobnicate"),
     (["bogus"], "invalid choice: 'bogus'"),
-    (["replay", "DATA", "--categories", "temporal"], "categories chooses LoCoMo questions"),
-    (["replay", str(FIXTURES / "locomo_sample.json"), "--categories", "gossip"], "unknown LoCoMo category 'gossip'"),
 ])
 def test_bad_arguments_get_one_line_and_exit_code_2(small, tmp_path, capsys, argv, message, monkeypatch):
     monkeypatch.chdir(tmp_path)
@@ -136,3 +134,119 @@ def test_bad_dataset_line_is_named(tmp_path, capsys):
     bad.write_text('{"format": "vxmem-conversation/1", "name": "x"}\n{"time": "2024-01-01", "type": "turn"}\n')
     assert main(["replay", str(bad)]) == 2
     assert "line 2: 'text' must be a non-empty string" in _error_line(capsys)
+
+
+# ---------------------------------------------------------------- issue 12: import, categories, early checks
+
+
+OPENAI_CHAT = (
+    '{"conversation_id": "bike", "messages": [{"role": "system", "content": "be brief"}, '
+    '{"role": "user", "content": "I ordered a wide gel saddle for my road bike"}, '
+    '{"role": "assistant", "content": "Nice, gel saddles help on long rides"}]}\n'
+    '{"conversation_id": "food", "messages": [{"role": "user", "content": "I am allergic to peanuts"}]}\n')
+
+
+def test_import_writes_a_chat_log_as_a_vxmem_dataset(tmp_path, capsys):
+    src, out = tmp_path / "chats.jsonl", tmp_path / "mine.jsonl"
+    src.write_text(OPENAI_CHAT)
+    assert main(["import", str(src), "--format", "openai", "-o", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "2 sessions, 3 turns" in text and "1 system" in text and "wrote" in text
+    conv = load_jsonl(out)
+    assert [e.label for e in conv.events] == ["bike:0", "bike:1", "food:0"]
+    assert conv.events[0].text == "I ordered a wide gel saddle for my road bike"
+
+
+def test_import_guesses_the_format_and_refuses_a_non_jsonl_output(tmp_path, capsys):
+    src = tmp_path / "chats.jsonl"
+    src.write_text(OPENAI_CHAT)
+    assert main(["import", str(src)]) == 0
+    assert capsys.readouterr().out.startswith('{"format": "vxmem-conversation/1"')
+    assert main(["import", str(src), "-o", str(tmp_path / "out.csv")]) == 2
+    assert "written as .jsonl" in _error_line(capsys)
+
+
+def test_replay_of_a_chat_log_says_to_write_probes_first(tmp_path, capsys):
+    src = tmp_path / "chats.jsonl"
+    src.write_text(OPENAI_CHAT)
+    assert main(["replay", str(src)]) == 2
+    assert "has no probes" in _error_line(capsys)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["replay", "DATA", "-o", "out.txt"], "-o 'out.txt': use a .csv or .parquet file name"),
+    (["replay", "DATA", "--save", "r.zip"], "--save 'r.zip': a replay is saved as .npz"),
+    (["sweep", "DATA", "-o", "points.txt"], "-o 'points.txt': use a .csv or .parquet"),
+    (["sweep", "DATA", "--per-probe", "pp.json"], "--per-probe 'pp.json': use a .csv or .parquet"),
+])
+def test_output_names_are_refused_before_the_replay_runs(tmp_path, capsys, argv, message, monkeypatch):
+    import vxmem.replay
+
+    def no_replay(*a, **k):  # the check must come first: a replay here fails the test
+        raise AssertionError("replayed before checking the output name")
+
+    monkeypatch.setattr(vxmem.replay, "replay_many", no_replay)
+    argv = [str(tmp_path / "missing-but-never-read.jsonl") if a == "DATA" else a for a in argv]
+    assert main(argv) == 2
+    assert message in _error_line(capsys)
+
+
+def test_a_binary_file_error_names_the_file(tmp_path, capsys):
+    for name in ("blob.jsonl", "blob.json"):
+        path = tmp_path / name
+        path.write_bytes(bytes(range(256)) * 8)
+        assert main(["replay", str(path)]) == 2
+        err = _error_line(capsys)
+        assert name in err and "not UTF-8" in err
+
+
+def test_a_bad_npz_does_not_pass_on_numpys_allow_pickle_hint(tmp_path, capsys):
+    import numpy as np
+
+    objects = tmp_path / "objects.npz"
+    np.savez(objects, a=np.array([{"x": 1}], dtype=object))
+    junk = tmp_path / "junk.npz"
+    junk.write_bytes(b"\x00not a zip" * 50)
+    for path in (objects, junk):
+        assert main(["sweep", str(path)]) == 2
+        err = _error_line(capsys)
+        assert "not a saved replay" in err and path.name in err and "allow_pickle" not in err
+
+
+def test_version_and_python_dash_m(capsys):
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out.startswith("vxmem ")
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "vxmem", "--version"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.startswith("vxmem ")
+
+
+def test_locomo_adversarial_probes_are_left_out_unless_asked_for(capsys):
+    data = str(FIXTURES / "locomo_sample.json")
+    assert main(["sweep", data]) == 0
+    text = capsys.readouterr().out
+    assert "left out 1 adversarial probes" in text and "x 5 probes" in text
+    assert main(["sweep", data, "--categories", "all"]) == 0
+    assert "x 6 probes" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("spec", ["4", "single-hop", "SINGLE-HOP,4"])
+def test_categories_take_names_and_locomo_numbers(spec, capsys, tmp_path):
+    out = tmp_path / "pp.csv"
+    assert main(["sweep", str(FIXTURES / "locomo_sample.json"), "--categories", spec, "--per-probe", str(out)]) == 0
+    assert "x 2 probes" in capsys.readouterr().out
+    assert set(pd.read_csv(out)["category"].astype(str)) <= {"4", "single-hop"}
+
+
+def test_replay_categories_choose_the_probes_reported(tmp_path, capsys):
+    out = tmp_path / "probes.csv"
+    assert main(["replay", str(FIXTURES / "locomo_sample.json"), "--categories", "temporal,1", "-o", str(out)]) == 0
+    assert len(pd.read_csv(out)) == 2
+
+
+def test_an_unknown_category_is_named_with_the_ones_there(capsys):
+    assert main(["sweep", str(FIXTURES / "locomo_sample.json"), "--categories", "nope"]) == 2
+    err = _error_line(capsys)
+    assert "no probe has category 'nope'" in err and "single-hop" in err

@@ -1,5 +1,6 @@
 """Concurrency: threads on one handle, and other processes on the same file."""
 
+import sqlite3
 import threading
 
 import pytest
@@ -193,3 +194,31 @@ def test_read_only_handle_searching_through_the_index_sees_new_writes(tmp_path):
             new = db.add(["zebra xylophone quartz"])[0]
             hit = ro.search("zebra xylophone quartz", limit=1)
             assert hit.ids == [new]
+
+
+def test_a_writer_closing_beside_a_reader_in_one_process_keeps_the_file_sound_for_other_processes(tmp_path):
+    # Closing any descriptor of a file drops every POSIX lock the process holds on it,
+    # SQLite's reader lock included: another process's writer then thought it was alone,
+    # checkpointed and removed the WAL under the reader, and the file read as malformed.
+    path = str(tmp_path / "shared.db")
+    with Vectrix(path, embedder=WordHashEmbedder()) as writer:
+        writer.add(["first"])
+    with Vectrix(path, embedder=WordHashEmbedder(), read_only=True) as reader:
+        assert reader.count() == 1
+        Vectrix(path, embedder=WordHashEmbedder()).close()  # a writer of this process opens and closes
+        for round in range(1, 4):
+            out = run_python("""
+                import sys
+                from helpers import WordHashEmbedder
+                from vxmem import Vectrix
+                with Vectrix(sys.argv[1], embedder=WordHashEmbedder()) as w:
+                    w.add([f"doc {i}" for i in range(300)])
+            """, path)
+            assert out.returncode == 0, out.stderr
+            assert reader.count() == 1 + 300 * round
+            conn = sqlite3.connect(path)
+            try:
+                assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+                assert conn.execute("SELECT count(*) FROM vx_docs").fetchone()[0] == 1 + 300 * round
+            finally:
+                conn.close()

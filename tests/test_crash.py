@@ -6,9 +6,14 @@ reopens the database and checks that every acknowledged write is there with its 
 that nothing is half-written, that the vector index agrees with the database, and that
 turn numbers are never handed out twice. Trials share one database file, so each child
 starts from the state the previous kill left, index file and all.
+
+A read-only handle stays open in the parent across every trial: after each kill it must
+hold exactly what the file holds, having followed the writers' change log (or reloaded
+in full where the log could not say) through every commit and every kill.
 """
 
 import json
+import os
 import random
 import signal
 import sqlite3
@@ -223,10 +228,18 @@ def _check_database(path, ledger):
     return docs
 
 
+def _check_reader(reader, docs):
+    """The long-lived read-only handle holds exactly the rows the file holds."""
+    got = {r.id: (r.text, r.metadata) for r in reader.scan()}
+    assert got == {id: (text, meta) for id, (_, text, meta) in docs.items()}, "the reader missed a commit"
+
+
 def _check_index(path, docs):
     """Reopened, the HNSW index (loaded from its file or rebuilt) holds exactly the
-    database's vectors, and searching through it finds what an exact scan finds."""
+    database's vectors, and searching through it finds what an exact scan finds; no
+    temporary file of a save the kill cut short is left."""
     with Vectrix(path, embedder=WordHashEmbedder(dim=64), exact_threshold=8) as db:
+        assert not [n for n in os.listdir(os.path.dirname(path)) if n.endswith(".tmp")]
         assert db.count() == len(docs)
         hnsw = db.search("tea coffee paris", limit=5)
         index = db._hnsw.index
@@ -251,9 +264,11 @@ def test_sigkill_loses_no_acknowledged_write_and_leaves_nothing_half_written(tmp
     rng = random.Random(5)
     ledger = Ledger()
     Vectrix(path, embedder=WordHashEmbedder(dim=64)).close()
+    reader = Vectrix(path, embedder=WordHashEmbedder(dim=64), read_only=True)
     for trial in range(TRIALS):
         _run_trial(path, trial, rng, ledger)
         docs = _check_database(path, ledger)
+        _check_reader(reader, docs)
         if trial % 4 == 3:
             before = dict(ledger.max_turn)
             next_turn = _check_index(path, docs)
@@ -261,4 +276,5 @@ def test_sigkill_loses_no_acknowledged_write_and_leaves_nothing_half_written(tmp
                 assert next_turn[s] > before.get(s, -1)
                 ledger.turn_of[(s, next_turn[s])] = "parent"
                 ledger.max_turn[s] = next_turn[s]
+    reader.close()
     assert len(ledger.corrections) > 0 and len(ledger.consolidated) > 0 and len(ledger.graded) > 0

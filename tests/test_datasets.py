@@ -240,7 +240,7 @@ def test_load_guesses_the_format():
     assert load(FIXTURES / "locomo_sample.json")[0].meta["source"] == "locomo"
     assert load(FIXTURES / "longmemeval_sample.json")[0].meta["source"] == "longmemeval"
     with pytest.raises(DatasetError, match="unknown format"):
-        load(FIXTURES / "locomo_sample.json", format="csv")
+        load(FIXTURES / "locomo_sample.json", format="xml")
 
 
 def test_loaded_benchmark_survives_a_jsonl_round_trip(tmp_path):

@@ -92,11 +92,15 @@ def test_usearch_imported_first_does_not_crash_and_the_model_says_why_it_cannot_
     assert "ImportError: onnxruntime must be imported before usearch" in out.stdout
 
 
-def test_vxmem_first_builds_an_index_and_runs_both_models_in_one_process():
+def test_vxmem_builds_an_index_and_runs_both_models_in_one_process():
     out = _child("""
-        import vxmem
-        import usearch.index  # after vxmem: onnxruntime is already loaded, the order is safe
+        import sys
         from vxmem import Vectrix
+        assert "onnxruntime" not in sys.modules and "usearch" not in sys.modules  # neither loads at import
+        hashing = Vectrix(embedder="hashing", exact_threshold=1)
+        hashing.add(["alpha beta", "gamma delta"])
+        hashing.build_index()  # vxmem's first usearch import loads onnxruntime before it
+        assert "onnxruntime" in sys.modules
         db = Vectrix(exact_threshold=1)
         db.remember("I live in Lisbon.", session="s", timestamp=0)
         db.remember("The weather was grey all week.", session="s", timestamp=60)
@@ -216,13 +220,16 @@ def test_the_cross_encoder_scores_a_pair_the_same_alone_or_among_others():
 def test_the_playground_warns_when_the_best_result_matches_nothing(monkeypatch):
     from vxmem import views
 
-    monkeypatch.delenv("VXMEM_EMBEDDER")  # the dashboard's pipeline: Vectrix()'s own
+    monkeypatch.delenv("VXMEM_EMBEDDER")  # the dashboard's default pipeline: Vectrix()'s own
     events = [{"time": T0 + 60 * i, "type": "turn", "label": f"m{i}", "session": "s", "text": t}
               for i, t in enumerate(["I live in Lisbon with my two cats.", "The build failed again.", "lol ok"])]
     junk = views.playground_recall(events, "zzqqxx", "s", T0 + 86400, {})
-    assert junk["low_relevance"] == 0.0 and junk["ranking"]["relevance_norm"].iloc[0] == 1.0
-    note = views.low_relevance_note(junk["ranking"], junk["low_relevance"])
-    assert note is not None and "cross-encoder's logit" in note and "below 0" in note
+    assert junk["rerank"] == MS_MARCO_MINILM_L12.name and junk["low_relevance"] == 0.0
+    assert junk["ranking"]["relevance_norm"].iloc[0] == 1.0
+    level, text = views.relevance_note(float(junk["ranking"]["relevance"].max()), junk["low_relevance"],
+                                       junk["mode"], junk["rerank"])
+    assert level == "warning" and f"{MS_MARCO_MINILM_L12.name} logit" in text
     real = views.playground_recall(events, "Where do I live?", "s", T0 + 86400, {})
     assert real["ranking"]["label"].iloc[0] == "m0"
-    assert views.low_relevance_note(real["ranking"], real["low_relevance"]) is None
+    assert views.relevance_note(float(real["ranking"]["relevance"].max()), real["low_relevance"], real["mode"],
+                                real["rerank"])[0] == "caption"

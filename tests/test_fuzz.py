@@ -372,6 +372,8 @@ def test_fuzzed_history_and_get_succeed_or_change_nothing(template, hashing_embe
                     metadata=(st.none() | VALID_METADATA, st.one_of(METADATA, st.lists(METADATA, max_size=3))),
                     ids=(st.none(), st.lists(IDS, max_size=3) | IDS)))
 @example(kw=dict(texts=["0"], metadata={"_vx_kind": None}, ids=None))  # found: history() KeyError '_vx_ts'
+@example(kw=dict(texts=["0"], metadata={"_vx_session": []}, ids=None))  # found: a session the memory cannot read
+@example(kw=dict(texts=["0"], metadata={"_vx_turn": True, "_vx_kind": "turn", "_vx_ts": 1.0}, ids=None))
 def test_fuzzed_add_succeeds_or_changes_nothing(template, hashing_embedder, kw):
     with fresh(template, hashing_embedder) as (db, path):
         attempt(db, path, lambda: db.add(**kw))

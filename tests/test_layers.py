@@ -19,7 +19,7 @@ LAYERS = [
     ("memory", {"memory", "recall", "context", "consolidation", "supersession"}),
     ("face", {"vectrix"}),
     ("workbench", set()),
-    ("presentation", {"cli"}),
+    ("presentation", {"cli", "__main__"}),
 ]
 
 

@@ -192,7 +192,7 @@ def test_opening_a_database_made_before_fts_builds_the_index_once(tmp_path):
     with Vectrix(path) as db:
         assert db.recall("walruses", session="s", mode="lexical", now=T0)[0].text == "legacy memory about walruses"
         version = db._database.conn.execute("SELECT value FROM vx_meta WHERE key = 'schema_version'").fetchone()[0]
-        assert version == "2"
+        assert version == str(database.SCHEMA_VERSION)  # and every later migration ran too
         db.remember("new memory about walruses", session="s", timestamp=T0)
         assert fts_count(db, "walruses") == 2
 

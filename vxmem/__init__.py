@@ -14,11 +14,10 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from .onnx import preload as _preload
-
-# onnxruntime (the default embedder's runtime) imported after usearch's extension crashes the
-# interpreter: import it first, now, unless usearch is already loaded (then the ONNX models say so).
-_preload()
+# onnxruntime (the default models' runtime) must load before usearch's extension, or the interpreter
+# crashes: vxmem imports it just before it first imports usearch (vxmem.store.hnsw), and the models
+# refuse with a clear ImportError where usearch came first. Not at import: a process that loaded
+# onnxruntime hangs in a forked child's exit.
 
 __version__ = "0.1.0"
 
@@ -26,7 +25,7 @@ __all__ = [
     "Vectrix", "ConversationMemory", "Result", "Results", "ContextBlock", "ConsolidationReport",
     "HistoryEntry", "feedback_score", "HashingEmbedder", "SemanticEmbedder", "OnnxEmbedder", "OnnxCrossEncoder",
     "count_tokens",
-    "VectrixError", "DatabaseLockedError", "InvalidDatabaseError", "ReadOnlyError",
+    "VectrixError", "DatabaseLockedError", "InvalidDatabaseError", "ReadOnlyError", "ForkedHandleError",
     "K_KIND", "K_SESSION", "K_ROLE", "K_TURN", "K_TS", "K_FEEDBACK", "K_SUPERSEDED_BY", "K_SUPERSEDES",
     "K_SUPERSEDED_AT", "K_SCORING", "K_EXPIRES", "K_CONSOLIDATED_FROM", "KIND_TURN", "KIND_FACT", "KIND_PINNED",
     "KINDS", "OUTCOMES",
@@ -36,8 +35,8 @@ _HOME = {
     "Vectrix": "vectrix", "ConversationMemory": "memory", "HistoryEntry": "memory", "feedback_score": "memory",
     "ContextBlock": "context", "ConsolidationReport": "consolidation", "Result": "store", "Results": "store",
     "VectrixError": "store", "DatabaseLockedError": "store", "InvalidDatabaseError": "store",
-    "ReadOnlyError": "store", "HashingEmbedder": "embed", "SemanticEmbedder": "embed", "count_tokens": "tokens",
-    "OnnxEmbedder": "onnx", "OnnxCrossEncoder": "rerank",
+    "ReadOnlyError": "store", "ForkedHandleError": "store", "HashingEmbedder": "embed",
+    "SemanticEmbedder": "embed", "count_tokens": "tokens", "OnnxEmbedder": "onnx", "OnnxCrossEncoder": "rerank",
     **{name: "keys" for name in __all__ if name.isupper()},
 }
 
@@ -81,6 +80,14 @@ if TYPE_CHECKING:  # what type checkers and editors see
     from .memory import ConversationMemory, HistoryEntry, feedback_score
     from .onnx import OnnxEmbedder
     from .rerank import OnnxCrossEncoder
-    from .store import DatabaseLockedError, InvalidDatabaseError, ReadOnlyError, Result, Results, VectrixError
+    from .store import (
+        DatabaseLockedError,
+        ForkedHandleError,
+        InvalidDatabaseError,
+        ReadOnlyError,
+        Result,
+        Results,
+        VectrixError,
+    )
     from .tokens import count_tokens
     from .vectrix import Vectrix

@@ -9,7 +9,8 @@
 - :func:`stale_above_replacement` and :func:`stale_replacement_pairs`: how often an
   outdated memory ranks above the memory that replaced it.
 - :func:`why_recalled`: for one probe, why each memory that existed was or was not
-  returned, in the vocabulary of :data:`REASONS`.
+  returned, in the vocabulary of :data:`REASONS`; :func:`why_recalled_live` asks the same
+  of a live memory (the dashboard's Playground).
 
 Every ranking here comes from :mod:`vxmem.sweep` or :meth:`~vxmem.replay.Replay.rank`, or,
 in :func:`why_recalled`, from the very :mod:`vxmem.scoring` functions ``recall()`` calls in
@@ -37,7 +38,7 @@ from vxmem.sweep import rankings, sweep
 
 if TYPE_CHECKING:
     from vxmem.datasets import Conversation
-    from vxmem.sweep import SweepResult
+    from vxmem.memory import ConversationMemory
 
 DAY = 86400.0
 # The per-probe metrics an A/B comparison and a tuning report carry, as the sweep names them.
@@ -83,7 +84,7 @@ def _probe_frame(replays: list[Replay], point: dict[str, Any], policy) -> pd.Dat
 
 
 def ab_compare(replays, params_a: Mapping[str, Any] | None, params_b: Mapping[str, Any] | None,
-               policy_a="blend", policy_b="blend", limit: int | None = None) -> pd.DataFrame:
+               policy_a="blend", policy_b="blend", limit: int | None = None, *, replays_b=None) -> pd.DataFrame:
     """Every probe ranked under A and under B, side by side, with the change from A to B.
 
     ``params_a`` / ``params_b`` are points as a sweep takes them (the policy's parameters,
@@ -91,16 +92,26 @@ def ab_compare(replays, params_a: Mapping[str, Any] | None, params_b: Mapping[st
     replay's setting. ``limit`` overrides both. ``rank_a`` / ``rank_b`` are the rank of the
     first relevant memory shipped (NaN when none is); ``*_delta`` is B minus A, so a
     negative ``rank_delta`` and a positive ``rr_delta`` mean B found it higher.
+
+    ``replays_b`` puts B on other replays of the same conversations (another search mode
+    or embedder decides which memories enter the pools, so it needs its own replay); they
+    must hold the same probes in the same order.
     """
     reps = _replays(replays)
+    reps_b = reps if replays_b is None else _replays(replays_b)
+    if replays_b is not None:
+        same = [(r.name, [p.get("query") for p in r.probes]) for r in reps]
+        if same != [(r.name, [p.get("query") for p in r.probes]) for r in reps_b]:
+            raise ValueError("replays_b must replay the same conversations, with the same probes, as replays")
     sides = []
-    for name, params, policy in (("params_a", params_a, policy_a), ("params_b", params_b, policy_b)):
+    for name, params, policy, rs in (("params_a", params_a, policy_a, reps), ("params_b", params_b, policy_b,
+                                                                               reps_b)):
         point = _point(params, name)
         if limit is not None:
             point["limit"] = limit
-        sides.append(_probe_frame(reps, point, policy))
+        sides.append(_probe_frame(rs, point, policy))
     a, b = sides
-    labels = {m["id"]: _label(m, m["id"]) for r in reps for m in r.memories}
+    labels = {m["id"]: _label(m, m["id"]) for r in [*reps, *reps_b] for m in r.memories}
     probes = [(r.name, i, p.get("label"), p.get("category"), p.get("query")) for r in reps
               for i, p in enumerate(r.probes)]
     out = pd.DataFrame(probes, columns=["conversation", "probe", "label", "category", "query"], dtype=object)
@@ -418,7 +429,7 @@ def pareto_front(frame: pd.DataFrame, maximize: Sequence[str] = ("ndcg",),
     """Which rows no other row dominates (at least as good on every objective, better on one).
 
     Use it on a sweep's per-point frame, e.g. nDCG against stale-leak against context
-    tokens (see :func:`per_point_with_tokens`). A NaN counts as the worst value; identical
+    tokens (a sweep's per-point frame has ``tokens``). A NaN counts as the worst value; identical
     rows do not dominate each other. Returns a boolean Series aligned with ``frame``.
     """
     if isinstance(maximize, str) or isinstance(minimize, str):
@@ -442,14 +453,6 @@ def pareto_front(frame: pd.DataFrame, maximize: Sequence[str] = ("ndcg",),
         gt = np.any(x[None, :, :] > blk, axis=-1)
         dominated[s:s + step] = np.any(ge & gt, axis=1)
     return pd.Series(~dominated, index=frame.index, name="pareto")
-
-
-def per_point_with_tokens(result: SweepResult) -> pd.DataFrame:
-    """A sweep's per-point frame plus the mean context ``tokens`` and ``n_results`` shipped per probe."""
-    per = result.per_probe
-    means = per.groupby("point", sort=True)[["tokens", "n_results"]].mean()
-    out = result.per_point.drop(columns=[c for c in ("tokens", "n_results") if c in result.per_point], errors="ignore")
-    return out.merge(means, left_on="point", right_index=True, how="left")
 
 
 # ---------------------------------------------------------------------------- stale above its replacement
@@ -611,6 +614,111 @@ def _expiry(replay: Replay, conversation: Conversation | None) -> dict[str, floa
     return out
 
 
+@dataclass
+class _Stages:
+    """One pool taken through recall()'s stages (:func:`vxmem.scoring.ship`), slot by slot."""
+
+    score: np.ndarray
+    rel: np.ndarray
+    rel_norm: np.ndarray
+    rec: np.ndarray
+    fb: np.ndarray
+    tokens: np.ndarray
+    order: np.ndarray
+    n_gap: int
+    keep: np.ndarray
+    limit: int
+    gap: float | None
+    budget: int | None
+    weighted: dict[str, np.ndarray]
+
+    @property
+    def top(self) -> np.ndarray:
+        return self.order[: self.limit]
+
+    @property
+    def shipped(self) -> np.ndarray:
+        return self.top[: self.n_gap][self.keep]
+
+    @property
+    def pool_rank(self) -> np.ndarray:
+        out = np.empty(self.order.size, dtype=np.int64)
+        out[self.order] = np.arange(1, self.order.size + 1)
+        return out
+
+
+def _stages(rel, age_days, feedback_signs, feedback_ages, ts, tokens, blend: Mapping[str, float], limit: int,
+            gap: float | None, budget: int | None) -> _Stages:
+    """Blend a pool's relevance and ship it, with the very functions and order of recall()."""
+    score, rel_norm, rec, fb = scoring.score_pool(
+        rel, age_days, feedback_signs, feedback_ages, blend["half_life_days"], blend["recency_weight"],
+        blend["feedback_weight"], blend["feedback_half_life_days"])
+    order, n_gap, keep = scoring.ship(score, ts, tokens, limit, gap, budget)
+    fbc = np.clip(fb, -scoring.FEEDBACK_CLAMP, scoring.FEEDBACK_CLAMP)
+    weighted = {"relevance_norm": rel_norm, "recency": blend["recency_weight"] * rec,
+                "feedback": blend["feedback_weight"] * fbc}
+    return _Stages(score=score, rel=np.asarray(rel, dtype=np.float64), rel_norm=rel_norm, rec=rec, fb=fb,
+                   tokens=np.asarray(tokens), order=order, n_gap=n_gap, keep=keep, limit=limit, gap=gap,
+                   budget=budget, weighted=weighted)
+
+
+def _slot_parts(st: _Stages, j: int) -> dict[str, Any]:
+    """Slot ``j``'s rank in the pool and its score parts."""
+    return {"pool_rank": int(st.pool_rank[j]), "score": float(st.score[j]), "relevance": float(st.rel[j]),
+            "relevance_norm": float(st.rel_norm[j]), "recency": float(st.rec[j]), "feedback": float(st.fb[j]),
+            "tokens": int(st.tokens[j])}
+
+
+def _ranked_reason(st: _Stages, j: int, ids: Sequence[str], name: Any, row: dict[str, Any]) -> str:
+    """Why blended slot ``j`` was or was not shipped; fills ``row``'s rank, detail and, for an
+    out-ranked slot, who out-ranked it and by how much of each part. ``name(id)`` labels a memory."""
+    shipped = st.shipped
+    ship_rank = {int(x): r for r, x in enumerate(shipped, 1)}
+    top, n_gap, score, pool_rank = st.top, st.n_gap, st.score, st.pool_rank
+    if j in ship_rank:
+        row["rank"] = ship_rank[j]
+        row["detail"] = f"rank {ship_rank[j]} of {len(shipped)}, score {score[j]:.3f}"
+        return "returned"
+    if j in {int(x) for x in top[n_gap:]}:
+        prev = score[top[n_gap - 1]]
+        row["detail"] = (f"rank {pool_rank[j]} is within the limit, but the list was cut after rank {n_gap}, "
+                         f"where the score falls {prev - score[top[n_gap]]:.3f} (score_gap {st.gap:g})")
+        return "cut_by_score_gap"
+    used = 0
+    for x, ok in zip(top[:n_gap].tolist(), st.keep.tolist()):
+        if ok:
+            used += int(st.tokens[x])
+        elif x == j:
+            row["detail"] = (f"{int(st.tokens[j])} tokens did not fit: {used} of the "
+                             f"{st.budget}-token budget were taken by the results above it")
+            return "cut_by_budget"
+    if shipped.size:
+        last = int(shipped[-1])
+        parts = {p: float(st.weighted[p][last] - st.weighted[p][j]) for p in SCORE_PARTS}
+        part = max(SCORE_PARTS, key=lambda p: parts[p])
+        row.update(versus=ids[last], versus_label=name(ids[last]), score_deficit=float(score[last] - score[j]),
+                   deciding_part=part, **{f"d_{p}": parts[p] for p in SCORE_PARTS})
+        row["detail"] = (f"rank {pool_rank[j]}, below the limit of {st.limit}: {score[last] - score[j]:.3f} "
+                         f"short of {row['versus_label']} (rank {ship_rank[last]}), "
+                         f"mostly on {part} ({parts[part]:+.3f})")
+    else:
+        row["detail"] = f"rank {pool_rank[j]}, below the limit of {st.limit}"
+    return "out_ranked"
+
+
+def _why_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    """The rows as :func:`why_recalled` returns them: typed columns, best reason first."""
+    frame = pd.DataFrame(rows, columns=_WHY_COLUMNS)
+    frame["reason"] = pd.Categorical(frame["reason"], categories=list(REASONS))
+    for c in ("rank", "pool_rank"):
+        frame[c] = frame[c].astype("Int64")
+    for c in ("score", "relevance", "relevance_norm", "recency", "feedback", "score_deficit", "d_relevance_norm",
+              "d_recency", "d_feedback", "created", "expires"):
+        frame[c] = pd.to_numeric(frame[c], errors="coerce").astype(np.float64)
+    frame = frame.sort_values(["reason", "rank", "pool_rank", "created"], kind="stable", na_position="last")
+    return frame.reset_index(drop=True)
+
+
 def why_recalled(replay: Replay, probe: int, params: Mapping[str, Any] | None = None, *,
                  conversation: Conversation | None = None, include_deleted: bool = False) -> pd.DataFrame:
     """For one probe, every memory that existed then and why it was or was not returned.
@@ -653,48 +761,28 @@ def why_recalled(replay: Replay, probe: int, params: Mapping[str, Any] | None = 
     cap = scoring.pool_size(max(int(pool.limit), int(s.get("pool_limit") or pool.limit)))
     size = scoring.pool_size(int(limit))
     full = n >= cap
-    if mode == "hybrid":
-        if size != cap:
-            raise ValueError("a hybrid pool is not a prefix of a bigger one: use a limit whose pool size equals "
-                             f"the recorded one ({cap})")
-        n_valid = n
+    if mode == "hybrid" or replay.rerank is not None:
+        if size > cap and full:
+            raise ValueError(f"limit {limit} needs pools of {size} candidates; this replay recorded {cap} "
+                             f"(replay with pool_limit={limit})")
+        # the members within that limit's two top lists, fused over them (reranked: the ones it reranked)
+        pool = replay.pool(i, limit=int(limit))
+        n_valid = len(pool.ids)
     else:
         if size > cap and full:
             raise ValueError(f"limit {limit} needs pools of {size} candidates; this replay recorded {cap} "
                              f"(replay with pool_limit={limit})")
         n_valid = min(n, size)
 
-    # The ranking, with the same functions in the same order as ConversationMemory._rank.
+    # The ranking, with the same functions in the same order as recall() (scoring.ship).
     rel = pool.relevance[:n_valid]
-    if mode == "hybrid" and "hybrid_weight" in point:
+    if mode == "hybrid" and "hybrid_weight" in point and replay.rerank is None:
         w = check_param("hybrid_weight", point["hybrid_weight"])
         assert pool.dense is not None and pool.lexical is not None  # a replay's pool carries both parts
         rel = scoring.fuse_relevance(pool.dense[:n_valid], pool.lexical[:n_valid], w)
-    score, rel_norm, rec, fb = scoring.score_pool(
-        rel, pool.age_days[:n_valid], pool.feedback_signs[:n_valid], pool.feedback_ages[:n_valid],
-        blend["half_life_days"], blend["recency_weight"], blend["feedback_weight"], blend["feedback_half_life_days"])
-    order = scoring.rank_order(score, pool.ts[:n_valid]) if n_valid else np.zeros(0, dtype=np.int64)
-    top = order[:limit]
-    n_gap = scoring.apply_score_gap(score[top], gap)
-    kept = top[:n_gap]
-    fits = scoring.fit_budget(pool.tokens[kept], budget) if kept.size else np.zeros(0, dtype=bool)
-    shipped = kept[fits]
-    pool_rank = np.empty(n_valid, dtype=np.int64)
-    pool_rank[order] = np.arange(1, n_valid + 1)
+    st = _stages(rel, pool.age_days[:n_valid], pool.feedback_signs[:n_valid], pool.feedback_ages[:n_valid],
+                 pool.ts[:n_valid], pool.tokens[:n_valid], blend, int(limit), gap, budget)
     slot = {mid: j for j, mid in enumerate(pool.ids)}
-    ship_rank = {int(j): r for r, j in enumerate(shipped, 1)}
-    gap_cut = {int(j) for j in top[n_gap:]}
-    budget_cut: dict[int, int] = {}
-    used = 0
-    for j, ok in zip(kept.tolist(), fits.tolist()):
-        if ok:
-            used += int(pool.tokens[j])
-        else:
-            budget_cut[j] = used
-    last = int(shipped[-1]) if shipped.size else None
-    fbc = np.clip(fb, -scoring.FEEDBACK_CLAMP, scoring.FEEDBACK_CLAMP)
-    weighted = {"relevance_norm": rel_norm, "recency": blend["recency_weight"] * rec,
-                "feedback": blend["feedback_weight"] * fbc}
 
     alive = _Timeline(replay, i)
     mems = alive.mems
@@ -722,9 +810,7 @@ def why_recalled(replay: Replay, probe: int, params: Mapping[str, Any] | None = 
         if j is not None:
             row["relevance"] = float(pool.relevance[j])
         if j is not None and j < n_valid:
-            row.update(pool_rank=int(pool_rank[j]), score=float(score[j]), relevance=float(rel[j]),
-                       relevance_norm=float(rel_norm[j]), recency=float(rec[j]), feedback=float(fb[j]),
-                       tokens=int(pool.tokens[j]))
+            row.update(_slot_parts(st, j))
         checks = {
             "deleted": is_deleted,
             "kind_excluded": m.get("kind") not in kinds,
@@ -741,33 +827,7 @@ def why_recalled(replay: Replay, probe: int, params: Mapping[str, Any] | None = 
         elif reason == "superseded":
             row["detail"] = f"superseded by {_label(mems.get(sup), str(sup))} at {_when(m.get('superseded_at'))}"
         elif j is not None and j < n_valid:
-            if j in ship_rank:
-                reason = "returned"
-                row["rank"] = ship_rank[j]
-                row["detail"] = f"rank {ship_rank[j]} of {len(shipped)}, score {score[j]:.3f}"
-            elif j in gap_cut:
-                reason = "cut_by_score_gap"
-                prev = score[top[n_gap - 1]]
-                row["detail"] = (f"rank {pool_rank[j]} is within the limit, but the list was cut after rank {n_gap}, "
-                                 f"where the score falls {prev - score[top[n_gap]]:.3f} (score_gap {gap:g})")
-            elif j in budget_cut:
-                reason = "cut_by_budget"
-                row["detail"] = (f"{int(pool.tokens[j])} tokens did not fit: {budget_cut[j]} of the "
-                                 f"{budget}-token budget were taken by the results above it")
-            else:
-                reason = "out_ranked"
-                if last is not None:
-                    parts = {p: float(weighted[p][last] - weighted[p][j]) for p in SCORE_PARTS}
-                    part = max(SCORE_PARTS, key=lambda p: parts[p])
-                    row.update(versus=pool.ids[last], versus_label=_label(mems.get(pool.ids[last]),
-                                                                             pool.ids[last]),
-                               score_deficit=float(score[last] - score[j]), deciding_part=part,
-                               **{f"d_{p}": parts[p] for p in SCORE_PARTS})
-                    row["detail"] = (f"rank {pool_rank[j]}, below the limit of {limit}: {score[last] - score[j]:.3f} "
-                                     f"short of {row['versus_label']} (rank {ship_rank[last]}), "
-                                     f"mostly on {part} ({parts[part]:+.3f})")
-                else:
-                    row["detail"] = f"rank {pool_rank[j]}, below the limit of {limit}"
+            reason = _ranked_reason(st, j, pool.ids, lambda x: _label(mems.get(x), x), row)
         elif j is not None:  # in the recorded pool, past the smaller pool this limit blends
             reason = "outside_pool"
             row["detail"] = (f"not among the {n_valid} most relevant eligible memories blended for limit {limit} "
@@ -790,18 +850,83 @@ def why_recalled(replay: Replay, probe: int, params: Mapping[str, Any] | None = 
                 row["detail"] = f"not among the {n_valid} most relevant eligible memories"
         row["reason"] = reason
         rows.append(row)
-    frame = pd.DataFrame(rows, columns=_WHY_COLUMNS)
-    frame["reason"] = pd.Categorical(frame["reason"], categories=list(REASONS))
-    for c in ("rank", "pool_rank"):
-        frame[c] = frame[c].astype("Int64")
-    for c in ("score", "relevance", "relevance_norm", "recency", "feedback", "score_deficit", "d_relevance_norm",
-              "d_recency", "d_feedback", "created", "expires"):
-        frame[c] = pd.to_numeric(frame[c], errors="coerce").astype(np.float64)
-    frame = frame.sort_values(["reason", "rank", "pool_rank", "created"], kind="stable", na_position="last")
-    return frame.reset_index(drop=True)
+    return _why_frame(rows)
 
 
 def _when(t: float | None) -> str:
     if t is None:
         return "an unknown time"
     return pd.Timestamp(t, unit="s", tz="UTC").strftime("%Y-%m-%d %H:%M")
+
+
+def why_recalled_live(memory: ConversationMemory, query: str, session: str | None = None, *, limit: int = 10,
+                      token_budget: int | None = None, score_gap: float | None = None, kinds=KINDS,
+                      mode: str | None = None, now=None, hybrid_weight: float | None = None,
+                      labels: Mapping[str, str] | None = None) -> pd.DataFrame:
+    """Why each memory of a live ``memory`` is or is not returned by this ``recall()``.
+
+    The arguments are ``recall()``'s (``labels`` maps memory ids to names for the
+    ``label`` column). One row per memory in the collection, with the columns and the
+    :data:`REASONS` vocabulary of :func:`why_recalled` (``probe`` is None): the
+    candidate pool is the memory's own ``candidate_pool()``, blended and shipped with the
+    memory's settings through :func:`vxmem.scoring.ship`, so the ``returned`` rows are
+    exactly what ``recall()`` returns.
+    """
+    from vxmem.clock import to_epoch
+    from vxmem.keys import K_EXPIRES, K_KIND, K_SESSION, K_SUPERSEDED_AT, K_SUPERSEDED_BY, K_TS
+
+    if token_budget is not None and (isinstance(token_budget, bool) or not isinstance(token_budget, int)
+                                     or token_budget < 1):
+        raise ValueError(f"token_budget must be an int >= 1 or None, got {token_budget!r}")
+    if score_gap is not None:
+        score_gap = check_param("score_gap", score_gap)
+    now_ts = to_epoch(now)
+    pool = memory.candidate_pool(query, session=session, limit=limit, kinds=kinds, mode=mode, now=now_ts,
+                                 hybrid_weight=hybrid_weight)
+    blend = {k: getattr(memory, k) for k in POLICIES["blend"].defaults}
+    st = _stages(pool.relevance, pool.age_days, pool.feedback_signs, pool.feedback_ages, pool.ts, pool.tokens,
+                 blend, int(pool.limit), score_gap, token_budget)
+    slot = {mid: j for j, mid in enumerate(pool.ids)}
+    names = dict(labels or {})
+    docs = {r.id: r for r in memory.db.scan()}
+    kinds = tuple(kinds)
+
+    def name(mid: str) -> str:
+        return names.get(mid, mid)
+
+    rows = []
+    for mid, r in docs.items():
+        meta = r.metadata
+        if K_KIND not in meta:  # a plain document of the collection, not a memory
+            continue
+        row: dict[str, Any] = {c: None for c in _WHY_COLUMNS}
+        row.update(id=mid, label=names.get(mid), kind=meta.get(K_KIND), session=meta.get(K_SESSION), text=r.text,
+                   tokens=int(memory.db.token_counter(r.text)), relevant=False, stale=False,
+                   created=meta.get(K_TS), expires=meta.get(K_EXPIRES), superseded_by=meta.get(K_SUPERSEDED_BY))
+        j = slot.get(mid)
+        if j is not None:
+            row.update(_slot_parts(st, j))
+        exp = meta.get(K_EXPIRES)
+        sup = meta.get(K_SUPERSEDED_BY)
+        if meta.get(K_KIND) not in kinds:
+            reason = "kind_excluded"
+            row["detail"] = f"a {meta.get(K_KIND)}; this recall asks for {', '.join(kinds)}"
+        elif session is not None and meta.get(K_SESSION) != session:
+            reason = "other_session"
+            row["detail"] = f"in session {meta.get(K_SESSION)!r}; the recall is in {session!r}"
+        elif sup is not None:
+            reason = "superseded"
+            row["detail"] = f"superseded by {name(sup)} at {_when(meta.get(K_SUPERSEDED_AT))}"
+        elif exp is not None and exp <= now_ts:
+            reason = "expired"
+            row["detail"] = f"its time to live ran out at {_when(exp)}"
+        elif j is not None:
+            reason = _ranked_reason(st, j, pool.ids, name, row)
+        else:
+            reason = "outside_pool"
+            row["detail"] = (f"not among the {len(pool)} most relevant eligible memories" if
+                             (pool.mode != "lexical" or len(pool) >= scoring.pool_size(int(pool.limit)))
+                             else "not in the lexical pool: it shares no word with the query")
+        row["reason"] = reason
+        rows.append(row)
+    return _why_frame(rows)

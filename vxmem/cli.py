@@ -1,11 +1,14 @@
-"""The ``vxmem`` command: synthesise, replay and sweep from the shell.
+"""The ``vxmem`` command: synthesise, import, replay and sweep from the shell.
 
     vxmem synth preference_drift --seed 0 -o drift.jsonl
+    vxmem import chats.jsonl --format openai -o mychats.jsonl
     vxmem replay drift.jsonl --half-life 3 --limit 5 -o probes.csv
     vxmem sweep drift.jsonl --half-life 1,3,7,30 --recency-weight 0:1:0.1 -o results.csv
+    vxmem sweep locomo10.json --categories multi-hop,4 --mode hybrid
 
 Each prints a readable table and writes CSV or Parquet (by the file's extension). Bad
-arguments and bad files get one line on stderr and exit code 2.
+arguments and bad files get one line on stderr and exit code 2, before any long work
+starts. ``python -m vxmem`` is the same command.
 
 Formats, search modes, settings and sweepable parameters are the library's own
 (:data:`vxmem.datasets.FORMATS`, :data:`vxmem.store.SEARCH_MODES`,
@@ -20,7 +23,7 @@ import os
 import sys
 from typing import Any
 
-from .datasets import FORMATS, Conversation, DatasetError
+from .datasets import CHAT_FORMATS, FORMATS, Conversation, DatasetError
 from .policies import BLEND_DEFAULTS, POLICIES
 from .replay import SETTINGS_KEYS, Replay
 from .store import SEARCH_MODES
@@ -29,6 +32,12 @@ from .sweep import SWEEP_KEYS
 EXIT_USAGE = 2
 DEFAULT_POLICY = "blend"
 EMBEDDERS = ("default", "hashing", "semantic")  # default: what Vectrix() uses (bge-small + its rerank)
+TABLE_EXTENSIONS = (".csv", ".parquet")
+# LoCoMo's question categories, by number and by name (a loader may give either).
+LOCOMO_CATEGORIES = {"1": "multi-hop", "2": "temporal", "3": "open-domain", "4": "single-hop", "5": "adversarial"}
+# Left out unless --categories names them: LoCoMo's adversarial questions have no answer in the
+# conversation, so retrieval metrics cannot score them.
+EXCLUDED_BY_DEFAULT = ("adversarial",)
 
 # The memory settings `vxmem replay` takes as flags: (setting, type, help), in help order.
 _SETTING_FLAGS: tuple[tuple[str, type, str], ...] = (
@@ -98,10 +107,15 @@ def _ints(text: str, name: str, allow_none: bool = False) -> list[int | None]:
     return out
 
 
+def _check_table_path(path: str | None, flag: str = "-o") -> None:
+    """Refuse a results file name the writer cannot write, before any work is done."""
+    if path is not None and os.path.splitext(path)[1].lower() not in TABLE_EXTENSIONS:
+        raise CliError(f"{flag} {path!r}: use a .csv or .parquet file name")
+
+
 def _write(frame, path: str) -> None:
     ext = os.path.splitext(path)[1].lower()
-    if ext not in (".csv", ".parquet"):
-        raise CliError(f"output {path!r}: use a .csv or .parquet file name")
+    _check_table_path(path)
     try:
         if ext == ".csv":
             frame.to_csv(path, index=False)
@@ -138,12 +152,84 @@ def _embedder(name: str):
         raise CliError(str(exc).splitlines()[0]) from None
 
 
-def _load(path: str, fmt: str | None, categories: str | None = None) -> list[Conversation]:
-    from .datasets import load
+def _load(path: str, fmt: str | None) -> list[Conversation]:
+    from .datasets import guess_format, load
 
     if not os.path.exists(path):
         raise CliError(f"{path}: no such file")
-    return load(path, format=fmt, categories=categories)
+    fmt = fmt or guess_format(path)
+    # Every LoCoMo question becomes a probe (adversarial ones too): --categories chooses what is scored.
+    convs = load(path, format=fmt, categories="all" if fmt == "locomo" else None)
+    if not any(c.probes for c in convs) and any(c.meta.get("source") in CHAT_FORMATS for c in convs):
+        raise CliError(f"{path}: a chat log has no probes to score; `vxmem import` it and write probes in the "
+                       "dashboard's Import page")
+    return convs
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("vxmem")
+    except PackageNotFoundError:  # pragma: no cover - run from a source tree without installing
+        return "unknown"
+
+
+# ---------------------------------------------------------------------------- categories
+
+
+def _category_names(token: str) -> set[str]:
+    """A category as a user names it, with its LoCoMo alias: "4" and "single-hop" are one."""
+    t = token.strip().lower()
+    names = {t}
+    if t in LOCOMO_CATEGORIES:
+        names.add(LOCOMO_CATEGORIES[t])
+    names.update(num for num, name in LOCOMO_CATEGORIES.items() if name == t)
+    return names
+
+
+def _probe_category(replay: Replay, probe: dict[str, Any]) -> str | None:
+    cat = probe.get("category")
+    if cat is None:
+        return None
+    cat = str(cat).lower()
+    source = (replay.meta.get("conversation_meta") or {}).get("source")
+    return LOCOMO_CATEGORIES.get(cat, cat) if source == "locomo" else cat
+
+
+def _select_categories(reps: list[Replay], spec: str | None) -> tuple[list[Replay], str | None]:
+    """The replays with only the probes of the categories ``spec`` names (names or LoCoMo
+    numbers, comma-separated; ``all``: every probe); by default every category but
+    :data:`EXCLUDED_BY_DEFAULT`. Returns the replays and a note on what was left out."""
+    present = sorted({c for r in reps for p in r.probes if (c := _probe_category(r, p)) is not None})
+    if spec is not None and spec.strip().lower() == "all":
+        return reps, None
+    if spec is None:
+        def keep(cat: str | None) -> bool:
+            return cat not in EXCLUDED_BY_DEFAULT
+    else:
+        tokens = [t for t in spec.split(",") if t.strip()]
+        if not tokens:
+            raise CliError("--categories: name at least one category (or all)")
+        wanted: set[str] = set()
+        for t in tokens:
+            names = _category_names(t)
+            if not names & set(present):
+                raise CliError(f"--categories: no probe has category {t.strip()!r}; categories here: "
+                               + (", ".join(present) or "(none)"))
+            wanted |= names
+
+        def keep(cat: str | None) -> bool:
+            return cat in wanted
+    out, dropped = [], 0
+    for r in reps:
+        mask = [keep(_probe_category(r, p)) for p in r.probes]
+        dropped += mask.count(False)
+        out.append(r if all(mask) else r.select(mask))
+    if not dropped:
+        return out, None
+    what = "probes of other categories" if spec else ", ".join(EXCLUDED_BY_DEFAULT) + " probes"
+    return out, f"left out {dropped} {what} (--categories all keeps every probe)"
 
 
 # ---------------------------------------------------------------------------- the parser
@@ -152,7 +238,8 @@ def _load(path: str, fmt: str | None, categories: str | None = None) -> list[Con
 def _parser() -> _Parser:
     from .synth import SCENARIOS
 
-    top = _Parser(prog="vxmem", description="Conversation memory workbench: synth, replay, sweep.")
+    top = _Parser(prog="vxmem", description="Conversation memory workbench: synth, import, replay, sweep.")
+    top.add_argument("--version", action="version", version=f"vxmem {_version()}")
     sub = top.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     s = sub.add_parser("synth", help="generate a synthetic conversation",
@@ -162,6 +249,14 @@ def _parser() -> _Parser:
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("-o", "--output", help="JSONL file (default: standard output)")
 
+    i = sub.add_parser("import", help="read a chat log as a vxmem JSONL dataset",
+                       description="Read OpenAI / ChatML messages (JSONL), a ChatGPT export (conversations.json) "
+                                   "or a CSV of session, role, text, timestamp; write it as vxmem JSONL.")
+    i.add_argument("chatlog")
+    i.add_argument("--format", choices=CHAT_FORMATS, help="default: guessed from the name and the first bytes")
+    i.add_argument("--name", help="the conversation's name (default: the file's)")
+    i.add_argument("-o", "--output", help="JSONL file (default: standard output)")
+
     r = sub.add_parser("replay", help="replay a dataset through the memory")
     r.add_argument("dataset")
     r.add_argument("--format", choices=FORMATS, help="default: guessed")
@@ -170,9 +265,8 @@ def _parser() -> _Parser:
                    help=f"ranking the probe metrics report (default {DEFAULT_POLICY})")
     r.add_argument("--embedder", choices=EMBEDDERS, default="default",
                    help="default: Vectrix()'s (bge-small, reranked); hashing: fast, lexical")
-    r.add_argument("--categories", help="LoCoMo questions to probe: comma-separated names or numbers, or 'all' "
-                   "(default: multi-hop, temporal, open-domain, single-hop; adversarial left out)")
     r.add_argument("--n-jobs", type=int, default=1, help="parallel replays (joblib; -1: all cores)")
+    r.add_argument("--categories", help=_CATEGORIES_HELP)
     r.add_argument("-o", "--output", help="per-probe results, .csv or .parquet")
     r.add_argument("--save", help="save the replay (.npz) for later sweeps")
 
@@ -183,14 +277,17 @@ def _parser() -> _Parser:
     _add_grid(w)
     w.add_argument("--mode", choices=SEARCH_MODES)
     w.add_argument("--embedder", choices=EMBEDDERS, default="default")
-    w.add_argument("--categories", help="LoCoMo questions to probe: comma-separated names or numbers, or 'all' "
-                   "(default: multi-hop, temporal, open-domain, single-hop; adversarial left out)")
     w.add_argument("--n-jobs", type=int, default=1)
+    w.add_argument("--categories", help=_CATEGORIES_HELP)
     w.add_argument("--sort", default="ndcg", help="metric the table is sorted by (default ndcg)")
     w.add_argument("--top", type=int, default=20, help="rows of the table (default 20)")
     w.add_argument("-o", "--output", help="per-point results, .csv or .parquet")
     w.add_argument("--per-probe", help="per-point-and-probe results, .csv or .parquet")
     return top
+
+
+_CATEGORIES_HELP = ("probe categories to score, comma-separated names or LoCoMo numbers (multi-hop,4); "
+                    "default: all but adversarial; 'all': every probe")
 
 
 def _add_replay_settings(parser: argparse.ArgumentParser) -> None:
@@ -259,20 +356,52 @@ def _sizes(scenario: str, extra: list[str]) -> dict[str, int]:
     return sizes
 
 
+# ---------------------------------------------------------------------------- import
+
+
+def _import(args) -> int:
+    from .chatlogs import load_chatlog
+
+    if args.output and not args.output.endswith(".jsonl"):
+        raise CliError(f"output {args.output!r}: a dataset is written as .jsonl")
+    if not os.path.exists(args.chatlog):
+        raise CliError(f"{args.chatlog}: no such file")
+    conv = load_chatlog(args.chatlog, args.format, name=args.name)
+    if not args.output:
+        sys.stdout.write(conv.to_jsonl())
+        return 0
+    try:
+        conv.save(args.output)
+    except OSError as exc:
+        raise CliError(f"cannot write {args.output!r}: {exc.strerror or exc}") from None
+    stats = conv.meta.get("stats", {})
+    skipped = ", ".join(f"{v} {k}" for k, v in (stats.get("skipped") or {}).items())
+    print(f"{conv.name}: {conv.description}" + (f"; left out {skipped}" if skipped else ""))
+    print(f"wrote {args.output} (no probes yet: write them in the dashboard's Import page)")
+    return 0
+
+
 # ---------------------------------------------------------------------------- replay
 
 
 def _replays(args, settings: dict[str, Any]) -> list[Replay]:
     from .replay import replay_many
 
-    convs = _load(args.dataset, args.format, args.categories)
+    convs = _load(args.dataset, args.format)
     emb = _embedder(args.embedder)
     return replay_many(convs, settings, emb, n_jobs=args.n_jobs, policy=getattr(args, "policy", DEFAULT_POLICY))
 
 
 def _replay(args) -> int:
+    _check_table_path(args.output)
+    if args.save is not None and not args.save.lower().endswith(".npz"):
+        raise CliError(f"--save {args.save!r}: a replay is saved as .npz")
     settings = {k: getattr(args, k) for k in SETTINGS_KEYS if getattr(args, k, None) is not None}
     reps = _replays(args, settings)
+    saved = reps
+    reps, note = _select_categories(reps, args.categories)
+    if note:
+        print(note)
     probes = _probe_rows(reps)
     if probes.empty:
         print("no probes in this dataset")
@@ -282,9 +411,12 @@ def _replay(args) -> int:
         _write(probes.drop(columns=["meta"], errors="ignore"), args.output)
         print(f"wrote {args.output}")
     if args.save:
-        if len(reps) != 1:
+        if len(saved) != 1:
             raise CliError("--save keeps one replay; this dataset has several conversations")
-        reps[0].save(args.save)
+        try:
+            saved[0].save(args.save)  # every probe: a later sweep chooses its own categories
+        except OSError as exc:
+            raise CliError(f"cannot write {args.save!r}: {exc.strerror or exc}") from None
         print(f"saved {args.save}")
     return 0
 
@@ -341,6 +473,8 @@ def _grid(args) -> dict[str, list]:
 def _sweep(args) -> int:
     from .sweep import sweep
 
+    _check_table_path(args.output)
+    _check_table_path(args.per_probe, "--per-probe")
     grid = _grid(args)
     if args.dataset.endswith(".npz"):
         if not os.path.exists(args.dataset):
@@ -351,6 +485,9 @@ def _sweep(args) -> int:
         if args.mode:
             settings["mode"] = args.mode
         reps = _replays(args, settings)
+    reps, note = _select_categories(reps, args.categories)
+    if note:
+        print(note)
     res = sweep(reps, grid, policy=args.policy, progress=None)
     points = res.per_point
     if args.sort not in points.columns:
@@ -377,7 +514,9 @@ def main(argv: list[str] | None = None) -> int:
             args, extra = parser.parse_known_args(argv)
             return _synth(args, extra)
         args = parser.parse_args(argv)
-        return _replay(args) if args.command == "replay" else _sweep(args)
+        return {"import": _import, "replay": _replay, "sweep": _sweep}[args.command](args)
+    except SystemExit as exc:  # --version and --help print, then exit
+        return int(exc.code or 0)
     except (CliError, DatasetError, ValueError, TypeError) as exc:
         msg = " ".join(str(exc).split()) or type(exc).__name__
         print(f"vxmem: error: {msg}", file=sys.stderr)

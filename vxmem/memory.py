@@ -44,9 +44,11 @@ from .consolidation import ConsolidationReport, Summarizer
 from .context import ContextBlock, assemble
 from .embed import reranks_by_default
 from .keys import (
+    FORGET_KINDS,
     K_CONSOLIDATED_FROM,
     K_EXPIRES,
     K_FEEDBACK,
+    K_FEEDBACK_FOLDED,
     K_KIND,
     K_ROLE,
     K_SCORING,
@@ -62,6 +64,7 @@ from .keys import (
     KINDS,
     OUTCOMES,
     RESERVED_PREFIX,
+    TURN_LIMIT,
 )
 from .pool import CandidatePool
 from .recall import MemoryResults, drop_below, gather, rank, rerank_pool
@@ -81,7 +84,9 @@ __all__ = [
 ]
 
 Judge = Callable[[str, list[str]], Sequence[bool]]
-TURN_LIMIT = 2**62  # turn numbers stay below this: SQLite integers and float columns hold them exactly
+# A memory keeps at most this many feedback events; past it the oldest are folded into one
+# decayed sum (``_vx_feedback_folded``), which leaves the score as it was.
+FEEDBACK_EVENTS_KEPT = 64
 RECALL_ARGS = ("score_gap", "kinds", "include_superseded", "mode", "exclude_ids", "hybrid_weight", "min_relevance",
                "rerank")
 
@@ -202,7 +207,9 @@ class ConversationMemory:
         :param text: what was said, or the fact.
         :param session: the conversation it belongs to (None: the unnamed one).
         :param role: who said it (``"user"``, ``"assistant"``, ...).
-        :param turn: the turn number (a turn only); a number a live turn holds is refused.
+        :param turn: the turn number (a turn only). Numbers are never reused: one a live turn
+            holds, or one below the session's next number (a forgotten or consolidated turn's),
+            is refused.
         :param timestamp: when it was said (default: now).
         :param kind: ``"turn"`` (default), ``"fact"`` or ``"pinned"``.
         :param metadata: the caller's own JSON keys (none may start with ``_vx_``).
@@ -210,6 +217,8 @@ class ConversationMemory:
         :param ttl_days: overrides the per-kind TTL for this memory (``math.inf``: never).
         :param check: runs the contradiction judge (default: when one is configured and the
             memory is a fact or pinned); ``check=False`` skips it for a memory you know is new.
+            The judge runs outside the handle's lock, on the facts live when it is called; a
+            fact it names that another write superseded or deleted meanwhile is left as it is.
         """
         check_text(text, "text")
         if not text.strip():
@@ -240,11 +249,18 @@ class ConversationMemory:
             raise ValueError("check=True needs a judge; pass judge= to ConversationMemory")
 
         db = self.db
+        if id is not None:
+            with db._locked() as m:  # fail fast, before the embedder runs
+                self._refuse_taken(m, id)
+        # The callables (embedder, token counter, judge) run outside the lock, on a snapshot.
+        vec = db._embed([text])[0]
+        tokens = db._count_tokens([text])[0]
+        contradicted = self._judge(text, vec, session, ts) if run_judge else []
         with db._locked() as m:
-            if id is not None and id in m.pos_of_id:
-                raise ValueError(f"id already exists: {id!r}")
-            vec = db._embed([text])[0]
-            contradicted = self._judge(m, text, vec, session, ts) if run_judge else []
+            if id is not None:
+                self._refuse_taken(m, id)
+            # A fact the judge named that a write meanwhile superseded or deleted is left as it is.
+            contradicted = [c for c in contradicted if (p := m.memory_position(c)) is not None and not m.superseded[p]]
             new_id = id or _new_id()
             meta.update(self._stamp(kind, session, role, ts, ttl))
             if contradicted:
@@ -252,10 +268,15 @@ class ConversationMemory:
             with db._transaction() as tx:
                 if kind == KIND_TURN:
                     meta[K_TURN] = self._claim_turn(m, tx, session, turn)
-                tx.insert(new_id, text, meta, vec)
+                tx.insert(new_id, text, meta, vec, tokens)
                 for old in contradicted:
                     mark_superseded(m, tx, old, new_id, ts)
             return new_id
+
+    @staticmethod
+    def _refuse_taken(m: Mirror, id: str) -> None:
+        if id in m.pos_of_id:
+            raise ValueError(f"id already exists: {id!r}")
 
     @staticmethod
     def _stamp(kind: str, session: str | None, role: str, ts: float, ttl: float | None) -> dict[str, Any]:
@@ -283,10 +304,11 @@ class ConversationMemory:
         return None if ttl is None or math.isinf(ttl) else ttl
 
     def _claim_turn(self, m: Mirror, tx: Transaction, session: str | None, turn: int | None) -> int:
-        """The next turn number of ``session``, or ``turn`` if no live turn holds it.
+        """The next turn number of ``session``, or ``turn`` if it is not below it.
 
         The counter lives in the database and only grows, so numbers are never reused:
-        not after reopening, forgetting or consolidating. It moves in the caller's
+        not after reopening, forgetting or consolidating (an explicit ``turn`` below the
+        counter is refused, as is one a live turn holds). It moves in the caller's
         transaction, so a call that fails consumes nothing.
         """
         name = "turn:" + json.dumps(session)
@@ -294,17 +316,26 @@ class ConversationMemory:
             return tx.take_counter(name)
         if np.any(m.turn[m.select(session, (KIND_TURN,))] == turn):
             raise ValueError(f"turn {turn} of session {session!r} is already held by a live turn")
+        counter = tx.counter(name)
+        if turn < counter:
+            raise ValueError(f"turn {turn} of session {session!r} is below the session's next turn number "
+                             f"({counter}): turn numbers are never reused")
         tx.raise_counter(name, turn + 1)
         return turn
 
-    def _judge(self, m: Mirror, text: str, vec: np.ndarray, session: str | None, ts: float) -> list[str]:
-        """Ids of the live facts nearest to ``text`` that the judge says it contradicts."""
-        pos = m.select(session, (KIND_FACT, KIND_PINNED), live_at=ts, include_superseded=False)
-        if pos.size == 0 or self.judge is None:
-            return []
-        top, _ = self.db._topk(vec, pos, self.judge_candidates, session)
-        ids = [m.ids[p] for p in top]
-        verdicts = _check_verdicts(self.judge(text, [m.texts[p] for p in top]), len(ids))
+    def _judge(self, text: str, vec: np.ndarray, session: str | None, ts: float) -> list[str]:
+        """Ids of the live facts nearest to ``text`` that the judge says it contradicts.
+
+        The candidates are read under the lock; the judge is called after it is released.
+        """
+        with self.db._locked() as m:
+            pos = m.select(session, (KIND_FACT, KIND_PINNED), live_at=ts, include_superseded=False)
+            if pos.size == 0 or self.judge is None:
+                return []
+            top, _ = self.db._topk(vec, pos, self.judge_candidates, session)
+            ids = [m.ids[p] for p in top]
+            texts = [m.texts[p] for p in top]
+        verdicts = _check_verdicts(self.judge(text, texts), len(ids))
         return [i for i, v in zip(ids, verdicts) if v]
 
     @staticmethod
@@ -323,6 +354,10 @@ class ConversationMemory:
         memory that supersedes this one (and any correction of it still live, so only the
         newest correction stays live). Returns the new memory's id in that case, otherwise None.
 
+        A memory keeps its last 64 events as they are; older ones are folded into one
+        decayed sum dated at the newest of them, which scores exactly as they did under
+        this memory's ``feedback_half_life_days`` (see :func:`vxmem.scoring.fold_feedback`).
+
         :param id: the memory recalled.
         :param outcome: ``"useful"``, ``"dead_end"`` or ``"corrected"``.
         :param correction: the corrected fact (with ``"corrected"`` only).
@@ -337,15 +372,21 @@ class ConversationMemory:
                 raise ValueError("correction must not be empty")
         ts = to_epoch(timestamp, "timestamp")
         db = self.db
+        with db._locked() as m:  # fail fast, before the embedder runs
+            self._memory_pos(m, id)
+        vec = tokens = None
+        if correction is not None:  # the callables run outside the lock
+            vec = db._embed([correction])[0]
+            tokens = db._count_tokens([correction])[0]
         with db._locked() as m:
             old_meta = dict(m.metas[self._memory_pos(m, id)])
-            old_meta[K_FEEDBACK] = list(old_meta.get(K_FEEDBACK) or []) + [[outcome, ts]]
+            self._record_feedback(old_meta, outcome, ts)
             if correction is None:
                 with db._transaction() as tx:
                     tx.update_meta(id, old_meta)
                 return None
+            assert vec is not None and tokens is not None
             kind = KIND_FACT if old_meta[K_KIND] == KIND_TURN else old_meta[K_KIND]
-            vec = db._embed([correction])[0]
             heads = live_heads(m, id)
             new_id = _new_id()
             new_meta = self._stamp(kind, old_meta.get(K_SESSION), old_meta.get(K_ROLE, "user"), ts,
@@ -356,36 +397,47 @@ class ConversationMemory:
                 old_meta[K_SUPERSEDED_AT] = ts
             with db._transaction() as tx:
                 tx.update_meta(id, old_meta)
-                tx.insert(new_id, correction, new_meta, vec)
+                tx.insert(new_id, correction, new_meta, vec, tokens)
                 for h in heads:
                     if h != id:
                         mark_superseded(m, tx, h, new_id, ts)
             return new_id
 
+    def _record_feedback(self, meta: dict[str, Any], outcome: str, ts: float) -> None:
+        """Add one ``[outcome, ts]`` event to ``meta``; past :data:`FEEDBACK_EVENTS_KEPT`
+        events, the older half is folded into ``_vx_feedback_folded`` (see
+        :func:`vxmem.scoring.fold_feedback`), so a much-graded memory stays cheap to rank."""
+        events = list(meta.get(K_FEEDBACK) or []) + [[outcome, ts]]
+        if len(events) > FEEDBACK_EVENTS_KEPT:
+            events, meta[K_FEEDBACK_FOLDED] = scoring.fold_feedback(
+                events, meta.get(K_FEEDBACK_FOLDED), self.feedback_half_life_days, keep=FEEDBACK_EVENTS_KEPT // 2)
+        meta[K_FEEDBACK] = events
+
     # ------------------------------------------------------------------ deleting
 
-    def forget(self, session: str | None = None, kinds: Sequence[str] = (KIND_TURN,),
+    def forget(self, session: str | None = None, kinds: Sequence[str] = FORGET_KINDS,
                older_than: float | datetime | None = None, ids: Sequence[str] | None = None,
                superseded: bool = False, now: TimeLike = None) -> int:
         """Delete memories and return how many went.
 
         Deleting is real: this is the one memory operation that loses information on purpose.
 
-        :param ids: names the memories outright; an id that is not a memory is left alone.
-            Otherwise the selection is:
+        :param ids: names the memories outright; an id that is not a memory is left alone,
+            and so is one outside the selection the other arguments make: ``session``,
+            ``older_than`` and ``superseded`` narrow the named memories, and so does
+            ``kinds`` when it is given (by default ids of every kind go). Otherwise the
+            selection is:
         :param session: the session (None: every session),
-        :param kinds: the kinds it holds,
+        :param kinds: the kinds it holds (default: turns),
         :param older_than: older than this many days, or than a datetime,
         :param superseded: only memories a correction or a contradiction already replaced,
             the audit trail you may keep or clear,
         :param now: the moment ``older_than`` counts back from (default: now).
         """
-        if ids is not None:
-            ids = check_ids(ids)
-            with self.db._locked() as m:
-                return self._delete([i for i in dict.fromkeys(ids) if m.memory_position(i) is not None])
+        named = None if ids is None else check_ids(ids)
         session = check_session(session)
-        kinds = check_kinds(kinds)
+        # With ids, only kinds the caller passed narrow them: the default (turns) is the selection's.
+        kinds = KINDS if named is not None and kinds is FORGET_KINDS else check_kinds(kinds)
         check_bool(superseded, "superseded")
         now_ts = to_epoch(now)
         cutoff = days_to_seconds(older_than, now_ts)
@@ -395,7 +447,11 @@ class ConversationMemory:
                 pos = pos[m.ts[pos] < cutoff]
             if superseded:
                 pos = pos[m.superseded[pos]]
-            return self._delete([m.ids[p] for p in pos.tolist()])
+            chosen = [m.ids[p] for p in pos.tolist()]
+            if named is not None:
+                wanted = set(named)
+                chosen = [i for i in chosen if i in wanted]
+            return self._delete(chosen)
 
     def _delete(self, ids: list[str]) -> int:
         if not ids:
@@ -428,12 +484,20 @@ class ConversationMemory:
         batches stay done, the rest stay untouched, and the error carries the partial
         report as ``.report``.
 
+        A batch the summarizer returns no fact for (``[]``) keeps its turns: nothing is
+        stored or deleted, and the report lists them in ``turns_kept``. Turns are summarised
+        once: those a ``delete=False`` call consolidated are marked (``_vx_consolidated_into``)
+        and never offered to ``summarize`` again; a later ``delete=True`` call deletes them.
+        ``summarize`` runs outside the handle's lock, so other threads are not held up; a
+        batch whose turns another write changed meanwhile is skipped (``batches_skipped``).
+
         :param session: whose turns.
         :param summarize: ``list[dict] -> list[str]``.
         :param keep_recent: the last this many turns stay, so ``context()`` keeps its thread.
         :param older_than: only turns older than this many days (or a datetime).
         :param batch_turns: turns per ``summarize`` call, so a long history is never one prompt.
-        :param delete: False keeps the turns (a dry run that still stores the facts).
+        :param delete: False keeps the turns, marked as consolidated (a dry run that still
+            stores the facts).
         :param pinned: store the facts pinned rather than as plain facts.
         :param now: the moment ``older_than`` counts back from (default: now).
         """
@@ -533,6 +597,7 @@ class ConversationMemory:
             token_budget = check_limit(token_budget, "token_budget")
         if score_gap is not None:
             score_gap = check_weight(score_gap, "score_gap")
+        self._prepare_query(query, mode)  # the embedder runs before the lock is taken
         with self.db._locked() as m:  # the pool's positions stay valid only while no one else writes
             pool = self.candidate_pool(query, session=session, limit=limit, kinds=kinds,
                                        include_superseded=include_superseded, mode=mode, now=now,
@@ -566,6 +631,7 @@ class ConversationMemory:
         now_ts = to_epoch(now)
         size = scoring.pool_size(limit) if pool is None else check_limit(pool, "pool")
         scope = _any_if_none(session)
+        self.db._prepare_query(query, mode)  # a no-op when recall() prepared it already
         with self.db._locked() as m:
             pos = m.select(scope, kinds, live_at=now_ts, include_superseded=include_superseded, exclude_ids=excluded)
             found = gather(self.db, m, query, pos, size=size, mode=mode, hybrid_weight=hybrid_weight,
@@ -610,6 +676,16 @@ class ConversationMemory:
             hint = None
         return float(hint) if isinstance(hint, (int, float)) and not isinstance(hint, bool) else None
 
+    def _prepare_query(self, query: Any, mode: Any) -> None:
+        """Embed a recall's query before any lock is taken (when the arguments are valid;
+        otherwise the checks inside report them)."""
+        if isinstance(query, str) and (mode is None or mode in ("dense", "hybrid")):
+            try:
+                check_text(query, "query")
+            except ValueError:
+                return
+            self.db._prepare_query(query, check_mode(mode))
+
     def context(self, query: str, session: str | None = None, token_budget: int = 1500, recent_turns: int = 6,
                 limit: int = 10, now: TimeLike = None, **recall_kwargs: Any) -> ContextBlock:
         """Assemble pinned facts, recent turns and recalled memories under one budget.
@@ -620,8 +696,13 @@ class ConversationMemory:
         oldest-first. Whatever is left goes to recall, and a recalled memory that does
         not fit is left out rather than shipped over budget.
 
+        ``session=None`` is the view across every session, as in ``recall()``: every
+        session's pinned facts, no recent turns (turns belong to one conversation), and
+        memories recalled from every session. Pass a session for one user's block.
+
         :param query: what to recall memories for.
-        :param session: whose context (None: no recent turns, recall across sessions).
+        :param session: whose context (None: every session's pinned facts, no recent turns,
+            recall across sessions).
         :param token_budget: the tokens the block may hold, headers included.
         :param recent_turns: how many of the session's last turns to include.
         :param limit: how many memories to recall at most.
@@ -639,5 +720,6 @@ class ConversationMemory:
         unknown = set(recall_kwargs) - set(RECALL_ARGS)
         if unknown:
             raise TypeError(f"context() got unexpected recall arguments: {sorted(unknown)}")
+        self._prepare_query(query, recall_kwargs.get("mode"))
         return assemble(self.db, self.recall, query, session, token_budget, recent_turns, limit,
                                 to_epoch(now), recall_kwargs)

@@ -122,9 +122,9 @@ def rank(pool: CandidatePool, m: Mirror, query: str, blend: Mapping[str, float],
         return MemoryResults([], query=query, token_budget=token_budget)
     score, rel_norm, recency, fb = pool.blend(blend["half_life_days"], blend["recency_weight"],
                                               blend["feedback_weight"], blend["feedback_half_life_days"])
-    top = pool.rank_order(score)[: pool.limit]
-    kept_gap = top[: scoring.apply_score_gap(score[top], score_gap)]
-    shipped = kept_gap[scoring.fit_budget(pool.tokens[kept_gap], token_budget)]
+    order, n_gap, keep = scoring.ship(score, pool.ts, pool.tokens, pool.limit, score_gap, token_budget)
+    top = order[: pool.limit]
+    shipped = top[:n_gap][keep]
     items = []
     for i in shipped.tolist():
         r = m.result(int(pool.positions[i]), float(score[i]))

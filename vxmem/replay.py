@@ -14,7 +14,11 @@ wrap the call in joblib's backend of the cluster and nothing else changes::
     import joblib
     client = Client("scheduler:8786")              # register_ray(); backend "ray"
     with joblib.parallel_config(backend="dask"):
-        replays = replay_many(conversations, settings, n_jobs=-1)
+        replays = replay_many(conversations, settings, n_jobs=None)   # None: the backend's workers
+
+Long work reports progress one way for every front end: ``progress=True`` draws a tqdm
+bar (the CLI's), and a callable ``progress(done, total, desc)`` is called at the same
+points (the dashboard feeds ``st.progress`` with it).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import zipfile
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -48,8 +53,12 @@ from .keys import (
 from .policies import Policy, get_policy, rank_pool, resolve_params
 from .pool import CandidatePool, LabelledPool
 from .rerank import rerank_scores
-from .scoring import BLEND_DEFAULTS, DEFAULT_MODE, HYBRID_WEIGHT
+from .scoring import BLEND_DEFAULTS, DEFAULT_MODE, HYBRID_WEIGHT, pool_size
+from .store.checks import check_mode
 from .vectrix import Vectrix
+
+ProgressFn = Callable[[int, int, str], Any]
+Progress = bool | None | ProgressFn
 
 MEMORY_KEYS = ("half_life_days", "recency_weight", "feedback_weight", "feedback_half_life_days", "ttl_days",
                "judge_candidates", "hybrid_weight", "reranker")
@@ -84,6 +93,37 @@ def check_settings(settings: dict[str, Any] | None) -> dict[str, Any]:
     return out
 
 
+class Reporter:
+    """Progress of one piece of long work: a tqdm bar, or calls of ``progress(done, total, desc)``.
+
+    ``progress`` False shows nothing, True a bar, None lets tqdm decide (a bar on a
+    terminal); a callable is called at most about a hundred times, and at the end.
+    """
+
+    def __init__(self, progress: Progress, total: int, desc: str, unit: str = "it"):
+        self.fn: ProgressFn | None = progress if callable(progress) else None
+        self.total, self.desc, self.done, self._told = int(total), desc, 0, 0
+        self._step = max(1, -(-self.total // 100))  # about a hundred calls at most
+        self.bar: Any = None
+        if self.fn is None and progress is not False:
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(total=self.total, desc=desc, unit=unit, leave=False,
+                            disable=None if progress is None else not progress)
+
+    def update(self, n: int = 1) -> None:
+        self.done += n
+        if self.bar is not None:
+            self.bar.update(n)
+        if self.fn is not None and (self.done - self._told >= self._step or self.done >= self.total):
+            self._told = self.done
+            self.fn(self.done, self.total, self.desc)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
 @dataclass
 class Replay:
     """What a replay saw: events, memories over time, probe results and cached pools.
@@ -112,25 +152,40 @@ class Replay:
         """How many probes the replay recorded."""
         return len(self.probes)
 
-    def pool(self, i: int) -> LabelledPool:
+    def pool(self, i: int, limit: int | None = None) -> LabelledPool:
         """Probe ``i``'s cached pool, unpadded, with the replay's labels (``grade``,
         ``stale``, ``foreign``, ``session_bits``). In a reranked replay, the candidates the
-        probe's own recall reranked, in first-stage order, their ``relevance`` the
-        reranker's score (the recorded arrays hold every candidate of ``pool_limit``)."""
+        probe's recall reranked, in first-stage order, their ``relevance`` the reranker's
+        score (the recorded arrays hold every candidate of ``pool_limit``).
+
+        With ``limit``, only the pool ``recall(limit=limit)`` would have blended: the first
+        ``max(4 x limit, 40)`` slots by relevance (of a hybrid pool, the members within that
+        limit's two top lists, fused again over them; of a reranked one, the candidates that
+        limit reranks).
+        """
         n = int(self.pools["n"][i])
+        if limit is not None and self.mode != "hybrid" and self.rerank is None:
+            n = min(n, pool_size(limit))
         row: dict[str, Any] = {k: self.pools[k][i, :n] for k in SLOT_ARRAYS}
         pool = LabelledPool(
             **row, feedback_signs=self.pools["feedback_signs"][i, :n], feedback_ages=self.pools["feedback_ages"][i, :n],
-            kinds=[KINDS[c] for c in self.pools["kind"][i, :n]], ids=list(self.pool_ids[i]),
+            kinds=[KINDS[c] for c in self.pools["kind"][i, :n]], ids=list(self.pool_ids[i][:n]),
             limit=int(self.pools["limit"][i]), now=float(self.pools["now"][i]),
             mode=self.mode, hybrid_weight=self.hybrid_weight)
-        return pool if self.rerank is None else _reranked(pool, self.pools["rerank_score"][i, :n], self.rerank)
+        if self.rerank is not None:
+            return _reranked(pool, self.pools["rerank_score"][i, :n], self.rerank, limit)
+        if limit is not None and self.mode == "hybrid":  # the members within that limit's two top lists, fused
+            valid, fused = scoring.searched_slots(pool.dense, pool.lexical, pool.relevance, n, check_limit(limit),
+                                                  True, pool.hybrid_weight)
+            slots = np.flatnonzero(valid)
+            return pool.take(slots, relevance=fused[slots])
+        return pool
 
     @property
     def mode(self) -> str:
-        """The search mode the probes recalled with (a replay records it resolved; files from
-        before the hybrid default recorded None for dense)."""
-        return self.settings.get("mode") or "dense"
+        """The search mode the probes recalled with (a replay records it resolved; None in
+        older files' settings: the one the memory used, else dense)."""
+        return self.settings.get("mode") or self.meta.get("mode") or "dense"
 
     @property
     def rerank(self) -> str | None:
@@ -142,6 +197,8 @@ class Replay:
     def hybrid_weight(self) -> float:
         """The hybrid weight the probes recalled with (the default when not set)."""
         w = self.settings.get("hybrid_weight")
+        if w is None:
+            w = self.meta.get("hybrid_weight")
         return HYBRID_WEIGHT if w is None else float(w)
 
     def to_frames(self) -> dict[str, Any]:
@@ -199,8 +256,12 @@ class Replay:
         try:
             with np.load(spath, allow_pickle=False) as z:
                 arrays = {k: z[k] for k in z.files}
-        except (OSError, ValueError) as exc:
-            raise DatasetError(f"not a saved replay ({exc})", path=spath) from None
+        except FileNotFoundError:
+            raise DatasetError("no such file", path=spath) from None
+        except (OSError, ValueError, EOFError, zipfile.BadZipFile):
+            # Not numpy's message: it suggests allow_pickle=True, which would run code from the file.
+            raise DatasetError("not a saved replay (an .npz archive of arrays, written by vxmem replay --save)",
+                               path=spath) from None
         try:
             blob = json.loads(arrays.pop("_json").tobytes().decode("utf-8"))
         except (KeyError, ValueError):
@@ -225,23 +286,47 @@ class Replay:
         budget = self.settings["token_budget"] if token_budget is ... else token_budget
         out = []
         for i in range(self.n_probes):
-            pool = self.pool(i)
+            # the pool recall() blends for this limit, as the sweep ranks it: relevance is
+            # normalised across exactly those candidates
+            pool = self.pool(i, limit=limit if limit is not None else int(self.pools["limit"][i]))
             shipped = rank_pool(pool, pol, limit=limit, token_budget=budget, **p)
             out.append([pool.ids[j] for j in shipped])
         return out
+
+    def select(self, keep: Sequence[bool]) -> Replay:
+        """A replay with only the probes where ``keep`` is True (events and memories unchanged).
+
+        Pools, probe rows and their numbering follow, so a sweep of the result scores only
+        those probes (``vxmem sweep --categories`` uses it).
+        """
+        mask = np.asarray(keep, dtype=bool)
+        if mask.shape != (self.n_probes,):
+            raise ValueError(f"keep must hold one bool per probe ({self.n_probes}), got shape {mask.shape}")
+        idx = np.nonzero(mask)[0]
+        pools = {k: (v[idx] if v.ndim and v.shape[0] == self.n_probes and k != "pool_limit" else v)
+                 for k, v in self.pools.items()}
+        probes = [dict(self.probes[i], probe=j) for j, i in enumerate(idx.tolist())]
+        return Replay(name=self.name, settings=dict(self.settings), events=self.events, memories=self.memories,
+                      probes=probes, pools=pools, pool_ids=[self.pool_ids[i] for i in idx.tolist()],
+                      meta=dict(self.meta), extras=[self.extras[i] for i in idx.tolist()] if
+                      len(self.extras) == self.n_probes else list(self.extras))
 
     def __repr__(self) -> str:
         return (f"Replay({self.name!r}, {len(self.events)} events, {len(self.memories)} memories, "
                 f"{self.n_probes} probes)")
 
 
-def _reranked(pool: LabelledPool, scores: np.ndarray, name: str) -> LabelledPool:
-    """Of a recorded first-stage pool, the candidates its probe's recall reranked, in
-    first-stage order, with the reranker's ``scores`` as their relevance."""
-    valid, first = scoring.searched_slots(pool.dense, pool.lexical, pool.relevance, len(pool), pool.limit,
+def _reranked(pool: LabelledPool, scores: np.ndarray, name: str, limit: int | None = None) -> LabelledPool:
+    """Of a recorded first-stage pool, the candidates a recall with ``limit`` (default: the
+    probe's own) reranked, in first-stage order, with the reranker's ``scores`` as their
+    relevance."""
+    lim = pool.limit if limit is None else check_limit(limit)
+    valid, first = scoring.searched_slots(pool.dense, pool.lexical, pool.relevance, len(pool), lim,
                                           pool.mode == "hybrid", pool.hybrid_weight)
-    slots = np.flatnonzero(scoring.rerank_slots(first, pool.ts, valid, pool.limit))
+    slots = np.flatnonzero(scoring.rerank_slots(first, pool.ts, valid, lim))
     slots = slots[scoring.rank_order(first[slots], pool.ts[slots])]
+    if np.isnan(scores[slots]).any():
+        raise ValueError(f"limit {lim} reranks candidates this replay did not score: replay with pool_limit={lim}")
     return pool.take(slots, relevance=scores[slots], first_stage=first[slots], rerank=name)
 
 
@@ -257,6 +342,16 @@ def _json_default(o: Any) -> Any:
     raise TypeError(f"cannot save {type(o).__name__} in a replay")
 
 
+def _low_relevance(memory: Any, mode: str | None, rerank: bool | None = None) -> float | None:
+    """The raw relevance under which the memory calls a best match weak, when it can say
+    (``ConversationMemory.low_relevance``); None when it cannot."""
+    fn = getattr(memory, "low_relevance", None)
+    if fn is None:
+        return None
+    value = fn(mode=mode, rerank=rerank)
+    return None if value is None else float(value)
+
+
 def _name_of(obj: Any) -> str | None:
     if obj is None or isinstance(obj, str):
         return obj
@@ -265,7 +360,7 @@ def _name_of(obj: Any) -> str | None:
 
 def replay(conversation: Conversation, settings: dict[str, Any] | None = None, embedder: EmbedderArg = None,
            *, policy: str | Policy = "blend", on_probe: Callable[..., Any] | None = None,
-           progress: bool | None = False, token_counter: Callable[[str], int] | None = None,
+           progress: Progress = False, token_counter: Callable[[str], int] | None = None,
            cache: Any = None) -> Replay:
     """Drive a fresh memory through ``conversation`` and record every probe.
 
@@ -286,6 +381,7 @@ def replay(conversation: Conversation, settings: dict[str, Any] | None = None, e
     live ``recall()``; another policy re-ranks the same recorded pool.
     ``on_probe(memory, event, now)`` is called at each probe; what it returns is kept in
     ``Replay.extras`` (the equivalence test uses it to call ``recall()`` with other settings).
+    ``progress`` reports events replayed (see :class:`Reporter`).
     """
     from . import synth
 
@@ -301,7 +397,9 @@ def replay(conversation: Conversation, settings: dict[str, Any] | None = None, e
     summarizer = synth.get_summarizer(summarizer) if (summarizer is None or isinstance(summarizer, str)) else summarizer
     mem_kwargs = {k: s[k] for k in MEMORY_KEYS if s.get(k) is not None and k != "reranker"}
     s["mode"] = s["mode"] or DEFAULT_MODE
-    emb, reranker, store = _cached_models(conversation, embedder, s.get("reranker"), cache, progress)
+    # the up-front embedding's own bar shows when progress is on (a callable counts events, not texts)
+    bar = progress if progress is None or isinstance(progress, bool) else None
+    emb, reranker, store = _cached_models(conversation, embedder, s.get("reranker"), cache, bar)
     try:
         db = Vectrix(None, embedder=emb, token_counter=token_counter, judge=judge, reranker=reranker, **mem_kwargs)
         try:
@@ -334,7 +432,7 @@ class _Run:
     """The bookkeeping of one replay: labels to memory ids and back, and what each probe saw."""
 
     def __init__(self, conv: Conversation, settings: dict[str, Any], db: Vectrix, summarizer: Summarizer,
-                 policy: Policy, on_probe: Callable[..., Any] | None, progress: bool | None):
+                 policy: Policy, on_probe: Callable[..., Any] | None, progress: Progress):
         self.conv, self.s, self.db, self.mem = conv, settings, db, db.memory
         self.summarizer, self.policy, self.on_probe, self.progress = summarizer, policy, on_probe, progress
         self.kinds = tuple(settings.get("kinds") or KINDS)
@@ -348,16 +446,22 @@ class _Run:
         self.ideals: list[list[float]] = []  # per probe: the grades of every relevant memory that existed
         self.n_sessions: list[int] = []  # per probe: how many answer sessions it names
         self.extras: list[Any] = []
+        self.at = 0  # the index of the event being replayed
+        self.pool_mode: str | None = None  # the mode the memory recalled with
 
     # -------------------------------------------------------------- memories
 
     def _stored(self, mid: str, t: float, labels: Iterable[str], derived_from: Sequence[str] = ()) -> None:
         r = self.db.get(mid)
         meta = r.metadata
+        # which event made it and which deleted it (and how), so two events at one moment
+        # (an expire and a consolidate, say) are told apart
         self.rows[mid] = {"id": mid, "labels": sorted(labels), "kind": meta.get(K_KIND),
                           "session": meta.get(K_SESSION), "role": meta.get(K_ROLE), "text": r.text,
                           "tokens": int(self.db.token_counter(r.text)), "created": t, "deleted": None,
-                          "superseded_at": None, "superseded_by": None, "derived_from": list(derived_from)}
+                          "superseded_at": None, "superseded_by": None, "derived_from": list(derived_from),
+                          "expires": meta.get(K_EXPIRES), "created_by": self.at, "deleted_by": None,
+                          "deleted_how": None}
         for lab in labels:
             self.label_ids.setdefault(lab, []).append(mid)
         for old in meta.get(K_SUPERSEDES) or ():
@@ -369,7 +473,8 @@ class _Run:
         n = 0
         for mid in before:
             if mid not in self.db:
-                self.rows[mid]["deleted"] = t
+                row = self.rows[mid]
+                row["deleted"], row["deleted_by"], row["deleted_how"] = t, self.at, self.conv.events[self.at].type
                 n += 1
         return n
 
@@ -383,23 +488,32 @@ class _Run:
     # -------------------------------------------------------------- events
 
     def run(self) -> Replay:
-        from tqdm.auto import tqdm
-
         events = self.conv.events
-        bar = tqdm(events, desc=f"replay {self.conv.name}", unit="event", disable=(not self.progress) if
-                   self.progress is not None else None, leave=False)
-        for i, ev in enumerate(bar):
-            row = {"index": i, "time": ev.time, "type": ev.type, "label": ev.label, "session": ev.session,
-                   "text": ev.text or ev.correction or ev.query, "memory_id": None, "status": "ok",
-                   "deleted": 0, "tokens_before": None, "tokens_after": None}
-            getattr(self, f"_{ev.type}")(ev, row)
-            row["memories"] = len(self._live())
-            self.events.append(row)
+        bar = Reporter(self.progress, len(events), f"replay {self.conv.name}", unit="event")
+        live = 0
+        try:
+            for i, ev in enumerate(events):
+                self.at = i
+                row: dict[str, Any] = {
+                    "index": i, "time": ev.time, "type": ev.type, "label": ev.label, "session": ev.session,
+                    "text": ev.text or ev.correction or ev.query, "memory_id": None, "status": "ok", "deleted": 0,
+                    "tokens_before": None, "tokens_after": None}
+                before = len(self.rows)
+                getattr(self, f"_{ev.type}")(ev, row)
+                live += len(self.rows) - before - row["deleted"]
+                row["memories"] = live
+                self.events.append(row)
+                bar.update()
+        finally:
+            bar.close()
         pools = self._pad()
         meta = {"conversation": self.conv.name, "description": self.conv.description,
                 "conversation_meta": {k: v for k, v in self.conv.meta.items() if k != "settings"},
                 "embedder": getattr(self.db.embedder, "name", type(self.db.embedder).__name__),
-                "policy": self.policy.name, "rerank": self.reranker}
+                "policy": self.policy.name, "rerank": self.reranker,
+                "mode": self.pool_mode or check_mode(self.s.get("mode")),
+                "hybrid_weight": self.mem.hybrid_weight,
+                "low_relevance": _low_relevance(self.mem, self.pool_mode or self.s.get("mode"), self.s.get("rerank"))}
         settings = {k: (_name_of(v) if k in ("judge", "summarizer", "reranker") else v) for k, v in self.s.items()}
         settings.setdefault("judge", _name_of(self.mem.judge))
         settings.setdefault("summarizer", _name_of(self.summarizer))
@@ -489,6 +603,7 @@ class _Run:
             self.extras.append(self.on_probe(self.mem, ev, t))
         sess_bit = {sid: 1 << j for j, sid in enumerate(ev.relevant_sessions[:MAX_SESSION_BITS])}
         pool.limit, pool.positions = limit, None  # cached: ranked for the probe's own limit, off the mirror
+        self.pool_mode = pool.mode
         pool = self._label(pool, ev, sess_bit)
         relevant_ids = {m for lab in ev.relevant for m in self.label_ids.get(lab, ())}
         ideal = sorted((self._grade(m, ev) for m in relevant_ids if self._eligible(m, ev)), reverse=True)
@@ -590,24 +705,46 @@ class _Run:
 
 
 def replay_many(conversations: Sequence[Conversation], settings: dict[str, Any] | None = None,
-                embedder: EmbedderArg = None, *, n_jobs: int | None = 1, progress: bool | None = None,
+                embedder: EmbedderArg = None, *, n_jobs: int | None = None, progress: Progress = None,
                 **kwargs: Any) -> list[Replay]:
     """Replay several conversations, in parallel through joblib; results in input order.
 
-    ``n_jobs`` is joblib's (``-1``: every core; ``None``: what the active backend says, e.g.
-    inside ``joblib.parallel_config(backend="dask")``). With the default embedder each
+    ``n_jobs`` is joblib's: None (the default) is what the active backend says (one job
+    outside a ``joblib.parallel_config``; every worker of a Dask cluster inside
+    ``parallel_config(backend="dask")``), ``-1`` every core. With the default embedder each
     worker process builds its own; a given ``embedder`` object is shared with threads
     instead, since embedders hold a lock and models do not pickle cheaply.
+
+    ``progress`` reports conversations done (see :class:`Reporter`); a callable run in this
+    process hears each replay's events too, as one count over every conversation.
     """
-    from joblib import Parallel, delayed
-    from tqdm.auto import tqdm
+    from joblib import Parallel, delayed, effective_n_jobs
 
     conversations = list(conversations)
-    jobs = (delayed(replay)(c, settings, embedder, **kwargs) for c in conversations)
-    if n_jobs == 1 or len(conversations) <= 1:
-        it = (replay(c, settings, embedder, **kwargs) for c in conversations)
-    else:
-        par = Parallel(n_jobs=n_jobs, return_as="generator", prefer="threads" if embedder is not None else None)
-        it = par(jobs)
-    disable = None if progress is None else not progress
-    return list(tqdm(it, total=len(conversations), desc="replays", unit="conv", disable=disable))
+    par = Parallel(n_jobs=n_jobs, return_as="generator", prefer="threads" if embedder is not None else None)
+    if callable(progress) and effective_n_jobs(n_jobs) == 1:
+        return _replay_in_turn(conversations, settings, embedder, progress, kwargs)
+    bar = Reporter(progress, len(conversations), "replays", unit="conv")
+    out = []
+    try:
+        for r in par(delayed(replay)(c, settings, embedder, **kwargs) for c in conversations):
+            out.append(r)
+            bar.update()
+    finally:
+        bar.close()
+    return out
+
+
+def _replay_in_turn(conversations: list[Conversation], settings: dict[str, Any] | None, embedder: EmbedderArg,
+                    progress: ProgressFn, kwargs: dict[str, Any]) -> list[Replay]:
+    """One after the other in this process, ``progress`` counting events over them all."""
+    total = sum(len(c.events) for c in conversations)
+    out: list[Replay] = []
+    offset = 0
+    for c in conversations:
+        def told(done: int, _total: int, desc: str, base: int = offset) -> None:
+            progress(base + done, total, desc)
+
+        out.append(replay(c, settings, embedder, progress=told, **kwargs))
+        offset += len(c.events)
+    return out

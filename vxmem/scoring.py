@@ -15,7 +15,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from .clock import DAY, to_epoch
-from .keys import K_FEEDBACK
+from .keys import K_FEEDBACK, K_FEEDBACK_FOLDED
 
 # The blend's defaults (the spec's): ConversationMemory, the policies and the sweep take them from here.
 HALF_LIFE_DAYS = 7.0
@@ -90,11 +90,45 @@ def feedback_score(meta: Mapping[str, Any], now: float, half_life_days: float) -
 
 
 def feedback_events(meta: Mapping[str, Any], now: float) -> tuple[list[float], list[float]]:
-    """(signs, ages in days) of the feedback recorded in ``meta``."""
+    """(signs, ages in days) of the feedback recorded in ``meta``.
+
+    Events folded by :func:`fold_feedback` come last, as one event whose "sign" is their
+    decayed sum, aged from the time it was summed to.
+    """
     events = meta.get(K_FEEDBACK) or ()
     signs = [OUTCOME_SIGN[o] for o, _ in events]
     ages = [(now - ts) / DAY for _, ts in events]
+    folded = meta.get(K_FEEDBACK_FOLDED)
+    if folded:
+        signs.append(float(folded["sum"]))
+        ages.append((now - folded["ts"]) / DAY)
     return signs, ages
+
+
+def fold_feedback(events: list[list[Any]], folded: Mapping[str, Any] | None, half_life_days: float,
+                  keep: int) -> tuple[list[list[Any]], dict[str, Any]]:
+    """Fold all but the ``keep`` newest feedback events into one decayed sum.
+
+    ``0.5 ** ((now - t) / h) == 0.5 ** ((now - t_ref) / h) * 0.5 ** ((t_ref - t) / h)``, so
+    the folded events' sum decayed to ``t_ref`` (the newest of them) and stored with it
+    scores exactly as the events did, for ``half_life_days`` and any ``now >= t_ref``
+    (before ``t_ref`` it counts as of ``t_ref``). An earlier fold is carried forward the
+    same way; one made with another half-life is carried as a single event at its time.
+    Returns the events kept (in their order) and the new ``{"sum", "ts", "half_life_days",
+    "events"}``.
+    """
+    order = sorted(range(len(events)), key=lambda i: (events[i][1], i))
+    old = set(order[: max(len(events) - keep, 0)])
+    kept = [e for i, e in enumerate(events) if i not in old]
+    gone = [events[i] for i in sorted(old)]
+    parts = [(OUTCOME_SIGN[o], float(t)) for o, t in gone]
+    count = len(gone)
+    if folded:
+        parts.append((float(folded["sum"]), float(folded["ts"])))
+        count += int(folded["events"])
+    t_ref = max(t for _, t in parts)
+    total = sum(s * float(decay((t_ref - t) / DAY, half_life_days)) for s, t in parts)
+    return kept, {"sum": total, "ts": t_ref, "half_life_days": float(half_life_days), "events": count}
 
 
 def blend(relevance_norm: ArrayLike, recency: ArrayLike, feedback: ArrayLike, recency_weight: ArrayLike,
@@ -216,6 +250,23 @@ def fit_budget(tokens: ArrayLike, token_budget: ArrayLike | None) -> np.ndarray:
         keep[..., i] = take
         used = used + np.where(take, t, 0)
     return keep
+
+
+def ship(score: ArrayLike, ts: ArrayLike, tokens: ArrayLike, limit: int, score_gap: float | None,
+         token_budget: int | None) -> tuple[np.ndarray, int, np.ndarray]:
+    """The stages that turn one pool's scores into shipped results: ``(order, n_gap, keep)``.
+
+    ``order`` ranks every slot (:func:`rank_order`); its first ``limit`` are the list,
+    ``n_gap`` of them survive the ``score_gap`` cut (:func:`apply_score_gap`), and ``keep``
+    marks which of those ``order[:n_gap]`` fit ``token_budget`` (:func:`fit_budget`). So
+    ``order[:n_gap][keep]`` is what ``recall()`` ships; the explainer reads every stage.
+    """
+    score = np.asarray(score, dtype=np.float64)
+    order = rank_order(score, ts) if score.size else np.zeros(0, dtype=np.int64)
+    top = order[: int(limit)]
+    n_gap = apply_score_gap(score[top], score_gap)
+    keep = fit_budget(np.asarray(tokens)[top[:n_gap]], token_budget) if n_gap else np.zeros(0, dtype=bool)
+    return order, n_gap, keep
 
 
 def score_pool(relevance: ArrayLike, age_days: ArrayLike, feedback_signs: ArrayLike, feedback_ages: ArrayLike,

@@ -17,10 +17,17 @@ hybrid pools, the members within both of its top lists); it equals ``recall()``'
 raw relevances tie exactly at the pool's edge. A reranked replay (``Replay.rerank``) records
 the reranker's score of every candidate some limit up to ``pool_limit`` would rerank, so a
 point ranks the ones its own limit reranks; its ``hybrid_weight`` cannot be swept.
+
+Chunks of probes are ranked through joblib, so a cluster's joblib backend spreads them
+over its workers and nothing else changes (a test runs one on a Dask ``LocalCluster``)::
+
+    with joblib.parallel_config(backend="dask"):      # after dask.distributed.Client(...)
+        res = sweep(replays, grid)                      # n_jobs=None: the backend's workers
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -33,20 +40,21 @@ from . import metrics as M
 from . import scoring
 from .policies import Policy, check_param, get_policy
 from .pool import CandidatePool
-from .replay import Replay
+from .replay import Progress, Replay, Reporter
 
 SWEEP_KEYS = ("limit", "token_budget", "hybrid_weight")
 RANKING_KEYS = ("token_budget", "limit", "hybrid_weight")  # grid axes come in this order, then the policy's
 METRIC_COLUMNS = ("hit", "recall", "rr", "ndcg", "stale_leak", "foreign_leak", "session_recall", "budget_fill")
 _CHUNK_ARRAYS = ("relevance", "dense", "lexical", "ts", "age_days", "tokens", "grade", "stale", "foreign",
-                 "session_bits", "feedback_signs", "feedback_ages", "n", "ideal", "n_relevant", "n_sessions")
+                 "session_bits", "feedback_signs", "feedback_ages", "n", "ideal", "n_relevant", "n_sessions",
+                 "rerank_score")
 
 
 class SweepResult:
     """``per_point``: the mean of each metric per grid point (``mrr`` is the mean reciprocal
-    rank; NaNs, e.g. recall of a probe with nothing relevant, are skipped) and the probe
-    count; ``per_probe``: one row per point and probe, built on first use; ``params``: the
-    grid's columns."""
+    rank; NaNs, e.g. recall of a probe with nothing relevant, are skipped), the mean context
+    ``tokens`` and ``n_results`` shipped per probe, and the probe count; ``per_probe``: one
+    row per point and probe, built on first use; ``params``: the grid's columns."""
 
     def __init__(self, per_point: Any, params: list[str], policy: str, build_per_probe: Callable[[], Any]):
         self.per_point = per_point
@@ -116,7 +124,7 @@ def _stack(replays: Sequence[Replay]) -> dict[str, np.ndarray]:
             continue
         parts = []
         for r in replays:
-            a = r.pools[k]
+            a = r.pools[k] if k in r.pools else np.full(r.pools["relevance"].shape, np.nan)  # hand-built
             if a.ndim >= 2:
                 cols = relevant if k == "ideal" else width
                 pad = [(0, 0), (0, cols - a.shape[1])] + ([(0, events - a.shape[2])] if a.ndim == 3 else [])
@@ -194,7 +202,7 @@ def _make_grid(replays: Sequence[Replay], pol: Policy, grid: Mapping[str, Any],
 
 
 def sweep(replays: Replay | Sequence[Replay], grid: Mapping[str, Any] | None = None, policy: str | Policy = "blend",
-          *, n_jobs: int = 1, chunk_elements: int = 300_000, progress: bool | None = False) -> SweepResult:
+          *, n_jobs: int | None = None, chunk_elements: int = 300_000, progress: Progress = False) -> SweepResult:
     """Rank every probe of ``replays`` at every point of ``grid``; returns a :class:`SweepResult`.
 
     ``grid`` maps parameter names to a value or a list of values; the points are their
@@ -204,11 +212,14 @@ def sweep(replays: Replay | Sequence[Replay], grid: Mapping[str, Any] | None = N
     A parameter left out keeps each replay's own setting (policy defaults for the other
     policies). Several replays (say, every LoCoMo conversation) are swept together.
 
-    :param n_jobs: rank chunks of probes in that many threads (-1: every core).
+    :param n_jobs: rank chunks of probes through joblib with that many workers (threads by
+        default; -1: every core). None: what the active joblib backend says (one outside a
+        ``joblib.parallel_config``; a Dask cluster's workers inside ``backend="dask"``).
     :param chunk_elements: about how many (point, slot) scores one chunk computes at once.
-    :param progress: show a progress bar (None: tqdm decides).
+    :param progress: report chunks done: a bar (True; None: tqdm decides) or a callable
+        ``progress(done, total, desc)`` (see :class:`vxmem.replay.Reporter`).
     """
-    from tqdm.auto import tqdm
+    from joblib import Parallel, delayed
 
     replays = [replays] if isinstance(replays, Replay) else list(replays)
     if not replays or not all(isinstance(r, Replay) for r in replays):
@@ -227,23 +238,28 @@ def sweep(replays: Replay | Sequence[Replay], grid: Mapping[str, Any] | None = N
     # token_budget applies after scoring: a chunk scores once per point of the other axes
     score_points = int(np.prod([n for k, n in zip(g.names, g.shape) if k != "token_budget"])) if g.shape else 1
     step = max(1, int(chunk_elements // max(1, score_points * max(width, 1))))
-    chunks = range(0, n_probes, step)
-
-    def run(p0: int) -> tuple[slice, dict[str, np.ndarray]]:
-        sl = slice(p0, min(n_probes, p0 + step))
-        return sl, _metrics_of_chunk(pools, sl, g)
-
-    if n_jobs == 1:
-        results: Any = map(run, chunks)
-    else:  # numpy sorts and ufuncs release the GIL: threads share the pools without copying
-        from joblib import Parallel, delayed
-
-        results = Parallel(n_jobs=n_jobs, prefer="threads", return_as="generator")(delayed(run)(p) for p in chunks)
-    for sl, res in tqdm(results, total=len(chunks), desc="sweep", unit="chunk",
-                        disable=(not progress) if progress is not None else None, leave=False):
-        for m, arr in res.items():
-            out[m][:, sl] = np.broadcast_to(arr, g.shape + arr.shape[-1:]).reshape(n_points, -1)
+    slices = [slice(p0, min(n_probes, p0 + step)) for p0 in range(0, n_probes, step)]
+    # Each job gets its own chunk of the arrays (a view for threads; all a remote worker is
+    # sent). numpy sorts and ufuncs release the GIL, so threads are the local default.
+    bare = dataclasses.replace(g, fixed={})
+    jobs = (delayed(_chunk_job)({k: pools[k][sl] for k in _CHUNK_ARRAYS if k in pools},
+                                {k: v[sl] for k, v in g.fixed.items()},
+                                bare) for sl in slices)
+    bar = Reporter(progress, len(slices), "sweep", unit="chunk")
+    try:
+        for sl, res in zip(slices, Parallel(n_jobs=n_jobs, prefer="threads", return_as="generator")(jobs)):
+            for m, arr in res.items():
+                out[m][:, sl] = np.broadcast_to(arr, g.shape + arr.shape[-1:]).reshape(n_points, -1)
+            bar.update()
+    finally:
+        bar.close()
     return _frames(replays, g, out, n_probes)
+
+
+def _chunk_job(chunk: dict[str, np.ndarray], fixed: dict[str, np.ndarray], g: _Grid) -> dict[str, np.ndarray]:
+    """Every metric of one chunk of probes (its arrays and its probes' own settings)."""
+    n = int(chunk["relevance"].shape[0])
+    return _metrics_of_chunk(chunk, slice(0, n), dataclasses.replace(g, fixed=fixed))
 
 
 def _check_sweepable(replays: list[Replay], pol: Policy, grid: Mapping[str, Any]) -> None:
@@ -291,7 +307,7 @@ class _Ranked(NamedTuple):
 
 def _rank_chunk(pools: Mapping[str, np.ndarray], sl: slice, g: _Grid) -> _Ranked:
     """Rank the probes of ``sl`` at every grid point, as ``recall()`` would."""
-    c = {k: pools[k][sl] for k in _CHUNK_ARRAYS}
+    c = {k: pools[k][sl] for k in _CHUNK_ARRAYS if k in pools}  # "rerank_score": only a reranked replay needs it
     n_probes, width = c["relevance"].shape
 
     def param(k: str) -> np.ndarray:
@@ -303,7 +319,7 @@ def _rank_chunk(pools: Mapping[str, np.ndarray], sl: slice, g: _Grid) -> _Ranked
                                               lim, g.hybrid, param("hybrid_weight") if g.hybrid else 0.0)
     if g.reranked:  # the reranker's scores (recorded by a reranked replay) of the candidates the limit reranks
         valid = scoring.rerank_slots(relevance, c["ts"], valid, lim)
-        relevance = np.where(valid, np.nan_to_num(pools["rerank_score"][sl]), 0.0)
+        relevance = np.where(valid, np.nan_to_num(c["rerank_score"]), 0.0)
     batch = CandidatePool(relevance=relevance, ts=c["ts"], age_days=c["age_days"], feedback_signs=c["feedback_signs"],
                           feedback_ages=c["feedback_ages"], tokens=c["tokens"])
     score = g.policy.score(batch, {k: param(k) for k in g.policy.params}, valid)
@@ -393,6 +409,8 @@ def _frames(replays: list[Replay], g: _Grid, out: dict[str, np.ndarray], n_probe
         warnings.simplefilter("ignore", RuntimeWarning)  # a metric no probe can score is NaN
         for m in metric_cols:
             agg["mrr" if m == "rr" else m] = np.nanmean(out[m], axis=1) if n_probes else np.full(n_points, np.nan)
+        for m in ("tokens", "n_results"):  # what a point costs: context tokens and results per probe
+            agg[m] = out[m].mean(axis=1) if n_probes else np.full(n_points, np.nan)
     agg["probes"] = np.full(n_points, n_probes, dtype=np.int64)
     return SweepResult(per_point=pd.DataFrame(agg), params=g.names, policy=g.policy.name,
                        build_per_probe=build_per_probe)
@@ -409,6 +427,7 @@ def rankings(replay: Replay, policy: str | Policy = "blend", **params: Any) -> l
     bad = set(params) - allowed
     if bad:
         raise ValueError(f"unknown parameter {sorted(bad)[0]!r}; known: {', '.join(sorted(allowed))}")
+    _check_sweepable([replay], pol, params)
     pools = _stack([replay])
     g = _make_grid([replay], pol, {k: [v] for k, v in params.items()}, pools["limit"])
     if replay.n_probes == 0:

@@ -17,7 +17,7 @@ from .clock import TimeLike
 from .consolidation import ConsolidationReport, Summarizer
 from .context import ContextBlock
 from .embed import EmbedderArg
-from .keys import KIND_TURN, KINDS
+from .keys import FORGET_KINDS, KINDS
 from .memory import ConversationMemory, HistoryEntry
 from .recall import MemoryResults
 from .store import Collection, Result
@@ -88,7 +88,7 @@ class Vectrix(Collection):
                                    limit=limit, now=now, **recall_kwargs)
 
     @_documented_by(ConversationMemory.forget)
-    def forget(self, session: str | None = None, kinds: Sequence[str] = (KIND_TURN,),
+    def forget(self, session: str | None = None, kinds: Sequence[str] = FORGET_KINDS,
                older_than: float | datetime | None = None, ids: Sequence[str] | None = None,
                superseded: bool = False, now: TimeLike = None) -> int:
         return self.memory.forget(session=session, kinds=kinds, older_than=older_than, ids=ids, superseded=superseded,

@@ -4,12 +4,13 @@
 - :mod:`~vxmem.datasets.jsonl`: the conversation's own JSON Lines file.
 - :mod:`~vxmem.datasets.locomo`, :mod:`~vxmem.datasets.longmemeval`: real benchmark files
   read into the same model (:mod:`~vxmem.datasets.sources` holds what importers share).
-- :mod:`~vxmem.datasets.formats`: :func:`load` reads any of them, guessing which.
+- :mod:`~vxmem.datasets.formats`: :func:`load` reads any of them, guessing which, and the
+  chat logs of :mod:`vxmem.chatlogs` (OpenAI / ChatML JSONL, a ChatGPT export, CSV).
 
 Every name is importable from ``vxmem.datasets`` itself.
 """
 
-from .formats import FILE_FORMATS, FORMATS, FileFormat, guess_format, load
+from .formats import CHAT_FORMATS, FILE_FORMATS, FORMATS, FileFormat, guess_format, load
 from .jsonl import dumps_jsonl, load_jsonl, loads_jsonl, save_jsonl
 from .locomo import load_locomo, parse_locomo_date
 from .longmemeval import load_longmemeval, parse_longmemeval_date
@@ -30,5 +31,5 @@ __all__ = [
     "FORMAT", "EVENT_TYPES", "MEMORY_EVENTS", "HEADER_KEYS",
     "load_jsonl", "loads_jsonl", "save_jsonl", "dumps_jsonl",
     "load_locomo", "parse_locomo_date", "load_longmemeval", "parse_longmemeval_date",
-    "load", "guess_format", "FORMATS", "FILE_FORMATS", "FileFormat",
+    "load", "guess_format", "FORMATS", "FILE_FORMATS", "CHAT_FORMATS", "FileFormat",
 ]

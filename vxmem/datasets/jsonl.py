@@ -84,3 +84,5 @@ def _parse_line(line: str, n: int, path: str | None) -> Any:
         return json.loads(line)
     except json.JSONDecodeError as exc:
         raise DatasetError(f"not valid JSON ({exc.msg} at column {exc.colno})", line=n, path=path) from None
+    except RecursionError:
+        raise DatasetError("JSON nested too deeply to be an event", line=n, path=path) from None

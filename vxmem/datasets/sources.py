@@ -30,6 +30,8 @@ def read_json(path) -> Any:
                            path=spath) from None
     except UnicodeDecodeError:
         raise DatasetError("not UTF-8 text", path=spath) from None
+    except RecursionError:
+        raise DatasetError("JSON nested too deeply to be a dataset", path=spath) from None
 
 
 def load_list(path, shape: str, item: str, id_key: str,

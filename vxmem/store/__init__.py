@@ -7,8 +7,8 @@ it unchanged.
 
 from .checks import SEARCH_MODES
 from .collection import Collection
-from .errors import DatabaseLockedError, InvalidDatabaseError, ReadOnlyError, VectrixError
+from .errors import DatabaseLockedError, ForkedHandleError, InvalidDatabaseError, ReadOnlyError, VectrixError
 from .results import Result, Results
 
 __all__ = ["Collection", "Result", "Results", "SEARCH_MODES", "VectrixError", "DatabaseLockedError",
-           "InvalidDatabaseError", "ReadOnlyError"]
+           "InvalidDatabaseError", "ReadOnlyError", "ForkedHandleError"]

@@ -12,10 +12,14 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..checks import check_choice, check_number, check_text
+import numpy as np
+
+from ..checks import check_choice, check_int, check_number, check_positive, check_text
+from ..keys import KINDS, OUTCOMES, RESERVED_PREFIX, RESERVED_TYPES, TS_RANGE, TURN_LIMIT
 
 SEARCH_MODES = ("dense", "lexical", "hybrid")
 MAX_JSON_DEPTH = 32
+TOKEN_LIMIT = 2**40  # a text's token count stays below this, so sums over a collection fit an int64
 
 FilterValues = dict[str, list[Any]]  # a checked filter: key -> the values any of which matches
 
@@ -76,6 +80,7 @@ def check_metadata(metadata: Any, n: int) -> list[dict[str, Any]]:
         return [{} for _ in range(n)]
     if isinstance(metadata, Mapping):
         check_json(metadata)
+        check_reserved(metadata)
         return [json_copy(metadata) for _ in range(n)]
     if not isinstance(metadata, Sequence) or isinstance(metadata, str):
         raise TypeError("metadata must be a dict or a list of dicts")
@@ -88,8 +93,83 @@ def check_metadata(metadata: Any, n: int) -> list[dict[str, Any]]:
         if not isinstance(m, Mapping):
             raise TypeError(f"metadata[{i}] must be a dict, not {type(m).__name__}")
         check_json(m, f"metadata[{i}]")
+        check_reserved(m, f"metadata[{i}]")
         out.append(json_copy(m))
     return out
+
+
+def _check_str_list(value: Any, name: str) -> None:
+    if not isinstance(value, list):
+        raise TypeError(f"{name} must be a list of str, not {type(value).__name__}")
+    for i, v in enumerate(value):
+        if not isinstance(v, str):
+            raise TypeError(f"{name}[{i}] must be a str, not {type(v).__name__}")
+
+
+def _check_reserved_value(kind: str, value: Any, name: str) -> None:
+    if kind == "kind":
+        check_choice(value, name, KINDS)
+    elif kind == "str":
+        check_text(value, name)
+    elif kind == "str|None":
+        if value is not None:
+            if not isinstance(value, str):
+                raise TypeError(f"{name} must be a str or None, not {type(value).__name__}")
+    elif kind == "turn":
+        check_int(value, name, minimum=0, below=TURN_LIMIT)
+    elif kind == "time":
+        check_number(value, name, *TS_RANGE)
+    elif kind == "number":
+        check_number(value, name)
+    elif kind == "list[str]":
+        _check_str_list(value, name)
+    elif kind == "dict":
+        if not isinstance(value, Mapping):
+            raise TypeError(f"{name} must be a dict, not {type(value).__name__}")
+    elif kind == "feedback":
+        if not isinstance(value, list):
+            raise TypeError(f"{name} must be a list of [outcome, time] pairs, not {type(value).__name__}")
+        for i, ev in enumerate(value):
+            if not isinstance(ev, list) or len(ev) != 2:
+                raise TypeError(f"{name}[{i}] must be an [outcome, time] pair")
+            check_choice(ev[0], f"{name}[{i}] outcome", OUTCOMES)
+            check_number(ev[1], f"{name}[{i}] time", *TS_RANGE)
+    elif kind == "folded":
+        if not isinstance(value, Mapping) or set(value) != {"sum", "ts", "half_life_days", "events"}:
+            raise TypeError(f"{name} must be a dict with keys sum, ts, half_life_days and events")
+        check_number(value["sum"], f"{name}['sum']")
+        check_number(value["ts"], f"{name}['ts']", *TS_RANGE)
+        check_positive(value["half_life_days"], f"{name}['half_life_days']")
+        check_int(value["events"], f"{name}['events']", minimum=1)
+    else:  # pragma: no cover - a type name keys.RESERVED_TYPES uses but this function does not know
+        raise AssertionError(kind)
+
+
+def check_reserved(meta: Mapping[str, Any], name: str = "metadata") -> None:
+    """Refuse reserved ``_vx_*`` keys that are unknown or hold the wrong type of value.
+
+    The types are :data:`vxmem.keys.RESERVED_TYPES`: a session is a str or None, a turn an
+    int, a time a finite number, and so on. A plain document may carry them (a memory
+    written through the collection), but never one the memory layer cannot read back.
+    """
+    for k, v in meta.items():
+        if not k.startswith(RESERVED_PREFIX):
+            continue
+        kind = RESERVED_TYPES.get(k)
+        if kind is None:
+            raise ValueError(f"{name} key {k!r} is reserved: keys starting with {RESERVED_PREFIX!r} belong to "
+                             f"vxmem, which knows {', '.join(sorted(RESERVED_TYPES))}")
+        _check_reserved_value(kind, v, f"{name}[{k!r}]")
+
+
+def check_token_count(value: Any, text: str) -> int:
+    """What a token counter returned for ``text``: an int (not a bool) in [0, 2**40)."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"token_counter must return an int, got {type(value).__name__} {value!r} "
+                        f"for {text[:40]!r}")
+    if not 0 <= value < TOKEN_LIMIT:
+        raise ValueError(f"token_counter must return an int in [0, 2**40), got {value!r} for {text[:40]!r}")
+    return int(value)
 
 
 def check_filter(filter: Any) -> FilterValues | None:

@@ -10,8 +10,17 @@ one SQLite transaction; the mirror and the caches follow only once it commits.
 The collection imports nothing of the memory layer: it knows the reserved keys
 (:mod:`vxmem.keys`) only as columns it mirrors and selects on. The memory above it
 (:mod:`vxmem.memory`) uses a small internal surface, documented in one section below:
-``_locked()``, ``_transaction()``, ``_embed()``, ``_topk()``, ``_candidates()`` and the
-:class:`~vxmem.store.mirror.Mirror` that ``_locked()`` gives.
+``_locked()``, ``_transaction()``, ``_embed()``, ``_count_tokens()``, ``_prepare_query()``,
+``_topk()``, ``_candidates()`` and the :class:`~vxmem.store.mirror.Mirror` that
+``_locked()`` gives.
+
+Callers' callables (embedders, token counters, and above, judges and summarizers) run
+outside the lock: a verb takes it to read a snapshot and again to write, so a slow
+embedder never holds up another thread's read.
+
+A handle belongs to the process that opened it: used in a forked child it raises
+:class:`~vxmem.store.errors.ForkedHandleError`, and ``close()`` there leaves the
+parent's writer lock and connection alone.
 """
 
 from __future__ import annotations
@@ -28,7 +37,6 @@ import numpy as np
 from ..checks import check_int, check_limit, check_text
 from ..embed import EmbedderArg, check_embedder, embedder_name, get_embedder, l2_normalize
 from ..keys import K_SESSION
-from ..onnx import preload
 from ..scoring import HYBRID_WEIGHT, fuse_relevance
 from ..tokens import check_token_counter
 from .checks import (
@@ -39,10 +47,12 @@ from .checks import (
     check_json,
     check_metadata,
     check_mode,
+    check_reserved,
+    check_token_count,
     json_copy,
 )
 from .database import Database, Transaction
-from .errors import VectrixError
+from .errors import ForkedHandleError, VectrixError
 from .hnsw import HnswCache
 from .lexical import LexicalSearch
 from .mirror import ANY_SESSION, Mirror, SessionArg
@@ -51,9 +61,6 @@ from .results import Result, Results
 EXACT_THRESHOLD = 20_000  # selections above this many rows go through the HNSW index
 SAME_EMBEDDER_COSINE = 0.99  # a stored vector and a fresh one of its text, from the same embedder
 
-# onnxruntime (the default embedder's runtime) imported after usearch's extension crashes the
-# interpreter; hnsw.py imports usearch lazily, so loading onnxruntime here, first, keeps the order safe.
-preload()
 
 
 class Candidates(NamedTuple):
@@ -76,6 +83,20 @@ def _rowdot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """
     vecdot = getattr(np, "vecdot", None)
     return vecdot(a, b) if vecdot is not None else np.einsum("ij,j->i", a, b)
+
+
+def unit_rows(x: np.ndarray) -> np.ndarray:
+    """Rows of a float64 matrix scaled to unit length, as float32; all-zero rows stay zero.
+
+    Each row is first divided by its largest magnitude, so a row of 1e20s or 1e-25s keeps
+    its direction (in float32, or squared in float64, it would overflow or vanish).
+    """
+    peak = np.max(np.abs(x), axis=1, keepdims=True) if x.size else np.zeros((x.shape[0], 1))
+    peak[peak == 0] = 1.0
+    y = x / peak
+    norms = np.linalg.norm(y, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return (y / norms).astype(np.float32)
 
 
 def exact_topk(m: Mirror, q: np.ndarray, positions: np.ndarray, k: int,
@@ -120,7 +141,9 @@ class _Locked:
         return self._collection._enter_locked()
 
     def __exit__(self, *exc: object) -> None:
-        self._collection._lock.release()
+        c = self._collection
+        c._depth -= 1
+        c._lock.release()
 
 
 class Collection:
@@ -154,8 +177,11 @@ class Collection:
         if self.read_only and self.path is None:
             raise ValueError("read_only needs a database file path")
         self._lock = threading.RLock()
+        self._depth = 0  # how deep the thread holding the lock is in _locked() blocks
         self._locked_block = _Locked(self)
         self._closed = False
+        self._pid = os.getpid()
+        self._prepared = threading.local()  # a query embedded before the lock (see _prepare_query)
         self._database = Database(self.path, self.read_only)
         try:
             self._mirror = self._database.load(self.token_counter)
@@ -235,17 +261,24 @@ class Collection:
                 raise ValueError(f"got {len(ids)} ids for {n} texts")
             if len(set(ids)) != n:
                 raise ValueError("ids must be unique")
+        with self._locked() as m:  # fail fast, before the embedder runs
+            self._refuse_taken(m, ids)
+        if n == 0:
+            return []
+        vecs = self._embed(texts)  # the callables run outside the lock, and before the transaction
+        tokens = self._count_tokens(texts)
         with self._locked() as m:
-            taken = [i for i in ids if i in m.pos_of_id]
-            if taken:
-                raise ValueError(f"id already exists: {taken[0]!r}")
-            if n == 0:
-                return []
-            vecs = self._embed(texts)
+            self._refuse_taken(m, ids)  # another thread may have taken one meanwhile
             with self._transaction() as tx:
-                for id, text, meta, vec in zip(ids, texts, metas, vecs):
-                    tx.insert(id, text, meta, vec)
+                for id, text, meta, vec, t in zip(ids, texts, metas, vecs, tokens):
+                    tx.insert(id, text, meta, vec, t)
         return list(ids)
+
+    @staticmethod
+    def _refuse_taken(m: Mirror, ids: list[str]) -> None:
+        taken = [i for i in ids if i in m.pos_of_id]
+        if taken:
+            raise ValueError(f"id already exists: {taken[0]!r}")
 
     def search(self, query: str, limit: int = 10, filter: Mapping[str, Any] | None = None, mode: str = "dense",
                hybrid_weight: float = HYBRID_WEIGHT) -> Results:
@@ -269,6 +302,7 @@ class Collection:
         flt = check_filter(filter)
         mode = check_mode(mode)
         hybrid_weight = check_hybrid_weight(hybrid_weight)
+        self._prepare_query(query, mode)
         with self._locked() as m:
             sessions = (flt or {}).get(K_SESSION, ())
             cand = self._candidates(query, m.matching(flt), limit, mode, hybrid_weight,
@@ -288,8 +322,8 @@ class Collection:
             return m.result(p)
 
     def __contains__(self, id: object) -> bool:
-        with self._lock:
-            return isinstance(id, str) and id in self._mirror.pos_of_id
+        with self._locked() as m:
+            return isinstance(id, str) and id in m.pos_of_id
 
     def __len__(self) -> int:
         return self.count()
@@ -305,6 +339,7 @@ class Collection:
         if not isinstance(patch, Mapping):
             raise TypeError(f"patch must be a dict, not {type(patch).__name__}")
         check_json(patch, "patch")
+        check_reserved(patch, "patch")
         with self._locked() as m:
             p = m.pos_of_id.get(id)
             if p is None:
@@ -354,7 +389,14 @@ class Collection:
         """Save the vector index if it changed, and release the database.
 
         Waits for a background index build to finish, so its work is saved, not lost.
+        The index is a cache: a failure to save it (a full disk) never makes ``close()``
+        fail; the next open rebuilds it. In a forked child, ``close()`` only marks the
+        handle closed: the lock, the connection and the index file are the parent's.
         """
+        if os.getpid() != self._pid:
+            self._closed = True
+            self._database.close()  # leaves the parent's lock and connection alone
+            return
         self._hnsw.wait()  # outside the lock: the build installs its index under it
         with self._lock:
             if self._closed:
@@ -381,22 +423,45 @@ class Collection:
 
     def _locked(self) -> _Locked:
         """A context manager: hold the collection's lock, check it is open, bring a
-        read-only handle up to date, and give the :class:`Mirror`. Positions read from it
-        stay valid inside the block. Re-entrant, like the lock."""
+        read-only handle up to date (in the outermost block only), and give the
+        :class:`Mirror`. Positions read from it stay valid inside the block. Re-entrant,
+        like the lock."""
         return self._locked_block
 
     def _enter_locked(self) -> Mirror:
+        if os.getpid() != self._pid:  # before the lock: a fork may have copied it held
+            raise ForkedHandleError(
+                f"this {type(self).__name__} was opened by process {self._pid}, not this one ({os.getpid()}); "
+                "open a new handle in this process")
         self._lock.acquire()
+        self._depth += 1
         try:
             if self._closed:
                 raise VectrixError(f"this {type(self).__name__} is closed")
-            if self._database.read_only and self._database.changed():  # a writer committed since
-                self._hnsw.reset()
-                self._mirror = self._database.load(self.token_counter)
+            # Only the outermost block catches up: a nested one must not move the mirror
+            # (or replace it) under positions the outer block is still holding.
+            if self._depth == 1 and self._database.read_only:
+                self._catch_up()
         except BaseException:
+            self._depth -= 1
             self._lock.release()
             raise
         return self._mirror
+
+    def _catch_up(self) -> None:
+        """A read-only handle takes in what writers committed since it last looked: the
+        changed rows only, or a whole new mirror when the change log cannot say."""
+        uid = self._database.uid
+        got = self._database.refresh(self._mirror, self.token_counter)
+        if got is None:
+            return
+        if isinstance(got, Mirror):
+            self._hnsw.reset()
+            self._mirror = got
+            if self._database.uid != uid:  # another database at this path: its rowids mean other rows
+                self._lexical = LexicalSearch(self._database.conn, lambda: self._database.generation, self.path)
+        else:
+            self._follow(got)
 
     @contextmanager
     def _transaction(self) -> Iterator[Transaction]:
@@ -412,9 +477,13 @@ class Collection:
             self._follow(tx.ops)
 
     def _embed(self, texts: list[str]) -> np.ndarray:
-        """The texts' vectors, unit length, after checking what the embedder returned
-        (shape, finite values, the collection's dimension)."""
-        vecs = np.asarray(self.embedder(texts), dtype=np.float32)
+        """The texts' vectors, unit length (normalised in float64, then float32), after
+        checking what the embedder returned: real numbers (complex is a ``TypeError``), the
+        shape, finite values, the collection's dimension. Call it outside the lock."""
+        raw = np.asarray(self.embedder(texts))
+        if raw.dtype.kind not in "biuf":
+            raise TypeError(f"embedder must return real numbers, got an array of {raw.dtype}")
+        vecs = raw.astype(np.float64)
         if vecs.ndim != 2 or vecs.shape[0] != len(texts):
             raise ValueError(f"embedder returned shape {vecs.shape} for {len(texts)} texts; expected (n, d)")
         if not np.all(np.isfinite(vecs)):
@@ -423,7 +492,33 @@ class Collection:
         if dim is not None and vecs.shape[1] != dim:
             raise ValueError(f"embedder returned {vecs.shape[1]}-d vectors but this collection holds "
                              f"{dim}-d vectors")
-        return l2_normalize(vecs)
+        return unit_rows(vecs)
+
+    def _count_tokens(self, texts: list[str]) -> list[int]:
+        """The token counter's count of each text, checked (an int in [0, 2**40), never a
+        bool or a float). Call it outside the lock, before the transaction."""
+        return [check_token_count(self.token_counter(t), t) for t in texts]
+
+    def _prepare_query(self, query: str, mode: str) -> None:
+        """Embed ``query`` now, before the caller takes the lock, for the next
+        :meth:`_candidates` of this thread (``mode`` says whether it needs a vector)."""
+        if mode == "lexical":
+            return
+        got = getattr(self._prepared, "query", None)
+        if got is not None and got[0] == query and got[1] is self.embedder:
+            return
+        self._prepared.query = (query, self.embedder, self._embed([query])[0])
+
+    def _query_vector(self, query: str) -> np.ndarray:
+        """The query's vector: the one this thread prepared, or embedded now."""
+        got = getattr(self._prepared, "query", None)
+        if got is not None:
+            self._prepared.query = None
+            vec = got[2]
+            dim = self._database.dim
+            if got[0] == query and got[1] is self.embedder and (dim is None or vec.shape[0] == dim):
+                return vec
+        return self._embed([query])[0]
 
     def _topk(self, q: np.ndarray, positions: np.ndarray, k: int,
               session: SessionArg = ANY_SESSION) -> tuple[np.ndarray, np.ndarray]:
@@ -453,14 +548,15 @@ class Collection:
         empty = np.zeros(0)
         if positions.size == 0:
             return Candidates(positions[:0], empty, empty, empty)
+        k = min(k, int(positions.size))  # a limit of 10**30 asks for every row, and no more
         if mode == "dense":
-            pos, sims = self._topk(self._embed([query])[0], positions, k, session)
+            pos, sims = self._topk(self._query_vector(query), positions, k, session)
             dense = sims.astype(np.float64)
             return Candidates(pos, dense, dense, np.full(pos.size, np.nan))
         lpos, bm25, seen = self._lexical.search(m, query, positions, k, session)
         if mode == "lexical":
             return Candidates(lpos, bm25, np.full(lpos.size, np.nan), bm25)
-        q = self._embed([query])[0]
+        q = self._query_vector(query)
         dpos, _ = self._topk(q, positions, k, session)
         pos = np.array(list(dict.fromkeys(dpos.tolist() + lpos.tolist())), dtype=np.int64)
         dense = _rowdot(m.vecs[pos], q).astype(np.float64)  # row by row: the same cosine whatever the union
@@ -478,8 +574,8 @@ class Collection:
         removed: list[int] = []
         for op in ops:
             if op[0] == "insert":
-                _, rowid, id, text, meta, vec = op
-                m.append(rowid, id, text, meta, vec, int(self.token_counter(text)))
+                _, rowid, id, text, meta, vec, tokens = op
+                m.append(rowid, id, text, meta, vec, tokens)
                 added.append(rowid)
             elif op[0] == "update":
                 _, id, meta = op

@@ -6,10 +6,16 @@ process writes a database file at a time: a second writer gets
 :class:`~vxmem.store.errors.DatabaseLockedError` at open. ``read_only=True`` opens without
 the lock and sees what writers have committed.
 
+Every committed write moves ``generation`` on and lists the rows it touched in
+``vx_changes`` (same transaction), so a read-only handle applies only what changed since
+the generation it holds, read in one read transaction (a commit is seen whole or not at
+all). The writer keeps the last :data:`CHANGE_WINDOW` generations of the log; a reader
+further behind, or a file replaced under it, reloads in full.
+
 Beside ``db.vxdb`` the HNSW cache keeps ``db.vxdb.usearch`` and its sidecar
-``db.vxdb.usearch.json`` (``{"uid", "generation", "count", "dim"}``), which ties the
-index file to this database (``uid``) at this state (``generation`` moves on with every
-committed write).
+``db.vxdb.usearch.json`` (``{"uid", "generation", "count", "dim", "size", "crc32"}``),
+which ties the index file to this database (``uid``) at this state (``generation``) and
+to its own content (``size``, ``crc32``).
 """
 
 from __future__ import annotations
@@ -17,6 +23,8 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import threading
+import urllib.parse
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -24,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from .checks import check_token_count
 from .errors import DatabaseLockedError, InvalidDatabaseError, ReadOnlyError
 from .lexical import TOKENIZE, scope_token
 from .mirror import Mirror
@@ -33,8 +42,10 @@ try:  # POSIX advisory locks keep a second writer out.
 except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
-SCHEMA_VERSION = 2  # 2: the FTS5 lexical index (a version-1 database gains it on open)
+SCHEMA_VERSION = 3  # 2: the FTS5 lexical index; 3: the change log (older files gain both on a writable open)
 FORMAT_NAME = "vxmem"
+CHANGE_WINDOW = 10_000  # generations of vx_changes the writer keeps for read-only handles
+PRUNE_EVERY = 1_000  # the writer drops older changes every this many generations (and at open)
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS vx_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
@@ -46,6 +57,13 @@ _SCHEMA = (
         vector BLOB NOT NULL
     )""",
     "CREATE TABLE IF NOT EXISTS vx_counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL)",
+)
+
+# The change log: one row per document a committed transaction touched (``doc`` is its
+# rowid in vx_docs), tagged with the generation that transaction committed as.
+_CHANGES_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS vx_changes (generation INTEGER NOT NULL, doc INTEGER NOT NULL, op TEXT NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS vx_changes_generation ON vx_changes (generation)",
 )
 
 # The lexical index: a contentless FTS5 table over each document's text plus a "scope"
@@ -61,6 +79,32 @@ _FTS_SCHEMA = (
 def index_files(path: str) -> tuple[str, str]:
     """The HNSW index file of the database at ``path`` and its JSON sidecar."""
     return path + ".usearch", path + ".usearch.json"
+
+
+def remove_stale_temps(path: str) -> None:
+    """Remove the temporary files a save killed halfway left beside the database."""
+    for name in index_files(path):
+        try:
+            os.remove(name + ".tmp")
+        except OSError:
+            pass
+
+
+def read_only_uri(path: str) -> str:
+    """The SQLite URI that opens ``path`` read-only, every character of the path escaped
+    (``#``, ``?`` and ``%`` are URI syntax).
+
+    In a directory this process cannot write, SQLite could not make the WAL's shared-memory
+    file, and no writer can exist there either: such a file is opened ``immutable=1``
+    unless an unfinished write-ahead log lies beside it.
+    """
+    absolute = os.path.abspath(path)
+    uri = "file:" + urllib.parse.quote(absolute) + "?mode=ro"
+    directory = os.path.dirname(absolute) or "."
+    wal = absolute + "-wal"
+    if not os.access(directory, os.W_OK) and not (os.path.exists(wal) and os.path.getsize(wal) > 0):
+        uri += "&immutable=1"
+    return uri
 
 
 def read_sidecar(path: str) -> dict[str, Any] | None:
@@ -87,21 +131,30 @@ class Transaction:
         self.database = database
         self.conn = database.conn
         self.mirror = mirror
+        self.generation = database.generation + 1  # what this transaction commits as
         self.ops: list[tuple[Any, ...]] = []
         self.scopes: dict[str, str] = {}  # FTS scope of documents whose session moved in this transaction
 
-    def insert(self, id: str, text: str, meta: dict[str, Any], vec: np.ndarray) -> None:
-        """Add a document (its vector's dimension becomes the collection's, if it has none yet)."""
+    def insert(self, id: str, text: str, meta: dict[str, Any], vec: np.ndarray, tokens: int) -> None:
+        """Add a document, ``tokens`` being its text's (checked) token count; its vector's
+        dimension becomes the collection's if it has none yet."""
+        dim = self.database.dim
+        if dim is not None and vec.shape[0] != dim:  # embedded outside the lock, before another thread's first write
+            raise ValueError(f"a {vec.shape[0]}-d vector for a collection of {dim}-d vectors")
         self.database.set_dim(self, vec.shape[0])
         cur = self.conn.execute("INSERT INTO vx_docs (id, text, metadata, vector) VALUES (?, ?, ?, ?)",
                                 (id, text, _dumps(meta), vec.astype(np.float32).tobytes()))
         self.conn.execute("INSERT INTO vx_fts (rowid, text, scope) VALUES (?, ?, ?)",
                           (cur.lastrowid, text, scope_token(meta)))
-        self.ops.append(("insert", cur.lastrowid, id, text, meta, vec))
+        self.conn.execute("INSERT INTO vx_changes (generation, doc, op) VALUES (?, ?, 'insert')",
+                          (self.generation, cur.lastrowid))
+        self.ops.append(("insert", cur.lastrowid, id, text, meta, vec, tokens))
 
     def update_meta(self, id: str, meta: dict[str, Any]) -> None:
         """Replace a document's metadata (moving its FTS scope if its session changed)."""
         self.conn.execute("UPDATE vx_docs SET metadata = ? WHERE id = ?", (_dumps(meta), id))
+        self.conn.execute("INSERT INTO vx_changes (generation, doc, op) SELECT ?, rowid, 'update' FROM vx_docs "
+                          "WHERE id = ?", (self.generation, id))
         m = self.mirror
         p = m.pos_of_id.get(id)
         if p is not None:
@@ -118,6 +171,8 @@ class Transaction:
     def delete(self, ids: Sequence[str]) -> None:
         """Delete documents by id."""
         m = self.mirror
+        self.conn.executemany("INSERT INTO vx_changes (generation, doc, op) SELECT ?, rowid, 'delete' FROM vx_docs "
+                              "WHERE id = ?", [(self.generation, i) for i in ids])
         self.conn.executemany("DELETE FROM vx_docs WHERE id = ?", [(i,) for i in ids])
         # A contentless FTS5 row is deleted by restating what was indexed.
         self.conn.executemany(
@@ -132,6 +187,11 @@ class Transaction:
             "INSERT INTO vx_counters (name, value) VALUES (?, 1) "
             "ON CONFLICT(name) DO UPDATE SET value = value + 1 RETURNING value - 1", (name,)).fetchone()[0])
 
+    def counter(self, name: str) -> int:
+        """The counter's value (0 before it was first taken)."""
+        row = self.conn.execute("SELECT value FROM vx_counters WHERE name = ?", (name,)).fetchone()
+        return int(row[0]) if row else 0
+
     def raise_counter(self, name: str, value: int) -> None:
         """Move the counter up to at least ``value`` (never down)."""
         self.conn.execute(
@@ -144,10 +204,12 @@ class Database:
 
     ``path=None`` is an in-memory database. Opening creates the schema in a fresh file,
     refuses a file that is not a vxmem database (:class:`InvalidDatabaseError`, never an
-    empty store), and gives a version-1 database its FTS5 table once. ``dim`` (None until
-    the first vector), ``generation``, ``uid`` and ``embedder`` (the name of the embedder that
-    wrote the vectors, None when unrecorded) mirror ``vx_meta``. ``writer_embedder`` is the
-    name this handle records with the first vector.
+    empty store), and brings an older file up to this schema once (a read-only handle
+    reads an older file as it is). ``dim`` (None until the first vector), ``generation``,
+    ``uid``, ``schema_version`` and ``embedder`` (the name of the embedder that wrote the
+    vectors, None when unrecorded) mirror ``vx_meta``. ``writer_embedder`` is the name this
+    handle records with the first vector. ``pid`` is the process that opened it: in another
+    one (a fork) :meth:`close` leaves the parent's lock and connection alone.
     """
 
     def __init__(self, path: str | None, read_only: bool = False):
@@ -158,20 +220,30 @@ class Database:
         self.uid: str | None = None
         self.embedder: str | None = None
         self.writer_embedder: str | None = None
+        self.schema_version = SCHEMA_VERSION
+        self.pid = os.getpid()
         self._lock_fd: int | None = None
-        self._data_version = None
+        self._data_version: int | None = None
+        self._has_changes = False
         existing_empty = False
         if path is None:
             self.conn = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
         elif read_only:
             if not os.path.exists(path):
                 raise FileNotFoundError(f"no database at {path}")
-            self.conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False,
-                                        isolation_level=None)
+            try:
+                self.conn = sqlite3.connect(read_only_uri(path), uri=True, check_same_thread=False,
+                                            isolation_level=None)
+            except sqlite3.Error as exc:
+                raise InvalidDatabaseError(f"{path} cannot be opened read-only: {exc}") from None
         else:
             existing_empty = os.path.isfile(path) and os.path.getsize(path) == 0
             self._take_writer_lock(path)
-            self.conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=30)
+            try:
+                self.conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=30)
+            except BaseException:
+                self.close()
+                raise
         try:
             with self._damage_is_invalid():
                 self._init_schema(existing_empty)
@@ -182,21 +254,11 @@ class Database:
     # ------------------------------------------------------------------ opening
 
     def _take_writer_lock(self, path: str) -> None:
-        if fcntl is None:  # pragma: no cover
-            return
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(fd)
-            raise DatabaseLockedError(
-                f"{path} is already open for writing by another process or handle; "
-                "close it first, or open this one with read_only=True") from None
-        self._lock_fd = fd
+        self._lock_fd = _WRITER_LOCKS.take(path)
 
     def _init_schema(self, existing_empty: bool) -> None:
         c = self.conn
-        tables = {r[0] for r in c.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        tables = self._tables()
         if tables and "vx_meta" not in tables:
             raise InvalidDatabaseError(f"{self.path} is an SQLite database but not a vxmem one "
                                        f"(its tables: {', '.join(sorted(tables)[:5])})")
@@ -210,24 +272,36 @@ class Database:
             if self.read_only:
                 raise InvalidDatabaseError(f"{self.path} is empty: not a vxmem database")
             c.execute("BEGIN IMMEDIATE")
-            for ddl in _SCHEMA + _FTS_SCHEMA:
+            for ddl in _SCHEMA + _FTS_SCHEMA + _CHANGES_SCHEMA:
                 c.execute(ddl)
             c.executemany("INSERT OR IGNORE INTO vx_meta (key, value) VALUES (?, ?)",
                           [("format", FORMAT_NAME), ("schema_version", str(SCHEMA_VERSION)),
-                           ("generation", "0"), ("uid", uuid.uuid4().hex)])
+                           ("generation", "0"), ("uid", uuid.uuid4().hex), ("changes_since", "0")])
             c.execute("COMMIT")
         meta = self._read_meta()
-        if meta.get("format") != FORMAT_NAME:
-            raise InvalidDatabaseError(f"{self.path} is not a vxmem database (format {meta.get('format')!r})")
-        if int(meta.get("schema_version", 0)) > SCHEMA_VERSION:
-            raise InvalidDatabaseError(f"{self.path} was written by a newer vxmem (schema "
-                                       f"{meta['schema_version']}, this one reads {SCHEMA_VERSION})")
-        if int(meta.get("schema_version", 0)) < 2:
-            self._migrate_fts()
+        if self.schema_version < SCHEMA_VERSION and not self.read_only:
+            self._migrate()
+            meta = self._read_meta()
+        self._has_changes = self.schema_version >= 3 and "vx_changes" in self._tables()
+        if not self.read_only and self._has_changes:
+            self._prune(self.generation, force=True)
+        if self.path is not None and not self.read_only:
+            remove_stale_temps(self.path)
         self.uid = meta.get("uid")  # ties a saved index file to this database, not one made at the same path
 
+    def _tables(self) -> set[str]:
+        return {r[0] for r in self.conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+
     def _read_meta(self) -> dict[str, str]:
+        """``vx_meta``, checked, with ``dim``, ``generation`` and ``schema_version`` taken from it."""
         meta = dict(self.conn.execute("SELECT key, value FROM vx_meta"))
+        if meta.get("format") != FORMAT_NAME:
+            raise InvalidDatabaseError(f"{self.path} is not a vxmem database (format {meta.get('format')!r})")
+        version = int(meta.get("schema_version", 0))
+        if version > SCHEMA_VERSION:
+            raise InvalidDatabaseError(f"{self.path} was written by a newer vxmem (schema "
+                                       f"{meta['schema_version']}, this one reads {SCHEMA_VERSION})")
+        self.schema_version = version
         self.dim = int(meta["dim"]) if "dim" in meta else None
         self.generation = int(meta.get("generation", 0))
         self.embedder = meta.get("embedder")
@@ -244,44 +318,208 @@ class Database:
                 f"{self.path} is empty, but its index file says it held {held} documents: the database "
                 f"was truncated or replaced. Restore it, or delete {self.path}.usearch* to start afresh")
 
-    def _migrate_fts(self) -> None:
-        """Give a database made before the lexical index its FTS5 table, once, in one transaction."""
-        if self.read_only:
-            return  # lexical search will say the index is missing
+    def _migrate(self) -> None:
+        """Bring an older database up to this schema, once, in one transaction: a version-1
+        file gains its FTS5 table (every document indexed), a version-2 file its change log."""
         from tqdm.auto import tqdm
 
         c = self.conn
-        total = c.execute("SELECT count(*) FROM vx_docs").fetchone()[0]
+        version = self.schema_version
         c.execute("BEGIN IMMEDIATE")
         try:
-            for ddl in _FTS_SCHEMA:
-                c.execute(ddl)
-            last, step = 0, 5000
-            with tqdm(total=total, desc="building the lexical index", unit="doc", disable=total < 20_000) as bar:
-                while True:
-                    rows = c.execute("SELECT rowid, text, metadata FROM vx_docs WHERE rowid > ? ORDER BY rowid "
-                                     "LIMIT ?", (last, step)).fetchall()
-                    if not rows:
-                        break
-                    c.executemany("INSERT INTO vx_fts (rowid, text, scope) VALUES (?, ?, ?)",
-                                  [(r, t, scope_token(json.loads(mj))) for r, t, mj in rows])
-                    last = rows[-1][0]
-                    bar.update(len(rows))
+            if version < 2:
+                total = c.execute("SELECT count(*) FROM vx_docs").fetchone()[0]
+                for ddl in _FTS_SCHEMA:
+                    c.execute(ddl)
+                last, step = 0, 5000
+                with tqdm(total=total, desc="building the lexical index", unit="doc",
+                          disable=total < 20_000) as bar:
+                    while True:
+                        rows = c.execute("SELECT rowid, text, metadata FROM vx_docs WHERE rowid > ? "
+                                         "ORDER BY rowid LIMIT ?", (last, step)).fetchall()
+                        if not rows:
+                            break
+                        c.executemany("INSERT INTO vx_fts (rowid, text, scope) VALUES (?, ?, ?)",
+                                      [(r, t, scope_token(json.loads(mj))) for r, t, mj in rows])
+                        last = rows[-1][0]
+                        bar.update(len(rows))
+            if version < 3:
+                for ddl in _CHANGES_SCHEMA:
+                    c.execute(ddl)
+                # Readers that hold an older generation have no log to follow: they reload in full.
+                c.execute("INSERT OR REPLACE INTO vx_meta (key, value) VALUES ('changes_since', ?)",
+                          (str(self.generation),))
             c.execute("UPDATE vx_meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
             c.execute("COMMIT")
         except BaseException:
-            c.execute("ROLLBACK")
+            self._rollback()
+            raise
+
+    def _prune(self, generation: int, force: bool = False) -> None:
+        """Drop the change log older than :data:`CHANGE_WINDOW` generations before ``generation``
+        (inside the caller's transaction, or in one of its own with ``force``)."""
+        floor = generation - CHANGE_WINDOW
+        if floor <= 0:
+            return
+        c = self.conn
+        if force:
+            oldest = c.execute("SELECT min(generation) FROM vx_changes").fetchone()[0]
+            if oldest is None or oldest > floor:
+                return
+            c.execute("BEGIN IMMEDIATE")
+        try:
+            c.execute("DELETE FROM vx_changes WHERE generation <= ?", (floor,))
+            c.execute("UPDATE vx_meta SET value = CAST(max(CAST(value AS INTEGER), ?) AS TEXT) "
+                      "WHERE key = 'changes_since'", (floor,))
+            if force:
+                c.execute("COMMIT")
+        except BaseException:
+            if force:
+                self._rollback()
             raise
 
     # ------------------------------------------------------------------ reading
 
+    @contextmanager
+    def _snapshot(self) -> Iterator[None]:
+        """One read transaction: every read inside sees the same committed state."""
+        self.conn.execute("BEGIN")
+        try:
+            yield
+        finally:
+            if self.conn.in_transaction:
+                self.conn.execute("COMMIT")
+
     def load(self, token_counter: Callable[[str], int]) -> Mirror:
         """Every document, read into a fresh :class:`Mirror` (``token_counter`` counts each text).
 
-        A damaged row or ``vx_meta`` value is an :class:`InvalidDatabaseError`.
+        ``vx_meta`` and the rows are read in one read transaction. A damaged row or
+        ``vx_meta`` value is an :class:`InvalidDatabaseError`; a token counter that returns
+        something other than a count is a ``TypeError`` / ``ValueError`` naming it.
         """
-        with self._damage_is_invalid():
-            return self._load(token_counter)
+        probe = self._probe()
+        with self._damage_is_invalid(), self._snapshot():
+            meta = self._read_meta()
+            rows = self.conn.execute("SELECT rowid, id, text, metadata, vector FROM vx_docs ORDER BY rowid").fetchall()
+            m = self._mirror_of(rows)
+        self.uid = meta.get("uid")
+        self._has_changes = self._has_changes or (self.schema_version >= 3 and "vx_changes" in self._tables())
+        self._count_tokens(m, token_counter, 0)
+        self._data_version = probe
+        return m
+
+    def _probe(self) -> int:
+        return int(self.conn.execute("PRAGMA data_version").fetchone()[0])
+
+    def _mirror_of(self, rows: list[tuple[Any, ...]]) -> Mirror:
+        m = Mirror(self.dim)
+        if self.dim is not None:
+            m.set_dim(self.dim)
+        m.reserve(len(rows))
+        for rowid, id, text, meta_json, blob in rows:
+            m.append(rowid, id, text, json.loads(meta_json), self._vector(id, blob), 0)
+        return m
+
+    def _vector(self, id: str, blob: bytes) -> np.ndarray:
+        vec = np.frombuffer(blob, dtype=np.float32)
+        if vec.shape[0] != self.dim:
+            raise InvalidDatabaseError(f"{self.path}: document {id!r} has a {vec.shape[0]}-d vector, "
+                                       f"expected {self.dim}")
+        return vec
+
+    @staticmethod
+    def _count_tokens(m: Mirror, token_counter: Callable[[str], int], start: int) -> None:
+        """Fill the mirror's token column from position ``start`` on (checked counts)."""
+        texts = m.texts
+        m.tokens[start: m.n] = [check_token_count(token_counter(texts[p]), texts[p]) if m.alive[p] else 0
+                                for p in range(start, m.n)]
+
+    def refresh(self, mirror: Mirror, token_counter: Callable[[str], int]) -> list[tuple[Any, ...]] | Mirror | None:
+        """For a read-only handle: what writers committed since ``mirror`` was read.
+
+        None when nothing was; otherwise the ops of the change (``("insert", rowid, id,
+        text, meta, vec, tokens)``, ``("update", id, meta)``, ``("delete", [ids])``, for
+        ``Collection._follow``), read from the change log in one read transaction, or a whole
+        new :class:`Mirror` when the log cannot say (an older file, a reader further behind
+        than the log reaches, or another database now at this path). ``PRAGMA data_version``
+        taken before the transaction is the cheap "anything new?" probe, so a commit that
+        lands while this reads is picked up by the next call.
+        """
+        if not self.read_only:
+            return None
+        probe = self._probe()
+        if probe == self._data_version:
+            return None
+        state = (self.uid, self.generation, self.dim, self.schema_version, self._has_changes)
+        try:
+            return self._refresh(mirror, token_counter, probe)
+        except BaseException:  # nothing taken in: the next call tries again from the same state
+            self.uid, self.generation, self.dim, self.schema_version, self._has_changes = state
+            raise
+
+    def _refresh(self, mirror: Mirror, token_counter: Callable[[str], int],
+                 probe: int) -> list[tuple[Any, ...]] | Mirror | None:
+        with self._damage_is_invalid(), self._snapshot():
+            old_uid, old_gen, old_dim = self.uid, self.generation, self.dim
+            meta = self._read_meta()
+            uid, since = meta.get("uid"), int(meta.get("changes_since", -1))
+            if uid == old_uid and self.generation == old_gen:
+                self._data_version = probe
+                return None
+            has_changes = self.schema_version >= 3 and (self._has_changes or "vx_changes" in self._tables())
+            self._has_changes = has_changes
+            incremental = (uid == old_uid and has_changes and 0 <= since <= old_gen < self.generation
+                           and (old_dim is None or old_dim == self.dim) and (old_dim is not None or mirror.n == 0))
+            if not incremental:
+                self.uid = uid
+                rows = self.conn.execute(
+                    "SELECT rowid, id, text, metadata, vector FROM vx_docs ORDER BY rowid").fetchall()
+                fresh = self._mirror_of(rows)
+            else:
+                touched = {r for (r,) in self.conn.execute(
+                    "SELECT DISTINCT doc FROM vx_changes WHERE generation > ?", (old_gen,))}
+                rows = self.conn.execute(
+                    "SELECT rowid, id, text, metadata, vector FROM vx_docs WHERE rowid IN "
+                    "(SELECT doc FROM vx_changes WHERE generation > ?) ORDER BY rowid", (old_gen,)).fetchall()
+                ops = self._ops_of(mirror, touched, rows)
+        if not incremental:
+            self._count_tokens(fresh, token_counter, 0)
+            self._data_version = probe
+            return fresh
+        if ops is None:  # the log and the mirror disagree: read it all
+            self._data_version = None
+            return self.refresh_full(token_counter)
+        for op in ops:
+            if op[0] == "insert":
+                op[6] = check_token_count(token_counter(op[3]), op[3])
+        if old_dim is None and self.dim is not None:
+            mirror.set_dim(self.dim)
+        self._data_version = probe
+        return [tuple(op) for op in ops]
+
+    def refresh_full(self, token_counter: Callable[[str], int]) -> Mirror:
+        """A whole new mirror (and ``vx_meta`` read again), in one read transaction."""
+        return self.load(token_counter)
+
+    def _ops_of(self, mirror: Mirror, touched: set[int], rows: list[tuple[Any, ...]]) -> list[list[Any]] | None:
+        """The ops that bring ``mirror`` to ``rows`` (the touched documents still present);
+        None if they cannot (a new row below the mirror's last rowid)."""
+        present = {r[0] for r in rows}
+        deleted = [mirror.ids[p] for r in sorted(touched - present)
+                   if (p := mirror.pos_of_rowid.get(r)) is not None]
+        ops: list[list[Any]] = [["delete", deleted]] if deleted else []
+        last = int(mirror.rowid[mirror.n - 1]) if mirror.n else 0
+        for rowid, id, text, meta_json, blob in rows:
+            p = mirror.pos_of_rowid.get(rowid)
+            meta = json.loads(meta_json)
+            if p is not None:
+                ops.append(["update", id, meta])
+            elif rowid > last:
+                ops.append(["insert", rowid, id, text, meta, self._vector(id, blob), 0])
+            else:
+                return None
+        # Deletions first (an id may be taken again by a new row), then updates, then inserts in rowid order.
+        return sorted(ops, key=lambda op: ("delete", "update", "insert").index(op[0]))
 
     @contextmanager
     def _damage_is_invalid(self) -> Iterator[None]:
@@ -296,36 +534,15 @@ class Database:
         except (ValueError, TypeError, AttributeError, KeyError) as exc:  # a damaged row or vx_meta value
             raise InvalidDatabaseError(f"{name} is damaged: {type(exc).__name__}: {exc}") from exc
 
-    def _load(self, token_counter: Callable[[str], int]) -> Mirror:
-        m = Mirror(self.dim)
-        if self.dim is not None:
-            m.set_dim(self.dim)
-        rows = self.conn.execute("SELECT rowid, id, text, metadata, vector FROM vx_docs ORDER BY rowid").fetchall()
-        m.reserve(len(rows))
-        for rowid, id, text, meta_json, blob in rows:
-            vec = np.frombuffer(blob, dtype=np.float32)
-            if vec.shape[0] != self.dim:
-                raise InvalidDatabaseError(f"{self.path}: document {id!r} has a {vec.shape[0]}-d vector, "
-                                           f"expected {self.dim}")
-            m.append(rowid, id, text, json.loads(meta_json), vec, int(token_counter(text)))
-        self._data_version = self.conn.execute("PRAGMA data_version").fetchone()[0]
-        return m
-
-    def changed(self) -> bool:
-        """For a read-only handle: True (and ``vx_meta`` read again) when a writer has
-        committed since the last :meth:`load`. A writer's own data never changes under it."""
-        if not self.read_only:
-            return False
-        if self.conn.execute("PRAGMA data_version").fetchone()[0] == self._data_version:
-            return False
-        self._read_meta()
-        return True
-
     # ------------------------------------------------------------------ writing
 
     @contextmanager
     def transaction(self, mirror: Mirror) -> Iterator[Transaction]:
-        """One SQLite transaction (``BEGIN IMMEDIATE``); ``generation`` moves on if it wrote."""
+        """One SQLite transaction (``BEGIN IMMEDIATE``); ``generation`` moves on if it wrote.
+
+        A failure rolls back, if SQLite has not already (a full disk can end the
+        transaction itself), and the error raised is the one that happened.
+        """
         if self.read_only:
             raise ReadOnlyError(f"{self.path} is open read_only")
         tx = Transaction(self, mirror)
@@ -333,13 +550,23 @@ class Database:
         try:
             yield tx
             if tx.ops:
-                self.conn.execute("UPDATE vx_meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'generation'")
+                self.conn.execute("UPDATE vx_meta SET value = ? WHERE key = 'generation'", (str(tx.generation),))
+                if tx.generation % PRUNE_EVERY == 0:
+                    self._prune(tx.generation)
             self.conn.execute("COMMIT")
         except BaseException:
-            self.conn.execute("ROLLBACK")
+            self._rollback()
             raise
         if tx.ops:
-            self.generation += 1
+            self.generation = tx.generation
+
+    def _rollback(self) -> None:
+        """Roll back the open transaction, if there still is one; never masks the error being handled."""
+        if self.conn.in_transaction:
+            try:
+                self.conn.execute("ROLLBACK")
+            except sqlite3.Error:  # pragma: no cover - the error that brought us here is the one to raise
+                pass
 
     def set_dim(self, tx: Transaction, dim: int) -> None:
         """Fix the collection's vector dimension with its first vector, in ``tx`` (and record
@@ -368,17 +595,90 @@ class Database:
         self.embedder = name
 
     def close(self) -> None:
-        """Close the connection and release the writer lock."""
+        """Close the connection and release the writer lock.
+
+        In a process other than the one that opened it (a fork), the connection and the
+        lock are the parent's: the connection is left open (kept referenced, so it is never
+        finalised here) and the lock is left held. (Lock descriptors are never closed; see
+        :class:`_WriterLocks`.)
+        """
         conn = getattr(self, "conn", None)
+        forked = os.getpid() != self.pid
         if conn is not None:
-            try:
-                conn.close()
-            except sqlite3.Error:  # pragma: no cover
-                pass
+            if forked:
+                _FORKED_CONNECTIONS.append(conn)
+            else:
+                try:
+                    conn.close()
+                except sqlite3.Error:  # pragma: no cover
+                    pass
         if self._lock_fd is not None:
+            if not forked:
+                _WRITER_LOCKS.release(self._lock_fd)
+            self._lock_fd = None
+
+
+class _WriterLocks:
+    """This process's writer locks: ``flock`` on one descriptor per database file.
+
+    Closing *any* descriptor of a file drops every POSIX lock this process holds on it,
+    SQLite's own included (a reader's shared lock in the same process, say): a writer that
+    closed its lock descriptor made another process's writer believe it was alone, and a
+    checkpoint then corrupted the file under a reader. So a lock descriptor is never
+    closed: it is kept per file (device and inode) for the life of the process, unlocked
+    on ``close()``, and locked again by the next writer of that file. A second writer in
+    the same process is refused here (``flock`` would grant it the lock it already holds);
+    one in another process by ``flock``. A forked child starts a registry of its own and
+    leaves the inherited descriptors as they are.
+    """
+
+    def __init__(self) -> None:
+        self._guard = threading.Lock()
+        self._pid = os.getpid()
+        self._fds: dict[tuple[int, int], int] = {}
+        self._held: set[int] = set()
+
+    def take(self, path: str) -> int | None:
+        if fcntl is None:  # pragma: no cover - Windows
+            return None
+        with self._guard:
+            if os.getpid() != self._pid:  # a fork: the parent's descriptors and locks are the parent's
+                self._pid, self._fds, self._held = os.getpid(), {}, set()
             try:
-                if fcntl is not None:
-                    fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
-            finally:
-                os.close(self._lock_fd)
-                self._lock_fd = None
+                st = os.stat(path)
+                fd = self._fds.get((st.st_dev, st.st_ino))
+            except FileNotFoundError:
+                fd = None
+            if fd is None:
+                fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+                st = os.fstat(fd)
+                fd = self._fds.setdefault((st.st_dev, st.st_ino), fd)  # never closed, whichever is kept
+            if fd in self._held:
+                raise _locked_error(path)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                raise _locked_error(path) from None
+            self._held.add(fd)
+            return fd
+
+    def release(self, fd: int) -> None:
+        with self._guard:
+            if os.getpid() != self._pid or fd not in self._held:
+                return
+            self._held.discard(fd)
+            if fcntl is not None:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+
+
+def _locked_error(path: str) -> DatabaseLockedError:
+    return DatabaseLockedError(f"{path} is already open for writing by another process or handle; "
+                               "close it first, or open this one with read_only=True")
+
+
+_WRITER_LOCKS = _WriterLocks()
+
+
+# Connections a forked child inherited and must not close (closing one runs SQLite's
+# shutdown of a connection the parent is still using).
+_FORKED_CONNECTIONS: list[sqlite3.Connection] = []

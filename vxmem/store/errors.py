@@ -17,3 +17,8 @@ class InvalidDatabaseError(VectrixError, ValueError):
 
 class ReadOnlyError(VectrixError, PermissionError):
     """A write was attempted on a handle opened with ``read_only=True``."""
+
+
+class ForkedHandleError(VectrixError):
+    """A handle was used in a process other than the one that opened it (after a fork):
+    its lock, connection and caches belong to the parent. Open a new handle instead."""

@@ -172,7 +172,10 @@ class LexicalIndex:
             return
         if not self._ready:
             self._ensure_temp()
-            pairs = self._conn.execute("SELECT term, doc FROM temp.vx_fts_i WHERE col = 'text'").fetchall()
+            # Only up to max_rowid: on a read-only handle FTS5 may already hold rows its
+            # mirror has not taken in yet, and those are tokenised when it does.
+            pairs = self._conn.execute("SELECT term, doc FROM temp.vx_fts_i WHERE col = 'text' AND doc <= ?",
+                                       (max_rowid,)).fetchall()
             self._add(pairs)
             self._ready = True
         else:

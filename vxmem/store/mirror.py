@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ..keys import K_EXPIRES, K_KIND, K_SESSION, K_SUPERSEDED_BY, K_TS, K_TURN, KIND_CODES, NO_KIND
+from ..keys import K_EXPIRES, K_KIND, K_SESSION, K_SUPERSEDED_BY, K_TS, K_TURN, KIND_CODES, NO_KIND, TS_RANGE
 from .checks import FilterValues
 from .results import Result
 
@@ -29,7 +29,6 @@ ANY_SESSION: EllipsisType = ...
 SessionArg = Any  # a session name, None, or ANY_SESSION
 
 _JSON_SCALARS = (str, int, float, bool, type(None))
-_EPOCH_RANGE = (-62135596800.0, 253402300799.0)  # years 1 to 9999: a time the clock can turn back into a date
 _FILL = {"kind": NO_KIND, "session": -1, "ts": np.nan, "expires": np.inf, "turn": np.nan}
 _COLUMNS = ("vecs", "rowid", "alive", "kind", "session", "ts", "expires", "superseded", "tokens", "turn")
 _NO_POSITIONS = np.zeros(0, dtype=np.int64)
@@ -165,7 +164,7 @@ class Mirror:
         kind = meta.get(K_KIND)
         self.kind[p] = KIND_CODES.get(kind, NO_KIND) if isinstance(kind, str) else NO_KIND
         self.ts[p] = _number(meta.get(K_TS), np.nan)
-        if not _EPOCH_RANGE[0] <= self.ts[p] <= _EPOCH_RANGE[1]:  # NaN fails too
+        if not TS_RANGE[0] <= self.ts[p] <= TS_RANGE[1]:  # a time the clock can turn into a date; NaN fails
             self.kind[p] = NO_KIND  # a kind without a usable time is a plain document, not a memory
         self.expires[p] = _number(meta.get(K_EXPIRES), np.inf)
         self.superseded[p] = meta.get(K_SUPERSEDED_BY) is not None

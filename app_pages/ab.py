@@ -1,0 +1,92 @@
+"""A/B: two parameter sets (or two policies, or two search modes) on the same probes, side by side."""
+
+import json
+
+import altair as alt
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from app_pages import config, shared
+from vxmem import views
+
+st.title("A/B")
+st.caption("A is the shared settings; B is set here. Every probe is ranked under both from the cached pools "
+           "(another search mode replays the dataset once for B), with the change from A to B, wins, losses "
+           "and ties, and the probes that changed most. The interval on the mean change is a paired bootstrap.")
+key, convs, reps = shared.dataset()
+result = st.session_state["dataset"]
+
+
+@st.cache_data(show_spinner=False, max_entries=128)
+def compare(key_a: str, key_b: str, a: str, b: str, policy_a: str, policy_b: str, metric: str, _reps, _reps_b):
+    return views.ab_frames(_reps, json.loads(a), json.loads(b), policy_a, policy_b, _reps_b, metric)
+
+
+a = shared.settings()
+left, right = st.columns(2, gap="large")
+with left:
+    st.markdown("**A: the shared settings**")
+    policy_a = st.selectbox("A's policy", config.POLICIES, key="ab_policy_a")
+    st.caption(", ".join(f"{config.PARAMS[k][0]} {a[k]:g}" for k in config.RANKING_PARAMS) + f"; mode {a['mode']}")
+with right:
+    st.markdown("**B**")
+    policy_b = st.selectbox("B's policy", config.POLICIES, key="ab_policy_b")
+    mode_b = st.selectbox("B's search mode", config.MODES, index=list(config.MODES).index(a["mode"]), key="ab_mode_b")
+    b: dict = {}
+    cols = st.columns(2)
+    for j, name in enumerate(config.RANKING_PARAMS):
+        label, lo, hi, _, step = config.PARAMS[name]
+        start = a[name]
+        if name == "recency_weight" and "ab_recency_weight" not in st.session_state:
+            start = 0.0 if a[name] else config.PARAMS[name][3]  # a first B worth comparing: recency off (or on)
+        b[name] = cols[j % 2].slider(f"B: {label}", lo, hi, start, step, key=f"ab_{name}")
+metric = st.selectbox("Compare on", list(config.AB_METRICS), key="ab_metric", format_func=config.AB_METRICS.get)
+
+b_settings = {**a, **b, "mode": mode_b}
+reps_b = None
+key_b = key
+if mode_b != a["mode"]:
+    reps_b = shared.replays_for(result["key"], tuple(convs), b_settings)
+    key_b = shared.cache_key(result["key"], b_settings)
+frame, summary = compare(key, key_b, json.dumps(views.point_of(a), sort_keys=True),
+                         json.dumps(views.point_of(b_settings), sort_keys=True), policy_a, policy_b, metric,
+                         reps, reps_b)
+cols = st.columns(6)
+cols[0].metric("B wins", summary.wins)
+cols[1].metric("B loses", summary.losses)
+cols[2].metric("ties", summary.ties)
+cols[3].metric("mean A", f"{summary.mean_a:.3f}", help=f"mean {config.AB_METRICS[metric]} under A")
+cols[4].metric("mean B", f"{summary.mean_b:.3f}", help=f"mean {config.AB_METRICS[metric]} under B")
+cols[5].metric("mean change (B - A)", f"{summary.mean_delta:+.3f}",
+               help=f"paired bootstrap 95% interval {summary.delta_lo:+.3f} to {summary.delta_hi:+.3f}")
+st.caption(f"{summary.scored} of {summary.probes} probes can be scored on {config.AB_METRICS[metric]}; mean change "
+           f"{summary.mean_delta:+.3f}, 95% interval {summary.delta_lo:+.3f} to {summary.delta_hi:+.3f}"
+           + (" (lower is better: B wins where it leaks less)." if metric == "stale_leak" else "."))
+
+scored = frame[frame[f"{metric}_a"].notna() & frame[f"{metric}_b"].notna()]
+if not scored.empty:
+    better = scored[f"{metric}_delta"].to_numpy() * (-1 if metric == "stale_leak" else 1)
+    outcome = np.where(better > 1e-12, "B better", np.where(better < -1e-12, "B worse", "tie"))
+    dots = scored.assign(probe_label=scored["conversation"].astype(str) + ":" + scored["label"].astype(str),
+                         outcome=outcome)
+    scatter = alt.Chart(dots).mark_circle(size=70, opacity=0.8).encode(
+        x=alt.X(f"{metric}_a:Q", title=f"A: {config.AB_METRICS[metric]}", scale=alt.Scale(domain=[0, 1])),
+        y=alt.Y(f"{metric}_b:Q", title=f"B: {config.AB_METRICS[metric]}", scale=alt.Scale(domain=[0, 1])),
+        color=alt.Color("outcome:N", title="probe", scale=alt.Scale(domain=["B worse", "tie", "B better"],
+                                                                    range=["#e45756", "#9d9d9d", "#54a24b"])),
+        tooltip=["probe_label", "query", f"{metric}_a", f"{metric}_b", "rank_a", "rank_b"])
+    diagonal = alt.Chart(pd.DataFrame({"v": [0.0, 1.0]})).mark_line(color="#bbbbbb", strokeDash=[4, 4]).encode(
+        x="v:Q", y="v:Q")
+    shared.chart((diagonal + scatter).properties(height=340))
+
+st.subheader("The probes that changed most")
+changed = summary.most_changed
+if changed.empty:
+    st.info("No probe changes between A and B.")
+else:
+    st.dataframe(changed[["conversation", "label", "query", "rank_a", "rank_b", "change", "ranked_a", "ranked_b"]],
+                 hide_index=True, width="stretch",
+                 column_config={"change": st.column_config.NumberColumn(f"{metric} change", format="%+.3f")})
+with st.expander("Every probe, A beside B"):
+    st.dataframe(frame.drop(columns=["ranked_a", "ranked_b"]), hide_index=True, width="stretch")

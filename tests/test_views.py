@@ -1,0 +1,172 @@
+"""The dashboard's frames and helpers (vxmem.views), without Streamlit."""
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from vxmem import views
+from vxmem.datasets import DatasetError
+from vxmem.replay import replay
+from vxmem.synth import generate
+
+RANGES = {"half_life_days": (0.5, 180.0), "recency_weight": (0.0, 2.0), "feedback_weight": (0.0, 2.0),
+          "feedback_half_life_days": (1.0, 180.0), "limit": (1, 20), "token_budget": (0, 2000),
+          "hybrid_weight": (0.0, 1.0)}
+SEED = [
+    {"time": 0.0, "type": "turn", "label": "m1", "session": "s", "text": "I prefer dark mode in every editor."},
+    {"time": 60.0, "type": "turn", "label": "m2", "session": "s", "text": "My sister lives in Lisbon."},
+    {"time": 120.0, "type": "feedback", "label": "m3", "target": "m1", "outcome": "corrected",
+     "correction": "Actually I switched to light mode."},
+]
+
+
+def test_settings_travel_through_a_url_and_back():
+    s = {**views.DEFAULT_SETTINGS, "half_life_days": 30.0, "limit": 5, "mode": "hybrid"}
+    query = views.settings_to_query(s, views.DEFAULT_SETTINGS)
+    assert query == {"half_life_days": "30", "limit": "5", "mode": "hybrid"}
+    back, problems = views.check_settings(query, RANGES)
+    assert back == s and problems == []
+
+
+@pytest.mark.parametrize("raw, problem", [
+    ({"half_life_days": "0"}, "half_life_days '0'"),
+    ({"limit": "2.5"}, "limit '2.5': expected a whole number"),
+    ({"recency_weight": "lots"}, "not a number"),
+    ({"mode": "semantic"}, "mode 'semantic'"),
+    ({"embedder": "gpt"}, "embedder 'gpt'"),
+    ({"colour": "red"}, "unknown setting 'colour'"),
+])
+def test_a_bad_setting_is_named_and_left_at_its_default(raw, problem):
+    out, problems = views.check_settings(raw, RANGES)
+    assert out == views.DEFAULT_SETTINGS
+    assert len(problems) == 1 and problem in problems[0]
+
+
+def test_settings_export_as_json_and_import_back():
+    s = {**views.DEFAULT_SETTINGS, "feedback_weight": 1.25, "token_budget": 300}
+    back, problems = views.settings_from_json(views.settings_json(s), RANGES)
+    assert back == s and not problems
+    with pytest.raises(ValueError, match="not a settings file"):
+        views.settings_from_json("[1, 2]", RANGES)
+
+
+def test_the_snippet_is_python_that_ranks_the_same_way():
+    s = {**views.DEFAULT_SETTINGS, "half_life_days": 3.0, "mode": "hybrid", "hybrid_weight": 0.25, "limit": 4,
+         "embedder": "hashing"}
+    code = views.settings_snippet(s)
+    compile(code, "snippet", "exec")
+    assert "Vectrix(" in code and "half_life_days=3.0" in code and "hybrid_weight=0.25" in code
+    assert "limit=4" in code and "mode='hybrid'" in code and "HashingEmbedder()" in code
+    from vxmem import Vectrix
+    from vxmem.embed import HashingEmbedder
+
+    scope = {"Vectrix": Vectrix, "HashingEmbedder": HashingEmbedder, "query": "dark mode", "session": "s"}
+    exec(code.replace('"chat.vxdb"', "None"), scope)  # runs: a real memory, a real recall
+    assert scope["db"].memory.half_life_days == 3.0
+
+
+def test_point_of_keeps_the_hybrid_weight_only_for_hybrid_pools():
+    s = {**views.DEFAULT_SETTINGS, "hybrid_weight": 0.3}
+    assert "hybrid_weight" not in views.point_of(s)
+    assert views.point_of({**s, "mode": "hybrid"})["hybrid_weight"] == 0.3
+
+
+def test_the_playground_saves_as_a_dataset_and_reads_back():
+    s = {**views.DEFAULT_SETTINGS, "half_life_days": 12.0, "limit": 3}
+    text = views.playground_jsonl(SEED, 3600.0, "which theme?", "s", s, "rule_key_value", ["m3"])
+    (conv,) = views.load_bytes("playground.jsonl", text.encode())
+    assert conv.meta["settings"]["half_life_days"] == 12.0 and conv.meta["judge"] == "rule_key_value"
+    rep = replay(conv)
+    assert rep.settings["limit"] == 3 and rep.probes[0]["relevant"] == ["m3"]
+    back = views.playground_state(text)
+    assert back["now"] == 3600.0 and back["query"] == "which theme?" and back["relevant"] == ["m3"]
+    assert [e["label"] for e in back["events"]] == ["m1", "m2", "m3"]
+    assert back["events"][1]["time"] == 60.0
+
+
+def test_the_playground_explains_its_recall():
+    out = views.playground_recall(SEED, "which theme do I like?", "s", 3600.0, views.DEFAULT_SETTINGS)
+    why = out["why"].set_index("label")
+    assert why.loc["m1", "reason"] == "superseded" and why.loc["m3", "reason"] == "returned"
+    assert out["ranking"]["label"].tolist() == why[why["reason"] == "returned"].sort_values("rank").index.tolist()
+    assert out["low_relevance"] is None or isinstance(out["low_relevance"], float)
+
+
+def test_relevance_note_warns_below_the_threshold_and_always_shows_the_raw_figure():
+    level, text = views.relevance_note(0.02, 0.1, "dense")
+    assert level == "warning" and "0.020" in text and "0.100" in text
+    level, text = views.relevance_note(0.4, 0.1, "dense")
+    assert level == "caption" and "0.400" in text
+    level, text = views.relevance_note(0.02, None, "lexical")
+    assert level == "caption" and "0.020 (BM25)" in text
+
+
+def test_low_relevance_is_read_when_the_memory_has_it():
+    class Memory:
+        def low_relevance(self, mode=None, rerank=None):
+            return 0.2 if mode == "dense" else None
+
+    assert views.low_relevance_of(Memory(), "dense") == 0.2
+    assert views.low_relevance_of(Memory(), "lexical") is None
+    assert views.low_relevance_of(object(), "dense") is None
+
+
+def test_budget_replay_gives_every_probe_what_context_budgets_gives_one():
+    conv = generate("preference_drift", weeks=3)
+    every = views.budget_replay(conv, [50, 200], recent_turns=2)
+    assert len(every) == len(conv.probes)
+    one = views.context_budgets(conv, 1, [50, 200], recent_turns=2)
+    pd.testing.assert_frame_equal(every[1]["sections"], one["sections"])
+    assert every[1]["texts"] == one["texts"]
+
+
+def test_point_report_gives_intervals_for_all_tune_and_holdout_probes():
+    reps = [replay(generate("many_users", users=2)), replay(generate("feedback_loop"))]
+    rep = views.point_report(reps, views.DEFAULT_POINT, n_boot=200)
+    assert set(rep["subset"]) == {"all", "tune", "holdout"}
+    assert (rep["lo"] <= rep["mean"] + 1e-12).all() and (rep["mean"] <= rep["hi"] + 1e-12).all()
+    allp = rep[(rep["subset"] == "all") & (rep["metric"] == "hit")].iloc[0]
+    assert allp["probes"] == sum(r.n_probes for r in reps)
+
+
+def test_rank_movement_flags_the_probes_that_move():
+    rep = replay(generate("preference_drift", weeks=4))
+    flat = views.rank_movement([rep], views.DEFAULT_POINT, "feedback_weight", [0.0, 1.0, 2.0])
+    assert not flat["moves"].any()  # no feedback in these pools
+    moving = views.rank_movement([rep], views.DEFAULT_POINT, "recency_weight", [0.0, 1.0, 2.0])
+    assert moving["moves"].any()
+
+
+def test_stale_above_at_counts_ranked_pairs():
+    rep = replay(generate("preference_drift", weeks=4), {"pool_limit": 20})
+    rate, pairs = views.stale_above_at([rep], {**views.DEFAULT_POINT, "limit": 20})
+    assert pairs > 0 and 0.0 <= rate <= 1.0
+    high, _ = views.stale_above_at([rep], {**views.DEFAULT_POINT, "limit": 20, "recency_weight": 0.0})
+    assert not math.isnan(high)
+
+
+def test_a_chat_log_upload_is_read_and_a_bad_one_named():
+    conv = views.chatlog_from_bytes("mine.csv", b"session,role,text\na,user,hello there\na,assistant,hi\n")
+    assert conv.name == "mine" and views.turn_table(conv)["label"].tolist() == ["a:0", "a:1"]
+    with pytest.raises(DatasetError, match="mine.csv"):
+        views.chatlog_from_bytes("mine.csv", b"\xff\xfe\x00")
+    with pytest.raises(DatasetError, match="Import page"):
+        views.load_bytes("mine.csv", b"session,role,text\na,user,hello there\n")
+
+
+def test_the_sweeps_pareto_points_are_those_nothing_beats():
+    frame = pd.DataFrame({"ndcg": [0.9, 0.8, 0.9, 0.5], "stale_leak": [0.1, 0.0, 0.2, 0.0],
+                          "tokens": [100.0, 50.0, 100.0, 60.0]})
+    assert views.pareto_points(frame)["pareto"].tolist() == [True, True, False, False]
+
+
+def test_explain_at_the_replay_settings_returns_the_recorded_recall():
+    rep = replay(generate("contradicting_facts"), views.REPLAY_SETTINGS)
+    for i in range(rep.n_probes):
+        why = views.explain(rep, i, views.DEFAULT_POINT)
+        assert views.returned(why)["rank"].tolist() == list(range(1, len(rep.probes[i]["recalled_ids"]) + 1))
+        ids = why[why["reason"] == "returned"].sort_values("rank")["id"].tolist()
+        assert ids == rep.probes[i]["recalled_ids"]
+    assert np.isfinite(views.returned(views.explain(rep, 0, views.DEFAULT_POINT))["relevance"]).all()
