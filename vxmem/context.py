@@ -119,7 +119,7 @@ def assemble(db: Collection, recall: Callable[..., Results], query: str, session
 def _pinned(m: Mirror, session: str | None, now_ts: float) -> list[Result]:
     """Live pinned facts, oldest first."""
     pos = m.select(ANY_SESSION if session is None else session, (KIND_PINNED,), live_at=now_ts,
-                   include_superseded=False)
+                   include_superseded=False, as_of=now_ts)
     return [m.result(p) for p in sorted(pos.tolist(), key=lambda p: (m.ts[p], p))]
 
 
@@ -128,7 +128,7 @@ def _recent(m: Mirror, session: str | None, recent_turns: int, now_ts: float,
     """The last ``recent_turns`` live turns of ``session`` that fit, and how many were cut."""
     if session is None or not recent_turns:
         return [], 0
-    pos = m.select(session, (KIND_TURN,), live_at=now_ts, include_superseded=False)
+    pos = m.select(session, (KIND_TURN,), live_at=now_ts, include_superseded=False, as_of=now_ts)
     last = m.in_turn_order(pos)[-recent_turns:]
     recent: list[Result] = []
     for p in reversed(last):  # newest first, so the oldest are the ones cut

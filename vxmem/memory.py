@@ -504,27 +504,34 @@ class ConversationMemory:
 
         :param session: whose turns.
         :param limit: only the last this many.
-        :param now: the moment a turn must not have expired by (default: now).
+        :param now: the moment of the transcript (default: now): turns created after it
+            are not in it, and one expired by then is left out.
         """
         session = check_session(session)
         if limit is not None:
             limit = check_limit(limit)
         now_ts = to_epoch(now)
         with self.db._locked() as m:
-            ordered = m.in_turn_order(m.select(session, (KIND_TURN,), live_at=now_ts))
+            ordered = m.in_turn_order(m.select(session, (KIND_TURN,), live_at=now_ts, as_of=now_ts))
             if limit is not None:
                 ordered = ordered[-limit:]
             return [m.result(p) for p in ordered]
 
-    def history(self, id: str) -> list[HistoryEntry]:
-        """The supersession chain ``id`` belongs to, oldest first.
+    def history(self, id: str, now: TimeLike = None) -> list[HistoryEntry]:
+        """The supersession chain ``id`` belongs to, oldest first, as it stood at ``now``.
 
         Follows correction and contradiction links both ways, so "where did I live
         before?" has an answer even after the old fact dropped out of recall.
+
+        :param id: a memory of the chain.
+        :param now: the moment (default: now): memories created after it are not in the
+            chain, and a supersession made after it has not happened yet. Empty when ``id``
+            itself did not exist yet.
         """
+        now_ts = to_epoch(now)
         with self.db._locked() as m:
             self._memory_pos(m, id)
-            return chain(m, id)
+            return chain(m, id, as_of=now_ts)
 
     def recall(self, query: str, session: str | None = None, limit: int = 10, token_budget: int | None = None,
                score_gap: float | None = None, kinds: Sequence[str] = KINDS, include_superseded: bool = False,
@@ -549,7 +556,10 @@ class ConversationMemory:
         :param mode: the relevance: ``"dense"`` (default) cosine, ``"lexical"`` BM25 from the
             FTS5 index, ``"hybrid"`` both fused with ``hybrid_weight``. The blend on top is
             the same whatever the mode.
-        :param now: the moment ages count to (default: now); a memory expired then is left out.
+        :param now: the moment of the recall (default: now): ages count to it, and the
+            collection is read as it stood then. A memory created after it is not there,
+            one superseded after it is live, one expired by then is left out, and only
+            feedback recorded at or before it counts.
         :param exclude_ids: memories to leave out.
         :param hybrid_weight: the dense share of hybrid relevance (default: the memory's).
         """
@@ -588,7 +598,8 @@ class ConversationMemory:
         scope = _any_if_none(session)
         self.db._prepare_query(query, mode)  # a no-op when recall() prepared it already
         with self.db._locked() as m:
-            pos = m.select(scope, kinds, live_at=now_ts, include_superseded=include_superseded, exclude_ids=excluded)
+            pos = m.select(scope, kinds, live_at=now_ts, include_superseded=include_superseded, exclude_ids=excluded,
+                           as_of=now_ts)
             return gather(self.db, m, query, pos, size=size, mode=mode, hybrid_weight=hybrid_weight,
                                  session=scope, now_ts=now_ts, limit=limit)
 
@@ -622,7 +633,8 @@ class ConversationMemory:
         :param token_budget: the tokens the block may hold, headers included.
         :param recent_turns: how many of the session's last turns to include.
         :param limit: how many memories to recall at most.
-        :param now: the moment of the block (default: now).
+        :param now: the moment of the block (default: now): every section reads the
+            collection as it stood then, as ``recall(now=...)`` does.
         :param recall_kwargs: ``recall()``'s ``score_gap``, ``kinds``, ``include_superseded``,
             ``mode``, ``exclude_ids`` and ``hybrid_weight``.
         """

@@ -105,5 +105,5 @@ class Vectrix(Collection):
         return self.memory.turns(session, limit=limit, now=now)
 
     @_documented_by(ConversationMemory.history)
-    def history(self, id: str) -> list[HistoryEntry]:
-        return self.memory.history(id)
+    def history(self, id: str, now: TimeLike = None) -> list[HistoryEntry]:
+        return self.memory.history(id, now=now)
