@@ -29,6 +29,7 @@ from ..keys import (
     K_SUPERSEDED_BY,
     K_TS,
     K_TURN,
+    K_USER,
     KIND_CODES,
     NO_KIND,
     TS_RANGE,
@@ -42,9 +43,10 @@ ANY_SESSION: EllipsisType = ...
 SessionArg = Any  # a session name, None, or ANY_SESSION
 
 _JSON_SCALARS = (str, int, float, bool, type(None))
-_FILL = {"kind": NO_KIND, "session": -1, "ts": np.nan, "expires": np.inf, "superseded_at": np.inf, "turn": np.nan}
-_COLUMNS = ("vecs", "rowid", "alive", "kind", "session", "ts", "expires", "superseded", "superseded_at", "tokens",
-            "turn")
+_FILL = {"kind": NO_KIND, "session": -1, "user": -1, "ts": np.nan, "expires": np.inf, "superseded_at": np.inf,
+         "turn": np.nan}
+_COLUMNS = ("vecs", "rowid", "alive", "kind", "session", "user", "ts", "expires", "superseded", "superseded_at",
+            "tokens", "turn")
 _NO_POSITIONS = np.zeros(0, dtype=np.int64)
 
 
@@ -110,7 +112,8 @@ class Mirror:
 
     Columns (numpy arrays, read ``[: n]``): ``vecs`` (n, dim) unit vectors, ``rowid`` the
     SQLite rowid, ``alive``, ``kind`` (a :data:`~vxmem.keys.KIND_CODES` code, ``NO_KIND``
-    for a plain document), ``session`` (a code, -1 for none), ``ts`` and ``expires``
+    for a plain document), ``session`` (a code, -1 for none), ``user`` (a code of
+    ``user_codes``, -1 for none), ``ts`` and ``expires``
     (epoch seconds; NaN and inf when absent), ``superseded`` and ``superseded_at`` (inf
     when not superseded, -inf when superseded at no recorded time), ``tokens`` (the token
     counter's count of the text), ``turn`` (NaN for none).
@@ -131,6 +134,7 @@ class Mirror:
         self.alive = np.zeros(cap, dtype=bool)
         self.kind = np.full(cap, NO_KIND, dtype=np.int8)
         self.session = np.full(cap, -1, dtype=np.int64)
+        self.user = np.full(cap, -1, dtype=np.int64)
         self.ts = np.full(cap, np.nan)
         self.expires = np.full(cap, np.inf)
         self.superseded = np.zeros(cap, dtype=bool)
@@ -144,6 +148,7 @@ class Mirror:
         self.pos_of_id: dict[str, int] = {}
         self.pos_of_rowid: dict[int, int] = {}
         self.session_codes: dict[str, int] = {}
+        self.user_codes: dict[str, int] = {}
         self._session_pos: dict[int, list[int]] = {}
         self._blocks: dict[int, SessionBlock] = {}
         self.n_alive = 0
@@ -200,6 +205,8 @@ class Mirror:
         self.superseded[p] = meta.get(K_SUPERSEDED_BY) is not None
         self.superseded_at[p] = _number(meta.get(K_SUPERSEDED_AT), -np.inf) if self.superseded[p] else np.inf
         self._note_times(p, meta)
+        user = meta.get(K_USER)
+        self.user[p] = self.user_codes.setdefault(user, len(self.user_codes)) if isinstance(user, str) else -1
         turn = meta.get(K_TURN)
         self.turn[p] = float(turn) if isinstance(turn, int) and not isinstance(turn, bool) else np.nan
         old = int(self.session[p])
@@ -246,6 +253,7 @@ class Mirror:
             self._blocks.pop(code, None)
             self.session[p] = -1
         self.kind[p] = NO_KIND
+        self.user[p] = -1
         self.texts[p] = ""
         self.metas[p] = {}
 
@@ -331,16 +339,18 @@ class Mirror:
 
     def select(self, session: SessionArg = ANY_SESSION, kinds: tuple[str, ...] = (), live_at: float | None = None,
                include_superseded: bool = True, exclude_ids: tuple[str, ...] = (),
-               as_of: float | None = None) -> np.ndarray:
+               as_of: float | None = None, user: str | None = None) -> np.ndarray:
         """Positions by the reserved columns alone, in position order: the memories of
-        ``kinds`` in ``session``, not expired at ``live_at`` (None: expired too), not
-        superseded unless ``include_superseded``, minus ``exclude_ids``.
+        ``kinds`` in ``session`` (and of ``user`` when given), not expired at ``live_at``
+        (None: expired too), not superseded unless ``include_superseded``, minus ``exclude_ids``.
 
         ``as_of`` reads the collection as it stood at that moment: memories created after
         it are left out, and one superseded after it counts as not superseded. This is how
         the memory layer picks candidates: a few compares over numpy columns, no metadata read.
         """
         pos = self._positions_of(session)
+        if user is not None:
+            pos = self._of_user(pos, user, every=session is ANY_SESSION)
         kind = self.kind[pos]
         mask = np.zeros(kind.shape, dtype=bool)
         for c in (KIND_CODES[k] for k in kinds):  # a few compares beat np.isin's set-up on a handful of codes
@@ -358,6 +368,24 @@ class Mirror:
             if drop:
                 pos = pos[~np.isin(pos, list(drop))]
         return pos
+
+    def _of_user(self, pos: np.ndarray, user: str, every: bool) -> np.ndarray:
+        """Those of ``pos`` that belong to ``user`` (``every``: ``pos`` is every live position)."""
+        code = self.user_codes.get(user)
+        if code is None:
+            return _NO_POSITIONS
+        if every:  # one compare over the column beats gathering it at every live position
+            return np.flatnonzero(self.user[: self.n] == code)
+        return pos[self.user[pos] == code]
+
+    def keep_matching(self, pos: np.ndarray, flt: FilterValues | None) -> np.ndarray:
+        """Those of ``pos`` whose metadata match a checked filter (exactly), in their order."""
+        if not flt or pos.size == 0:
+            return pos
+        items = list(flt.items())
+        metas = self.metas
+        keep = [p for p in pos.tolist() if all(any(_same(metas[p].get(k), v) for v in vs) for k, vs in items)]
+        return np.array(keep, dtype=np.int64)
 
     def is_past(self, as_of: float) -> bool:
         """Whether reading as of ``as_of`` may differ from reading the mirror as it is."""
