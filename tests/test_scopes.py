@@ -16,8 +16,9 @@ WORD = st.sampled_from("tea coffee paris london dark light mode pdf csv report".
 TEXT = st.lists(WORD, min_size=1, max_size=5).map(" ".join)
 SESSION = st.sampled_from(["s1", "s2", "s3", None])
 USER = st.sampled_from(["ann", "bob", "Ann", None])
-TOPIC = st.sampled_from(["billing", "travel", 1, True, None])
-MEMORY = st.tuples(st.sampled_from(["turn", "fact", "pinned"]), SESSION, USER, TOPIC, TEXT)
+TOPIC = st.sampled_from(["billing", "travel", 1, 1.0, 0, True, False, "1", None])  # JSON-equal, or not
+STORED_TOPIC = TOPIC | st.sampled_from([[1], {"a": 1}, "absent"])  # "absent": no topic key at all
+MEMORY = st.tuples(st.sampled_from(["turn", "fact", "pinned"]), SESSION, USER, STORED_TOPIC, TEXT)
 OP = st.one_of(MEMORY, st.tuples(st.just("correct"), st.integers(0, 10**6), TEXT))
 OPS = st.lists(OP, min_size=1, max_size=25)
 
@@ -32,7 +33,7 @@ def _build(ops, embedder, exact_threshold=20_000):
                 ids.append(db.feedback(ids[op[1] % len(ids)], "corrected", correction=op[2], timestamp=ts))
             continue
         kind, session, user, topic, text = op
-        meta = {} if topic is None else {"topic": topic}
+        meta = {} if topic == "absent" else {"topic": topic}
         ids.append(db.remember(text, session=session, kind=None if kind == "turn" else kind, user=user,
                                metadata=meta, timestamp=ts))
     return db
@@ -147,6 +148,21 @@ def test_a_correction_and_a_consolidated_fact_belong_to_the_user(word_embedder):
         db.remember(f"turn {i} about tea", session="s", user="ann", timestamp=T0 + 10 + i)
     report = db.consolidate("s", lambda turns: ["Ann drinks tea"], keep_recent=0, now=T0 + DAY)
     assert [db.get(f).metadata[K_USER] for f in report.facts] == ["ann"]
+
+
+def test_a_filter_follows_writes_made_after_it_was_first_used(word_embedder):
+    db = Vectrix(None, embedder=word_embedder)
+    a = db.remember("tea at noon", session="s", metadata={"topic": "food"}, timestamp=T0)
+    b = db.remember("tea in paris", session="s", metadata={"topic": "travel"}, timestamp=T0 + 1)
+    assert db.recall("tea", filter={"topic": "food"}, now=T0 + DAY).ids == [a]
+    db.update_metadata(b, {"topic": "food"})
+    c = db.remember("tea with milk", session="s", metadata={"topic": "food"}, timestamp=T0 + 2)
+    assert set(db.recall("tea", filter={"topic": "food"}, now=T0 + DAY).ids) == {a, b, c}
+    db.delete(a)
+    db.update_metadata(c, {"topic": True})
+    assert db.recall("tea", filter={"topic": "food"}, now=T0 + DAY).ids == [b]
+    assert db.recall("tea", filter={"topic": 1}, now=T0 + DAY).ids == []  # True is not 1
+    assert db.recall("tea", filter={"topic": True}, now=T0 + DAY).ids == [c]
 
 
 def test_turns_and_forget_take_a_filter(word_embedder):

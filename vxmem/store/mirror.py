@@ -62,6 +62,47 @@ def _number(value: Any, default: float) -> float:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else default
 
 
+def _value_key(value: Any) -> Any:
+    """``value`` as a dict key that is equal exactly when the values are JSON-equal (True is
+    not 1, 1 is 1.0); None for a list or an object, which no filter value equals."""
+    if isinstance(value, bool):
+        return ("bool", value)
+    if value is None or isinstance(value, (str, int, float)):
+        return ("value", value)
+    return None
+
+
+class ValueColumn:
+    """One metadata key as a column of small codes, one per distinct value, so a filter on it
+    is one ``np.isin`` over the selected positions instead of a read of every dict."""
+
+    def __init__(self, key: str, mirror: Mirror):
+        self.key = key
+        self.table: dict[Any, int] = {}
+        self.codes = np.full(max(len(mirror.rowid), 1), -1, dtype=np.int64)
+        for p in mirror.live_positions().tolist():
+            self.codes[p] = self.code(mirror.metas[p].get(key))
+
+    def code(self, value: Any) -> int:
+        k = _value_key(value)
+        return -1 if k is None else self.table.setdefault(k, len(self.table))
+
+    def set(self, p: int, meta: dict[str, Any] | None) -> None:
+        if p >= len(self.codes):
+            self.codes = np.concatenate([self.codes, np.full(max(p + 1, len(self.codes)), -1, dtype=np.int64)])
+        self.codes[p] = -1 if meta is None else self.code(meta.get(self.key))
+
+    def matching(self, pos: np.ndarray, values: list[Any]) -> np.ndarray:
+        """A mask over ``pos``: whose value equals one of ``values``."""
+        want = [self.table[k] for k in map(_value_key, values) if k in self.table]
+        if not want:
+            return np.zeros(pos.size, dtype=bool)
+        return np.isin(self.codes[pos], want)
+
+
+VALUE_COLUMNS = 16  # the most metadata keys kept as columns at once (the least recently made go first)
+
+
 def _latest_feedback(meta: dict[str, Any]) -> float:
     """The time of the newest feedback event recorded in ``meta`` (-inf for none)."""
     events = meta.get(K_FEEDBACK)
@@ -148,6 +189,7 @@ class Mirror:
         self.pos_of_id: dict[str, int] = {}
         self.pos_of_rowid: dict[int, int] = {}
         self.session_codes: dict[str, int] = {}
+        self._value_columns: dict[str, ValueColumn] = {}
         self.user_codes: dict[str, int] = {}
         self._session_pos: dict[int, list[int]] = {}
         self._blocks: dict[int, SessionBlock] = {}
@@ -205,6 +247,8 @@ class Mirror:
         self.superseded[p] = meta.get(K_SUPERSEDED_BY) is not None
         self.superseded_at[p] = _number(meta.get(K_SUPERSEDED_AT), -np.inf) if self.superseded[p] else np.inf
         self._note_times(p, meta)
+        for col in self._value_columns.values():
+            col.set(p, meta)
         user = meta.get(K_USER)
         self.user[p] = self.user_codes.setdefault(user, len(self.user_codes)) if isinstance(user, str) else -1
         turn = meta.get(K_TURN)
@@ -254,6 +298,8 @@ class Mirror:
             self.session[p] = -1
         self.kind[p] = NO_KIND
         self.user[p] = -1
+        for col in self._value_columns.values():
+            col.set(p, None)
         self.texts[p] = ""
         self.metas[p] = {}
 
@@ -379,13 +425,25 @@ class Mirror:
         return pos[self.user[pos] == code]
 
     def keep_matching(self, pos: np.ndarray, flt: FilterValues | None) -> np.ndarray:
-        """Those of ``pos`` whose metadata match a checked filter (exactly), in their order."""
+        """Those of ``pos`` whose metadata match a checked filter (exactly), in their order.
+
+        Each key filtered on becomes a :class:`ValueColumn` (read once, then kept in step
+        with every write), so a filtered recall costs a few array compares."""
         if not flt or pos.size == 0:
             return pos
-        items = list(flt.items())
-        metas = self.metas
-        keep = [p for p in pos.tolist() if all(any(_same(metas[p].get(k), v) for v in vs) for k, vs in items)]
-        return np.array(keep, dtype=np.int64)
+        mask = np.ones(pos.size, dtype=bool)
+        for key, values in flt.items():
+            mask &= self.value_column(key).matching(pos, values)
+        return pos[mask]
+
+    def value_column(self, key: str) -> ValueColumn:
+        """The column of metadata key ``key`` (made on first use)."""
+        col = self._value_columns.get(key)
+        if col is None:
+            if len(self._value_columns) >= VALUE_COLUMNS:
+                del self._value_columns[next(iter(self._value_columns))]
+            col = self._value_columns[key] = ValueColumn(key, self)
+        return col
 
     def is_past(self, as_of: float) -> bool:
         """Whether reading as of ``as_of`` may differ from reading the mirror as it is."""
