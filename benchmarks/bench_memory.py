@@ -20,6 +20,12 @@ call), so the ``trivial`` rows time the memory layer itself. The targets of issu
 to the ``trivial`` rows on a database file; the ``hashing`` rows show what a default user
 sees, and print no target.
 
+Every memory belongs to its session's user (``remember(user=...)``) and carries a
+``{"topic": ...}`` of five values, so the scopes table can time, side by side in one
+interleaved loop, session recall at the present, as of a moment mid-history (the as-of
+checks run), with ``filter=`` on the topic, with ``user=``, and a user's recall across
+every session; its ratios are to the first row.
+
 Cross-session recall selects every live memory; above ``Vectrix(exact_threshold=20000)``
 selected rows it goes through the usearch HNSW index, which is built lazily on the first
 such call. That first call is timed on its own ("first cross-session recall, builds
@@ -47,6 +53,7 @@ T0 = 1_700_000_000.0
 SPAN = 90 * DAY
 BATCH = 100  # documents per add() call in the batch row
 CHUNK = 2000  # texts embedded per batch call during the build
+TOPICS = ("billing", "travel", "health", "work", "home")
 
 # Issue 2, section 5 (trivial embedder, database file), and the reference figures it quotes.
 TARGET_REMEMBER = 0.25
@@ -141,6 +148,20 @@ def timed(fn, reps: int) -> tuple[list[float], list[float]]:
     return wall, cpu
 
 
+def interleaved(fns: dict, reps: int) -> dict:
+    """``timed`` for several calls at once, taking turns call by call, so a machine others
+    share slows each of them alike and their ratios stay fair."""
+    out = {name: ([], []) for name in fns}
+    for i in range(reps):
+        for name, fn in fns.items():
+            c = time.thread_time()
+            t = time.perf_counter()
+            fn(i)
+            out[name][0].append(time.perf_counter() - t)
+            out[name][1].append(time.thread_time() - c)
+    return out
+
+
 def rss_now_mb() -> float:
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
@@ -164,7 +185,7 @@ def worker(size: int, embedder_name: str, reps: int, tmp: str) -> dict:
     for s in range(SESSIONS):  # 2 pinned facts per session, dated at the start
         for k in range(2):
             db.remember(f"Pinned for user {s}: {sentence(rng)}", session=f"user{s}", pinned=True,
-                        timestamp=T0 + k)
+                        timestamp=T0 + k, user=f"u{s}", metadata={"topic": TOPICS[k]})
             n_done += 1
     while n_done < size:
         m = min(CHUNK, size - n_done)
@@ -175,11 +196,12 @@ def worker(size: int, embedder_name: str, reps: int, tmp: str) -> dict:
         for j, text in enumerate(texts):
             i = n_done + j
             ts = T0 + i * step
-            sess = f"user{i % SESSIONS}"
+            sess, scope = f"user{i % SESSIONS}", {"user": f"u{i % SESSIONS}", "metadata": {"topic": TOPICS[i % 5]}}
             if kinds[j] < 0.10:
-                ids.append(db.remember(text, session=sess, kind="fact", timestamp=ts))
+                ids.append(db.remember(text, session=sess, kind="fact", timestamp=ts, **scope))
             else:
-                ids.append(db.remember(text, session=sess, role=("user", "assistant")[i % 2], timestamp=ts))
+                ids.append(db.remember(text, session=sess, role=("user", "assistant")[i % 2], timestamp=ts,
+                                       **scope))
         for j in range(0, m, 50):  # 2% get feedback a little later
             db.feedback(ids[j], ("useful", "dead_end")[(j // 50) % 2], timestamp=T0 + (n_done + j) * step + 3600)
         for j in range(25, m, 500):  # 0.2% are corrected (a superseding fact is stored)
@@ -240,6 +262,18 @@ def worker(size: int, embedder_name: str, reps: int, tmp: str) -> dict:
     session_samples = timed(lambda i: db.recall(qs[i], session=f"user{i % SESSIONS}", now=now), reps)
     row("recall(session=...), limit 10", session_samples, TARGET_SESSION_RECALL_1K if trivial else None,
         ref("session_recall"))
+
+    scoped = interleaved({
+        "recall(session=...), now: the present": lambda i: db.recall(qs[i], session=f"user{i % SESSIONS}", now=now),
+        "recall(session=..., now=mid-history): as-of checks run": lambda i: db.recall(
+            qs[i], session=f"user{i % SESSIONS}", now=T0 + SPAN / 2),
+        "recall(session=..., filter={'topic': ...}): 1 in 5 match": lambda i: db.recall(
+            qs[i], session=f"user{i % SESSIONS}", now=now, filter={"topic": TOPICS[i % 5]}),
+        "recall(session=..., user=...)": lambda i: db.recall(qs[i], session=f"user{i % SESSIONS}",
+                                                             user=f"u{i % SESSIONS}", now=now),
+        "recall(user=...): one user, every session": lambda i: db.recall(qs[i], user=f"u{i % SESSIONS}", now=now),
+    }, reps)
+    out["scopes"] = [{"op": op, "p50": stats(w)[0], "cpu50": stats(c)[0]} for op, (w, c) in scoped.items()]
 
     t = time.perf_counter()
     db.recall("first cross-session query", now=now)  # large collections: starts a background build
@@ -307,6 +341,18 @@ def print_tables(results: list[dict]) -> None:
           "on a machine others share).")
     print("target/ratio: issue 2's targets apply to the trivial embedder (the memory layer alone); "
           "cross-session target is for 100k.")
+    print()
+    head = (f"{'embedder':8} {'N':>7}  {'scope (interleaved)':60} {'p50 ms':>8} {'cpu p50':>8} {'p50 ratio':>9} "
+            f"{'cpu ratio':>9}")
+    print(head)
+    print("-" * len(head))
+    for r in results:
+        rows = r.get("scopes") or []
+        for x in rows:
+            print(f"{r['embedder']:8} {r['size']:>7}  {x['op']:60} {x['p50']:>8.3f} {x['cpu50']:>8.3f} "
+                  f"{x['p50'] / rows[0]['p50']:>9.2f} {x['cpu50'] / rows[0]['cpu50']:>9.2f}")
+        print()
+    print("ratios: to the first row of the same size, measured call by call in turn in one loop.")
     print()
     head = (f"{'embedder':8} {'N':>7} {'docs':>7} {'build s':>8} {'build/mem ms':>12} {'reopen s':>8} "
             f"{'1st cross ms':>12} {'close s':>8} {'db MB':>7} {'RSS open MB':>11} {'peak RSS MB':>11}")

@@ -487,7 +487,8 @@ class Collection:
         return exact_topk(self._mirror, q, positions, k, session)
 
     def _candidates(self, query: str, positions: np.ndarray, k: int, mode: str,
-                    hybrid_weight: float = HYBRID_WEIGHT, session: SessionArg = ANY_SESSION) -> Candidates:
+                    hybrid_weight: float = HYBRID_WEIGHT, session: SessionArg = ANY_SESSION,
+                    as_of: float | None = None) -> Candidates:
         """The top-``k`` candidates of one mode among ``positions`` (see :class:`Candidates`).
 
         Hybrid takes the union of both top-``k`` lists, computes the exact cosine and the
@@ -495,7 +496,8 @@ class Collection:
         fallback, 0 also where FTS5's list did not reach it) and fuses them; its pool does
         not depend on ``hybrid_weight``, so the sweep engine can vary the weight over a
         cached pool. ``session`` says the positions all belong to one session, which lets
-        the scans and FTS5 look at just that session.
+        the scans and FTS5 look at just that session. ``as_of`` makes BM25 count only the
+        documents that existed at that moment (see ``LexicalSearch.search``).
         """
         m = self._mirror
         empty = np.zeros(0)
@@ -506,7 +508,7 @@ class Collection:
             pos, sims = self._topk(self._query_vector(query), positions, k, session)
             dense = sims.astype(np.float64)
             return Candidates(pos, dense, dense, np.full(pos.size, np.nan))
-        lpos, bm25, seen = self._lexical.search(m, query, positions, k, session)
+        lpos, bm25, seen = self._lexical.search(m, query, positions, k, session, as_of=as_of)
         if mode == "lexical":
             return Candidates(lpos, bm25, np.full(lpos.size, np.nan), bm25)
         q = self._query_vector(query)
