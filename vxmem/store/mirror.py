@@ -34,6 +34,17 @@ _COLUMNS = ("vecs", "rowid", "alive", "kind", "session", "ts", "expires", "super
 _NO_POSITIONS = np.zeros(0, dtype=np.int64)
 
 
+def rowdot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Row-wise dot products on this thread.
+
+    Not ``@``: BLAS runs a matrix-vector product of a few thousand rows on worker threads
+    that keep spinning afterwards, and on a busy machine the whole recall then waits for a
+    scheduler time slice (measured with one core loaded: 8 ms per recall instead of 0.4).
+    """
+    vecdot = getattr(np, "vecdot", None)
+    return vecdot(a, b) if vecdot is not None else np.einsum("ij,j->i", a, b)
+
+
 def _same(a: Any, b: Any) -> bool:
     """JSON equality: True is not 1."""
     if isinstance(a, bool) or isinstance(b, bool):
@@ -129,7 +140,11 @@ class Mirror:
         new = max(need, cap * 2)
         for name in _COLUMNS:
             old = getattr(self, name)
-            arr = np.full((new,) + old.shape[1:], _FILL.get(name, 0), dtype=old.dtype)
+            fill = _FILL.get(name, 0)
+            # np.zeros maps fresh zero pages that count towards RSS only once written, so
+            # the headroom of the vector matrix (the big column) costs no memory until used.
+            shape = (new,) + old.shape[1:]
+            arr = np.zeros(shape, dtype=old.dtype) if fill == 0 else np.full(shape, fill, dtype=old.dtype)
             arr[: self.n] = old[: self.n]
             setattr(self, name, arr)
 
@@ -296,16 +311,21 @@ class Mirror:
         This is how the memory layer picks candidates: a few compares over numpy columns,
         no metadata read.
         """
-        pos = self._positions_of(session)
-        kind = self.kind[pos]
+        n = self.n
+        pos: np.ndarray | None = None
+        if session is ANY_SESSION:  # whole columns: contiguous compares, no gather of every position
+            kind = self.kind[:n]
+        else:
+            pos = self._positions_of(session)
+            kind = self.kind[pos]
         mask = np.zeros(kind.shape, dtype=bool)
         for c in (KIND_CODES[k] for k in kinds):  # a few compares beat np.isin's set-up on a handful of codes
-            mask |= kind == c
+            mask |= kind == c  # a hole's kind is NO_KIND: never selected
         if live_at is not None:
-            mask &= self.expires[pos] > live_at
+            mask &= (self.expires[:n] if pos is None else self.expires[pos]) > live_at
         if not include_superseded:
-            mask &= ~self.superseded[pos]
-        pos = pos[mask]
+            mask &= ~(self.superseded[:n] if pos is None else self.superseded[pos])
+        pos = np.flatnonzero(mask) if pos is None else pos[mask]
         if exclude_ids:
             drop = {self.pos_of_id[i] for i in exclude_ids if i in self.pos_of_id}
             if drop:
