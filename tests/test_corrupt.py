@@ -252,7 +252,8 @@ def test_an_older_index_file_is_reused_with_the_documents_written_since(original
     with Vectrix(path, embedder=_embedder(), exact_threshold=8) as db:
         assert db.search("newcomer quokkas", limit=1)[0].text == "a newcomer about quokkas"
         assert db._hnsw.rebuilds == 0 and len(db._hnsw) == N and len(db._hnsw.pending) == 1
-        db.build_index()
+        with db._locked():
+            db._hnsw.flush()
         assert len(db._hnsw) == N + 1 and not db._hnsw.pending
 
 

@@ -317,8 +317,8 @@ class Collection:
             return m.n_alive if flt is None else int(m.matching(flt).size)
 
     def build_index(self) -> None:
-        """Build (or finish building) the HNSW index now, wait for it, and move every
-        pending vector into it.
+        """Build (or finish building) the HNSW index now, and wait for it (and for a
+        background flush of pending vectors into it).
 
         Searches never need this: the index is built on first need, in the background
         when the collection is large, while searches scan exactly.
@@ -326,8 +326,6 @@ class Collection:
         with self._locked():
             self._hnsw.ensure(background=False)
         self._hnsw.wait()  # a build still running, then a background flush
-        with self._locked():
-            self._hnsw.flush()  # and whatever is still pending
 
     def close(self) -> None:
         """Save the vector index if it changed, and release the database.

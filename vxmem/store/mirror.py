@@ -14,6 +14,7 @@ valid only while the collection's lock is held (see ``Collection._locked``).
 from __future__ import annotations
 
 import json
+import math
 from types import EllipsisType
 from typing import Any
 
@@ -43,6 +44,20 @@ def rowdot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """
     vecdot = getattr(np, "vecdot", None)
     return vecdot(a, b) if vecdot is not None else np.einsum("ij,j->i", a, b)
+
+
+def _columns_of(meta: dict[str, Any]) -> tuple[int, float, float, bool, float, str | None]:
+    """A document's reserved columns from its metadata: (kind code, ts, expires, superseded,
+    turn, session key or None for no session)."""
+    kind = meta.get(K_KIND)
+    code = KIND_CODES.get(kind, NO_KIND) if isinstance(kind, str) else NO_KIND
+    ts = _number(meta.get(K_TS), math.nan)
+    if not TS_RANGE[0] <= ts <= TS_RANGE[1]:  # a time the clock can turn into a date; NaN fails
+        code = NO_KIND  # a kind without a usable time is a plain document, not a memory
+    turn = meta.get(K_TURN)
+    return (code, ts, _number(meta.get(K_EXPIRES), math.inf), meta.get(K_SUPERSEDED_BY) is not None,
+            float(turn) if isinstance(turn, int) and not isinstance(turn, bool) else math.nan,
+            json.dumps(meta.get(K_SESSION)) if code != NO_KIND or K_SESSION in meta else None)
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -176,20 +191,10 @@ class Mirror:
         self._set_columns(p, meta)
 
     def _set_columns(self, p: int, meta: dict[str, Any]) -> None:
-        kind = meta.get(K_KIND)
-        self.kind[p] = KIND_CODES.get(kind, NO_KIND) if isinstance(kind, str) else NO_KIND
-        self.ts[p] = _number(meta.get(K_TS), np.nan)
-        if not TS_RANGE[0] <= self.ts[p] <= TS_RANGE[1]:  # a time the clock can turn into a date; NaN fails
-            self.kind[p] = NO_KIND  # a kind without a usable time is a plain document, not a memory
-        self.expires[p] = _number(meta.get(K_EXPIRES), np.inf)
-        self.superseded[p] = meta.get(K_SUPERSEDED_BY) is not None
-        turn = meta.get(K_TURN)
-        self.turn[p] = float(turn) if isinstance(turn, int) and not isinstance(turn, bool) else np.nan
+        code, self.ts[p], self.expires[p], self.superseded[p], self.turn[p], key = _columns_of(meta)
+        self.kind[p] = code
         old = int(self.session[p])
-        if self.kind[p] != NO_KIND or K_SESSION in meta:
-            new = self.session_code(meta.get(K_SESSION), create=True)
-        else:
-            new = -1
+        new = -1 if key is None else self._code_of_key(key)
         if old != new:
             if old >= 0:
                 self._session_pos[old].remove(p)
@@ -200,6 +205,53 @@ class Mirror:
                 if blk is not None and not blk.append(p, self.vecs[p]):
                     del self._blocks[new]
             self.session[p] = new
+
+    def _code_of_key(self, key: str) -> int:
+        code = self.session_codes.get(key)
+        if code is None:
+            code = len(self.session_codes)
+            self.session_codes[key] = code
+        return code
+
+    def fill(self, rowids: list[int], ids: list[str], texts: list[str], metas: list[dict[str, Any]],
+             vectors: list[bytes]) -> None:
+        """Fill an empty mirror with committed documents, as :meth:`append` would one by one
+        but column by column (opening a large database is this loop), with room to double.
+        ``vectors`` are the float32 blobs, each checked to hold ``dim`` values."""
+        assert self.n == 0 and self.dim is not None
+        n = len(ids)
+        self.reserve(2 * n)
+        if n == 0:
+            return
+        width = 4 * self.dim
+        for i, blob in enumerate(vectors):
+            if len(blob) != width:
+                raise ValueError(f"document {ids[i]!r} has a {len(blob) // 4}-d vector, expected {self.dim}")
+        step = 4096  # joined a chunk at a time: no second copy of every vector at once
+        for a in range(0, n, step):
+            b = min(a + step, n)
+            self.vecs[a:b] = np.frombuffer(b"".join(vectors[a:b]), dtype=np.float32).reshape(b - a, self.dim)
+        rid = np.asarray(rowids, dtype=np.int64)
+        self.rowid[:n] = rid
+        self.alive[:n] = True
+        self.ids, self.texts, self.metas = ids, texts, metas
+        self.pos_of_id = {id: p for p, id in enumerate(ids)}
+        self.pos_of_rowid = dict(zip(rowids, range(n)))
+        self.rowid_pos = np.full(max(64, 2 * (int(rid.max()) + 1)), -1, dtype=np.int64)
+        self.rowid_pos[rid] = np.arange(n)
+        self.n = self.n_alive = n
+        kind, ts, expires, superseded, turn, keys = zip(*map(_columns_of, metas))
+        self.kind[:n] = kind
+        self.ts[:n] = ts
+        self.expires[:n] = expires
+        self.superseded[:n] = superseded
+        self.turn[:n] = turn
+        codes = [-1 if key is None else self._code_of_key(key) for key in keys]
+        self.session[:n] = codes
+        session_pos = self._session_pos
+        for p, code in enumerate(codes):
+            if code >= 0:
+                session_pos.setdefault(code, []).append(p)
 
     def update(self, p: int, meta: dict[str, Any]) -> None:
         """Follow a committed metadata change of the document at ``p``."""
@@ -243,11 +295,9 @@ class Mirror:
     def session_code(self, session: Any, create: bool = False) -> int:
         """The code of ``session`` (a JSON value); -2 for a session no document has."""
         key = json.dumps(session)
-        code = self.session_codes.get(key)
-        if code is None and create:
-            code = len(self.session_codes)
-            self.session_codes[key] = code
-        return -2 if code is None else code
+        if create:
+            return self._code_of_key(key)
+        return self.session_codes.get(key, -2)
 
     def session_positions(self, code: int) -> np.ndarray:
         """A session's positions, ascending (see :meth:`session_block`)."""
