@@ -20,6 +20,7 @@ to its own content (``size``, ``crc32``).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
@@ -477,7 +478,10 @@ class Database:
             return set(), set()
         if not self._has_changes:
             return None
-        with self._damage_is_invalid(), self._snapshot():
+        # Inside a write transaction of this handle (a search made while writing) the reads
+        # are that transaction's; otherwise one read transaction of their own.
+        snapshot = self._snapshot() if not self.conn.in_transaction else contextlib.nullcontext()
+        with self._damage_is_invalid(), snapshot:
             row = self.conn.execute("SELECT value FROM vx_meta WHERE key = 'changes_since'").fetchone()
             if row is None or generation < int(row[0]):
                 return None
