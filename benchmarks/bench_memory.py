@@ -401,16 +401,20 @@ def scale_worker(data: str, reps: int) -> dict:
     now = T0 + SPAN + 3600.0
     try:
         # ---- open, first recalls, steady cross-session figures
-        t0 = time.perf_counter()
+        # CPU (of the process, every thread) beside wall time: on a machine others share the
+        # wall clock also counts the waits for a core.
+        t0, c0 = time.perf_counter(), time.process_time()
         db = Vectrix(path, embedder=emb)
-        out["open_s"] = time.perf_counter() - t0
+        out["open_s"], out["open_cpu_s"] = time.perf_counter() - t0, time.process_time() - c0
         out["rss_open_mb"] = rss_now_mb()
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         db.recall(t["queries"][1], session="s3", now=now)
         out["first_session_ms"] = (time.perf_counter() - t0) * 1e3
-        t0 = time.perf_counter()
+        out["first_session_cpu_ms"] = (time.process_time() - c0) * 1e3
+        t0, c0 = time.perf_counter(), time.process_time()
         db.recall(t["queries"][2], now=now)
         out["first_cross_ms"] = (time.perf_counter() - t0) * 1e3
+        out["first_cross_cpu_ms"] = (time.process_time() - c0) * 1e3
         db.build_index()  # a background load or build finished before the steady figures
         out["session_steady_ms"] = _pcts(timed(lambda i: db.recall(t["queries"][i], session=f"s{i % SESSIONS}",
                                                                    now=now), 200)[0])["p50"]
@@ -428,10 +432,12 @@ def scale_worker(data: str, reps: int) -> dict:
 
         for i in range(20):
             search(i)
-        wall = timed(search, len(qs))[0]
+        wall, cpu = timed(search, len(qs))
         out["search"] = _pcts(wall) | {"recall10": float(np.mean([len(set(g) & good[i]) / 10
                                                                     for i, g in enumerate(got)]))}
-        out["recall"] = _pcts(timed(lambda i: db.recall(qs[i], now=now), len(qs))[0])
+        out["search_cpu"] = _pcts(cpu)
+        wall, cpu = timed(lambda i: db.recall(qs[i], now=now), len(qs))
+        out["recall"], out["recall_cpu"] = _pcts(wall), _pcts(cpu)
         index = db._hnsw.index
         es = index.expansion_search
         index.expansion_search = 128
@@ -446,11 +452,13 @@ def scale_worker(data: str, reps: int) -> dict:
 
         for i in range(20):
             usearch_direct(i)
-        wall = timed(usearch_direct, len(qs))[0]
+        wall, cpu = timed(usearch_direct, len(qs))
+        out["usearch_cpu"] = _pcts(cpu)
         out["usearch"] = _pcts(wall) | {"recall10": float(np.mean(
             [len({rowid_of.get(int(k)) for k in g} & good[i]) / 10 for i, g in enumerate(ug)]))}
         index.expansion_search = es  # and at this tree's own setting: what vxmem adds to the graph's search
-        wall = timed(usearch_direct, len(qs))[0]
+        wall, cpu = timed(usearch_direct, len(qs))
+        out["usearch_same_cpu"] = _pcts(cpu)
         out["usearch_same"] = _pcts(wall) | {"es": int(es), "recall10": float(np.mean(
             [len({rowid_of.get(int(k)) for k in g} & good[i]) / 10 for i, g in enumerate(ug)]))}
 
@@ -465,9 +473,9 @@ def scale_worker(data: str, reps: int) -> dict:
         wall, cpu = timed(remember, reps)
         out["remember_live"] = _pcts(wall)
         out["remember_live_cpu"] = _pcts(cpu)  # this thread's CPU: the call's own work, not waiting for a core
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         db.close()
-        out["close_s"] = time.perf_counter() - t0
+        out["close_s"], out["close_cpu_s"] = time.perf_counter() - t0, time.process_time() - c0
 
         # ---- reuse: a write before the first cross-session query of a process. Not waited
         # for: a tree that rebuilds answers by an exact scan meanwhile, for minutes at 100k.
@@ -539,16 +547,23 @@ def print_scale(head_text: str, results: dict[str, list[dict]]) -> None:
 
     rows = [("index build, once, by the last tree (foreground) s", ("build_s",)),
             ("  its CPU s (all threads)", ("build_cpu_s",)), ("open s", ("open_s",)),
+            ("  open CPU s", ("open_cpu_s",)),
             ("RSS after open MB", ("rss_open_mb",)), ("first session recall after open ms", ("first_session_ms",)),
+            ("  first session recall CPU ms", ("first_session_cpu_ms",)),
             ("steady session recall p50 ms", ("session_steady_ms",)),
             ("first cross-session recall after open ms", ("first_cross_ms",)),
+            ("  first cross-session recall CPU ms", ("first_cross_cpu_ms",)),
             ("cross-session search(limit=10) p50 ms", ("search", "p50")),
+            ("  search CPU p50 ms", ("search_cpu", "p50")),
             ("cross-session search p99 ms", ("search", "p99")),
             ("cross-session search recall@10", ("search", "recall10")),
-            ("cross-session recall() p50 ms", ("recall", "p50")), ("cross-session recall() p99 ms", ("recall", "p99")),
+            ("cross-session recall() p50 ms", ("recall", "p50")), ("  recall() CPU p50 ms", ("recall_cpu", "p50")),
+            ("cross-session recall() p99 ms", ("recall", "p99")),
             ("usearch direct (same graph, es 128) p50 ms", ("usearch", "p50")),
+            ("  usearch es 128 CPU p50 ms", ("usearch_cpu", "p50")),
             ("usearch direct recall@10", ("usearch", "recall10")),
             ("usearch direct at the tree's expansion_search p50 ms", ("usearch_same", "p50")),
+            ("  usearch same es CPU p50 ms", ("usearch_same_cpu", "p50")),
             ("  its expansion_search", ("usearch_same", "es")),
             ("  its recall@10", ("usearch_same", "recall10")),
             ("remember() index live p50 ms", ("remember_live", "p50")),
@@ -557,7 +572,7 @@ def print_scale(head_text: str, results: dict[str, list[dict]]) -> None:
             ("remember() index live max ms", ("remember_live", "max")),
             ("remember() index live, CPU of the call, p99.9 ms", ("remember_live_cpu", "p999")),
             ("remember() index live, CPU of the call, max ms", ("remember_live_cpu", "max")),
-            ("close s", ("close_s",)),
+            ("close s", ("close_s",)), ("  close CPU s", ("close_cpu_s",)),
             ("write, then first cross-session query s", ("reuse_first_cross_s",)),
             ("  index ready after it (1 = reused)", ("reuse_index_ready",)),
             ("  a rebuild running after it (1 = yes)", ("reuse_building",)),
@@ -581,6 +596,12 @@ def print_scale(head_text: str, results: dict[str, list[dict]]) -> None:
         m = med[n]
         s50, u50 = m["cross-session search(limit=10) p50 ms"], m["usearch direct (same graph, es 128) p50 ms"]
         r50 = m["cross-session recall() p50 ms"]
+        sc, rc = m["  search CPU p50 ms"], m["  recall() CPU p50 ms"]
+        uc, usc = m["  usearch es 128 CPU p50 ms"], m["  usearch same es CPU p50 ms"]
+        if sc and uc and rc:
+            print(f"{n} (CPU): search / usearch direct = {sc / uc:.2f}x, recall() / usearch direct = "
+                  f"{rc / uc:.2f}x, search / usearch at the same expansion_search = "
+                  f"{sc / usc if usc else float('nan'):.2f}x")
         same = m["usearch direct at the tree's expansion_search p50 ms"]
         if s50 and same:
             print(f"{n}: search / usearch direct at the same expansion_search = {s50 / same:.2f}x")

@@ -207,3 +207,29 @@ def test_the_first_write_after_open_does_not_grow_the_mirror(tmp_path):
         db.add(["one more"])
         with db._locked() as m:
             assert m.vecs is before and len(m.rowid) >= 1000
+
+
+def test_close_saves_every_pending_vector_even_while_the_background_flush_runs(tmp_path, monkeypatch):
+    monkeypatch.setattr(hnsw, "PENDING_FLUSH", 20)
+    monkeypatch.setattr(hnsw, "FLUSH_BATCH", 2)
+    started, release = threading.Event(), threading.Event()
+    real_add = hnsw.HnswCache.add_to_graph
+
+    def held_add(self, index, keys, vecs, threads=1):
+        if threading.current_thread().name == "vxmem-index-flush":
+            started.set()
+            assert release.wait(30)
+        real_add(self, index, keys, vecs, threads)
+
+    monkeypatch.setattr(hnsw.HnswCache, "add_to_graph", held_add)
+    path = tmp_path / "close.db"
+    db = _open(path)
+    db.add([_text(i) for i in range(N)])
+    db.build_index()
+    db.add([f"late quokka {i}" for i in range(30)])
+    assert started.wait(30)
+    release.set()  # the flush is mid-way: close() stops it after this batch and adds the rest itself
+    db.close()
+    with _open(path) as again:
+        assert again._hnsw.load_saved() and not again._hnsw.pending
+        assert _graph_keys(again) == _live_rowids(again)

@@ -339,7 +339,7 @@ class Collection:
             self._closed = True
             self._database.close()  # leaves the parent's lock and connection alone
             return
-        self._hnsw.wait()  # outside the lock: the build installs its index under it
+        self._hnsw.wait(closing=True)  # outside the lock: the build installs its index under it
         with self._lock:
             if self._closed:
                 return

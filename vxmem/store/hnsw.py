@@ -133,6 +133,7 @@ class HnswCache:
         self._build_log: tuple[set[int], set[int]] | None = None  # (added, removed) rowids since its snapshot
         self._flusher: threading.Thread | None = None
         self._closed = False
+        self._stopping = False  # close() is waiting: the background flush ends after its batch
 
     def __len__(self) -> int:
         if self.index is None:
@@ -178,12 +179,14 @@ class HnswCache:
         assert self._database.dim is not None
         return build_graph(self._database.dim, keys, vecs, threads)
 
-    def wait(self) -> None:
+    def wait(self, closing: bool = False) -> None:
         """Wait for a background build, and then a background flush, to finish (call it
-        without holding the lock)."""
+        without holding the lock). ``closing`` stops the flush after its current batch
+        instead: close() adds what is left with every core, which is quicker."""
         builder = self._builder
         if builder is not None:
             builder.join()
+        self._stopping = closing
         flusher = self._flusher
         if flusher is not None:
             flusher.join()
@@ -257,7 +260,7 @@ class HnswCache:
             while True:
                 with self._lock:
                     index = self.index
-                    if index is None or self._closed or not self.pending:
+                    if index is None or self._closed or self._stopping or not self.pending:
                         return
                     if not order:
                         order = sorted(self.pending, reverse=True)
