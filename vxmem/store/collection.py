@@ -55,7 +55,7 @@ from .database import Database, Transaction
 from .errors import ForkedHandleError, VectrixError
 from .hnsw import HnswCache
 from .lexical import LexicalSearch
-from .mirror import ANY_SESSION, Mirror, SessionArg
+from .mirror import ANY_SESSION, Mirror, SessionArg, rowdot
 from .results import Result, Results
 
 EXACT_THRESHOLD = 20_000  # selections above this many rows go through the HNSW index
@@ -70,17 +70,6 @@ class Candidates(NamedTuple):
     relevance: np.ndarray
     dense: np.ndarray
     lexical: np.ndarray
-
-
-def _rowdot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Row-wise dot products on this thread.
-
-    Not ``@``: BLAS runs a matrix-vector product of a few thousand rows on worker threads
-    that keep spinning afterwards, and on a busy machine the whole recall then waits for a
-    scheduler time slice (measured with one core loaded: 8 ms per recall instead of 0.4).
-    """
-    vecdot = getattr(np, "vecdot", None)
-    return vecdot(a, b) if vecdot is not None else np.einsum("ij,j->i", a, b)
 
 
 def unit_rows(x: np.ndarray) -> np.ndarray:
@@ -109,13 +98,13 @@ def exact_topk(m: Mirror, q: np.ndarray, positions: np.ndarray, k: int,
     if session is not ANY_SESSION:
         blk = m.session_block(m.session_code(session))
         if n_sel == blk.n:  # a subset of the block as large as the block is the block
-            sims = _rowdot(blk.vectors, q)
+            sims = rowdot(blk.vectors, q)
         else:
             idx = np.searchsorted(blk.positions, positions)
             if idx[-1] < blk.n and np.array_equal(blk.positions[idx], positions):
-                sims = _rowdot(blk.vectors, q)[idx]
+                sims = rowdot(blk.vectors, q)[idx]
     if sims is None:
-        sims = _rowdot(m.vecs[: m.n], q)[positions] if n_sel * 4 > m.n else _rowdot(m.vecs[positions], q)
+        sims = rowdot(m.vecs[: m.n], q)[positions] if n_sel * 4 > m.n else rowdot(m.vecs[positions], q)
     if k < n_sel:
         part = np.argpartition(-sims, k - 1)[:k]
         edge = sims[part].min()
@@ -328,15 +317,15 @@ class Collection:
             return m.n_alive if flt is None else int(m.matching(flt).size)
 
     def build_index(self) -> None:
-        """Build (or finish building) the HNSW index now, and wait for it.
+        """Build (or finish building) the HNSW index now, and wait for it (and for a
+        background flush of pending vectors into it).
 
         Searches never need this: the index is built on first need, in the background
         when the collection is large, while searches scan exactly.
         """
         with self._locked():
-            ready = self._hnsw.ensure(background=False)
-        if not ready:
-            self._hnsw.wait()
+            self._hnsw.ensure(background=False)
+        self._hnsw.wait()  # a build still running, then a background flush
 
     def close(self) -> None:
         """Save the vector index if it changed, and release the database.
@@ -350,7 +339,7 @@ class Collection:
             self._closed = True
             self._database.close()  # leaves the parent's lock and connection alone
             return
-        self._hnsw.wait()  # outside the lock: the build installs its index under it
+        self._hnsw.wait(closing=True)  # outside the lock: the build installs its index under it
         with self._lock:
             if self._closed:
                 return
