@@ -24,10 +24,35 @@ targets of issue 2 apply to the ``trivial`` rows on a database file; the other r
 what a user of that embedder sees, and print no target. The ``default`` rows time at most
 ``--default-reps`` calls each (a reranked recall takes a few hundred ms).
 
+Every memory belongs to its session's user (``remember(user=...)``) and carries a
+``{"topic": ...}`` of five values, so the scopes table can time, side by side in one
+interleaved loop, session recall at the present, as of a moment mid-history (the as-of
+checks run), with ``filter=`` on the topic, with ``user=``, and a user's recall across
+every session; its ratios are to the first row.
+
 Cross-session recall selects every live memory; above ``Vectrix(exact_threshold=20000)``
 selected rows it goes through the usearch HNSW index, which is built lazily on the first
 such call. That first call is timed on its own ("first cross-session recall, builds
 index") and left out of the latency figures.
+
+Issue 14's rows (``--scale N``): a database of N memories written once into
+``--scale-dir`` (default /tmp/vxmem-bench-scale) with bench_peers' seeded 384-d "words"
+embedder (vectors precomputed, handed over by a dict look-up); then a child process per
+code tree (``--trees before=/work/main,after=.``: each child imports vxmem from that tree,
+so old and new code are measured in one run, one after the other, ``--rounds`` times),
+each on a fresh copy of the database:
+
+- the index build, once (in the foreground, by the last tree), saved beside the database:
+  every tree loads that same graph (same file format and settings before and after);
+- open, the first session recall and the first cross-session recall after open;
+- cross-session ``search(limit=10)`` and ``recall()``: p50/p99, and recall@10 against the
+  exact top 10 (numpy over every live row; a returned id counts when its exact cosine
+  reaches the 10th best), beside usearch searched directly on the same graph (top 10,
+  expansion_search 128: vxmem's setting before issue 14), with the ratio;
+- ``remember()`` with the index live: p50/p99/p99.9 over ``--scale-reps`` calls (crossing the
+  1,024-row flush and the WAL checkpoints several times);
+- reuse: reopen, one ``remember()``, then the first cross-session recall: whether the saved
+  index was reused (load + the new row) or a rebuild started (not waited for).
 """
 
 from __future__ import annotations
@@ -51,6 +76,7 @@ T0 = 1_700_000_000.0
 SPAN = 90 * DAY
 BATCH = 100  # documents per add() call in the batch row
 CHUNK = 2000  # texts embedded per batch call during the build
+TOPICS = ("billing", "travel", "health", "work", "home")
 
 # Issue 2, section 5 (trivial embedder, database file), and the reference figures it quotes.
 TARGET_REMEMBER = 0.25
@@ -149,6 +175,20 @@ def timed(fn, reps: int) -> tuple[list[float], list[float]]:
     return wall, cpu
 
 
+def interleaved(fns: dict, reps: int) -> dict:
+    """``timed`` for several calls at once, taking turns call by call, so a machine others
+    share slows each of them alike and their ratios stay fair."""
+    out = {name: ([], []) for name in fns}
+    for i in range(reps):
+        for name, fn in fns.items():
+            c = time.thread_time()
+            t = time.perf_counter()
+            fn(i)
+            out[name][0].append(time.perf_counter() - t)
+            out[name][1].append(time.thread_time() - c)
+    return out
+
+
 def rss_now_mb() -> float:
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
@@ -172,7 +212,7 @@ def worker(size: int, embedder_name: str, reps: int, tmp: str, mode: str | None 
     for s in range(SESSIONS):  # 2 pinned facts per session, dated at the start
         for k in range(2):
             db.remember(f"Pinned for user {s}: {sentence(rng)}", session=f"user{s}", pinned=True,
-                        timestamp=T0 + k)
+                        timestamp=T0 + k, user=f"u{s}", metadata={"topic": TOPICS[k]})
             n_done += 1
     while n_done < size:
         m = min(CHUNK, size - n_done)
@@ -183,11 +223,12 @@ def worker(size: int, embedder_name: str, reps: int, tmp: str, mode: str | None 
         for j, text in enumerate(texts):
             i = n_done + j
             ts = T0 + i * step
-            sess = f"user{i % SESSIONS}"
+            sess, scope = f"user{i % SESSIONS}", {"user": f"u{i % SESSIONS}", "metadata": {"topic": TOPICS[i % 5]}}
             if kinds[j] < 0.10:
-                ids.append(db.remember(text, session=sess, kind="fact", timestamp=ts))
+                ids.append(db.remember(text, session=sess, kind="fact", timestamp=ts, **scope))
             else:
-                ids.append(db.remember(text, session=sess, role=("user", "assistant")[i % 2], timestamp=ts))
+                ids.append(db.remember(text, session=sess, role=("user", "assistant")[i % 2], timestamp=ts,
+                                       **scope))
         for j in range(0, m, 50):  # 2% get feedback a little later
             db.feedback(ids[j], ("useful", "dead_end")[(j // 50) % 2], timestamp=T0 + (n_done + j) * step + 3600)
         for j in range(25, m, 500):  # 0.2% are corrected (a superseding fact is stored)
@@ -253,6 +294,18 @@ def worker(size: int, embedder_name: str, reps: int, tmp: str, mode: str | None 
         row("recall(session=..., rerank=False), limit 10",
             timed(lambda i: db.recall(qs[i], session=f"user{i % SESSIONS}", now=now, rerank=False, mode=mode), reps))
 
+    scoped = interleaved({
+        "recall(session=...), now: the present": lambda i: db.recall(qs[i], session=f"user{i % SESSIONS}", now=now),
+        "recall(session=..., now=mid-history): as-of checks run": lambda i: db.recall(
+            qs[i], session=f"user{i % SESSIONS}", now=T0 + SPAN / 2),
+        "recall(session=..., filter={'topic': ...}): 1 in 5 match": lambda i: db.recall(
+            qs[i], session=f"user{i % SESSIONS}", now=now, filter={"topic": TOPICS[i % 5]}),
+        "recall(session=..., user=...)": lambda i: db.recall(qs[i], session=f"user{i % SESSIONS}",
+                                                             user=f"u{i % SESSIONS}", now=now),
+        "recall(user=...): one user, every session": lambda i: db.recall(qs[i], user=f"u{i % SESSIONS}", now=now),
+    }, reps)
+    out["scopes"] = [{"op": op, "p50": stats(w)[0], "cpu50": stats(c)[0]} for op, (w, c) in scoped.items()]
+
     t = time.perf_counter()
     db.recall("first cross-session query", now=now, mode=mode)  # large collections: starts a background build
     if db.count() > db.exact_threshold:
@@ -287,6 +340,326 @@ def worker(size: int, embedder_name: str, reps: int, tmp: str, mode: str | None 
                         if f.startswith(os.path.basename(path))) / 2**20
     info["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return out
+
+
+
+# ---------------------------------------------------------------------------- issue 14: at scale
+
+SCALE_QUERIES = 300
+
+
+def _peers():
+    """bench_peers' seeded embedder and sentences (same directory)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_peers", os.path.join(os.path.dirname(__file__),
+                                                                               "bench_peers.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def scale_data(n: int, reps: int, out: str) -> None:
+    """Texts and their vectors (corpus, queries, writes), and the database of ``n`` memories
+    over 50 sessions written with the code in this process's path; reused when present."""
+    import random
+
+    if os.path.exists(os.path.join(out, "done")):
+        return
+    os.makedirs(out, exist_ok=True)
+    peers = _peers()
+    rng = random.Random(14)
+    texts = [peers.sentence(rng) for _ in range(n)]
+    q_texts = [peers.sentence(random.Random(1414 + i)) for i in range(SCALE_QUERIES)]
+    w_texts = [f"{peers.sentence(rng)} #{i}" for i in range(reps + 10)]
+    emb = peers.Embedder("words")
+    allt = texts + q_texts + w_texts
+    vecs = np.concatenate([emb(allt[i:i + 5000]) for i in range(0, len(allt), 5000)])
+    np.save(os.path.join(out, "vecs.npy"), vecs)
+    with open(os.path.join(out, "texts.json"), "w") as f:
+        json.dump({"corpus": texts, "queries": q_texts, "writes": w_texts}, f)
+    from vxmem import Vectrix
+
+    path = os.path.join(out, "base.vxdb")
+    db = Vectrix(path, embedder=Lookup(allt, vecs), exact_threshold=10**9)
+    for i, t in enumerate(texts):
+        kind = "fact" if i % 10 == 0 else "turn"
+        db.remember(t, session=f"s{i % SESSIONS}", kind=kind, timestamp=T0 + SPAN * i / n)
+    db.close()
+    for ext in (".usearch", ".usearch.json"):
+        if os.path.exists(path + ext):
+            os.remove(path + ext)
+    open(os.path.join(out, "done"), "w").close()
+
+
+def scale_index(data: str) -> None:
+    """Build the database's HNSW index once, in the foreground (every core), timed, and save
+    it beside the database: every tree then loads the same graph (the file format and the
+    graph settings are the same before and after issue 14)."""
+    from vxmem import Vectrix
+
+    path = os.path.join(data, "base.vxdb")
+    if os.path.exists(path + ".usearch") and os.path.exists(os.path.join(data, "index.json")):
+        return
+    with open(os.path.join(data, "texts.json")) as f:
+        t = json.load(f)
+    vecs = np.load(os.path.join(data, "vecs.npy"))
+    db = Vectrix(path, embedder=Lookup(t["corpus"] + t["queries"] + t["writes"], vecs))
+    t0, c0 = time.perf_counter(), time.process_time()
+    db.build_index()
+    built = {"build_s": time.perf_counter() - t0, "build_cpu_s": time.process_time() - c0,
+             "threads": os.cpu_count(), "load": os.getloadavg()[0]}
+    db.close()
+    with open(os.path.join(data, "index.json"), "w") as f:
+        json.dump(built, f)
+
+
+class Lookup:
+    """The embedder handed to vxmem: a dict look-up of precomputed vectors."""
+
+    def __init__(self, texts, vecs):
+        self.rows = {t: i for i, t in enumerate(texts)}
+        self.vecs = vecs
+
+    def __call__(self, texts):
+        return self.vecs[[self.rows[t] for t in texts]]
+
+
+def _pcts(samples_s: list[float]) -> dict:
+    ms = np.asarray(samples_s) * 1e3
+    return {"p50": float(np.median(ms)), "p99": float(np.percentile(ms, 99)),
+            "p999": float(np.percentile(ms, 99.9)), "max": float(ms.max()), "n": int(ms.size)}
+
+
+def scale_worker(data: str, reps: int) -> dict:
+    """One code tree's figures on a fresh copy of the database in ``data``."""
+    from vxmem import Vectrix
+
+    with open(os.path.join(data, "texts.json")) as f:
+        t = json.load(f)
+    vecs = np.load(os.path.join(data, "vecs.npy"))
+    allt = t["corpus"] + t["queries"] + t["writes"]
+    emb = Lookup(allt, vecs)
+    n = len(t["corpus"])
+    qv = vecs[n: n + len(t["queries"])]
+    work = tempfile.mkdtemp(prefix="vxmem-scale-")
+    path = os.path.join(work, "db.vxdb")
+    for ext in ("", ".usearch", ".usearch.json"):
+        shutil.copy(os.path.join(data, "base.vxdb" + ext), path + ext)
+    with open(os.path.join(data, "index.json")) as f:
+        out: dict = json.load(f)  # the one build, made by the last tree
+    now = T0 + SPAN + 3600.0
+    try:
+        # ---- open, first recalls, steady cross-session figures
+        # CPU (of the process, every thread) beside wall time: on a machine others share the
+        # wall clock also counts the waits for a core.
+        t0, c0 = time.perf_counter(), time.process_time()
+        db = Vectrix(path, embedder=emb)
+        out["open_s"], out["open_cpu_s"] = time.perf_counter() - t0, time.process_time() - c0
+        out["rss_open_mb"] = rss_now_mb()
+        t0, c0 = time.perf_counter(), time.process_time()
+        db.recall(t["queries"][1], session="s3", now=now)
+        out["first_session_ms"] = (time.perf_counter() - t0) * 1e3
+        out["first_session_cpu_ms"] = (time.process_time() - c0) * 1e3
+        t0, c0 = time.perf_counter(), time.process_time()
+        db.recall(t["queries"][2], now=now)
+        out["first_cross_ms"] = (time.perf_counter() - t0) * 1e3
+        out["first_cross_cpu_ms"] = (time.process_time() - c0) * 1e3
+        db.build_index()  # a background load or build finished before the steady figures
+        out["session_steady_ms"] = _pcts(timed(lambda i: db.recall(t["queries"][i], session=f"s{i % SESSIONS}",
+                                                                   now=now), 200)[0])["p50"]
+        with db._locked() as m:
+            live = m.live_positions()
+            sims = qv @ m.vecs[live].T
+            ids = [m.ids[p] for p in live]
+        thr = np.partition(sims, -10, axis=1)[:, -10] - 1e-5
+        good = [{ids[j] for j in np.flatnonzero(sims[i] >= thr[i])} for i in range(len(qv))]
+        qs = t["queries"]
+        got: list = [None] * len(qs)
+
+        def search(i):
+            got[i] = [r.id for r in db.search(qs[i], limit=10)]
+
+        for i in range(20):
+            search(i)
+        wall, cpu = timed(search, len(qs))
+        out["search"] = _pcts(wall) | {"recall10": float(np.mean([len(set(g) & good[i]) / 10
+                                                                    for i, g in enumerate(got)]))}
+        out["search_cpu"] = _pcts(cpu)
+        wall, cpu = timed(lambda i: db.recall(qs[i], now=now), len(qs))
+        out["recall"], out["recall_cpu"] = _pcts(wall), _pcts(cpu)
+        index = db._hnsw.index
+        es = index.expansion_search
+        index.expansion_search = 128
+        rowid_of = {}
+        with db._locked() as m:
+            for p in live:
+                rowid_of[int(m.rowid[p])] = m.ids[p]
+        ug: list = [None] * len(qs)
+
+        def usearch_direct(i):
+            ug[i] = index.search(qv[i], 10, threads=1).keys
+
+        for i in range(20):
+            usearch_direct(i)
+        wall, cpu = timed(usearch_direct, len(qs))
+        out["usearch_cpu"] = _pcts(cpu)
+        out["usearch"] = _pcts(wall) | {"recall10": float(np.mean(
+            [len({rowid_of.get(int(k)) for k in g} & good[i]) / 10 for i, g in enumerate(ug)]))}
+        index.expansion_search = es  # and at this tree's own setting: what vxmem adds to the graph's search
+        wall, cpu = timed(usearch_direct, len(qs))
+        out["usearch_same_cpu"] = _pcts(cpu)
+        out["usearch_same"] = _pcts(wall) | {"es": int(es), "recall10": float(np.mean(
+            [len({rowid_of.get(int(k)) for k in g} & good[i]) / 10 for i, g in enumerate(ug)]))}
+
+        # ---- remember() with the index live
+        w = t["writes"]
+        clock = [now]
+
+        def remember(i):
+            clock[0] += 1.0
+            db.remember(w[i], session=f"s{i % SESSIONS}", timestamp=clock[0])
+
+        wall, cpu = timed(remember, reps)
+        out["remember_live"] = _pcts(wall)
+        out["remember_live_cpu"] = _pcts(cpu)  # this thread's CPU: the call's own work, not waiting for a core
+        t0, c0 = time.perf_counter(), time.process_time()
+        db.close()
+        out["close_s"], out["close_cpu_s"] = time.perf_counter() - t0, time.process_time() - c0
+
+        # ---- reuse: a write before the first cross-session query of a process. Not waited
+        # for: a tree that rebuilds answers by an exact scan meanwhile, for minutes at 100k.
+        db = Vectrix(path, embedder=emb)
+        db.remember(w[reps], session="s1", timestamp=clock[0] + 1)
+        t0 = time.perf_counter()
+        db.recall(qs[3], now=now)
+        out["reuse_first_cross_s"] = time.perf_counter() - t0
+        out["reuse_index_ready"] = float(db._hnsw.index is not None)
+        out["reuse_building"] = float(bool(getattr(db._hnsw, "building", False)))
+        out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return out
+
+
+def run_scale(args) -> int:
+    data = os.path.join(args.scale_dir, f"n{args.scale}")
+    t0 = time.perf_counter()
+    trees = [tuple(x.split("=", 1)) for x in args.trees.split(",")] if args.trees else [("this", ".")]
+    trees = [(name, os.path.abspath(tree)) for name, tree in trees]
+    env0 = dict(os.environ)
+    print(f"[scale {args.scale}] data in {data} ...", file=sys.stderr, flush=True)
+    env = env0 | {"PYTHONPATH": trees[0][1]}
+    spec = json.dumps({"n": args.scale, "reps": args.scale_reps, "out": data})
+    subprocess.run([sys.executable, os.path.abspath(__file__), "--_scale_data", spec], env=env, check=True)
+    subprocess.run([sys.executable, os.path.abspath(__file__), "--_scale_index", json.dumps({"data": data})],
+                   env=env0 | {"PYTHONPATH": trees[-1][1]}, check=True)
+    print(f"[scale {args.scale}] data ready ({time.perf_counter() - t0:.0f} s)", file=sys.stderr, flush=True)
+    results: dict[str, list[dict]] = {name: [] for name, _ in trees}
+    load_before = os.getloadavg()[0]
+    for r in range(args.rounds):
+        for name, tree in trees:
+            t1 = time.perf_counter()
+            spec = json.dumps({"data": data, "reps": args.scale_reps})
+            proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--_scale_worker", spec],
+                                  env=env0 | {"PYTHONPATH": tree}, capture_output=True, text=True)
+            if proc.returncode != 0:
+                sys.stderr.write(proc.stderr)
+                return proc.returncode
+            results[name].append(json.loads(proc.stdout.strip().splitlines()[-1]))
+            print(f"[scale {args.scale}] round {r + 1} {name}: {time.perf_counter() - t1:.0f} s",
+                  file=sys.stderr, flush=True)
+    head = (f"vxmem at scale (issue 14): {args.scale:,} memories, {SESSIONS} sessions, bench_peers' words embedder, "
+            f"{SCALE_QUERIES} queries, {args.scale_reps} remember() calls, {args.rounds} round(s), "
+            f"{os.cpu_count()} cpus, load average {load_before:.1f} before / {os.getloadavg()[0]:.1f} after\n"
+            "trees: " + ", ".join(f"{name} = {tree}" for name, tree in trees))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"head": head, "results": results}, f, indent=1)
+    print_scale(head, results)
+    return 0
+
+
+def print_scale(head_text: str, results: dict[str, list[dict]]) -> None:
+    """The table of :func:`run_scale` (also from a saved ``--json`` file: ``--scale-report``)."""
+    print(head_text)
+    print()
+    med: dict[str, dict] = {name: {} for name in results}
+
+    def pick(res, *keys):
+        vals = []
+        for x in res:
+            for k in keys:
+                x = x.get(k) if isinstance(x, dict) else None
+            if x is not None:
+                vals.append(x)
+        return float(np.median(vals)) if vals else None
+
+    rows = [("index build, once, by the last tree (foreground) s", ("build_s",)),
+            ("  its CPU s (all threads)", ("build_cpu_s",)), ("open s", ("open_s",)),
+            ("  open CPU s", ("open_cpu_s",)),
+            ("RSS after open MB", ("rss_open_mb",)), ("first session recall after open ms", ("first_session_ms",)),
+            ("  first session recall CPU ms", ("first_session_cpu_ms",)),
+            ("steady session recall p50 ms", ("session_steady_ms",)),
+            ("first cross-session recall after open ms", ("first_cross_ms",)),
+            ("  first cross-session recall CPU ms", ("first_cross_cpu_ms",)),
+            ("cross-session search(limit=10) p50 ms", ("search", "p50")),
+            ("  search CPU p50 ms", ("search_cpu", "p50")),
+            ("cross-session search p99 ms", ("search", "p99")),
+            ("cross-session search recall@10", ("search", "recall10")),
+            ("cross-session recall() p50 ms", ("recall", "p50")), ("  recall() CPU p50 ms", ("recall_cpu", "p50")),
+            ("cross-session recall() p99 ms", ("recall", "p99")),
+            ("usearch direct (same graph, es 128) p50 ms", ("usearch", "p50")),
+            ("  usearch es 128 CPU p50 ms", ("usearch_cpu", "p50")),
+            ("usearch direct recall@10", ("usearch", "recall10")),
+            ("usearch direct at the tree's expansion_search p50 ms", ("usearch_same", "p50")),
+            ("  usearch same es CPU p50 ms", ("usearch_same_cpu", "p50")),
+            ("  its expansion_search", ("usearch_same", "es")),
+            ("  its recall@10", ("usearch_same", "recall10")),
+            ("remember() index live p50 ms", ("remember_live", "p50")),
+            ("remember() index live p99 ms", ("remember_live", "p99")),
+            ("remember() index live p99.9 ms", ("remember_live", "p999")),
+            ("remember() index live max ms", ("remember_live", "max")),
+            ("remember() index live, CPU of the call, p99.9 ms", ("remember_live_cpu", "p999")),
+            ("remember() index live, CPU of the call, max ms", ("remember_live_cpu", "max")),
+            ("close s", ("close_s",)), ("  close CPU s", ("close_cpu_s",)),
+            ("write, then first cross-session query s", ("reuse_first_cross_s",)),
+            ("  index ready after it (1 = reused)", ("reuse_index_ready",)),
+            ("  a rebuild running after it (1 = yes)", ("reuse_building",)),
+            ("peak RSS MB", ("peak_rss_mb",))]
+    names = list(results)
+    head = f"{'figure (median of rounds)':54}" + "".join(f"{n:>12}" for n in names)
+    if len(names) == 2:
+        head += f"{names[1] + '/' + names[0]:>14}"
+    print(head)
+    print("-" * len(head))
+    for label, keys in rows:
+        vals = [pick(results[n], *keys) for n in names]
+        for n, v in zip(names, vals):
+            med[n][label] = v
+        line = f"{label:54}" + "".join(f"{fmt(v, 3 if v is not None and abs(v) < 10 else 1):>12}" for v in vals)
+        if len(names) == 2 and vals[0] and vals[1] is not None:
+            line += f"{vals[1] / vals[0]:>13.2f}x"
+        print(line)
+    print()
+    for n in names:
+        m = med[n]
+        s50, u50 = m["cross-session search(limit=10) p50 ms"], m["usearch direct (same graph, es 128) p50 ms"]
+        r50 = m["cross-session recall() p50 ms"]
+        sc, rc = m["  search CPU p50 ms"], m["  recall() CPU p50 ms"]
+        uc, usc = m["  usearch es 128 CPU p50 ms"], m["  usearch same es CPU p50 ms"]
+        if sc and uc and rc:
+            print(f"{n} (CPU): search / usearch direct = {sc / uc:.2f}x, recall() / usearch direct = "
+                  f"{rc / uc:.2f}x, search / usearch at the same expansion_search = "
+                  f"{sc / usc if usc else float('nan'):.2f}x")
+        same = m["usearch direct at the tree's expansion_search p50 ms"]
+        if s50 and same:
+            print(f"{n}: search / usearch direct at the same expansion_search = {s50 / same:.2f}x")
+        if s50 and u50:
+            print(f"{n}: search / usearch direct = {s50 / u50:.2f}x, recall() / usearch direct = {r50 / u50:.2f}x "
+                  f"(goal <= 1.5x); recall@10 {fmt(m['cross-session search recall@10'])} (goal >= 0.99); "
+                  f"remember p99.9 {fmt(m['remember() index live p99.9 ms'])} ms (goal <= 5); "
+                  f"open {fmt(m['open s'])} s (goal <= 0.5)")
 
 
 # ---------------------------------------------------------------------------- report
@@ -324,6 +697,18 @@ def print_tables(results: list[dict]) -> None:
     print("target/ratio: issue 2's targets apply to the trivial embedder (the memory layer alone); "
           "cross-session target is for 100k.")
     print()
+    head = (f"{'embedder':8} {'N':>7}  {'scope (interleaved)':60} {'p50 ms':>8} {'cpu p50':>8} {'p50 ratio':>9} "
+            f"{'cpu ratio':>9}")
+    print(head)
+    print("-" * len(head))
+    for r in results:
+        rows = r.get("scopes") or []
+        for x in rows:
+            print(f"{r['embedder']:8} {r['size']:>7}  {x['op']:60} {x['p50']:>8.3f} {x['cpu50']:>8.3f} "
+                  f"{x['p50'] / rows[0]['p50']:>9.2f} {x['cpu50'] / rows[0]['cpu50']:>9.2f}")
+        print()
+    print("ratios: to the first row of the same size, measured call by call in turn in one loop.")
+    print()
     head = (f"{'embedder':8} {'N':>7} {'docs':>7} {'build s':>8} {'build/mem ms':>12} {'reopen s':>8} "
             f"{'1st cross ms':>12} {'close s':>8} {'db MB':>7} {'RSS open MB':>11} {'peak RSS MB':>11}")
     print(head)
@@ -350,9 +735,37 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="fewer repetitions (200 instead of 1000)")
     ap.add_argument("--reps", type=int, default=None, help="repetitions per timed operation")
     ap.add_argument("--json", help="also write the raw results to this file")
+    ap.add_argument("--scale", type=int, help="issue 14's rows at this many memories (e.g. 100000)")
+    ap.add_argument("--scale-dir", default=os.path.join(tempfile.gettempdir(), "vxmem-bench-scale"),
+                    help="where the --scale database is written once and reused")
+    ap.add_argument("--scale-reps", type=int, default=3000, help="remember() calls timed with the index live")
+    ap.add_argument("--trees", help="name=path,... code trees measured side by side (default: this one)")
+    ap.add_argument("--rounds", type=int, default=1, help="rounds over the trees")
+    ap.add_argument("--scale-report", help="print the --scale table again from its --json file")
     ap.add_argument("--_worker", help=argparse.SUPPRESS)
+    ap.add_argument("--_scale_worker", help=argparse.SUPPRESS)
+    ap.add_argument("--_scale_data", help=argparse.SUPPRESS)
+    ap.add_argument("--_scale_index", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
 
+    if args._scale_data:
+        scale_data(**json.loads(args._scale_data))
+        return 0
+    if args._scale_index:
+        scale_index(**json.loads(args._scale_index))
+        return 0
+    if args._scale_worker:
+        print(json.dumps(scale_worker(**json.loads(args._scale_worker))), flush=True)
+        os._exit(0)  # a tree that started a background rebuild is not waited for
+    if args.scale_report:
+        with open(args.scale_report) as f:
+            saved = json.load(f)
+        if "results" not in saved:  # written before the file kept its heading
+            saved = {"head": f"vxmem at scale (issue 14), from {args.scale_report}", "results": saved}
+        print_scale(saved["head"], saved["results"])
+        return 0
+    if args.scale:
+        return run_scale(args)
     if args._worker:
         spec = json.loads(args._worker)
         print(json.dumps(worker(**spec)))

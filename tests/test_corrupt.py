@@ -243,7 +243,7 @@ def test_an_index_file_of_another_dimension_is_rebuilt(original, tmp_path):
     assert got["index_size"] == N and got["hnsw"] == got["exact"]
 
 
-def test_a_stale_index_file_is_rebuilt_with_the_documents_written_since(original, tmp_path):
+def test_an_older_index_file_is_reused_with_the_documents_written_since(original, tmp_path):
     path = _copy(original, tmp_path)
     stale_side = Path(str(path) + ".usearch.json").read_text()
     with Vectrix(path, embedder=_embedder()) as db:  # default threshold: never touches the index
@@ -251,7 +251,10 @@ def test_a_stale_index_file_is_rebuilt_with_the_documents_written_since(original
     assert Path(str(path) + ".usearch.json").read_text() == stale_side
     with Vectrix(path, embedder=_embedder(), exact_threshold=8) as db:
         assert db.search("newcomer quokkas", limit=1)[0].text == "a newcomer about quokkas"
-        assert len(db._hnsw) == N + 1
+        assert db._hnsw.rebuilds == 0 and len(db._hnsw) == N and len(db._hnsw.pending) == 1
+        with db._locked():
+            db._hnsw.flush()
+        assert len(db._hnsw) == N + 1 and not db._hnsw.pending
 
 
 def test_an_index_file_that_cannot_be_saved_does_not_make_close_fail(original, tmp_path):

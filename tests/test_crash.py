@@ -245,6 +245,11 @@ def _check_index(path, docs):
         index = db._hnsw.index
         assert index is not None, "the index path was not taken"
         rowids = sorted(r for r, _, _ in docs.values())
+        # A loaded index takes the rows written since its save as pending (scanned exactly)...
+        graph, pending = {int(k) for k in index.keys}, set(db._hnsw.pending)
+        assert not graph & pending and sorted(graph | pending) == rowids
+        with db._locked():
+            db._hnsw.flush()  # ...until they join the graph
         assert sorted(int(k) for k in index.keys) == rowids
         for r in db.scan():
             vec = index.get(np.array([docs[r.id][0]], dtype=np.uint64))[0]

@@ -4,7 +4,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from vxmem import Vectrix, count_tokens
-from vxmem.memory import K_EXPIRES, K_SESSION, K_SUPERSEDED_BY
+from vxmem.memory import K_EXPIRES, K_SESSION, K_SUPERSEDED_AT, K_SUPERSEDED_BY, K_TS
 
 from helpers import DAY
 
@@ -37,7 +37,10 @@ def _build(ops, embedder):
 
 
 def _live(r, now):
-    return r.metadata.get(K_SUPERSEDED_BY) is None and r.metadata.get(K_EXPIRES, float("inf")) > now
+    """Live as of ``now``: created by then, not superseded by then, not expired then."""
+    meta = r.metadata
+    superseded = meta.get(K_SUPERSEDED_BY) is not None and meta[K_SUPERSEDED_AT] <= now
+    return meta[K_TS] <= now and not superseded and meta.get(K_EXPIRES, float("inf")) > now
 
 
 @PROPS

@@ -255,7 +255,8 @@ def test_vectors_added_after_the_index_is_built_are_found_before_and_after_they_
     (gone,) = db.add(["zebra crossing at midnight"])
     db.delete([gone])
     assert gone not in {r.id for r in db.search("zebra crossing at midnight", limit=5)}
-    db.add([f"more docs {i}" for i in range(60)])  # crosses the flush size
+    db.add([f"more docs {i}" for i in range(60)])  # crosses the flush size: flushed in the background
+    db.build_index()  # waits for the flush
     assert not db._hnsw.pending and len(db._hnsw) == db.count()
     assert db.search("zebra crossing at noon", limit=1)[0].id == fresh
 

@@ -31,6 +31,7 @@ from .keys import (
     K_ROLE,
     K_SESSION,
     K_TS,
+    K_USER,
     KIND_CODES,
     KIND_TURN,
 )
@@ -145,6 +146,7 @@ def _batch(db: Collection, turn_ids: list[str], summarize: Summarizer, kind: str
         items = [{"role": m.metas[p].get(K_ROLE, "user"), "text": m.texts[p], "ts": to_datetime(float(m.ts[p]))}
                  for p in plist]
         newest = float(max(m.ts[p] for p in plist))
+        users = {m.metas[p].get(K_USER) for p in plist}  # facts of one user's turns are that user's
         tokens_before = int(sum(int(m.tokens[p]) for p in plist))
     # The callables run outside the lock.
     facts = _facts_of(summarize, items)
@@ -164,6 +166,8 @@ def _batch(db: Collection, turn_ids: list[str], summarize: Summarizer, kind: str
                         K_CONSOLIDATED_FROM: list(turn_ids)}
                 if ttl_days is not None:
                     meta[K_EXPIRES] = newest + ttl_days * DAY
+                if len(users) == 1 and None not in users:
+                    meta[K_USER] = next(iter(users))
                 tx.insert(fid, text, meta, vec, tokens)
             if delete:
                 tx.delete(turn_ids)

@@ -13,6 +13,7 @@ from typing import Any
 
 from .keys import K_ROLE, KIND_PINNED, KIND_TURN
 from .store import Collection, Result, Results
+from .store.checks import FilterValues
 from .store.mirror import ANY_SESSION, Mirror
 
 SECTIONS = ("pinned", "recent", "recalled")
@@ -83,26 +84,31 @@ class _Budget:
 
 
 def assemble(db: Collection, recall: Callable[..., Results], query: str, session: str | None, token_budget: int,
-             recent_turns: int, limit: int, now_ts: float, recall_kwargs: dict[str, Any]) -> ContextBlock:
+             recent_turns: int, limit: int, now_ts: float, recall_kwargs: dict[str, Any], *,
+             user: str | None = None, flt: FilterValues | None = None) -> ContextBlock:
     """The block for checked arguments; ``recall`` is the memory's ``recall()``.
 
     Pinned facts are never cut, even over budget (the block says so); recent turns are cut
-    oldest first; recalled memories that do not fit are left out.
+    oldest first; recalled memories that do not fit are left out. With ``user``, the
+    user's pinned facts join the session's and recall spans the user's every session;
+    ``flt`` narrows every section.
     """
     budget = _Budget(token_budget, db.token_counter)
     with db._locked() as m:
-        pinned = _pinned(m, session, now_ts)
+        pinned = _pinned(m, session, now_ts, user, flt)
         if pinned:  # never cut: paid for even past the budget
             budget.used["pinned"] = budget.count(HEADERS["pinned"]) + sum(
                 budget.count(render("pinned", r)) for r in pinned)
             budget.left -= budget.used["pinned"]
         over = budget.left < 0
-        recent, cut_recent = _recent(m, session, recent_turns, now_ts, budget)
+        recent, cut_recent = _recent(m, session, recent_turns, now_ts, budget, flt)
         exclude = tuple(recall_kwargs.pop("exclude_ids", ())) + tuple(r.id for r in pinned + recent)
         recalled: list[Result] = []
         cut_recalled = 0
         if budget.left > 0:
-            for r in recall(query, session=session, limit=limit, now=now_ts, exclude_ids=exclude, **recall_kwargs):
+            scope = {"session": session} if user is None else {"session": None, "user": user}
+            for r in recall(query, limit=limit, now=now_ts, exclude_ids=exclude, filter=flt, **scope,
+                            **recall_kwargs):
                 if budget.take("recalled", r, first=not recalled):
                     recalled.append(r)
                 else:
@@ -116,19 +122,30 @@ def assemble(db: Collection, recall: Callable[..., Results], query: str, session
                         cut_recent=cut_recent, cut_recalled=cut_recalled, note=note)
 
 
-def _pinned(m: Mirror, session: str | None, now_ts: float) -> list[Result]:
-    """Live pinned facts, oldest first."""
-    pos = m.select(ANY_SESSION if session is None else session, (KIND_PINNED,), live_at=now_ts,
-                   include_superseded=False)
-    return [m.result(p) for p in sorted(pos.tolist(), key=lambda p: (m.ts[p], p))]
+def _pinned(m: Mirror, session: str | None, now_ts: float, user: str | None = None,
+            flt: FilterValues | None = None) -> list[Result]:
+    """Live pinned facts of ``session`` (None: every session), and of ``user`` from any
+    session, oldest first."""
+    def live(scope: Any, of_user: str | None = None) -> list[int]:
+        return m.keep_matching(m.select(scope, (KIND_PINNED,), live_at=now_ts, include_superseded=False,
+                                        as_of=now_ts, user=of_user), flt).tolist()
+
+    if user is None:
+        pos = live(ANY_SESSION if session is None else session)
+    elif session is None:
+        pos = live(ANY_SESSION, user)
+    else:
+        pos = sorted(set(live(session)) | set(live(ANY_SESSION, user)))
+    return [m.result(p) for p in sorted(pos, key=lambda p: (m.ts[p], p))]
 
 
 def _recent(m: Mirror, session: str | None, recent_turns: int, now_ts: float,
-            budget: _Budget) -> tuple[list[Result], int]:
+            budget: _Budget, flt: FilterValues | None = None) -> tuple[list[Result], int]:
     """The last ``recent_turns`` live turns of ``session`` that fit, and how many were cut."""
     if session is None or not recent_turns:
         return [], 0
-    pos = m.select(session, (KIND_TURN,), live_at=now_ts, include_superseded=False)
+    pos = m.keep_matching(m.select(session, (KIND_TURN,), live_at=now_ts, include_superseded=False, as_of=now_ts),
+                          flt)
     last = m.in_turn_order(pos)[-recent_turns:]
     recent: list[Result] = []
     for p in reversed(last):  # newest first, so the oldest are the ones cut

@@ -12,6 +12,7 @@ RESERVED_PREFIX = "_vx_"
 
 K_KIND = "_vx_kind"
 K_SESSION = "_vx_session"
+K_USER = "_vx_user"  # the user a memory belongs to, across their sessions (absent: no one's in particular)
 K_ROLE = "_vx_role"
 K_TURN = "_vx_turn"
 K_TS = "_vx_ts"
@@ -53,6 +54,7 @@ TS_RANGE = (-62135596800.0, 253402300799.0)  # epoch seconds of years 1 to 9999:
 RESERVED_TYPES = {
     K_KIND: "kind",
     K_SESSION: "str|None",
+    K_USER: "str",
     K_ROLE: "str",
     K_TURN: "turn",
     K_TS: "time",

@@ -58,6 +58,7 @@ from .keys import (
     K_SUPERSEDES,
     K_TS,
     K_TURN,
+    K_USER,
     KIND_FACT,
     KIND_PINNED,
     KIND_TURN,
@@ -70,7 +71,16 @@ from .pool import CandidatePool
 from .recall import MemoryResults, drop_below, gather, rank, rerank_pool
 from .rerank import Reranker, check_reranker, reranker_name
 from .store import Collection, Result
-from .store.checks import check_hybrid_weight, check_id, check_ids, check_json, check_mode, json_copy
+from .store.checks import (
+    FilterValues,
+    check_filter,
+    check_hybrid_weight,
+    check_id,
+    check_ids,
+    check_json,
+    check_mode,
+    json_copy,
+)
 from .store.database import Transaction
 from .store.mirror import ANY_SESSION, Mirror
 from .supersession import HistoryEntry, chain, live_heads, mark_superseded
@@ -78,7 +88,7 @@ from .supersession import HistoryEntry, chain, live_heads, mark_superseded
 # The spec documents the reserved keys, kinds and outcomes as attributes of this module.
 __all__ = [
     "ConversationMemory", "ContextBlock", "ConsolidationReport", "HistoryEntry", "feedback_score",
-    "K_KIND", "K_SESSION", "K_ROLE", "K_TURN", "K_TS", "K_FEEDBACK", "K_SUPERSEDED_BY", "K_SUPERSEDES",
+    "K_KIND", "K_SESSION", "K_USER", "K_ROLE", "K_TURN", "K_TS", "K_FEEDBACK", "K_SUPERSEDED_BY", "K_SUPERSEDES",
     "K_SUPERSEDED_AT", "K_SCORING", "K_EXPIRES", "K_CONSOLIDATED_FROM", "KIND_TURN", "KIND_FACT", "KIND_PINNED",
     "KINDS", "OUTCOMES",
 ]
@@ -123,6 +133,27 @@ def _check_min_relevance(value: Any) -> float | None:
 
 def _new_id() -> str:
     return uuid.uuid4().hex
+
+
+def _check_user(user: Any) -> str | None:
+    """A user's name (a non-empty ``str``), or None for no user in particular."""
+    if user is None:
+        return None
+    if not isinstance(user, str):
+        raise TypeError(f"user must be a str or None, not {type(user).__name__}")
+    if not check_text(user, "user").strip():
+        raise ValueError("user must be a non-empty str")
+    return user
+
+
+def _check_memory_filter(filter: Any) -> FilterValues | None:
+    """A filter on the caller's own metadata, in the collection's syntax (``{key: value}``
+    or ``{key: [values]}``); the reserved keys have arguments of their own."""
+    flt = check_filter(filter)
+    for key in flt or ():
+        if key.startswith(RESERVED_PREFIX):
+            raise ValueError(f"filter key {key!r} is reserved; narrow with session=, user= or kinds= instead")
+    return flt
 
 
 def _any_if_none(session: str | None) -> Any:
@@ -197,7 +228,7 @@ class ConversationMemory:
     def remember(self, text: str, session: str | None = None, role: str = "user", turn: int | None = None,
                  timestamp: TimeLike = None, pinned: bool = False, kind: str | None = None,
                  metadata: dict[str, Any] | None = None, id: str | None = None, ttl_days: float | None = None,
-                 check: bool | None = None) -> str:
+                 check: bool | None = None, user: str | None = None) -> str:
         """Store one memory and return its id.
 
         A turn is numbered automatically within its session when not given.
@@ -219,6 +250,9 @@ class ConversationMemory:
             memory is a fact or pinned); ``check=False`` skips it for a memory you know is new.
             The judge runs outside the handle's lock, on the facts live when it is called; a
             fact it names that another write superseded or deleted meanwhile is left as it is.
+        :param user: the user it belongs to, across their sessions (``_vx_user``), so
+            ``recall(user=...)`` finds it from any session and ``context(user=...)`` includes
+            it when pinned.
         """
         check_text(text, "text")
         if not text.strip():
@@ -239,6 +273,7 @@ class ConversationMemory:
                 raise ValueError(f"turn numbers belong to turns, not to a {kind}")
         ts = to_epoch(timestamp, "timestamp")
         meta = self._check_caller_metadata(metadata)
+        user = _check_user(user)
         if id is not None:
             check_id(id)
         ttl = self._ttl_for(kind, ttl_days)
@@ -263,6 +298,8 @@ class ConversationMemory:
             contradicted = [c for c in contradicted if (p := m.memory_position(c)) is not None and not m.superseded[p]]
             new_id = id or _new_id()
             meta.update(self._stamp(kind, session, role, ts, ttl))
+            if user is not None:
+                meta[K_USER] = user
             if contradicted:
                 meta[K_SUPERSEDES] = contradicted
             with db._transaction() as tx:
@@ -392,6 +429,8 @@ class ConversationMemory:
             new_meta = self._stamp(kind, old_meta.get(K_SESSION), old_meta.get(K_ROLE, "user"), ts,
                                    self._ttl_for(kind, None))
             new_meta[K_SUPERSEDES] = list(dict.fromkeys([id] + heads))
+            if K_USER in old_meta:  # the corrected fact belongs to whom the old one did
+                new_meta[K_USER] = old_meta[K_USER]
             if old_meta.get(K_SUPERSEDED_BY) is None:
                 old_meta[K_SUPERSEDED_BY] = new_id
                 old_meta[K_SUPERSEDED_AT] = ts
@@ -417,7 +456,8 @@ class ConversationMemory:
 
     def forget(self, session: str | None = None, kinds: Sequence[str] = FORGET_KINDS,
                older_than: float | datetime | None = None, ids: Sequence[str] | None = None,
-               superseded: bool = False, now: TimeLike = None) -> int:
+               superseded: bool = False, now: TimeLike = None, filter: dict[str, Any] | None = None,
+               user: str | None = None) -> int:
         """Delete memories and return how many went.
 
         Deleting is real: this is the one memory operation that loses information on purpose.
@@ -432,9 +472,14 @@ class ConversationMemory:
         :param older_than: older than this many days, or than a datetime,
         :param superseded: only memories a correction or a contradiction already replaced,
             the audit trail you may keep or clear,
-        :param now: the moment ``older_than`` counts back from (default: now).
+        :param now: the moment ``older_than`` counts back from (default: now),
+        :param filter: only memories whose own metadata match it (the collection's filter
+            syntax, e.g. ``{"topic": "billing"}``),
+        :param user: only memories of this user (any session unless ``session`` is given).
         """
         named = None if ids is None else check_ids(ids)
+        flt = _check_memory_filter(filter)
+        user = _check_user(user)
         session = check_session(session)
         # With ids, only kinds the caller passed narrow them: the default (turns) is the selection's.
         kinds = KINDS if named is not None and kinds is FORGET_KINDS else check_kinds(kinds)
@@ -442,7 +487,7 @@ class ConversationMemory:
         now_ts = to_epoch(now)
         cutoff = days_to_seconds(older_than, now_ts)
         with self.db._locked() as m:
-            pos = m.select(_any_if_none(session), kinds)
+            pos = m.keep_matching(m.select(_any_if_none(session), kinds, user=user), flt)
             if cutoff is not None:
                 pos = pos[m.ts[pos] < cutoff]
             if superseded:
@@ -516,7 +561,8 @@ class ConversationMemory:
 
     # ------------------------------------------------------------------ reading
 
-    def turns(self, session: str | None, limit: int | None = None, now: TimeLike = None) -> list[Result]:
+    def turns(self, session: str | None, limit: int | None = None, now: TimeLike = None,
+              filter: dict[str, Any] | None = None) -> list[Result]:
         """A session's turns in order; the last ``limit`` of them if given.
 
         Expired turns (at ``now``) are left out; superseded ones stay, flagged in their
@@ -524,33 +570,44 @@ class ConversationMemory:
 
         :param session: whose turns.
         :param limit: only the last this many.
-        :param now: the moment a turn must not have expired by (default: now).
+        :param now: the moment of the transcript (default: now): turns created after it
+            are not in it, and one expired by then is left out.
+        :param filter: only turns whose own metadata match it (the collection's filter syntax).
         """
         session = check_session(session)
+        flt = _check_memory_filter(filter)
         if limit is not None:
             limit = check_limit(limit)
         now_ts = to_epoch(now)
         with self.db._locked() as m:
-            ordered = m.in_turn_order(m.select(session, (KIND_TURN,), live_at=now_ts))
+            ordered = m.in_turn_order(m.keep_matching(m.select(session, (KIND_TURN,), live_at=now_ts, as_of=now_ts),
+                                                      flt))
             if limit is not None:
                 ordered = ordered[-limit:]
             return [m.result(p) for p in ordered]
 
-    def history(self, id: str) -> list[HistoryEntry]:
-        """The supersession chain ``id`` belongs to, oldest first.
+    def history(self, id: str, now: TimeLike = None) -> list[HistoryEntry]:
+        """The supersession chain ``id`` belongs to, oldest first, as it stood at ``now``.
 
         Follows correction and contradiction links both ways, so "where did I live
         before?" has an answer even after the old fact dropped out of recall.
+
+        :param id: a memory of the chain.
+        :param now: the moment (default: now): memories created after it are not in the
+            chain, and a supersession made after it has not happened yet. Empty when ``id``
+            itself did not exist yet.
         """
+        now_ts = to_epoch(now)
         with self.db._locked() as m:
             self._memory_pos(m, id)
-            return chain(m, id)
+            return chain(m, id, as_of=now_ts)
 
     def recall(self, query: str, session: str | None = None, limit: int = 10, token_budget: int | None = None,
                score_gap: float | None = None, kinds: Sequence[str] = KINDS, include_superseded: bool = False,
                mode: str | None = None, now: TimeLike = None, exclude_ids: Sequence[str] = (),
                hybrid_weight: float | None = None, min_relevance: float | None = None,
-               rerank: bool | None = None) -> MemoryResults:
+               rerank: bool | None = None, filter: dict[str, Any] | None = None,
+               user: str | None = None) -> MemoryResults:
         """Relevance, blended with recency and feedback, cut to a budget.
 
         The most relevant eligible memories (a pool of ``max(4 x limit, 40)``) have their
@@ -582,7 +639,10 @@ class ConversationMemory:
         :param mode: the relevance: ``"hybrid"`` (the default, None) fuses the cosine and
             BM25 with ``hybrid_weight``; ``"dense"`` is the cosine alone; ``"lexical"`` BM25
             from the FTS5 index alone. The blend on top is the same whatever the mode.
-        :param now: the moment ages count to (default: now); a memory expired then is left out.
+        :param now: the moment of the recall (default: now): ages count to it, and the
+            collection is read as it stood then. A memory created after it is not there,
+            one superseded after it is live, one expired by then is left out, and only
+            feedback recorded at or before it counts.
         :param exclude_ids: memories to leave out.
         :param hybrid_weight: the dense share of hybrid relevance (default: the memory's).
         :param min_relevance: leave out candidates whose raw relevance is below this, before
@@ -592,6 +652,12 @@ class ConversationMemory:
             memory's (None: keep every candidate). :meth:`low_relevance` gives a hint.
         :param rerank: rerank with the memory's reranker (None: the memory's ``rerank``
             setting; by default on with vxmem's default embedder, off otherwise).
+        :param filter: only memories whose own metadata match it, in the collection's filter
+            syntax (``{"topic": "billing"}``, ``{"topic": ["billing", "refunds"]}``). Exact:
+            the pool is drawn from the matching memories alone, so the results are the true
+            top ``limit`` among them.
+        :param user: only this user's memories (``remember(user=...)``), from every session
+            unless ``session`` narrows it to one.
         """
         if token_budget is not None:
             token_budget = check_limit(token_budget, "token_budget")
@@ -602,14 +668,15 @@ class ConversationMemory:
             pool = self.candidate_pool(query, session=session, limit=limit, kinds=kinds,
                                        include_superseded=include_superseded, mode=mode, now=now,
                                        exclude_ids=exclude_ids, hybrid_weight=hybrid_weight,
-                                       min_relevance=min_relevance, rerank=rerank)
+                                       min_relevance=min_relevance, rerank=rerank, filter=filter, user=user)
             return rank(pool, m, query, self.settings, score_gap, token_budget)
 
     def candidate_pool(self, query: str, session: str | None = None, limit: int = 10, kinds: Sequence[str] = KINDS,
                        include_superseded: bool = False, mode: str | None = None, now: TimeLike = None,
                        exclude_ids: Sequence[str] = (), pool: int | None = None,
                        hybrid_weight: float | None = None, min_relevance: float | None = None,
-                       rerank: bool | None = None) -> CandidatePool:
+                       rerank: bool | None = None, filter: dict[str, Any] | None = None,
+                       user: str | None = None) -> CandidatePool:
         """The candidates ``recall()`` blends, with everything ranking needs, as a
         :class:`~vxmem.pool.CandidatePool`: already reranked (and cut by ``min_relevance``)
         when ``recall()`` with these arguments would be.
@@ -628,12 +695,16 @@ class ConversationMemory:
         excluded = tuple(check_ids(exclude_ids, "exclude_ids"))
         floor = self.min_relevance if min_relevance is None else _check_min_relevance(min_relevance)
         reranking = self._reranking(rerank)
+        flt = _check_memory_filter(filter)
+        user = _check_user(user)
         now_ts = to_epoch(now)
         size = scoring.pool_size(limit) if pool is None else check_limit(pool, "pool")
         scope = _any_if_none(session)
         self.db._prepare_query(query, mode)  # a no-op when recall() prepared it already
         with self.db._locked() as m:
-            pos = m.select(scope, kinds, live_at=now_ts, include_superseded=include_superseded, exclude_ids=excluded)
+            pos = m.select(scope, kinds, live_at=now_ts, include_superseded=include_superseded, exclude_ids=excluded,
+                           as_of=now_ts, user=user)
+            pos = m.keep_matching(pos, flt)
             found = gather(self.db, m, query, pos, size=size, mode=mode, hybrid_weight=hybrid_weight,
                            session=scope, now_ts=now_ts, limit=limit)
             if reranking and len(found):
@@ -687,7 +758,8 @@ class ConversationMemory:
             self.db._prepare_query(query, check_mode(mode))
 
     def context(self, query: str, session: str | None = None, token_budget: int = 1500, recent_turns: int = 6,
-                limit: int = 10, now: TimeLike = None, **recall_kwargs: Any) -> ContextBlock:
+                limit: int = 10, now: TimeLike = None, user: str | None = None, filter: dict[str, Any] | None = None,
+                **recall_kwargs: Any) -> ContextBlock:
         """Assemble pinned facts, recent turns and recalled memories under one budget.
 
         Pinned facts are never cut: they are the caller's own declaration of what always
@@ -698,7 +770,12 @@ class ConversationMemory:
 
         ``session=None`` is the view across every session, as in ``recall()``: every
         session's pinned facts, no recent turns (turns belong to one conversation), and
-        memories recalled from every session. Pass a session for one user's block.
+        memories recalled from every session. Pass a session for one conversation's block.
+
+        ``user`` widens the block to a user across their sessions: the user's pinned facts
+        (from any session) join the session's, and recall draws on every memory of the
+        user's (from any session) instead of the session's; the recent turns stay the
+        session's. Remember a user's turns with ``user=`` so that recall finds them.
 
         :param query: what to recall memories for.
         :param session: whose context (None: every session's pinned facts, no recent turns,
@@ -706,12 +783,18 @@ class ConversationMemory:
         :param token_budget: the tokens the block may hold, headers included.
         :param recent_turns: how many of the session's last turns to include.
         :param limit: how many memories to recall at most.
-        :param now: the moment of the block (default: now).
+        :param now: the moment of the block (default: now): every section reads the
+            collection as it stood then, as ``recall(now=...)`` does.
+        :param user: whose pinned facts and memories join the block (see above).
+        :param filter: only memories whose own metadata match it, in every section (the
+            collection's filter syntax).
         :param recall_kwargs: ``recall()``'s ``score_gap``, ``kinds``, ``include_superseded``,
             ``mode``, ``exclude_ids``, ``hybrid_weight``, ``min_relevance`` and ``rerank``.
         """
         check_text(query, "query")
         session = check_session(session)
+        user = _check_user(user)
+        flt = _check_memory_filter(filter)
         token_budget = check_limit(token_budget, "token_budget")
         recent_turns = check_int(recent_turns, "recent_turns", minimum=0)
         limit = check_limit(limit)
@@ -722,4 +805,4 @@ class ConversationMemory:
             raise TypeError(f"context() got unexpected recall arguments: {sorted(unknown)}")
         self._prepare_query(query, recall_kwargs.get("mode"))
         return assemble(self.db, self.recall, query, session, token_budget, recent_turns, limit,
-                                to_epoch(now), recall_kwargs)
+                        to_epoch(now), recall_kwargs, user=user, flt=flt)

@@ -46,12 +46,13 @@ class MemoryResults(Results):
 
 def gather(db: Collection, m: Mirror, query: str, positions: np.ndarray, *, size: int, mode: str,
            hybrid_weight: float, session: SessionArg, now_ts: float, limit: int) -> CandidatePool:
-    """The pool of the ``size`` best candidates of ``mode`` among ``positions``, at ``now_ts``.
+    """The pool of the ``size`` best candidates of ``mode`` among ``positions``, at ``now_ts``
+    (lexical scores and feedback as they stood then).
 
     Call it inside ``db._locked()`` (``m`` is the mirror it yields): the pool's
     ``positions`` are valid only there.
     """
-    cand = db._candidates(query, positions, size, mode, hybrid_weight, session=session)
+    cand = db._candidates(query, positions, size, mode, hybrid_weight, session=session, as_of=now_ts)
     pos = cand.positions
     plist = pos.tolist()
     metas = [m.metas[p] for p in plist]

@@ -90,16 +90,17 @@ def feedback_score(meta: Mapping[str, Any], now: float, half_life_days: float) -
 
 
 def feedback_events(meta: Mapping[str, Any], now: float) -> tuple[list[float], list[float]]:
-    """(signs, ages in days) of the feedback recorded in ``meta``.
+    """(signs, ages in days) of the feedback recorded in ``meta`` at or before ``now``.
 
     Events folded by :func:`fold_feedback` come last, as one event whose "sign" is their
-    decayed sum, aged from the time it was summed to.
+    decayed sum, aged from the time it was summed to; before that time the fold is left
+    out whole (its events are no longer told apart).
     """
-    events = meta.get(K_FEEDBACK) or ()
+    events = [(o, ts) for o, ts in meta.get(K_FEEDBACK) or () if ts <= now]  # as of now: none from later
     signs = [OUTCOME_SIGN[o] for o, _ in events]
     ages = [(now - ts) / DAY for _, ts in events]
     folded = meta.get(K_FEEDBACK_FOLDED)
-    if folded:
+    if folded and folded["ts"] <= now:
         signs.append(float(folded["sum"]))
         ages.append((now - folded["ts"]) / DAY)
     return signs, ages

@@ -56,26 +56,40 @@ def live_heads(m: Mirror, id: str) -> list[str]:
     return heads
 
 
-def chain(m: Mirror, id: str) -> list[HistoryEntry]:
-    """Every memory linked to ``id`` by supersession, either way, oldest first."""
+def chain(m: Mirror, id: str, as_of: float | None = None) -> list[HistoryEntry]:
+    """Every memory linked to ``id`` by supersession, either way, oldest first; with
+    ``as_of``, as the chain stood at that moment (no memory created later, no link made later)."""
     seen, stack = set(), [id]
     while stack:
         cur = stack.pop()
-        if cur in seen or m.memory_position(cur) is None:
+        if cur in seen or not _existed(m, cur, as_of):
             continue
         seen.add(cur)
         meta = m.metas[m.pos_of_id[cur]]
-        if meta.get(K_SUPERSEDED_BY):
+        if meta.get(K_SUPERSEDED_BY) and m.superseded_as_of(m.pos_of_id[cur], as_of):
             stack.append(meta[K_SUPERSEDED_BY])
         stack.extend(meta.get(K_SUPERSEDES) or ())
-    return sorted((_entry(m, cur) for cur in seen), key=lambda e: (e.ts, e.id))
+    return sorted((_entry(m, cur, as_of) for cur in seen), key=lambda e: (e.ts, e.id))
 
 
-def _entry(m: Mirror, id: str) -> HistoryEntry:
+def _existed(m: Mirror, id: str, as_of: float | None) -> bool:
+    p = m.memory_position(id)
+    return p is not None and (as_of is None or bool(m.ts[p] <= as_of))
+
+
+def _later(m: Mirror, id: str, as_of: float | None) -> bool:
+    """Whether ``id`` is a memory created after ``as_of`` (a deleted one is not)."""
+    p = m.memory_position(id)
+    return p is not None and as_of is not None and bool(m.ts[p] > as_of)
+
+
+def _entry(m: Mirror, id: str, as_of: float | None) -> HistoryEntry:
     p = m.pos_of_id[id]
     meta = m.metas[p]
-    at = meta.get(K_SUPERSEDED_AT)
+    superseded = m.superseded_as_of(p, as_of)
+    at = meta.get(K_SUPERSEDED_AT) if superseded else None
+    supersedes = [s for s in meta.get(K_SUPERSEDES) or [] if not _later(m, s, as_of)]
     return HistoryEntry(id=id, text=m.texts[p], kind=meta[K_KIND], ts=to_datetime(meta[K_TS]),
-                        live=meta.get(K_SUPERSEDED_BY) is None, superseded_by=meta.get(K_SUPERSEDED_BY),
+                        live=not superseded, superseded_by=meta.get(K_SUPERSEDED_BY) if superseded else None,
                         superseded_at=to_datetime(at) if at is not None else None,
-                        supersedes=list(meta.get(K_SUPERSEDES) or []))
+                        supersedes=supersedes)

@@ -62,20 +62,21 @@ class Vectrix(Collection):
     def remember(self, text: str, session: str | None = None, role: str = "user", turn: int | None = None,
                  timestamp: TimeLike = None, pinned: bool = False, kind: str | None = None,
                  metadata: dict[str, Any] | None = None, id: str | None = None, ttl_days: float | None = None,
-                 check: bool | None = None) -> str:
+                 check: bool | None = None, user: str | None = None) -> str:
         return self.memory.remember(text, session=session, role=role, turn=turn, timestamp=timestamp, pinned=pinned,
-                                    kind=kind, metadata=metadata, id=id, ttl_days=ttl_days, check=check)
+                                    kind=kind, metadata=metadata, id=id, ttl_days=ttl_days, check=check, user=user)
 
     @_documented_by(ConversationMemory.recall)
     def recall(self, query: str, session: str | None = None, limit: int = 10, token_budget: int | None = None,
                score_gap: float | None = None, kinds: Sequence[str] = KINDS, include_superseded: bool = False,
                mode: str | None = None, now: TimeLike = None, exclude_ids: Sequence[str] = (),
                hybrid_weight: float | None = None, min_relevance: float | None = None,
-               rerank: bool | None = None) -> MemoryResults:
+               rerank: bool | None = None, filter: dict[str, Any] | None = None,
+               user: str | None = None) -> MemoryResults:
         return self.memory.recall(query, session=session, limit=limit, token_budget=token_budget,
                                   score_gap=score_gap, kinds=kinds, include_superseded=include_superseded, mode=mode,
                                   now=now, exclude_ids=exclude_ids, hybrid_weight=hybrid_weight,
-                                  min_relevance=min_relevance, rerank=rerank)
+                                  min_relevance=min_relevance, rerank=rerank, filter=filter, user=user)
 
     @_documented_by(ConversationMemory.feedback)
     def feedback(self, id: str, outcome: str, correction: str | None = None, timestamp: TimeLike = None) -> str | None:
@@ -83,16 +84,18 @@ class Vectrix(Collection):
 
     @_documented_by(ConversationMemory.context)
     def context(self, query: str, session: str | None = None, token_budget: int = 1500, recent_turns: int = 6,
-                limit: int = 10, now: TimeLike = None, **recall_kwargs: Any) -> ContextBlock:
+                limit: int = 10, now: TimeLike = None, user: str | None = None, filter: dict[str, Any] | None = None,
+                **recall_kwargs: Any) -> ContextBlock:
         return self.memory.context(query, session=session, token_budget=token_budget, recent_turns=recent_turns,
-                                   limit=limit, now=now, **recall_kwargs)
+                                   limit=limit, now=now, user=user, filter=filter, **recall_kwargs)
 
     @_documented_by(ConversationMemory.forget)
     def forget(self, session: str | None = None, kinds: Sequence[str] = FORGET_KINDS,
                older_than: float | datetime | None = None, ids: Sequence[str] | None = None,
-               superseded: bool = False, now: TimeLike = None) -> int:
+               superseded: bool = False, now: TimeLike = None, filter: dict[str, Any] | None = None,
+               user: str | None = None) -> int:
         return self.memory.forget(session=session, kinds=kinds, older_than=older_than, ids=ids, superseded=superseded,
-                                  now=now)
+                                  now=now, filter=filter, user=user)
 
     @_documented_by(ConversationMemory.consolidate)
     def consolidate(self, session: str | None, summarize: Summarizer, keep_recent: int = 6,
@@ -106,9 +109,10 @@ class Vectrix(Collection):
         return self.memory.expire(now=now)
 
     @_documented_by(ConversationMemory.turns)
-    def turns(self, session: str | None, limit: int | None = None, now: TimeLike = None) -> list[Result]:
-        return self.memory.turns(session, limit=limit, now=now)
+    def turns(self, session: str | None, limit: int | None = None, now: TimeLike = None,
+              filter: dict[str, Any] | None = None) -> list[Result]:
+        return self.memory.turns(session, limit=limit, now=now, filter=filter)
 
     @_documented_by(ConversationMemory.history)
-    def history(self, id: str) -> list[HistoryEntry]:
-        return self.memory.history(id)
+    def history(self, id: str, now: TimeLike = None) -> list[HistoryEntry]:
+        return self.memory.history(id, now=now)

@@ -55,7 +55,7 @@ from .database import Database, Transaction
 from .errors import ForkedHandleError, VectrixError
 from .hnsw import HnswCache
 from .lexical import LexicalSearch
-from .mirror import ANY_SESSION, Mirror, SessionArg
+from .mirror import ANY_SESSION, Mirror, SessionArg, rowdot
 from .results import Result, Results
 
 EXACT_THRESHOLD = 20_000  # selections above this many rows go through the HNSW index
@@ -72,17 +72,6 @@ class Candidates(NamedTuple):
     relevance: np.ndarray
     dense: np.ndarray
     lexical: np.ndarray
-
-
-def _rowdot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Row-wise dot products on this thread.
-
-    Not ``@``: BLAS runs a matrix-vector product of a few thousand rows on worker threads
-    that keep spinning afterwards, and on a busy machine the whole recall then waits for a
-    scheduler time slice (measured with one core loaded: 8 ms per recall instead of 0.4).
-    """
-    vecdot = getattr(np, "vecdot", None)
-    return vecdot(a, b) if vecdot is not None else np.einsum("ij,j->i", a, b)
 
 
 def unit_rows(x: np.ndarray) -> np.ndarray:
@@ -111,13 +100,13 @@ def exact_topk(m: Mirror, q: np.ndarray, positions: np.ndarray, k: int,
     if session is not ANY_SESSION:
         blk = m.session_block(m.session_code(session))
         if n_sel == blk.n:  # a subset of the block as large as the block is the block
-            sims = _rowdot(blk.vectors, q)
+            sims = rowdot(blk.vectors, q)
         else:
             idx = np.searchsorted(blk.positions, positions)
             if idx[-1] < blk.n and np.array_equal(blk.positions[idx], positions):
-                sims = _rowdot(blk.vectors, q)[idx]
+                sims = rowdot(blk.vectors, q)[idx]
     if sims is None:
-        sims = _rowdot(m.vecs[: m.n], q)[positions] if n_sel * 4 > m.n else _rowdot(m.vecs[positions], q)
+        sims = rowdot(m.vecs[: m.n], q)[positions] if n_sel * 4 > m.n else rowdot(m.vecs[positions], q)
     if k < n_sel:
         part = np.argpartition(-sims, k - 1)[:k]
         edge = sims[part].min()
@@ -375,15 +364,15 @@ class Collection:
             return m.n_alive if flt is None else int(m.matching(flt).size)
 
     def build_index(self) -> None:
-        """Build (or finish building) the HNSW index now, and wait for it.
+        """Build (or finish building) the HNSW index now, and wait for it (and for a
+        background flush of pending vectors into it).
 
         Searches never need this: the index is built on first need, in the background
         when the collection is large, while searches scan exactly.
         """
         with self._locked():
-            ready = self._hnsw.ensure(background=False)
-        if not ready:
-            self._hnsw.wait()
+            self._hnsw.ensure(background=False)
+        self._hnsw.wait()  # a build still running, then a background flush
 
     def close(self) -> None:
         """Save the vector index if it changed, and release the database.
@@ -397,7 +386,7 @@ class Collection:
             self._closed = True
             self._database.close()  # leaves the parent's lock and connection alone
             return
-        self._hnsw.wait()  # outside the lock: the build installs its index under it
+        self._hnsw.wait(closing=True)  # outside the lock: the build installs its index under it
         with self._lock:
             if self._closed:
                 return
@@ -534,7 +523,8 @@ class Collection:
         return exact_topk(self._mirror, q, positions, k, session)
 
     def _candidates(self, query: str, positions: np.ndarray, k: int, mode: str,
-                    hybrid_weight: float = HYBRID_WEIGHT, session: SessionArg = ANY_SESSION) -> Candidates:
+                    hybrid_weight: float = HYBRID_WEIGHT, session: SessionArg = ANY_SESSION,
+                    as_of: float | None = None) -> Candidates:
         """The top-``k`` candidates of one mode among ``positions`` (see :class:`Candidates`).
 
         Hybrid takes the union of both top-``k`` lists, computes the exact cosine and the
@@ -542,7 +532,8 @@ class Collection:
         fallback, 0 also where FTS5's list did not reach it) and fuses them; its pool does
         not depend on ``hybrid_weight``, so the sweep engine can vary the weight over a
         cached pool. ``session`` says the positions all belong to one session, which lets
-        the scans and FTS5 look at just that session.
+        the scans and FTS5 look at just that session. ``as_of`` makes BM25 count only the
+        documents that existed at that moment (see ``LexicalSearch.search``).
         """
         m = self._mirror
         empty = np.zeros(0)
@@ -553,13 +544,13 @@ class Collection:
             pos, sims = self._topk(self._query_vector(query), positions, k, session)
             dense = sims.astype(np.float64)
             return Candidates(pos, dense, dense, np.full(pos.size, np.nan))
-        lpos, bm25, seen = self._lexical.search(m, query, positions, k, session)
+        lpos, bm25, seen = self._lexical.search(m, query, positions, k, session, as_of=as_of)
         if mode == "lexical":
             return Candidates(lpos, bm25, np.full(lpos.size, np.nan), bm25)
         q = self._query_vector(query)
         dpos, _ = self._topk(q, positions, k, session)
         pos = np.array(list(dict.fromkeys(dpos.tolist() + lpos.tolist())), dtype=np.int64)
-        dense = _rowdot(m.vecs[pos], q).astype(np.float64)  # row by row: the same cosine whatever the union
+        dense = rowdot(m.vecs[pos], q).astype(np.float64)  # row by row: the same cosine whatever the union
         lexical = seen(pos) if seen is not None else np.zeros(pos.size)
         order = np.argsort(pos, kind="stable")  # slots in position order, which does not depend on the weight
         pos, dense, lexical = pos[order], dense[order], lexical[order]

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from ..keys import K_KIND, K_SESSION
+from ..keys import K_KIND, K_SESSION, NO_KIND
 from .mirror import ANY_SESSION, Mirror, SessionArg
 
 K1, B = 1.2, 0.75  # FTS5's bm25() constants
@@ -221,12 +221,15 @@ class LexicalIndex:
         return out
 
     def search(self, words: list[str], pos_of_rowid: np.ndarray, allowed: np.ndarray, doc_len: np.ndarray,
-               avgdl: float, n_rows: int, k: int, df_key: Any = None) -> tuple[np.ndarray, np.ndarray] | None:
+               avgdl: float, n_rows: int, k: int, df_key: Any = None,
+               corpus: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray] | None:
         """Top ``k`` positions among ``allowed`` by FTS5's bm25 (text column weight 1), best first.
 
         ``pos_of_rowid`` maps rowids to mirror positions (-1: deleted); ``doc_len`` and
         ``avgdl`` come from :meth:`doc_lengths`; ``df_key`` names the data's version, so
-        document frequencies are counted once per version. None when a word is a phrase.
+        document frequencies are counted once per version. ``corpus`` (by position) marks
+        the documents the statistics count (None: every live one; ``n_rows`` and ``avgdl``
+        must be theirs). None when a word is a phrase.
         """
         if not words or n_rows == 0:
             return np.zeros(0, dtype=np.int64), np.zeros(0)
@@ -251,7 +254,7 @@ class LexicalIndex:
                 pos = np.where(inside, pos_of_rowid[np.where(inside, rowids, 0)], -1)
             n_hit = self._df.get(term)
             if n_hit is None:  # documents holding the term: changes only with writes
-                n_hit = self._df[term] = int(np.count_nonzero(pos >= 0))
+                n_hit = self._df[term] = _document_frequency(pos, corpus)
             idf = math.log((n_rows - n_hit + 0.5) / (n_hit + 0.5))
             if idf <= 0.0:
                 idf = 1e-6
@@ -283,6 +286,14 @@ class LexicalIndex:
             cand, s = cand[part], s[part]
         order = np.lexsort((cand, -s))[:k]
         return cand[order], s[order]
+
+
+def _document_frequency(pos: np.ndarray, corpus: np.ndarray | None) -> int:
+    """How many of a term's postings (as positions, -1: deleted) are documents of ``corpus``."""
+    live = pos >= 0
+    if corpus is None:
+        return int(np.count_nonzero(live))
+    return int(np.count_nonzero(corpus[pos[live]]))
 
 
 class _Lookup:
@@ -323,7 +334,7 @@ class LexicalSearch:
             raise ValueError(f"{self._path} predates the lexical index; open it once for writing to build it")
 
     def search(self, m: Mirror, query: str, positions: np.ndarray, k: int,
-               session: SessionArg = ANY_SESSION) -> LexicalHits:
+               session: SessionArg = ANY_SESSION, as_of: float | None = None) -> LexicalHits:
         """The ``k`` best BM25 matches among ``positions``, best first (exact), and a
         function giving the BM25 of any positions (0 where unknown).
 
@@ -333,6 +344,11 @@ class LexicalSearch:
         scope column makes that an index intersection), with an over-fetch that grows until
         ``k`` of them pass the rest of the filter or every match has been seen. (An SQL
         ``rowid IN`` restriction was 100x slower.)
+
+        ``as_of`` scores as the collection stood at that moment: the numpy BM25 counts only
+        the documents that existed then (no memory created later), so a recall as of a
+        past moment scores as it did at that moment. FTS5's own ranking (the phrase case)
+        always counts the whole collection.
         """
         expr = fts_match(query, session)
         if expr is None or positions.size == 0:
@@ -340,7 +356,7 @@ class LexicalSearch:
         self._check_table()
         allowed = np.zeros(m.n, dtype=bool)
         allowed[positions] = True
-        fast = self.numpy_scores(m, query, allowed, k)
+        fast = self.numpy_scores(m, query, allowed, k, as_of)
         if fast is not None:
             return fast
         scope_n = m.n_alive if session is ANY_SESSION else max(m.session_positions(m.session_code(session)).size, 1)
@@ -360,10 +376,12 @@ class LexicalSearch:
                 return pos[order], score[order], lambda ps, seen=seen: np.array([seen.get(p, 0.0) for p in ps.tolist()])
             fetch *= 4
 
-    def numpy_scores(self, m: Mirror, query: str, allowed: np.ndarray, k: int) -> LexicalHits | None:
+    def numpy_scores(self, m: Mirror, query: str, allowed: np.ndarray, k: int,
+                     as_of: float | None = None) -> LexicalHits | None:
         """FTS5's BM25 over the in-memory postings: (positions, scores, the score of any
         allowed position), or None to let FTS5 rank (a query word FTS5 reads as a phrase,
-        or a connection that cannot make TEMP tables)."""
+        or a connection that cannot make TEMP tables). ``as_of``: statistics of the
+        documents that existed at that moment."""
         try:
             if self._index is None:
                 self._index = LexicalIndex(self._conn)
@@ -378,10 +396,22 @@ class LexicalSearch:
                 self._lengths = (key, *index.doc_lengths(
                     m.rowid_pos, (m.session[: m.n] >= 0).astype(np.float64), m.n_alive))
             _, doc_len, avgdl = self._lengths
-            res = index.search(query_words(query), m.rowid_pos, allowed, doc_len, avgdl, m.n_alive, k,
-                               df_key=key)
+            n_rows, corpus = m.n_alive, None
+            if as_of is not None and m.is_past(as_of):
+                corpus, n_rows, avgdl, key = _corpus_as_of(m, doc_len, as_of, key)
+            res = index.search(query_words(query), m.rowid_pos, allowed, doc_len, avgdl, n_rows, k,
+                               df_key=key, corpus=corpus)
         except sqlite3.Error:
             return None
         if res is None:
             return None
         return res[0], res[1], index.last_scores
+
+
+def _corpus_as_of(m: Mirror, doc_len: np.ndarray, as_of: float, key: Any) -> tuple[np.ndarray, int, float, Any]:
+    """The documents that existed at ``as_of`` (by position: live, and no memory created
+    later), how many, their average length, and the key their document frequencies go by."""
+    corpus = m.alive[: m.n] & ~((m.kind[: m.n] != NO_KIND) & (m.ts[: m.n] > as_of))
+    n_rows = int(np.count_nonzero(corpus))
+    avgdl = float(doc_len[corpus].sum()) / max(n_rows, 1)
+    return corpus, n_rows, avgdl, (key, "as_of", as_of)

@@ -14,12 +14,27 @@ valid only while the collection's lock is held (see ``Collection._locked``).
 from __future__ import annotations
 
 import json
+import math
 from types import EllipsisType
 from typing import Any
 
 import numpy as np
 
-from ..keys import K_EXPIRES, K_KIND, K_SESSION, K_SUPERSEDED_BY, K_TS, K_TURN, KIND_CODES, NO_KIND, TS_RANGE
+from ..keys import (
+    K_EXPIRES,
+    K_FEEDBACK,
+    K_FEEDBACK_FOLDED,
+    K_KIND,
+    K_SESSION,
+    K_SUPERSEDED_AT,
+    K_SUPERSEDED_BY,
+    K_TS,
+    K_TURN,
+    K_USER,
+    KIND_CODES,
+    NO_KIND,
+    TS_RANGE,
+)
 from .checks import FilterValues
 from .results import Result
 
@@ -29,9 +44,42 @@ ANY_SESSION: EllipsisType = ...
 SessionArg = Any  # a session name, None, or ANY_SESSION
 
 _JSON_SCALARS = (str, int, float, bool, type(None))
-_FILL = {"kind": NO_KIND, "session": -1, "ts": np.nan, "expires": np.inf, "turn": np.nan}
-_COLUMNS = ("vecs", "rowid", "alive", "kind", "session", "ts", "expires", "superseded", "tokens", "turn")
+_FILL = {"kind": NO_KIND, "session": -1, "user": -1, "ts": np.nan, "expires": np.inf, "superseded_at": np.inf,
+         "turn": np.nan}
+_COLUMNS = ("vecs", "rowid", "alive", "kind", "session", "user", "ts", "expires", "superseded", "superseded_at",
+            "tokens", "turn")
 _NO_POSITIONS = np.zeros(0, dtype=np.int64)
+
+
+def rowdot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Row-wise dot products on this thread.
+
+    Not ``@``: BLAS runs a matrix-vector product of a few thousand rows on worker threads
+    that keep spinning afterwards, and on a busy machine the whole recall then waits for a
+    scheduler time slice (measured with one core loaded: 8 ms per recall instead of 0.4).
+    """
+    vecdot = getattr(np, "vecdot", None)
+    return vecdot(a, b) if vecdot is not None else np.einsum("ij,j->i", a, b)
+
+
+def _columns_of(meta: dict[str, Any]) -> tuple[int, float, float, bool, float, str | None]:
+    """A document's reserved columns from its metadata: (kind code, ts, expires, superseded,
+    turn, session key or None for no session)."""
+    kind = meta.get(K_KIND)
+    code = KIND_CODES.get(kind, NO_KIND) if isinstance(kind, str) else NO_KIND
+    ts = _number(meta.get(K_TS), math.nan)
+    if not TS_RANGE[0] <= ts <= TS_RANGE[1]:  # a time the clock can turn into a date; NaN fails
+        code = NO_KIND  # a kind without a usable time is a plain document, not a memory
+    turn = meta.get(K_TURN)
+    return (code, ts, _number(meta.get(K_EXPIRES), math.inf), meta.get(K_SUPERSEDED_BY) is not None,
+            float(turn) if isinstance(turn, int) and not isinstance(turn, bool) else math.nan,
+            json.dumps(meta.get(K_SESSION)) if code != NO_KIND or K_SESSION in meta else None)
+
+
+def _superseded_at(meta: dict[str, Any], superseded: bool) -> float:
+    """When a superseded document was superseded (-inf for a superseded one with no usable
+    time, so it counts as superseded at every moment); inf for a live one."""
+    return _number(meta.get(K_SUPERSEDED_AT), -np.inf) if superseded else np.inf
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -44,6 +92,60 @@ def _same(a: Any, b: Any) -> bool:
 def _number(value: Any, default: float) -> float:
     """A metadata value as a float column entry (``default`` for anything not a real number)."""
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else default
+
+
+def _value_key(value: Any) -> Any:
+    """``value`` as a dict key that is equal exactly when the values are JSON-equal (True is
+    not 1, 1 is 1.0); None for a list or an object, which no filter value equals."""
+    if isinstance(value, bool):
+        return ("bool", value)
+    if value is None or isinstance(value, (str, int, float)):
+        return ("value", value)
+    return None
+
+
+class ValueColumn:
+    """One metadata key as a column of small codes, one per distinct value, so a filter on it
+    is one ``np.isin`` over the selected positions instead of a read of every dict."""
+
+    def __init__(self, key: str, mirror: Mirror):
+        self.key = key
+        self.table: dict[Any, int] = {}
+        self.codes = np.full(max(len(mirror.rowid), 1), -1, dtype=np.int64)
+        for p in mirror.live_positions().tolist():
+            self.codes[p] = self.code(mirror.metas[p].get(key))
+
+    def code(self, value: Any) -> int:
+        k = _value_key(value)
+        return -1 if k is None else self.table.setdefault(k, len(self.table))
+
+    def set(self, p: int, meta: dict[str, Any] | None) -> None:
+        if p >= len(self.codes):
+            self.codes = np.concatenate([self.codes, np.full(max(p + 1, len(self.codes)), -1, dtype=np.int64)])
+        self.codes[p] = -1 if meta is None else self.code(meta.get(self.key))
+
+    def matching(self, pos: np.ndarray, values: list[Any]) -> np.ndarray:
+        """A mask over ``pos``: whose value equals one of ``values``."""
+        codes = self.codes[pos]
+        mask = np.zeros(pos.size, dtype=bool)
+        for k in map(_value_key, values):  # a few compares beat np.isin's set-up on a handful of values
+            if k in self.table:
+                mask |= codes == self.table[k]
+        return mask
+
+
+VALUE_COLUMNS = 16  # the most metadata keys kept as columns at once (the least recently made go first)
+
+
+def _latest_feedback(meta: dict[str, Any]) -> float:
+    """The time of the newest feedback event recorded in ``meta`` (-inf for none)."""
+    events = meta.get(K_FEEDBACK)
+    times = [_number(e[1], -np.inf) for e in events if isinstance(e, (list, tuple)) and len(e) == 2] \
+        if isinstance(events, list) else []
+    folded = meta.get(K_FEEDBACK_FOLDED)
+    if isinstance(folded, dict):
+        times.append(_number(folded.get("ts"), -np.inf))
+    return max(times, default=-np.inf)
 
 
 class SessionBlock:
@@ -85,13 +187,17 @@ class Mirror:
 
     Columns (numpy arrays, read ``[: n]``): ``vecs`` (n, dim) unit vectors, ``rowid`` the
     SQLite rowid, ``alive``, ``kind`` (a :data:`~vxmem.keys.KIND_CODES` code, ``NO_KIND``
-    for a plain document), ``session`` (a code, -1 for none), ``ts`` and ``expires``
-    (epoch seconds; NaN and inf when absent), ``superseded``, ``tokens`` (the token
+    for a plain document), ``session`` (a code, -1 for none), ``user`` (a code of
+    ``user_codes``, -1 for none), ``ts`` and ``expires``
+    (epoch seconds; NaN and inf when absent), ``superseded`` and ``superseded_at`` (inf
+    when not superseded, -inf when superseded at no recorded time), ``tokens`` (the token
     counter's count of the text), ``turn`` (NaN for none).
     Lists by position: ``ids``, ``texts``, ``metas`` (the stored metadata: read, never
     change them; :meth:`result` hands out copies). Maps: ``pos_of_id``, ``pos_of_rowid``
     and the array ``rowid_pos`` (rowid -> position, -1 for none). ``n_alive`` counts the
-    live documents.
+    live documents. ``latest`` bounds the times live memories record (their creation, their
+    supersession, their feedback events) from above: a read as of a moment at or after it
+    sees the mirror as it is, so it skips the as-of checks.
     """
 
     def __init__(self, dim: int | None):
@@ -103,9 +209,11 @@ class Mirror:
         self.alive = np.zeros(cap, dtype=bool)
         self.kind = np.full(cap, NO_KIND, dtype=np.int8)
         self.session = np.full(cap, -1, dtype=np.int64)
+        self.user = np.full(cap, -1, dtype=np.int64)
         self.ts = np.full(cap, np.nan)
         self.expires = np.full(cap, np.inf)
         self.superseded = np.zeros(cap, dtype=bool)
+        self.superseded_at = np.full(cap, np.inf)
         self.tokens = np.zeros(cap, dtype=np.int64)
         self.turn = np.full(cap, np.nan)
         self.rowid_pos = np.full(64, -1, dtype=np.int64)
@@ -115,9 +223,12 @@ class Mirror:
         self.pos_of_id: dict[str, int] = {}
         self.pos_of_rowid: dict[int, int] = {}
         self.session_codes: dict[str, int] = {}
+        self._value_columns: dict[str, ValueColumn] = {}
+        self.user_codes: dict[str, int] = {}
         self._session_pos: dict[int, list[int]] = {}
         self._blocks: dict[int, SessionBlock] = {}
         self.n_alive = 0
+        self.latest = -np.inf
 
     # ------------------------------------------------------------------ growing and changing
 
@@ -129,7 +240,11 @@ class Mirror:
         new = max(need, cap * 2)
         for name in _COLUMNS:
             old = getattr(self, name)
-            arr = np.full((new,) + old.shape[1:], _FILL.get(name, 0), dtype=old.dtype)
+            fill = _FILL.get(name, 0)
+            # np.zeros maps fresh zero pages that count towards RSS only once written, so
+            # the headroom of the vector matrix (the big column) costs no memory until used.
+            shape = (new,) + old.shape[1:]
+            arr = np.zeros(shape, dtype=old.dtype) if fill == 0 else np.full(shape, fill, dtype=old.dtype)
             arr[: self.n] = old[: self.n]
             setattr(self, name, arr)
 
@@ -161,20 +276,15 @@ class Mirror:
         self._set_columns(p, meta)
 
     def _set_columns(self, p: int, meta: dict[str, Any]) -> None:
-        kind = meta.get(K_KIND)
-        self.kind[p] = KIND_CODES.get(kind, NO_KIND) if isinstance(kind, str) else NO_KIND
-        self.ts[p] = _number(meta.get(K_TS), np.nan)
-        if not TS_RANGE[0] <= self.ts[p] <= TS_RANGE[1]:  # a time the clock can turn into a date; NaN fails
-            self.kind[p] = NO_KIND  # a kind without a usable time is a plain document, not a memory
-        self.expires[p] = _number(meta.get(K_EXPIRES), np.inf)
-        self.superseded[p] = meta.get(K_SUPERSEDED_BY) is not None
-        turn = meta.get(K_TURN)
-        self.turn[p] = float(turn) if isinstance(turn, int) and not isinstance(turn, bool) else np.nan
+        code, self.ts[p], self.expires[p], self.superseded[p], self.turn[p], key = _columns_of(meta)
+        self.kind[p] = code
+        self.superseded_at[p] = _superseded_at(meta, self.superseded[p])
+        self._note_times(p, meta)
+        for col in self._value_columns.values():
+            col.set(p, meta)
+        self.user[p] = self._user_code(meta.get(K_USER))
         old = int(self.session[p])
-        if self.kind[p] != NO_KIND or K_SESSION in meta:
-            new = self.session_code(meta.get(K_SESSION), create=True)
-        else:
-            new = -1
+        new = -1 if key is None else self._code_of_key(key)
         if old != new:
             if old >= 0:
                 self._session_pos[old].remove(p)
@@ -185,6 +295,76 @@ class Mirror:
                 if blk is not None and not blk.append(p, self.vecs[p]):
                     del self._blocks[new]
             self.session[p] = new
+
+    def _note_times(self, p: int, meta: dict[str, Any]) -> None:
+        """Raise :attr:`latest` to the times this memory's metadata records."""
+        if self.kind[p] == NO_KIND:
+            return
+        sup = self.superseded_at[p]
+        latest = max(self.latest, float(self.ts[p]), float(sup) if np.isfinite(sup) else -np.inf)
+        if K_FEEDBACK in meta or K_FEEDBACK_FOLDED in meta:
+            latest = max(latest, _latest_feedback(meta))
+        self.latest = latest
+
+    def _user_code(self, user: Any) -> int:
+        """The code of ``user`` (a str; -1 for no user), made on first sight."""
+        return self.user_codes.setdefault(user, len(self.user_codes)) if isinstance(user, str) else -1
+
+    def _code_of_key(self, key: str) -> int:
+        code = self.session_codes.get(key)
+        if code is None:
+            code = len(self.session_codes)
+            self.session_codes[key] = code
+        return code
+
+    def fill(self, rowids: list[int], ids: list[str], texts: list[str], metas: list[dict[str, Any]],
+             vectors: list[bytes]) -> None:
+        """Fill an empty mirror with committed documents, as :meth:`append` would one by one
+        but column by column (opening a large database is this loop), with room to double.
+        ``vectors`` are the float32 blobs, each checked to hold ``dim`` values."""
+        assert self.n == 0 and self.dim is not None
+        n = len(ids)
+        self.reserve(2 * n)
+        if n == 0:
+            return
+        width = 4 * self.dim
+        for i, blob in enumerate(vectors):
+            if len(blob) != width:
+                raise ValueError(f"document {ids[i]!r} has a {len(blob) // 4}-d vector, expected {self.dim}")
+        step = 4096  # joined a chunk at a time: no second copy of every vector at once
+        for a in range(0, n, step):
+            b = min(a + step, n)
+            self.vecs[a:b] = np.frombuffer(b"".join(vectors[a:b]), dtype=np.float32).reshape(b - a, self.dim)
+        rid = np.asarray(rowids, dtype=np.int64)
+        self.rowid[:n] = rid
+        self.alive[:n] = True
+        self.ids, self.texts, self.metas = ids, texts, metas
+        self.pos_of_id = {id: p for p, id in enumerate(ids)}
+        self.pos_of_rowid = dict(zip(rowids, range(n)))
+        self.rowid_pos = np.full(max(64, 2 * (int(rid.max()) + 1)), -1, dtype=np.int64)
+        self.rowid_pos[rid] = np.arange(n)
+        self.n = self.n_alive = n
+        kind, ts, expires, superseded, turn, keys = zip(*map(_columns_of, metas))
+        self.kind[:n] = kind
+        self.ts[:n] = ts
+        self.expires[:n] = expires
+        self.superseded[:n] = superseded
+        self.superseded_at[:n] = [_superseded_at(m, s) for m, s in zip(metas, superseded)]
+        self.turn[:n] = turn
+        self.user[:n] = [self._user_code(m.get(K_USER)) for m in metas]
+        mem = self.kind[:n] != NO_KIND  # latest, as _note_times would raise it row by row
+        sup = self.superseded_at[:n][mem]
+        times = [float(np.nanmax(self.ts[:n][mem], initial=-np.inf)),
+                 float(sup[np.isfinite(sup)].max(initial=-np.inf))]
+        times += [_latest_feedback(m) for m, k in zip(metas, mem.tolist())
+                  if k and (K_FEEDBACK in m or K_FEEDBACK_FOLDED in m)]
+        self.latest = max(self.latest, *times)
+        codes = [-1 if key is None else self._code_of_key(key) for key in keys]
+        self.session[:n] = codes
+        session_pos = self._session_pos
+        for p, code in enumerate(codes):
+            if code >= 0:
+                session_pos.setdefault(code, []).append(p)
 
     def update(self, p: int, meta: dict[str, Any]) -> None:
         """Follow a committed metadata change of the document at ``p``."""
@@ -204,6 +384,9 @@ class Mirror:
             self._blocks.pop(code, None)
             self.session[p] = -1
         self.kind[p] = NO_KIND
+        self.user[p] = -1
+        for col in self._value_columns.values():
+            col.set(p, None)
         self.texts[p] = ""
         self.metas[p] = {}
 
@@ -228,11 +411,9 @@ class Mirror:
     def session_code(self, session: Any, create: bool = False) -> int:
         """The code of ``session`` (a JSON value); -2 for a session no document has."""
         key = json.dumps(session)
-        code = self.session_codes.get(key)
-        if code is None and create:
-            code = len(self.session_codes)
-            self.session_codes[key] = code
-        return -2 if code is None else code
+        if create:
+            return self._code_of_key(key)
+        return self.session_codes.get(key, -2)
 
     def session_positions(self, code: int) -> np.ndarray:
         """A session's positions, ascending (see :meth:`session_block`)."""
@@ -288,29 +469,82 @@ class Mirror:
         return pos
 
     def select(self, session: SessionArg = ANY_SESSION, kinds: tuple[str, ...] = (), live_at: float | None = None,
-               include_superseded: bool = True, exclude_ids: tuple[str, ...] = ()) -> np.ndarray:
+               include_superseded: bool = True, exclude_ids: tuple[str, ...] = (),
+               as_of: float | None = None, user: str | None = None) -> np.ndarray:
         """Positions by the reserved columns alone, in position order: the memories of
-        ``kinds`` in ``session``, not expired at ``live_at`` (None: expired too), not
-        superseded unless ``include_superseded``, minus ``exclude_ids``.
+        ``kinds`` in ``session`` (and of ``user`` when given), not expired at ``live_at``
+        (None: expired too), not superseded unless ``include_superseded``, minus ``exclude_ids``.
 
-        This is how the memory layer picks candidates: a few compares over numpy columns,
-        no metadata read.
+        ``as_of`` reads the collection as it stood at that moment: memories created after
+        it are left out, and one superseded after it counts as not superseded. This is how
+        the memory layer picks candidates: a few compares over numpy columns, no metadata read.
         """
-        pos = self._positions_of(session)
-        kind = self.kind[pos]
+        n = self.n
+        pos: np.ndarray | None = None
+        if session is ANY_SESSION and user is None:  # whole columns: contiguous compares, no gather
+            kind = self.kind[:n]
+        else:
+            pos = self._positions_of(session)
+            if user is not None:
+                pos = self._of_user(pos, user, every=session is ANY_SESSION)
+            kind = self.kind[pos]
+
+        def col(c: np.ndarray) -> np.ndarray:
+            return c[:n] if pos is None else c[pos]
         mask = np.zeros(kind.shape, dtype=bool)
         for c in (KIND_CODES[k] for k in kinds):  # a few compares beat np.isin's set-up on a handful of codes
-            mask |= kind == c
+            mask |= kind == c  # a hole's kind is NO_KIND: never selected
         if live_at is not None:
-            mask &= self.expires[pos] > live_at
+            mask &= col(self.expires) > live_at
+        past = as_of is not None and self.is_past(as_of)
+        if past:
+            mask &= col(self.ts) <= as_of
         if not include_superseded:
-            mask &= ~self.superseded[pos]
-        pos = pos[mask]
+            mask &= ~(col(self.superseded) & (col(self.superseded_at) <= as_of)) if past else ~col(self.superseded)
+        pos = np.flatnonzero(mask) if pos is None else pos[mask]
         if exclude_ids:
             drop = {self.pos_of_id[i] for i in exclude_ids if i in self.pos_of_id}
             if drop:
                 pos = pos[~np.isin(pos, list(drop))]
         return pos
+
+    def _of_user(self, pos: np.ndarray, user: str, every: bool) -> np.ndarray:
+        """Those of ``pos`` that belong to ``user`` (``every``: ``pos`` is every live position)."""
+        code = self.user_codes.get(user)
+        if code is None:
+            return _NO_POSITIONS
+        if every:  # one compare over the column beats gathering it at every live position
+            return np.flatnonzero(self.user[: self.n] == code)
+        return pos[self.user[pos] == code]
+
+    def keep_matching(self, pos: np.ndarray, flt: FilterValues | None) -> np.ndarray:
+        """Those of ``pos`` whose metadata match a checked filter (exactly), in their order.
+
+        Each key filtered on becomes a :class:`ValueColumn` (read once, then kept in step
+        with every write), so a filtered recall costs a few array compares."""
+        if not flt or pos.size == 0:
+            return pos
+        mask = np.ones(pos.size, dtype=bool)
+        for key, values in flt.items():
+            mask &= self.value_column(key).matching(pos, values)
+        return pos[mask]
+
+    def value_column(self, key: str) -> ValueColumn:
+        """The column of metadata key ``key`` (made on first use)."""
+        col = self._value_columns.get(key)
+        if col is None:
+            if len(self._value_columns) >= VALUE_COLUMNS:
+                del self._value_columns[next(iter(self._value_columns))]
+            col = self._value_columns[key] = ValueColumn(key, self)
+        return col
+
+    def is_past(self, as_of: float) -> bool:
+        """Whether reading as of ``as_of`` may differ from reading the mirror as it is."""
+        return bool(as_of < self.latest)
+
+    def superseded_as_of(self, p: int, as_of: float | None) -> bool:
+        """Whether the memory at ``p`` was superseded at ``as_of`` (None: now, as it is)."""
+        return bool(self.superseded[p] and (as_of is None or self.superseded_at[p] <= as_of))
 
     def in_turn_order(self, pos: np.ndarray) -> list[int]:
         """``pos`` in turn order (then time, then insertion): a session's transcript."""

@@ -1,0 +1,235 @@
+"""The HNSW index and the WAL off the caller's path (issue 14): a saved index is reused after
+writes, pending vectors join the graph in the background without changing any result, WAL
+checkpoints run in a thread of their own with a cap, and the first write after open does
+not grow the mirror."""
+
+import sqlite3
+import threading
+
+import numpy as np
+
+from vxmem import Vectrix
+from vxmem.store import database, hnsw
+
+from helpers import WordHashEmbedder
+
+N = 300
+WORDS = "tea coffee paris london dark light mode pdf csv report cat dog blue red green river".split()
+
+
+def _text(i):
+    return f"memory {i} about {WORDS[i % 16]} {WORDS[(i // 5) % 16]} {WORDS[(i * 7) % 16]}"
+
+
+def _open(path, **kw):
+    return Vectrix(path, embedder=WordHashEmbedder(dim=64), exact_threshold=8, **kw)
+
+
+def _saved(tmp_path):
+    path = tmp_path / "live.db"
+    with _open(path) as db:
+        db.add([_text(i) for i in range(N)])
+        db.build_index()  # saved on close
+    return path
+
+
+def _hnsw_and_exact(db, query, limit=10):
+    """The index's answer and the exact scan's, as (id, score) lists; documents whose scores
+    tie to 5 places are ordered by id (the last bit of a float32 dot product depends on the
+    memory layout, so true ties may come in either order)."""
+    def answer():
+        rows = [(round(r.score, 5), r.id) for r in db.search(query, limit=limit + 5)]
+        cut = rows[limit - 1][0] if len(rows) >= limit else None
+        rows = [r for r in rows if cut is None or r[0] > cut]  # ties across the limit may go either way
+        return [(i, s) for s, i in sorted(rows, key=lambda r: (-r[0], r[1]))]
+
+    got = answer()
+    threshold, db.exact_threshold = db.exact_threshold, 0
+    exact = answer()
+    db.exact_threshold = threshold
+    return got, exact
+
+
+def _graph_keys(db):
+    with db._hnsw._graph_lock:
+        return sorted(int(k) for k in db._hnsw.index.keys)
+
+
+def _live_rowids(db):
+    with db._locked() as m:
+        return sorted(int(r) for r in m.rowid[m.live_positions()])
+
+
+def test_a_saved_index_is_reused_after_writes_made_before_the_first_search(tmp_path):
+    path = _saved(tmp_path)
+    with _open(path) as db:
+        new = db.add(["quokka newcomer one", "quokka newcomer two"])
+        gone = db.scan().__next__().id
+        db.delete([gone])
+        got, exact = _hnsw_and_exact(db, "quokka newcomer")
+        assert db._hnsw.rebuilds == 0 and db._hnsw.index is not None
+        assert got == exact and {i for i, _ in got[:2]} == set(new)
+        with db._locked():
+            db._hnsw.flush()
+        assert _graph_keys(db) == _live_rowids(db)
+    with _open(path) as again:  # and the file saved then holds them
+        assert again._hnsw.load_saved() and _graph_keys(again) == _live_rowids(again)
+
+
+def test_a_saved_index_is_reused_by_a_later_process_after_writes_of_a_process_that_never_searched(tmp_path):
+    path = _saved(tmp_path)
+    with _open(path) as db:
+        db.exact_threshold = 10**9  # this one never touches the index
+        db.add(["a platypus arrives"])
+        db.delete([db.scan().__next__().id])
+    with _open(path) as db:
+        got, exact = _hnsw_and_exact(db, "platypus arrives")
+        assert db._hnsw.rebuilds == 0 and got == exact and db.get(got[0][0]).text == "a platypus arrives"
+
+
+def test_a_saved_index_older_than_the_change_log_reaches_is_rebuilt(tmp_path, monkeypatch):
+    path = _saved(tmp_path)
+    monkeypatch.setattr(database, "CHANGE_WINDOW", 3)
+    monkeypatch.setattr(database, "PRUNE_EVERY", 1)
+    with _open(path) as db:
+        db.exact_threshold = 10**9
+        for i in range(6):
+            db.add([f"pruned away {i}"])
+    with _open(path) as db:
+        got, exact = _hnsw_and_exact(db, "pruned away 4")
+        assert db._hnsw.rebuilds == 1 and got == exact and db.get(got[0][0]).text == "pruned away 4"
+
+
+def test_a_saved_index_whose_graph_misses_a_row_the_log_does_not_name_is_rebuilt(tmp_path):
+    path = _saved(tmp_path)
+    with _open(path) as db:
+        db.build_index()
+        with db._locked() as m:
+            victim = int(m.rowid[5])
+        with db._hnsw._graph_lock:
+            db._hnsw.index.remove(np.array([victim], dtype=np.uint64))
+        db._hnsw._dirty = True  # saved without that row, as a foreign or damaged file would be
+    with _open(path) as db:
+        assert db._hnsw.load_saved() is False
+
+
+def test_the_background_flush_never_changes_a_result_and_never_holds_up_a_write(tmp_path, monkeypatch):
+    monkeypatch.setattr(hnsw, "PENDING_FLUSH", 20)
+    monkeypatch.setattr(hnsw, "FLUSH_BATCH", 4)
+    started, release = threading.Event(), threading.Event()
+    real_add = hnsw.HnswCache.add_to_graph
+
+    def held_add(self, index, keys, vecs, threads=1):
+        if threading.current_thread().name == "vxmem-index-flush":
+            started.set()
+            assert release.wait(30)
+        real_add(self, index, keys, vecs, threads)
+
+    monkeypatch.setattr(hnsw.HnswCache, "add_to_graph", held_add)
+    db = _open(tmp_path / "flush.db")
+    db.add([_text(i) for i in range(N)])
+    db.build_index()
+    fresh = db.add([f"fresh quokka {i}" for i in range(25)])  # crosses the flush size
+    assert started.wait(30)  # the flush holds its first batch
+    more = db.add(["written while the flush is held"])  # a write does not wait for it
+    with db._locked() as m:
+        first = sorted(db._hnsw.pending)[0]
+        flushing = m.ids[m.rowid_pos[first]]
+    db.delete([flushing, fresh[-1]])  # one in the held batch, one still waiting
+    for q in ("fresh quokka 3", "written while the flush is held", "memory 17 about"):
+        got, exact = _hnsw_and_exact(db, q)
+        assert got == exact
+    release.set()
+    db.build_index()
+    assert not db._hnsw.pending and _graph_keys(db) == _live_rowids(db)
+    for q in ("fresh quokka 3", "written while the flush is held", "memory 17 about"):
+        got, exact = _hnsw_and_exact(db, q)
+        assert got == exact
+    assert more[0] in {i for i, _ in _hnsw_and_exact(db, "written while the flush is held")[0]}
+    db.close()
+
+
+def _wal_frames(path):
+    conn = sqlite3.connect(path)
+    try:
+        return conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()[1]
+    finally:
+        conn.close()
+
+
+def _frames_after(tmp_path, monkeypatch, cap, commits=60):
+    monkeypatch.setattr(database, "CHECKPOINT_CAP", cap)
+    path = tmp_path / f"wal{cap}.db"
+    db = Vectrix(path, embedder=WordHashEmbedder(dim=16))
+    for i in range(commits):
+        db.add([f"row {i}"])
+    frames = _wal_frames(str(path))
+    db.close()
+    return frames
+
+
+def test_the_writer_checkpoints_itself_past_the_cap_when_the_background_falls_behind(tmp_path, monkeypatch):
+    monkeypatch.setattr(database.Checkpointer, "request", lambda self: None)  # a background that never runs
+    unbounded = _frames_after(tmp_path, monkeypatch, 10**9)
+    capped = _frames_after(tmp_path, monkeypatch, 25)  # checkpointed at commits 25 and 50: 10 commits since
+    assert capped * 3 < unbounded
+
+
+def test_wal_checkpoints_run_in_a_thread_of_their_own(tmp_path, monkeypatch):
+    monkeypatch.setattr(database, "CHECKPOINT_EVERY", 5)
+    ran = threading.Event()
+    where = []
+    real = database.Checkpointer.checkpoint
+
+    def recorded(self):
+        where.append(threading.current_thread().name)
+        real(self)
+        ran.set()
+
+    monkeypatch.setattr(database.Checkpointer, "checkpoint", recorded)
+    with Vectrix(tmp_path / "bg.db", embedder=WordHashEmbedder(dim=16)) as db:
+        assert db._database.conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 0
+        for i in range(5):
+            db.add([f"row {i}"])
+        assert ran.wait(30)
+    assert where and set(where) == {"vxmem-checkpoint"}
+    with Vectrix(tmp_path / "bg.db", embedder=WordHashEmbedder(dim=16)) as db:
+        assert db.count() == 5
+
+
+def test_the_first_write_after_open_does_not_grow_the_mirror(tmp_path):
+    path = tmp_path / "grow.db"
+    with Vectrix(path, embedder=WordHashEmbedder(dim=16)) as db:
+        db.add([f"row {i}" for i in range(500)])
+    with Vectrix(path, embedder=WordHashEmbedder(dim=16)) as db:
+        with db._locked() as m:
+            before = m.vecs
+        db.add(["one more"])
+        with db._locked() as m:
+            assert m.vecs is before and len(m.rowid) >= 1000
+
+
+def test_close_saves_every_pending_vector_even_while_the_background_flush_runs(tmp_path, monkeypatch):
+    monkeypatch.setattr(hnsw, "PENDING_FLUSH", 20)
+    monkeypatch.setattr(hnsw, "FLUSH_BATCH", 2)
+    started, release = threading.Event(), threading.Event()
+    real_add = hnsw.HnswCache.add_to_graph
+
+    def held_add(self, index, keys, vecs, threads=1):
+        if threading.current_thread().name == "vxmem-index-flush":
+            started.set()
+            assert release.wait(30)
+        real_add(self, index, keys, vecs, threads)
+
+    monkeypatch.setattr(hnsw.HnswCache, "add_to_graph", held_add)
+    path = tmp_path / "close.db"
+    db = _open(path)
+    db.add([_text(i) for i in range(N)])
+    db.build_index()
+    db.add([f"late quokka {i}" for i in range(30)])
+    assert started.wait(30)
+    release.set()  # the flush is mid-way: close() stops it after this batch and adds the rest itself
+    db.close()
+    with _open(path) as again:
+        assert again._hnsw.load_saved() and not again._hnsw.pending
+        assert _graph_keys(again) == _live_rowids(again)
