@@ -35,9 +35,10 @@ PARAMS: dict[str, tuple[str, float, float, float, float]] = {
 RANKING_PARAMS = tuple(PARAMS)  # the ranking point every page shares (a sweep re-ranks pools for it)
 HYBRID = ("hybrid weight (dense share)", 0.0, 1.0, HYBRID_WEIGHT, 0.05)
 
-# Embedders: label -> the name vxmem.views.embedder_for knows. The first is the default. A new
-# one is one line here, e.g. "default (semantic)": "default" once Vectrix()'s default is semantic.
-EMBEDDERS: dict[str, str] = {"hashing (fast)": "hashing"}
+# Embedders: label -> the name vxmem.views.embedder_for knows. The first is the default: Vectrix()'s
+# own pipeline (bge-small, hybrid, the cross-encoder rerank; embeddings and rerank scores kept in
+# the replay cache file, so only a dataset's first replay pays for them).
+EMBEDDERS: dict[str, str] = {"default (bge-small + rerank)": "default", "hashing (fast)": "hashing"}
 MODES = SEARCH_MODES
 # Every setting's default: the library's, with the embedder above.
 DEFAULT_SETTINGS: dict[str, Any] = {**views.DEFAULT_SETTINGS, "embedder": next(iter(EMBEDDERS.values()))}

@@ -191,7 +191,8 @@ with right:
     else:
         shared.ranking_table(ranking[["rank", "label", "text", "score", "relevance", "relevance_norm", "recency",
                                       "feedback", "age_days", "kind"]])
-        shared.relevance_warning(float(ranking["relevance"].max()), out["low_relevance"], out["mode"])
+        shared.relevance_warning(float(ranking["relevance"].max()), out["low_relevance"], out["mode"],
+                                 out.get("rerank"))
         shared.score_bars(ranking, settings)
         g1, g2, g3 = st.columns([2, 1, 1])
         g1.selectbox("Grade a result", ranking["label"].tolist(), key="pg_graded")

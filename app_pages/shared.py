@@ -337,9 +337,9 @@ def score_bars(ranking: pd.DataFrame, s: dict[str, Any]) -> None:
                "+ feedback_weight x clamp(feedback, +-2)")
 
 
-def relevance_warning(best_raw: float | None, threshold: float | None, mode: str) -> None:
+def relevance_warning(best_raw: float | None, threshold: float | None, mode: str, rerank: str | None = None) -> None:
     """Warn when the best candidate's raw relevance is low; otherwise show it as a caption."""
-    level, text = views.relevance_note(best_raw, threshold, mode)
+    level, text = views.relevance_note(best_raw, threshold, mode, rerank)
     (st.warning if level == "warning" else st.caption)(text)
 
 

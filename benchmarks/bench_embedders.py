@@ -1,13 +1,18 @@
-"""The default hashing embedder against the semantic extra: speed and paraphrase matching.
+"""vxmem's embedders side by side: speed and paraphrase matching; and the reranker's speed.
 
-    python benchmarks/bench_embedders.py            # needs the semantic extra for its column
+    python benchmarks/bench_embedders.py            # the semantic extra's row needs that extra
+    python benchmarks/bench_embedders.py --n 500 --threads 1,2
 
-Speed: sentences per second on one core (torch and BLAS limited to one thread), embedding
-2,000 distinct memory-like sentences in batches of 64, with the cache empty; one sentence
-per call (median latency); and, for the semantic embedder, the same 2,000 again from its
-cache. Paraphrases: for each of 12 statements, does the embedder rank its paraphrase
-first by cosine, among the 12 paraphrases ("1st of 12"), and among them plus 12
-distractors that share words with the statements but mean something else ("1st of 24")?
+Speed: sentences per second embedding 2,000 distinct memory-like sentences in calls of 64,
+with any cache empty; one sentence per call (median latency); and, for the semantic
+embedder, the same 2,000 again from its cache. torch and BLAS get one thread. The default
+(bge-small-en-v1.5 int8 on onnxruntime) runs every sentence alone on one onnxruntime thread,
+``--threads`` of them at once (``VXMEM_THREADS``); one row also shows intra-op threads
+instead, which vxmem does not use. Paraphrases: for each of 12 statements, does the embedder
+rank its paraphrase first by cosine, among the 12 paraphrases ("1st of 12"), and among them
+plus 12 distractors that share words with the statements but mean something else ("1st of
+24")? The reranker table times the default cross-encoder on (query, memory) pairs: pairs per
+second, and one rerank of 20 candidates (what a default ``recall()`` adds).
 """
 
 from __future__ import annotations
@@ -91,23 +96,78 @@ def single_latency_ms(embed, texts: list[str]) -> float:
     return float(np.median(samples) * 1e3)
 
 
+def _onnx_intra_op(threads: int):
+    """The default model with ``threads`` intra-op threads and one input at a time (not what
+    vxmem does: shown for comparison)."""
+    from vxmem.models import BGE_SMALL
+    from vxmem.onnx import OnnxEmbedder
+
+    emb = OnnxEmbedder(BGE_SMALL, dim=384, threads=1)
+    emb.load()
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads
+    opts.inter_op_num_threads = 1
+    opts.log_severity_level = 3
+    emb._session = ort.InferenceSession(str(BGE_SMALL.files()["model.onnx"]), sess_options=opts,
+                                        providers=["CPUExecutionProvider"])
+    return emb
+
+
+def rerank_rows(threads: list[int], texts: list[str], queries: list[str]) -> list[tuple[str, float, float, float]]:
+    """(label, pairs/s, ms per rerank of 20, load s) of the default cross-encoder."""
+    from vxmem.models import MS_MARCO_MINILM_L12
+    from vxmem.rerank import OnnxCrossEncoder
+
+    rows = []
+    for th in threads:
+        t = time.perf_counter()
+        ce = OnnxCrossEncoder(MS_MARCO_MINILM_L12, threads=th)
+        ce(queries[0], ["warm up"])
+        load = time.perf_counter() - t
+        t = time.perf_counter()
+        n = 0
+        for i, q in enumerate(queries):
+            ce(q, texts[20 * i: 20 * i + 20])
+            n += 20
+        spent = time.perf_counter() - t
+        rows.append((f"ms-marco-MiniLM-L-12-v2 int8, {th} at once", n / spent, spent / len(queries) * 1e3, load))
+    return rows
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--n", type=int, default=2000, help="sentences for the throughput figure")
+    ap.add_argument("--threads", default="1,2", help="VXMEM_THREADS values for the default model's rows")
     args = ap.parse_args(argv)
+    threads = [int(t) for t in args.threads.split(",") if t]
     rng = np.random.default_rng(1)
     texts = [sentence(rng) for _ in range(args.n)]
     singles = [query(rng) + f" #{i}" for i in range(200)]
 
     from vxmem.embed import HashingEmbedder
+    from vxmem.models import BGE_SMALL
+    from vxmem.onnx import OnnxEmbedder
 
     rows = []
     t = time.perf_counter()
     hashing = HashingEmbedder()
     load = time.perf_counter() - t
     hashing(["warm up"])
-    rows.append(("HashingEmbedder (default)", load, throughput(hashing, texts), None,
+    rows.append(("HashingEmbedder ('hashing')", load, throughput(hashing, texts), None,
                  single_latency_ms(hashing, singles), *paraphrase_score(hashing)))
+
+    for th in threads:
+        t = time.perf_counter()
+        bge = OnnxEmbedder(BGE_SMALL, dim=384, threads=th)
+        bge(["warm up"])  # the model loads on first use: part of its load time
+        load = time.perf_counter() - t
+        rows.append((f"bge-small int8 (default), {th} at once", load, throughput(bge, texts), None,
+                     single_latency_ms(bge, singles[:100]), *paraphrase_score(bge)))
+    intra = _onnx_intra_op(max(threads))
+    rows.append((f"  same, {max(threads)} intra-op threads", float("nan"), throughput(intra, texts[:500], batch=1),
+                 None, single_latency_ms(intra, singles[:100]), *paraphrase_score(intra)))
 
     try:
         import torch
@@ -127,21 +187,29 @@ def main(argv=None) -> int:
         print(f"(semantic column skipped: {exc})", file=sys.stderr)
 
     print(f"embedders: {args.n} sentences (mean {np.mean([len(s.split()) for s in texts]):.1f} words), "
-          f"batches of 64, one thread; {len(PAIRS)} paraphrase pairs among {2 * len(PAIRS)} candidates")
+          f"calls of 64; {len(PAIRS)} paraphrase pairs among {2 * len(PAIRS)} candidates")
     print()
-    head = (f"{'embedder':36} {'load s':>7} {'sent/s':>9} {'sent/cpu-s':>10} {'cached sent/s':>13} "
+    head = (f"{'embedder':40} {'load s':>7} {'sent/s':>9} {'sent/cpu-s':>10} {'cached sent/s':>13} "
             f"{'1 sent ms':>9} {'1st of 12':>9} {'1st of 24':>9} {'cos para':>8} {'cos other':>9}")
     print(head)
     print("-" * len(head))
     for name, load, (cold, cold_cpu), warm, single, plain, first, para, other in rows:
         warm_s = "-" if warm is None else f"{warm[0]:,.0f}"
-        print(f"{name:36} {load:>7.2f} {cold:>9,.0f} {cold_cpu:>10,.0f} {warm_s:>13} {single:>9.3f} "
+        load_s = "-" if load != load else f"{load:.2f}"
+        print(f"{name:40} {load_s:>7} {cold:>9,.0f} {cold_cpu:>10,.0f} {warm_s:>13} {single:>9.3f} "
               f"{f'{plain}/{len(PAIRS)}':>9} {f'{first}/{len(PAIRS)}':>9} {para:>8.3f} {other:>9.3f}")
     print()
     print("sent/cpu-s: sentences per CPU second of this process (what one idle core would do; the "
           f"machine's load average was {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores). 1st of 12: "
           "paraphrase ranked first among the 12 paraphrases; 1st of 24: among them and 12 distractors "
           "that share words with the statement. cos other: mean cosine to every other candidate.")
+    print()
+    pair_texts = [sentence(rng) for _ in range(400)]
+    head = f"{'reranker':40} {'load s':>7} {'pairs/s':>9} {'ms per rerank of 20':>20}"
+    print(head)
+    print("-" * len(head))
+    for name, per_s, ms20, load in rerank_rows(threads, pair_texts, [query(rng) for _ in range(20)]):
+        print(f"{name:40} {load:>7.2f} {per_s:>9,.1f} {ms20:>20,.0f}")
     return 0
 
 

@@ -1,6 +1,6 @@
 """Which search mode wins where: dense, lexical (BM25) and hybrid recall quality, side by side.
 
-    .venv/bin/python benchmarks/bench_mode_quality.py [--limit 10] [--embedder hashing|semantic]
+    .venv/bin/python benchmarks/bench_mode_quality.py [--limit 10] [--embedder hashing|default|semantic]
 
 Replays every shipped synthetic dataset and the LoCoMo / LongMemEval-format fixtures
 through the memory once per mode (spec blend on top, default settings) and prints hit@k,
@@ -32,9 +32,9 @@ def datasets() -> list[tuple[str, list]]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--limit", type=int, default=10)
-    ap.add_argument("--embedder", choices=("hashing", "semantic"), default="hashing")
+    ap.add_argument("--embedder", choices=("hashing", "default", "semantic"), default="hashing")
     args = ap.parse_args()
-    embedder = None
+    embedder = {"hashing": "hashing", "default": "bge-small"}.get(args.embedder)  # default: with its rerank
     if args.embedder == "semantic":
         from vxmem.embed import SemanticEmbedder
 

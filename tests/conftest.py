@@ -1,11 +1,21 @@
 """Shared fixtures and the hypothesis profile. Helpers that tests import live in helpers.py."""
 
-import pytest
-from hypothesis import settings
+import os
+import tempfile
 
-from vxmem.embed import default_embedder
+# Bookkeeping tests run on the model-free hashing embedder: Vectrix() with no embedder uses it here
+# (and in every child interpreter a test starts). The default model's own tests ask for it by name,
+# and `VXMEM_EMBEDDER=bge-small pytest` runs the whole suite on it. The embedding cache of replays
+# goes to a directory of this run, never to ~/.cache.
+os.environ.setdefault("VXMEM_EMBEDDER", "hashing")
+os.environ.setdefault("VXMEM_CACHE_DIR", tempfile.mkdtemp(prefix="vxmem-test-cache-"))
 
-from helpers import WordHashEmbedder
+import pytest  # noqa: E402
+from hypothesis import settings  # noqa: E402
+
+from vxmem.embed import get_embedder  # noqa: E402
+
+from helpers import WordHashEmbedder  # noqa: E402
 
 # CI never fails by chance: the same examples every run, no example database between runs.
 settings.register_profile("ci", derandomize=True, database=None, print_blob=True, deadline=None)
@@ -14,8 +24,8 @@ settings.load_profile("ci")
 
 @pytest.fixture(scope="session")
 def hashing_embedder():
-    """The default embedder: the process-wide shared instance."""
-    return default_embedder()
+    """The hashing embedder: the process-wide shared instance."""
+    return get_embedder("hashing")
 
 
 @pytest.fixture(scope="session")

@@ -148,7 +148,9 @@ def test_a_nonsense_query_shows_the_raw_relevance_and_warns(monkeypatch, fresh_c
     assert f"{ranking['relevance'].max():.3f}" in at.warning[0].value
 
 
-def test_without_a_threshold_the_raw_relevance_is_still_shown(fresh_caches):
+def test_without_a_threshold_the_raw_relevance_is_still_shown(monkeypatch, fresh_caches):
+    # a pipeline with no absolute scale (BM25, an unreranked hybrid) gives no threshold
+    monkeypatch.setattr(ConversationMemory, "low_relevance", lambda self, mode=None, rerank=None: None)
     at = page()
     at.text_input(key="pg_query").set_value("zzqqxx").run()
     best = at.dataframe[0].value["relevance"].max()

@@ -61,6 +61,27 @@ def test_replay_reads_locomo_and_writes_parquet(tmp_path, capsys):
     assert set(frame["conversation"]) == {"conv-fx1", "conv-fx2"}
 
 
+def test_replay_of_locomo_leaves_adversarial_questions_out_unless_asked(tmp_path):
+    data = str(FIXTURES / "locomo_sample.json")
+    default, every, chosen = (tmp_path / f"{n}.csv" for n in ("default", "all", "chosen"))
+    assert main(["replay", data, "-o", str(default)]) == 0
+    assert main(["replay", data, "--categories", "all", "-o", str(every)]) == 0
+    assert main(["replay", data, "--categories", "temporal,4", "-o", str(chosen)]) == 0
+    assert sorted(pd.read_csv(default)["category"]) == ["multi-hop", "open-domain", "single-hop", "single-hop",
+                                                        "temporal"]
+    assert sorted(pd.read_csv(every)["category"]) == sorted([*pd.read_csv(default)["category"], "adversarial"])
+    assert sorted(pd.read_csv(chosen)["category"]) == ["single-hop", "single-hop", "temporal"]
+
+
+def test_the_cli_embedder_names_are_the_librarys(monkeypatch):
+    from vxmem import cli
+    from vxmem.embed import get_embedder
+
+    assert cli._embedder("default") is None  # Vectrix()'s own, whatever it is
+    assert cli._embedder("hashing") == "hashing"  # by name: never the default model instead
+    assert get_embedder(cli._embedder("hashing")).name == get_embedder("hashing").name
+
+
 def test_replay_reads_longmemeval(capsys):
     assert main(["replay", str(FIXTURES / "longmemeval_sample.json")]) == 0
     assert "knowledge-update" in capsys.readouterr().out

@@ -146,11 +146,43 @@ def test_locomo_fixture_loads_turns_probes_and_categories():
     c = convs[0]
     turns = [e for e in c.events if e.type == "turn"]
     assert turns[0].label == "D1:1" and turns[0].role == "Caroline" and turns[0].session == "conv-fx1:S1"
-    assert "[shares a photo: a painting of a sunrise over a lake]" in turns[3].text
-    assert [p.category for p in c.probes] == ["4", "2", "1", "3", "5"]
+    assert [p.category for p in c.probes] == ["single-hop", "temporal", "multi-hop", "open-domain"]
+    assert [p.meta["category_number"] for p in c.probes] == [4, 2, 1, 3]
     assert all(p.session is None for p in c.probes)
     assert c.probes[0].relevant == {"D1:3": 1.0}
-    assert c.probes[4].meta["answer"] == "A sunrise" and c.probes[4].meta["adversarial"]
+
+
+def test_a_locomo_turn_is_stored_as_speaker_colon_text_with_its_photo_caption():
+    turns = [e for e in load_locomo(FIXTURES / "locomo_sample.json")[0].events if e.type == "turn"]
+    assert turns[0].text == "Caroline: Hey Mel! I went to an LGBTQ support group yesterday and it was so powerful."
+    assert turns[3].text == ("Melanie: You'd be amazing at that. I just finished a painting of a sunrise. "
+                             "[shares a photo: a painting of a sunrise over a lake]")
+
+
+def test_adversarial_questions_are_left_out_unless_asked_for():
+    c = load_locomo(FIXTURES / "locomo_sample.json")[0]
+    assert "adversarial" not in {p.category for p in c.probes}
+    assert c.meta["stats"]["qa"] == 5 and c.meta["stats"]["qa_left_out"] == 1
+    every = load_locomo(FIXTURES / "locomo_sample.json", categories="all")[0]
+    adv = every.probes[4]
+    assert adv.category == "adversarial" and adv.meta["answer"] == "A sunrise" and adv.meta["adversarial"]
+    some = load_locomo(FIXTURES / "locomo_sample.json", categories=["temporal", 5])[0]
+    assert [p.category for p in some.probes] == ["temporal", "adversarial"]
+    assert [p.category for p in load_locomo(FIXTURES / "locomo_sample.json", categories="4,1")[0].probes] == [
+        "single-hop", "multi-hop"]
+
+
+@pytest.mark.parametrize("bad, error", [(["trivia"], ValueError), ([6], ValueError), (3.5, TypeError)])
+def test_an_unknown_locomo_category_is_a_clear_error(bad, error):
+    with pytest.raises(error, match="categories"):
+        load_locomo(FIXTURES / "locomo_sample.json", categories=bad)
+
+
+def test_each_benchmark_loader_names_the_format_it_expected_when_given_the_other():
+    with pytest.raises(DatasetError, match=r"not a LongMemEval instance: expected keys question_id.*looks like LoCoMo"):
+        load_longmemeval(FIXTURES / "locomo_sample.json")
+    with pytest.raises(DatasetError, match=r"not a LoCoMo sample: expected keys sample_id.*looks like LongMemEval"):
+        load_locomo(FIXTURES / "longmemeval_sample.json")
 
 
 def test_locomo_malformed_evidence_is_parsed_where_possible_and_counted():

@@ -13,7 +13,7 @@ from helpers import ROOT, run_python
 
 # docs/ARCHITECTURE.md's layer map, bottom up. A module not listed is workbench.
 LAYERS = [
-    ("primitives", {"keys", "clock", "embed", "tokens", "checks"}),
+    ("primitives", {"keys", "clock", "embed", "tokens", "checks", "models", "onnx", "rerank", "embed_cache"}),
     ("ranking", {"scoring", "pool"}),
     ("collection", {"store"}),
     ("memory", {"memory", "recall", "context", "consolidation", "supersession"}),

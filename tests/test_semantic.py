@@ -129,11 +129,11 @@ def test_vectrix_recalls_paraphrases_with_the_semantic_embedder(semantic, tmp_pa
         "home": "Which city do I live in now?",
     }
     now = t0 + 3600
-    for key, q in queries.items():
-        assert db.recall(q, session="alice", limit=1, now=now)[0].id == ids[key], q
+    for key, q in queries.items():  # dense: the embedder alone (hybrid would add BM25's "I am" matches)
+        assert db.recall(q, session="alice", limit=1, now=now, mode="dense")[0].id == ids[key], q
         # across sessions: 6 memories > exact_threshold=3, so this goes through usearch
-        assert db.recall(q, limit=1, now=now)[0].id == ids[key], q
+        assert db.recall(q, limit=1, now=now, mode="dense")[0].id == ids[key], q
     assert db._hnsw.index is not None
     db.close()
     with Vectrix(tmp_path / "sem.vxdb", embedder=semantic) as again:
-        assert again.recall(queries["trip"], session="alice", limit=1, now=now)[0].id == ids["trip"]
+        assert again.recall(queries["trip"], session="alice", limit=1, now=now, mode="dense")[0].id == ids["trip"]

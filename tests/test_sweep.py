@@ -267,3 +267,64 @@ def test_best_points_are_the_lowest_for_leak_metrics(hashing_embedder):
     res = sweep(rep, {"half_life_days": [0.5, 7.0, 90.0], "recency_weight": [0.0, 2.0]})
     assert res.best("stale_leak", 1)["stale_leak"].iloc[0] == res.per_point["stale_leak"].min()
     assert res.best("ndcg", 1)["ndcg"].iloc[0] == res.per_point["ndcg"].max()
+
+
+def test_a_hybrid_sweep_of_smaller_limits_equals_recall(hashing_embedder):
+    limits = [3, 10, 12, 17, 20]
+
+    def on_probe(mem, ev, now):
+        return [mem.recall(ev.query, session=ev.session, limit=lim, now=now).ids for lim in limits]
+
+    rep = replay(generate("knowledge_update"), {"pool_limit": 20}, embedder=hashing_embedder, on_probe=on_probe)
+    assert rep.mode == "hybrid" and min(rep.pools["n"]) > scoring.pool_size(12)  # bigger than limit 12 searches
+    assert max(rep.pools["n"]) > scoring.pool_size(20)  # a union of two top-80 lists
+    for j, lim in enumerate(limits):
+        assert rankings(rep, limit=lim) == [e[j] for e in rep.extras], lim
+
+
+class _Overlap:
+    """A deterministic stand-in reranker: the query words a text holds."""
+
+    name = "overlap"
+
+    def __call__(self, query, texts):
+        q = set(query.lower().strip("?").split())
+        return [len(q & set(t.lower().strip(".!").split())) + 0.01 * (len(t) % 7) for t in texts]
+
+
+def test_a_reranked_replay_sweeps_exactly_as_recall_with_rerank(hashing_embedder):
+    rr = _Overlap()
+    points = POINTS + [dict(POINTS[0], limit=lim) for lim in (12, 17, 20)]
+
+    def on_probe(mem, ev, now):
+        return [ConversationMemory(mem.db, rerank=True, reranker=rr, **{k: p[k] for k in MEMORY_KEYS}).recall(
+            ev.query, session=ev.session, limit=p["limit"], token_budget=p["token_budget"], now=now).ids
+            for p in points]
+
+    rep = replay(generate("knowledge_update"), {"rerank": True, "reranker": rr, "pool_limit": 20},
+                 embedder=hashing_embedder, on_probe=on_probe)
+    assert rep.rerank == "overlap" and rep.mode == "hybrid"
+    for j, p in enumerate(points):
+        assert rankings(rep, **p) == [e[j] for e in rep.extras], p
+    assert len(sweep(rep, {"recency_weight": [0.0, 0.5, 1.0], "limit": [5, 20]}).per_point) == 6
+    with pytest.raises(ValueError, match="hybrid_weight decides which candidates a reranked pool holds"):
+        sweep(rep, {"hybrid_weight": [0.3, 0.7]})
+    plain = replay(generate("knowledge_update"), {"pool_limit": 20}, embedder=hashing_embedder)
+    with pytest.raises(ValueError, match="sweep replays recorded with one pipeline together"):
+        sweep([rep, plain], {})
+
+
+def test_a_reranked_replays_pool_is_the_pool_its_recall_reranked(hashing_embedder):
+    rr = _Overlap()
+
+    def on_probe(mem, ev, now):
+        return mem.candidate_pool(ev.query, session=ev.session, limit=10, now=now, rerank=True)
+
+    rep = replay(generate("knowledge_update"), {"rerank": True, "reranker": rr, "pool_limit": 20},
+                 embedder=hashing_embedder, on_probe=on_probe)
+    for i, live in enumerate(rep.extras):
+        cached = rep.pool(i)
+        assert cached.ids == live.ids and cached.rerank == live.rerank == "overlap"
+        np.testing.assert_allclose(cached.relevance, live.relevance)
+        np.testing.assert_allclose(cached.first_stage, live.first_stage)
+    assert int(rep.pools["n"].max()) > len(rep.pool(len(rep.extras) - 1))  # the recorded first stage is bigger

@@ -116,3 +116,33 @@ def test_feedback_loop_grades_lift_the_useful_tip(hashing_embedder):
     first = probes.query("category == 'round_0'")["rr"].mean()
     last = probes.query("category == 'round_3'")["rr"].mean()
     assert last >= first and last == 1.0
+
+
+def _mrr(rep, policy):
+    from vxmem.sweep import sweep
+
+    return float(sweep(rep, {}, policy=policy).per_point["mrr"].iloc[0])
+
+
+def test_knowledge_update_restates_a_value_without_a_correction():
+    conv = generate("knowledge_update")
+    after = [p for p in conv.probes if p.category in ("day_after", "weeks_after")]
+    assert after and all(p.stale and set(p.relevant).isdisjoint(p.stale) for p in after)
+    assert not [e for e in conv.events if e.type in ("feedback", "fact")]  # plain turns: no correction, no judge
+    text = {e.label: e.text for e in conv.events if e.type == "turn"}
+    for p in after:  # the new value is said as plainly as the old one: word overlap cannot tell them apart
+        (new,), (old,) = p.relevant, p.stale
+        assert _words(text[new]) & _words(text[old])
+
+
+# These two run the hashing embedder's pipeline (hybrid, no rerank), the fast one; the README's
+# scenario table shows the default pipeline doing the same.
+def test_the_blend_beats_cosine_where_a_value_was_restated_later(hashing_embedder):
+    rep = replay(generate("knowledge_update"), embedder=hashing_embedder)
+    assert rep.mode == "hybrid" and rep.rerank is None
+    assert _mrr(rep, "blend") > _mrr(rep, "cosine") + 0.05
+
+
+def test_cosine_beats_the_blend_where_an_old_fact_is_still_the_answer(hashing_embedder):
+    rep = replay(generate("old_but_relevant"), embedder=hashing_embedder)
+    assert _mrr(rep, "cosine") > _mrr(rep, "blend")

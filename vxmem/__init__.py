@@ -14,11 +14,17 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+# onnxruntime (the default models' runtime) must load before usearch's extension, or the interpreter
+# crashes: vxmem imports it just before it first imports usearch (vxmem.store.hnsw), and the models
+# refuse with a clear ImportError where usearch came first. Not at import: a process that loaded
+# onnxruntime hangs in a forked child's exit.
+
 __version__ = "0.1.0"
 
 __all__ = [
     "Vectrix", "ConversationMemory", "Result", "Results", "ContextBlock", "ConsolidationReport",
-    "HistoryEntry", "feedback_score", "HashingEmbedder", "SemanticEmbedder", "count_tokens",
+    "HistoryEntry", "feedback_score", "HashingEmbedder", "SemanticEmbedder", "OnnxEmbedder", "OnnxCrossEncoder",
+    "count_tokens",
     "VectrixError", "DatabaseLockedError", "InvalidDatabaseError", "ReadOnlyError", "ForkedHandleError",
     "K_KIND", "K_SESSION", "K_ROLE", "K_TURN", "K_TS", "K_FEEDBACK", "K_SUPERSEDED_BY", "K_SUPERSEDES",
     "K_SUPERSEDED_AT", "K_SCORING", "K_EXPIRES", "K_CONSOLIDATED_FROM", "KIND_TURN", "KIND_FACT", "KIND_PINNED",
@@ -30,7 +36,7 @@ _HOME = {
     "ContextBlock": "context", "ConsolidationReport": "consolidation", "Result": "store", "Results": "store",
     "VectrixError": "store", "DatabaseLockedError": "store", "InvalidDatabaseError": "store",
     "ReadOnlyError": "store", "ForkedHandleError": "store", "HashingEmbedder": "embed",
-    "SemanticEmbedder": "embed", "count_tokens": "tokens",
+    "SemanticEmbedder": "embed", "count_tokens": "tokens", "OnnxEmbedder": "onnx", "OnnxCrossEncoder": "rerank",
     **{name: "keys" for name in __all__ if name.isupper()},
 }
 
@@ -72,6 +78,8 @@ if TYPE_CHECKING:  # what type checkers and editors see
         OUTCOMES,
     )
     from .memory import ConversationMemory, HistoryEntry, feedback_score
+    from .onnx import OnnxEmbedder
+    from .rerank import OnnxCrossEncoder
     from .store import (
         DatabaseLockedError,
         ForkedHandleError,

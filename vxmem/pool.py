@@ -14,7 +14,7 @@ point ranks exactly as ``recall()`` with those parameters would have.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, Self
 
 import numpy as np
 
@@ -42,6 +42,9 @@ class CandidatePool:
     :param ids: memory ids; ``kinds`` and ``sessions`` their kind and session.
     :param limit: the recall's limit; ``now`` its moment; ``mode`` its search mode and
         ``hybrid_weight`` the weight its hybrid relevance was fused with.
+    :param first_stage: in a reranked pool, each slot's relevance before the rerank (the
+        mode's score), while ``relevance`` holds the reranker's score and ``rerank`` the
+        reranker's name; None in a pool that was not reranked.
     :param positions: mirror positions, valid only under the collection lock the pool was
         made in (None for a cached pool).
     """
@@ -61,6 +64,8 @@ class CandidatePool:
     now: float = float("nan")
     mode: str = "dense"
     hybrid_weight: float = scoring.HYBRID_WEIGHT
+    first_stage: np.ndarray | None = None
+    rerank: str | None = None
     positions: np.ndarray | None = None
 
     def __len__(self) -> int:
@@ -80,6 +85,23 @@ class CandidatePool:
     def rank_order(self, score: np.ndarray) -> np.ndarray:
         """Slots best first by ``score``, ties to the newer memory, then the earlier slot."""
         return scoring.rank_order(score, self.ts)
+
+    def take(self, slots: np.ndarray, **changes: Any) -> Self:
+        """A pool of just ``slots`` (in that order) of this one-probe pool, with ``changes``
+        (e.g. a new ``relevance``) applied."""
+        slots = np.asarray(slots, dtype=np.int64)
+        picked = slots.tolist()
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, np.ndarray) and v.ndim:
+                out[f.name] = v[slots]
+            elif isinstance(v, list) and len(v) == len(self):
+                out[f.name] = [v[i] for i in picked]
+            else:
+                out[f.name] = v
+        out.update(changes)
+        return type(self)(**out)
 
 
 @dataclass(kw_only=True)

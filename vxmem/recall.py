@@ -1,8 +1,10 @@
-"""Recall's two halves: gather a candidate pool from the collection, and rank it into results.
+"""Recall's stages: gather a candidate pool from the collection, rerank it, and rank it into results.
 
 :func:`gather` asks the collection for the mode's top candidates among the eligible
 memories and reads what ranking needs (time, feedback, tokens) into a
-:class:`~vxmem.pool.CandidatePool`. :func:`rank` blends the pool with
+:class:`~vxmem.pool.CandidatePool`. :func:`rerank_pool` keeps the pool's most relevant
+candidates and replaces their relevance with a reranker's score; :func:`drop_below` leaves
+out candidates whose raw relevance is under ``min_relevance``. :func:`rank` blends the pool with
 :meth:`CandidatePool.blend <vxmem.pool.CandidatePool.blend>`, the one scoring path the
 sweep engine uses too, then applies the limit, the score gap and the token budget.
 """
@@ -19,6 +21,7 @@ from . import scoring
 from .clock import DAY
 from .keys import K_FEEDBACK, K_KIND, K_ROLE, K_SCORING, K_SESSION, K_TS, K_TURN, RESERVED_PREFIX
 from .pool import CandidatePool
+from .rerank import Reranker, rerank_scores
 from .store import Collection, Result, Results
 from .store.mirror import Mirror, SessionArg
 
@@ -27,7 +30,9 @@ _FRAME_KEYS = (K_KIND, K_SESSION, K_ROLE, K_TURN, K_TS)
 
 class MemoryResults(Results):
     """Results of a memory collection: ``to_frame()`` adds each result's score parts (from
-    ``_vx_scoring``) and its kind, session, role, turn and time as columns."""
+    ``_vx_scoring``: ``relevance``, ``relevance_norm``, ``recency``, ``feedback``, ``score``,
+    ``age_days``, ``mode``, ``first_stage``, ``rerank``, and ``dense`` / ``lexical`` outside
+    dense mode) and its kind, session, role, turn and time as columns."""
 
     def frame_columns(self, result: Result) -> dict[str, Any]:
         """The score parts and the reserved columns of ``result``'s row."""
@@ -60,6 +65,36 @@ def gather(db: Collection, m: Mirror, query: str, positions: np.ndarray, *, size
         limit=limit, now=now_ts, mode=mode, hybrid_weight=hybrid_weight, positions=pos)
 
 
+def rerank_pool(pool: CandidatePool, m: Mirror, query: str, reranker: Reranker, name: str) -> CandidatePool:
+    """The pool's ``max(2 x limit, 20)`` most relevant candidates (by the mode's relevance,
+    not by the blend), their relevance replaced by ``reranker``'s score of (query, text).
+
+    The first stage's relevance stays beside it as ``first_stage``; ``name`` goes to
+    ``rerank``. Call it inside ``db._locked()``, like :func:`gather`.
+    """
+    if pool.positions is None:
+        raise ValueError("only a live pool (made under the lock) can be reranked")
+    slots = scoring.rank_order(pool.relevance, pool.ts)[: scoring.rerank_depth(pool.limit)]
+    texts = [m.texts[p] for p in pool.positions[slots].tolist()]
+    scores = rerank_scores(reranker, query, texts)
+    return pool.take(slots, relevance=scores, first_stage=np.asarray(pool.relevance)[slots], rerank=name)
+
+
+def raw_relevance(pool: CandidatePool) -> np.ndarray:
+    """The relevance ``min_relevance`` is compared with: the reranker's score in a reranked
+    pool, the cosine in dense and hybrid mode (a fused hybrid score is normalised within
+    the pool, so it says nothing on its own), BM25 in lexical mode."""
+    if pool.rerank is None and pool.mode == "hybrid" and pool.dense is not None:
+        return np.asarray(pool.dense)
+    return np.asarray(pool.relevance)
+
+
+def drop_below(pool: CandidatePool, min_relevance: float) -> CandidatePool:
+    """The pool without the candidates whose :func:`raw_relevance` is below ``min_relevance``."""
+    keep = np.flatnonzero(raw_relevance(pool) >= min_relevance)
+    return pool if keep.size == len(pool) else pool.take(keep)
+
+
 def _feedback_matrix(metas: list[dict[str, Any]], now_ts: float) -> tuple[np.ndarray, np.ndarray]:
     """(signs, ages in days) of every candidate's feedback, zero-padded to the longest history."""
     graded = [(i, scoring.feedback_events(meta, now_ts)) for i, meta in enumerate(metas)
@@ -78,7 +113,11 @@ def rank(pool: CandidatePool, m: Mirror, query: str, blend: Mapping[str, float],
     """The pool blended with ``blend``'s four parameters, best first, cut to ``pool.limit``,
     then at the first ``score_gap`` cliff, then to ``token_budget``.
 
-    Each result's metadata gains ``_vx_scoring``: the parts of its score.
+    Each result's metadata gains ``_vx_scoring``: the parts of its score. ``relevance`` is
+    raw: the reranker's score when the pool was reranked (``first_stage`` then holds the
+    mode's relevance before it, and ``rerank`` the reranker's name; both None otherwise),
+    else the mode's own (cosine, BM25 or the fused hybrid score); ``relevance_norm`` is its
+    min-max over the pool, the part the blend adds.
     """
     if pool.positions is None or pool.positions.size == 0:
         return MemoryResults([], query=query, token_budget=token_budget)
@@ -94,6 +133,7 @@ def rank(pool: CandidatePool, m: Mirror, query: str, blend: Mapping[str, float],
             "relevance": float(pool.relevance[i]), "relevance_norm": float(rel_norm[i]),
             "recency": float(recency[i]), "feedback": float(fb[i]), "score": float(score[i]),
             "age_days": float(pool.age_days[i]), "mode": pool.mode,
+            "first_stage": None if pool.first_stage is None else float(pool.first_stage[i]), "rerank": pool.rerank,
         }
         if pool.mode != "dense":  # which relevance parts contributed
             parts.update(_relevance_parts(pool, i))

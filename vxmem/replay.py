@@ -34,10 +34,11 @@ from typing import Any
 import numpy as np
 
 from . import metrics as M
+from . import scoring
 from .checks import check_limit
 from .consolidation import Summarizer
 from .datasets import Conversation, DatasetError, Event
-from .embed import Embedder
+from .embed import EmbedderArg, check_embedder
 from .keys import (
     K_CONSOLIDATED_FROM,
     K_EXPIRES,
@@ -51,7 +52,8 @@ from .keys import (
 )
 from .policies import Policy, get_policy, rank_pool, resolve_params
 from .pool import CandidatePool, LabelledPool
-from .scoring import BLEND_DEFAULTS, HYBRID_WEIGHT, pool_size
+from .rerank import rerank_scores
+from .scoring import BLEND_DEFAULTS, DEFAULT_MODE, HYBRID_WEIGHT, pool_size
 from .store.checks import check_mode
 from .vectrix import Vectrix
 
@@ -59,8 +61,8 @@ ProgressFn = Callable[[int, int, str], Any]
 Progress = bool | None | ProgressFn
 
 MEMORY_KEYS = ("half_life_days", "recency_weight", "feedback_weight", "feedback_half_life_days", "ttl_days",
-               "judge_candidates", "hybrid_weight")
-RECALL_KEYS = ("limit", "token_budget", "score_gap", "mode", "kinds")
+               "judge_candidates", "hybrid_weight", "reranker")
+RECALL_KEYS = ("limit", "token_budget", "score_gap", "mode", "kinds", "rerank")
 OTHER_KEYS = ("judge", "summarizer", "pool_limit")
 SETTINGS_KEYS = MEMORY_KEYS + RECALL_KEYS + OTHER_KEYS
 MAX_SESSION_BITS = 62
@@ -81,7 +83,8 @@ def check_settings(settings: dict[str, Any] | None) -> dict[str, Any]:
     if unknown:
         raise ValueError(f"unknown setting {sorted(unknown)[0]!r}; known: {', '.join(SETTINGS_KEYS)}")
     out: dict[str, Any] = dict(BLEND_DEFAULTS)
-    out.update({"limit": 10, "token_budget": None, "score_gap": None, "mode": None, "pool_limit": None})
+    out.update({"limit": 10, "token_budget": None, "score_gap": None, "mode": None, "rerank": None,
+                "pool_limit": None})
     out.update(settings)
     for k in ("limit", "pool_limit", "token_budget"):
         if out[k] is not None:
@@ -151,26 +154,44 @@ class Replay:
 
     def pool(self, i: int, limit: int | None = None) -> LabelledPool:
         """Probe ``i``'s cached pool, unpadded, with the replay's labels (``grade``,
-        ``stale``, ``foreign``, ``session_bits``).
+        ``stale``, ``foreign``, ``session_bits``). In a reranked replay, the candidates the
+        probe's recall reranked, in first-stage order, their ``relevance`` the reranker's
+        score (the recorded arrays hold every candidate of ``pool_limit``).
 
         With ``limit``, only the pool ``recall(limit=limit)`` would have blended: the first
-        ``max(4 x limit, 40)`` slots by relevance (a hybrid pool, the union of two top
-        lists, is given whole).
+        ``max(4 x limit, 40)`` slots by relevance (of a hybrid pool, the members within that
+        limit's two top lists, fused again over them; of a reranked one, the candidates that
+        limit reranks).
         """
         n = int(self.pools["n"][i])
-        if limit is not None and self.mode != "hybrid":
+        if limit is not None and self.mode != "hybrid" and self.rerank is None:
             n = min(n, pool_size(limit))
         row: dict[str, Any] = {k: self.pools[k][i, :n] for k in SLOT_ARRAYS}
-        return LabelledPool(
+        pool = LabelledPool(
             **row, feedback_signs=self.pools["feedback_signs"][i, :n], feedback_ages=self.pools["feedback_ages"][i, :n],
-            kinds=[KINDS[c] for c in self.pools["kind"][i, :n]], ids=list(self.pool_ids[i]),
+            kinds=[KINDS[c] for c in self.pools["kind"][i, :n]], ids=list(self.pool_ids[i][:n]),
             limit=int(self.pools["limit"][i]), now=float(self.pools["now"][i]),
             mode=self.mode, hybrid_weight=self.hybrid_weight)
+        if self.rerank is not None:
+            return _reranked(pool, self.pools["rerank_score"][i, :n], self.rerank, limit)
+        if limit is not None and self.mode == "hybrid":  # the members within that limit's two top lists, fused
+            valid, fused = scoring.searched_slots(pool.dense, pool.lexical, pool.relevance, n, check_limit(limit),
+                                                  True, pool.hybrid_weight)
+            slots = np.flatnonzero(valid)
+            return pool.take(slots, relevance=fused[slots])
+        return pool
 
     @property
     def mode(self) -> str:
-        """The search mode the probes recalled with (None in the settings: the one the memory used)."""
+        """The search mode the probes recalled with (a replay records it resolved; None in
+        older files' settings: the one the memory used, else dense)."""
         return self.settings.get("mode") or self.meta.get("mode") or "dense"
+
+    @property
+    def rerank(self) -> str | None:
+        """The reranker the probes' pools were reranked with (its name), or None: a reranked
+        pool's ``relevance`` is the reranker's score."""
+        return self.meta.get("rerank")
 
     @property
     def hybrid_weight(self) -> float:
@@ -247,6 +268,8 @@ class Replay:
             raise DatasetError("not a saved replay (no JSON part)", path=spath) from None
         if blob.get("format") != FORMAT:
             raise DatasetError(f"not a {FORMAT} file", path=spath)
+        if "rerank_score" not in arrays and "relevance" in arrays:  # saved before reranked replays
+            arrays["rerank_score"] = np.full(arrays["relevance"].shape, np.nan)
         return cls(name=blob["name"], settings=blob["settings"], events=blob["events"], memories=blob["memories"],
                    probes=blob["probes"], pools=arrays, pool_ids=blob["pool_ids"], meta=blob.get("meta", {}))
 
@@ -293,6 +316,20 @@ class Replay:
                 f"{self.n_probes} probes)")
 
 
+def _reranked(pool: LabelledPool, scores: np.ndarray, name: str, limit: int | None = None) -> LabelledPool:
+    """Of a recorded first-stage pool, the candidates a recall with ``limit`` (default: the
+    probe's own) reranked, in first-stage order, with the reranker's ``scores`` as their
+    relevance."""
+    lim = pool.limit if limit is None else check_limit(limit)
+    valid, first = scoring.searched_slots(pool.dense, pool.lexical, pool.relevance, len(pool), lim,
+                                          pool.mode == "hybrid", pool.hybrid_weight)
+    slots = np.flatnonzero(scoring.rerank_slots(first, pool.ts, valid, lim))
+    slots = slots[scoring.rank_order(first[slots], pool.ts[slots])]
+    if np.isnan(scores[slots]).any():
+        raise ValueError(f"limit {lim} reranks candidates this replay did not score: replay with pool_limit={lim}")
+    return pool.take(slots, relevance=scores[slots], first_stage=first[slots], rerank=name)
+
+
 def _json_default(o: Any) -> Any:
     if isinstance(o, (np.integer,)):
         return int(o)
@@ -305,13 +342,13 @@ def _json_default(o: Any) -> Any:
     raise TypeError(f"cannot save {type(o).__name__} in a replay")
 
 
-def _low_relevance(memory: Any, mode: str | None) -> float | None:
+def _low_relevance(memory: Any, mode: str | None, rerank: bool | None = None) -> float | None:
     """The raw relevance under which the memory calls a best match weak, when it can say
     (``ConversationMemory.low_relevance``); None when it cannot."""
     fn = getattr(memory, "low_relevance", None)
     if fn is None:
         return None
-    value = fn(mode=mode, rerank=None)
+    value = fn(mode=mode, rerank=rerank)
     return None if value is None else float(value)
 
 
@@ -321,19 +358,25 @@ def _name_of(obj: Any) -> str | None:
     return getattr(obj, "name", type(obj).__name__)
 
 
-def replay(conversation: Conversation, settings: dict[str, Any] | None = None, embedder: Embedder | None = None,
+def replay(conversation: Conversation, settings: dict[str, Any] | None = None, embedder: EmbedderArg = None,
            *, policy: str | Policy = "blend", on_probe: Callable[..., Any] | None = None,
-           progress: Progress = False, token_counter: Callable[[str], int] | None = None) -> Replay:
+           progress: Progress = False, token_counter: Callable[[str], int] | None = None,
+           cache: Any = None) -> Replay:
     """Drive a fresh memory through ``conversation`` and record every probe.
 
     ``settings`` holds memory settings (``half_life_days``, ``recency_weight``,
     ``feedback_weight``, ``feedback_half_life_days``, ``ttl_days``, ``judge_candidates``,
-    ``hybrid_weight``), recall settings (``limit``, ``token_budget``, ``score_gap``,
-    ``mode``, ``kinds``), ``judge`` / ``summarizer`` (callables or the names of the
+    ``hybrid_weight``, ``reranker``), recall settings (``limit``, ``token_budget``, ``score_gap``,
+    ``mode``, ``kinds``, ``rerank``), ``judge`` / ``summarizer`` (callables or the names of the
     rule-based ones in :mod:`vxmem.synth`; default: what the conversation's header names)
     and ``pool_limit``, the largest ``limit`` a later sweep may ask for (default: ``limit``).
-    ``embedder`` is any ``list[str] -> array`` callable (default: the offline hashing one;
-    pass :class:`~vxmem.embed.SemanticEmbedder` for paraphrase-heavy data).
+    The replay records ``mode`` resolved (None becomes the default, hybrid) and, in
+    ``meta["rerank"]``, the reranker its pools were reranked with.
+    ``embedder`` is what ``Vectrix(embedder=...)`` takes (default: vxmem's default embedder).
+    ``cache`` keeps the embedder's vectors and the reranker's scores in a file
+    (:mod:`vxmem.embed_cache`; None: the default file, False: none, or a path), so a second
+    replay of the same conversation embeds nothing; the conversation's texts and queries are
+    embedded up front, in batches, with a progress bar when ``progress``.
     ``policy`` picks the ranking whose metrics the probe rows report: ``"blend"`` is the
     live ``recall()``; another policy re-ranks the same recorded pool.
     ``on_probe(memory, event, now)`` is called at each probe; what it returns is kept in
@@ -352,12 +395,37 @@ def replay(conversation: Conversation, settings: dict[str, Any] | None = None, e
     judge = synth.get_judge(judge) if (judge is None or isinstance(judge, str)) else judge
     summarizer = s.get("summarizer", conversation.meta.get("summarizer"))
     summarizer = synth.get_summarizer(summarizer) if (summarizer is None or isinstance(summarizer, str)) else summarizer
-    mem_kwargs = {k: s[k] for k in MEMORY_KEYS if s.get(k) is not None}
-    db = Vectrix(None, embedder=embedder, token_counter=token_counter, judge=judge, **mem_kwargs)
+    mem_kwargs = {k: s[k] for k in MEMORY_KEYS if s.get(k) is not None and k != "reranker"}
+    s["mode"] = s["mode"] or DEFAULT_MODE
+    # the up-front embedding's own bar shows when progress is on (a callable counts events, not texts)
+    bar = progress if progress is None or isinstance(progress, bool) else None
+    emb, reranker, store = _cached_models(conversation, embedder, s.get("reranker"), cache, bar)
     try:
-        return _Run(conversation, s, db, summarizer, pol, on_probe, progress).run()
+        db = Vectrix(None, embedder=emb, token_counter=token_counter, judge=judge, reranker=reranker, **mem_kwargs)
+        try:
+            return _Run(conversation, s, db, summarizer, pol, on_probe, progress).run()
+        finally:
+            db.close()
     finally:
-        db.close()
+        if store is not None:
+            store.close()
+
+
+def _cached_models(conversation: Conversation, embedder: EmbedderArg, reranker: Any, cache: Any,
+                   progress: bool | None) -> tuple[Any, Any, Any]:
+    """The embedder and the reranker a replay uses, through the cache file when there is one
+    and the embedder can be cached; the conversation's texts embedded up front."""
+    from .embed_cache import CachedEmbedder, CachedReranker, cacheable, open_cache
+    from .rerank import check_reranker
+
+    emb, rr = check_embedder(embedder), check_reranker(reranker)
+    store = open_cache(cache) if cache is not False and cacheable(emb) else None
+    if store is None:
+        return emb, rr, None
+    cached = CachedEmbedder(emb, store)
+    texts = [t for ev in conversation.events for t in (ev.text, ev.correction, ev.query) if t]
+    cached.warm(texts, progress=progress)
+    return cached, CachedReranker(rr, store), store
 
 
 class _Run:
@@ -373,6 +441,8 @@ class _Run:
         self.events: list[dict[str, Any]] = []
         self.probes: list[dict[str, Any]] = []
         self.pools: list[LabelledPool] = []
+        self.rerank_scores: list[np.ndarray | None] = []
+        self.reranker = self.mem.pipeline(settings["mode"], settings["rerank"])["rerank"]  # its name, or None
         self.ideals: list[list[float]] = []  # per probe: the grades of every relevant memory that existed
         self.n_sessions: list[int] = []  # per probe: how many answer sessions it names
         self.extras: list[Any] = []
@@ -440,10 +510,11 @@ class _Run:
         meta = {"conversation": self.conv.name, "description": self.conv.description,
                 "conversation_meta": {k: v for k, v in self.conv.meta.items() if k != "settings"},
                 "embedder": getattr(self.db.embedder, "name", type(self.db.embedder).__name__),
-                "policy": self.policy.name, "mode": self.pool_mode or check_mode(self.s.get("mode")),
+                "policy": self.policy.name, "rerank": self.reranker,
+                "mode": self.pool_mode or check_mode(self.s.get("mode")),
                 "hybrid_weight": self.mem.hybrid_weight,
-                "low_relevance": _low_relevance(self.mem, self.pool_mode or self.s.get("mode"))}
-        settings = {k: (_name_of(v) if k in ("judge", "summarizer") else v) for k, v in self.s.items()}
+                "low_relevance": _low_relevance(self.mem, self.pool_mode or self.s.get("mode"), self.s.get("rerank"))}
+        settings = {k: (_name_of(v) if k in ("judge", "summarizer", "reranker") else v) for k, v in self.s.items()}
         settings.setdefault("judge", _name_of(self.mem.judge))
         settings.setdefault("summarizer", _name_of(self.summarizer))
         return Replay(name=self.conv.name, settings=settings, events=self.events,
@@ -521,9 +592,13 @@ class _Run:
         s, t = self.s, ev.time
         limit = ev.limit or s["limit"]
         res = self.mem.recall(ev.query, session=ev.session, limit=limit, token_budget=s["token_budget"],
-                              score_gap=s["score_gap"], kinds=self.kinds, mode=s["mode"], now=t)
+                              score_gap=s["score_gap"], kinds=self.kinds, mode=s["mode"], now=t, rerank=s["rerank"])
+        # Reranked: the whole first-stage pool, and the reranker's score of every candidate a
+        # recall with some limit up to pool_limit would rerank (see Replay.pool and the sweep).
         pool = self.mem.candidate_pool(ev.query, session=ev.session, limit=max(limit, s["pool_limit"]),
-                                       kinds=self.kinds, mode=s["mode"], now=t)
+                                       kinds=self.kinds, mode=s["mode"], now=t, rerank=False)
+        scores = self._rerank_scores(pool, ev.query) if self.reranker else None
+        self.rerank_scores.append(scores)
         if self.on_probe is not None:
             self.extras.append(self.on_probe(self.mem, ev, t))
         sess_bit = {sid: 1 << j for j, sid in enumerate(ev.relevant_sessions[:MAX_SESSION_BITS])}
@@ -540,7 +615,8 @@ class _Run:
             shipped = res.ids
         else:
             p = resolve_params(self.policy, {}, s)
-            shipped = [pool.ids[j] for j in rank_pool(pool, self.policy, limit=limit,
+            ranked = pool if self.reranker is None or scores is None else _reranked(pool, scores, self.reranker)
+            shipped = [ranked.ids[j] for j in rank_pool(ranked, self.policy, limit=limit,
                                                       token_budget=s["token_budget"], **p)]
         met, tokens_used = self._metrics(pool, ev, shipped, ideal, sess_bit)
         self.probes.append({
@@ -550,6 +626,17 @@ class _Run:
             "recalled_ids": list(res.ids), "recalled_labels": [self.rows[m]["labels"] for m in res.ids],
             "ranked_ids": list(shipped), "tokens": int(tokens_used), **met, "meta": ev.meta})
         row["status"] = f"recalled {len(res)}"
+
+    def _rerank_scores(self, pool: CandidatePool, query: str) -> np.ndarray:
+        """The reranker's score of each candidate some limit up to the pool's would rerank (NaN
+        for the others)."""
+        limits = np.arange(1, pool.limit + 1)[:, None]
+        valid, first = scoring.searched_slots(pool.dense, pool.lexical, pool.relevance, len(pool), limits,
+                                              pool.mode == "hybrid", pool.hybrid_weight)
+        slots = np.flatnonzero(scoring.rerank_slots(first, pool.ts, valid, limits).any(axis=0))
+        out = np.full(len(pool), np.nan)
+        out[slots] = rerank_scores(self.mem.reranker, query, [self.rows[pool.ids[j]]["text"] for j in slots])
+        return out
 
     def _is_stale(self, mid: str, ev: Event) -> bool:
         return bool(set(ev.stale) & set(self.rows[mid]["labels"]))
@@ -594,6 +681,7 @@ class _Run:
             "kind": np.zeros(grid, dtype=np.int8), "grade": np.zeros(grid), "stale": np.zeros(grid, bool),
             "foreign": np.zeros(grid, bool), "session_bits": np.zeros(grid, dtype=np.int64),
             "feedback_signs": np.zeros(grid + (events,)), "feedback_ages": np.zeros(grid + (events,)),
+            "rerank_score": np.full(grid, np.nan),
             "n": np.zeros(probes, dtype=np.int64), "ideal": np.zeros((probes, max(relevant, 1))),
             "n_relevant": np.zeros(probes, dtype=np.int64), "n_sessions": np.array(self.n_sessions, dtype=np.int64),
             "limit": np.array([p.limit for p in self.pools], dtype=np.int64),
@@ -609,13 +697,15 @@ class _Run:
             out["feedback_signs"][i, :n, :e] = p.feedback_signs
             out["feedback_ages"][i, :n, :e] = p.feedback_ages
             out["ideal"][i, :len(ideal)] = ideal
+            if self.rerank_scores[i] is not None:
+                out["rerank_score"][i, :n] = self.rerank_scores[i]
             out["n_relevant"][i] = len(ideal)
         out["pool_limit"] = np.array(self.s["pool_limit"])
         return out
 
 
 def replay_many(conversations: Sequence[Conversation], settings: dict[str, Any] | None = None,
-                embedder: Embedder | None = None, *, n_jobs: int | None = None, progress: Progress = None,
+                embedder: EmbedderArg = None, *, n_jobs: int | None = None, progress: Progress = None,
                 **kwargs: Any) -> list[Replay]:
     """Replay several conversations, in parallel through joblib; results in input order.
 
@@ -645,7 +735,7 @@ def replay_many(conversations: Sequence[Conversation], settings: dict[str, Any] 
     return out
 
 
-def _replay_in_turn(conversations: list[Conversation], settings: dict[str, Any] | None, embedder: Embedder | None,
+def _replay_in_turn(conversations: list[Conversation], settings: dict[str, Any] | None, embedder: EmbedderArg,
                     progress: ProgressFn, kwargs: dict[str, Any]) -> list[Replay]:
     """One after the other in this process, ``progress`` counting events over them all."""
     total = sum(len(c.events) for c in conversations)

@@ -25,6 +25,9 @@ FEEDBACK_HALF_LIFE_DAYS = 30.0
 BLEND_DEFAULTS = {"half_life_days": HALF_LIFE_DAYS, "recency_weight": RECENCY_WEIGHT,
                   "feedback_weight": FEEDBACK_WEIGHT, "feedback_half_life_days": FEEDBACK_HALF_LIFE_DAYS}
 HYBRID_WEIGHT = 0.5  # hybrid relevance: the dense share of fuse_relevance (search, recall and the sweep)
+# recall(mode=None): hybrid, chosen on LoCoMo (README, "Search modes"): it beat dense and lexical with
+# every embedder measured, and its weight's optimum is flat between 0.3 and 0.7.
+DEFAULT_MODE = "hybrid"
 
 FEEDBACK_CLAMP = 2.0
 OUTCOME_SIGN = {"useful": 1.0, "dead_end": -1.0, "corrected": -1.0}
@@ -208,6 +211,11 @@ def pool_size(limit: int) -> int:
     return max(4 * int(limit), 40)
 
 
+def rerank_depth(limit: int) -> int:
+    """How many of the pool's most relevant candidates a reranker scores: max(2 x limit, 20)."""
+    return max(2 * int(limit), 20)
+
+
 def apply_score_gap(sorted_scores: ArrayLike, score_gap: float | None) -> int:
     """How many leading results survive ``score_gap``.
 
@@ -295,6 +303,59 @@ def fuse_relevance(dense: ArrayLike, lexical: ArrayLike, hybrid_weight: ArrayLik
     lex = np.nan_to_num(np.asarray(lexical, dtype=np.float64), nan=0.0)
     lo = normalize_relevance(lex, axis=axis, valid=valid)
     # An all-equal lexical column (nothing matched) says nothing: it adds 0, not 1.
-    flat = np.ptp(np.where(valid, lex, 0.0) if valid is not None else lex, axis=axis, keepdims=True) == 0
+    if valid is None:
+        flat = np.ptp(lex, axis=axis, keepdims=True) == 0
+    else:
+        ok = np.asarray(valid, dtype=bool)
+        flat = ~(np.where(ok, lex, -np.inf).max(axis=axis, keepdims=True)
+                 > np.where(ok, lex, np.inf).min(axis=axis, keepdims=True))
     lo = np.where(flat, 0.0, lo)
     return w * d + (1.0 - w) * lo
+
+
+def slot_ranks(key: ArrayLike, ok: ArrayLike, ts: ArrayLike | None = None) -> np.ndarray:
+    """Each slot's rank (0 first) among the ``ok`` slots along the last axis, by ``key``
+    highest first; ties to the newer (higher ``ts``, when given), then the earlier slot.
+    Slots not ``ok`` get the width."""
+    key, ok = np.asarray(key, dtype=np.float64), np.asarray(ok, dtype=bool)
+    shape = np.broadcast_shapes(key.shape, ok.shape, () if ts is None else np.shape(ts))
+    k = np.broadcast_to(np.where(ok, -key, np.inf), shape)
+    if ts is None:
+        order = np.argsort(k, axis=-1, kind="stable")
+    else:
+        order = np.lexsort((np.broadcast_to(-np.asarray(ts, dtype=np.float64), shape), k), axis=-1)
+    ranks = np.empty(shape, dtype=np.int64)
+    np.put_along_axis(ranks, order, np.broadcast_to(np.arange(shape[-1]), shape), axis=-1)
+    return np.where(np.broadcast_to(ok, shape), ranks, shape[-1])
+
+
+def searched_slots(dense: ArrayLike | None, lexical: ArrayLike | None, relevance: ArrayLike, n: ArrayLike,
+                   limit: ArrayLike, hybrid: bool,
+                   hybrid_weight: ArrayLike = HYBRID_WEIGHT) -> tuple[np.ndarray, np.ndarray]:
+    """Which slots of a recorded pool (``n`` of them filled) a recall with ``limit`` would have
+    gathered, and their relevance: ``(valid, relevance)``, broadcasting over ``limit``.
+
+    A dense or lexical pool is recorded best first, so a smaller limit's pool is its first
+    ``max(4 x limit, 40)``. A hybrid pool is the union of a dense and a lexical top list,
+    recorded in position order (the store's tie rule): a smaller limit's pool is the members
+    within its own two top lists, found again from the raw scores, and fused over them.
+    """
+    rel = np.asarray(relevance, dtype=np.float64)
+    width = rel.shape[-1]
+    size = np.maximum(4 * np.asarray(limit, dtype=np.int64), pool_size(0))
+    recorded = np.arange(width) < np.asarray(n)
+    if not hybrid:
+        return recorded & (np.arange(width) < size), rel
+    if dense is None or lexical is None:
+        raise ValueError("a hybrid pool needs its raw dense and lexical scores")
+    d = np.asarray(dense, dtype=np.float64)
+    lex = np.nan_to_num(np.asarray(lexical, dtype=np.float64), nan=0.0)
+    valid = recorded & ((slot_ranks(d, recorded) < size) | (slot_ranks(lex, recorded & (lex > 0)) < size))
+    return valid, fuse_relevance(d, lex, hybrid_weight, valid=valid)
+
+
+def rerank_slots(relevance: ArrayLike, ts: ArrayLike, valid: ArrayLike, limit: ArrayLike) -> np.ndarray:
+    """The slots a recall with ``limit`` reranks: the ``max(2 x limit, 20)`` most relevant
+    ``valid`` ones, ties to the newer (the order of :func:`rank_order`)."""
+    depth = np.maximum(2 * np.asarray(limit, dtype=np.int64), rerank_depth(0))
+    return np.asarray(valid, dtype=bool) & (slot_ranks(relevance, valid, ts) < depth)

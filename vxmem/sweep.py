@@ -12,8 +12,11 @@ A point ranks every probe exactly as ``recall()`` with those parameters would ha
 moment (``tests/test_sweep.py`` proves it), with two limits of what a cached pool can know:
 ``score_gap`` is not swept (replay without it), and a ``limit`` whose pool
 (``max(4 x limit, 40)``) is bigger than the recorded one needs a replay with a bigger
-``pool_limit``. A smaller limit's pool is the prefix of the recorded one by relevance; it
-equals ``recall()``'s own unless raw relevances tie exactly at the pool's edge.
+``pool_limit``. A smaller limit's pool is the prefix of the recorded one by relevance (for
+hybrid pools, the members within both of its top lists); it equals ``recall()``'s own unless
+raw relevances tie exactly at the pool's edge. A reranked replay (``Replay.rerank``) records
+the reranker's score of every candidate some limit up to ``pool_limit`` would rerank, so a
+point ranks the ones its own limit reranks; its ``hybrid_weight`` cannot be swept.
 
 Chunks of probes are ranked through joblib, so a cluster's joblib backend spreads them
 over its workers and nothing else changes (a test runs one on a Dask ``LocalCluster``)::
@@ -43,7 +46,8 @@ SWEEP_KEYS = ("limit", "token_budget", "hybrid_weight")
 RANKING_KEYS = ("token_budget", "limit", "hybrid_weight")  # grid axes come in this order, then the policy's
 METRIC_COLUMNS = ("hit", "recall", "rr", "ndcg", "stale_leak", "foreign_leak", "session_recall", "budget_fill")
 _CHUNK_ARRAYS = ("relevance", "dense", "lexical", "ts", "age_days", "tokens", "grade", "stale", "foreign",
-                 "session_bits", "feedback_signs", "feedback_ages", "n", "ideal", "n_relevant", "n_sessions")
+                 "session_bits", "feedback_signs", "feedback_ages", "n", "ideal", "n_relevant", "n_sessions",
+                 "rerank_score")
 
 
 class SweepResult:
@@ -120,11 +124,11 @@ def _stack(replays: Sequence[Replay]) -> dict[str, np.ndarray]:
             continue
         parts = []
         for r in replays:
-            a = r.pools[k]
+            a = r.pools[k] if k in r.pools else np.full(r.pools["relevance"].shape, np.nan)  # hand-built
             if a.ndim >= 2:
                 cols = relevant if k == "ideal" else width
                 pad = [(0, 0), (0, cols - a.shape[1])] + ([(0, events - a.shape[2])] if a.ndim == 3 else [])
-                a = np.pad(a, pad, constant_values=np.nan if k == "lexical" else 0)
+                a = np.pad(a, pad, constant_values=np.nan if k in ("lexical", "rerank_score") else 0)
             parts.append(a)
         out[k] = np.concatenate(parts, axis=0)
     return out
@@ -144,13 +148,14 @@ def _per_probe(replays: Sequence[Replay], value: Callable[[Replay], Any]) -> lis
 class _Grid:
     """What ranks the probes at every point: the policy, the grid's axes (``names``, each
     with its ``values``), each probe's own value of everything not swept (``fixed``),
-    whether the pools are hybrid, and the longest list any point ranks (``kmax``)."""
+    whether the pools are hybrid and reranked, and the longest list any point ranks (``kmax``)."""
 
     policy: Policy
     names: list[str]
     values: dict[str, list[Any]]
     fixed: dict[str, np.ndarray]
     hybrid: bool
+    reranked: bool
     kmax: int
 
     @property
@@ -192,7 +197,8 @@ def _make_grid(replays: Sequence[Replay], pol: Policy, grid: Mapping[str, Any],
     fixed["hybrid_weight"] = own(lambda r: r.hybrid_weight)
     limits = values.get("limit")
     kmax = max(limits) if limits else (int(pool_limits.max()) if probes else 1)
-    return _Grid(pol, names, values, fixed, hybrid=any(r.mode == "hybrid" for r in replays), kmax=kmax)
+    return _Grid(pol, names, values, fixed, hybrid=any(r.mode == "hybrid" for r in replays),
+                 reranked=any(r.rerank is not None for r in replays), kmax=kmax)
 
 
 def sweep(replays: Replay | Sequence[Replay], grid: Mapping[str, Any] | None = None, policy: str | Policy = "blend",
@@ -236,7 +242,8 @@ def sweep(replays: Replay | Sequence[Replay], grid: Mapping[str, Any] | None = N
     # Each job gets its own chunk of the arrays (a view for threads; all a remote worker is
     # sent). numpy sorts and ufuncs release the GIL, so threads are the local default.
     bare = dataclasses.replace(g, fixed={})
-    jobs = (delayed(_chunk_job)({k: pools[k][sl] for k in _CHUNK_ARRAYS}, {k: v[sl] for k, v in g.fixed.items()},
+    jobs = (delayed(_chunk_job)({k: pools[k][sl] for k in _CHUNK_ARRAYS if k in pools},
+                                {k: v[sl] for k, v in g.fixed.items()},
                                 bare) for sl in slices)
     bar = Reporter(progress, len(slices), "sweep", unit="chunk")
     try:
@@ -265,6 +272,12 @@ def _check_sweepable(replays: list[Replay], pol: Policy, grid: Mapping[str, Any]
         raise ValueError("sweeps do not apply score_gap; replay with score_gap=None")
     if "hybrid_weight" in grid and {r.mode for r in replays} != {"hybrid"}:
         raise ValueError("hybrid_weight can be swept only over replays recorded with mode='hybrid'")
+    if "hybrid_weight" in grid and any(r.rerank is not None for r in replays):
+        raise ValueError("hybrid_weight decides which candidates a reranked pool holds: sweep it over replays "
+                         "recorded with rerank=False")
+    if len({r.rerank is None for r in replays}) > 1 or len({r.mode == "hybrid" for r in replays}) > 1:
+        raise ValueError("sweep replays recorded with one pipeline together: these mix reranked and plain, or "
+                         "hybrid and other modes (sweep_modes() takes one group per mode)")
 
 
 def _check_pool_sizes(replays: list[Replay], g: _Grid) -> None:
@@ -277,9 +290,6 @@ def _check_pool_sizes(replays: list[Replay], g: _Grid) -> None:
     if need > min(recorded):
         raise ValueError(f"limit {max(limits)} needs pools of {need} candidates; these replays recorded "
                          f"{min(recorded)} (replay with pool_limit={max(limits)})")
-    if g.hybrid and any(scoring.pool_size(lim) != c for lim in limits for c in recorded):
-        raise ValueError("a hybrid pool is not a prefix of a bigger one: sweep only limits whose pool "
-                         "size equals the recorded one")
 
 
 class _Ranked(NamedTuple):
@@ -297,27 +307,25 @@ class _Ranked(NamedTuple):
 
 def _rank_chunk(pools: Mapping[str, np.ndarray], sl: slice, g: _Grid) -> _Ranked:
     """Rank the probes of ``sl`` at every grid point, as ``recall()`` would."""
-    c = {k: pools[k][sl] for k in _CHUNK_ARRAYS}
+    c = {k: pools[k][sl] for k in _CHUNK_ARRAYS if k in pools}  # "rerank_score": only a reranked replay needs it
     n_probes, width = c["relevance"].shape
 
     def param(k: str) -> np.ndarray:
         return g.param(k, sl, n_probes)
 
     lim = param("limit").astype(np.int64)
-    # The pool a limit would have searched: the first max(4 x limit, 40) by relevance.
-    # Hybrid pools are the union of two top lists: the recorded pool is the whole pool.
-    searched = np.full_like(lim, width) if g.hybrid else np.maximum(4 * lim, scoring.pool_size(0))
-    n_valid = np.minimum(c["n"].reshape(n_probes, 1), searched)
-    valid = np.arange(width) < n_valid
-    relevance = c["relevance"]
-    if g.hybrid:
-        relevance = scoring.fuse_relevance(c["dense"], c["lexical"], param("hybrid_weight"), valid=valid)
+    # The pool a limit would have gathered (and, reranked, the candidates it would have reranked).
+    valid, relevance = scoring.searched_slots(c["dense"], c["lexical"], c["relevance"], c["n"].reshape(n_probes, 1),
+                                              lim, g.hybrid, param("hybrid_weight") if g.hybrid else 0.0)
+    if g.reranked:  # the reranker's scores (recorded by a reranked replay) of the candidates the limit reranks
+        valid = scoring.rerank_slots(relevance, c["ts"], valid, lim)
+        relevance = np.where(valid, np.nan_to_num(c["rerank_score"]), 0.0)
     batch = CandidatePool(relevance=relevance, ts=c["ts"], age_days=c["age_days"], feedback_signs=c["feedback_signs"],
                           feedback_ages=c["feedback_ages"], tokens=c["tokens"])
     score = g.policy.score(batch, {k: param(k) for k in g.policy.params}, valid)
     score, valid = np.broadcast_arrays(score, valid)
     top = scoring.rank_order(score, c["ts"], valid=valid, k=g.kmax)
-    in_list = (top < n_valid) & (np.arange(top.shape[-1]) < lim)
+    in_list = scoring.take_last(valid, top) & (np.arange(top.shape[-1]) < lim)
     budget = param("token_budget")[..., 0] if "token_budget" in g.values else g.fixed["token_budget"][sl]
     tokens = _take(c["tokens"], top)
     keep = scoring.fit_budget(tokens, budget) & in_list

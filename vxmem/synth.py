@@ -10,6 +10,8 @@ Scenarios (see :data:`SCENARIOS`):
 - ``preference_drift``: a preference corrected over weeks ("dark mode", later "actually
   light mode"), half by ``feedback(corrected)``, half by a plain later statement.
 - ``old_but_relevant``: a fact said months ago must beat fresh chit-chat.
+- ``knowledge_update``: a value restated weeks later without an explicit correction ("I
+  live in Lisbon", later "I live in Porto these days"); the probe asks for the current one.
 - ``feedback_loop``: recalled tips are graded useful or dead_end, round after round.
 - ``contradicting_facts``: facts about people change; a judge must supersede the old ones.
 - ``long_thread``: a long thread with TTLs, expiry and weekly consolidation.
@@ -237,6 +239,69 @@ def _old_but_relevant(tl: _Timeline, facts: int, months: int, per_day: int) -> d
                            "words with the later questions."}
 
 
+# (attribute, old statement, new statement, questions, distractors). The new statement restates the
+# value as plainly as the old one did, with no correction and no link to it: relevance alone cannot
+# tell which is current, recency can.
+_UPDATES = [
+    ("home", "I live in Lisbon, in a flat near the river.", "I live in Porto these days, we moved last month.",
+     ["Which city do I live in?", "Where do I live?"],
+     ["My brother lives in a flat in Madrid.", "The river cruise in Lisbon looked fun on TV."]),
+    ("job", "I work as a nurse at the city hospital.", "I work as a chemistry teacher at the high school.",
+     ["What do I do for work?", "Where do I work?"],
+     ["My neighbour works at the hospital cafeteria.", "Work was busy today."]),
+    ("car", "I drive a red Toyota hatchback.", "I drive an electric Kia, the Toyota is sold.",
+     ["What car do I drive?", "Which car do I have?"],
+     ["The red traffic light on Main Street is broken.", "Can you drive me to the airport on Friday?"]),
+    ("gym", "My gym sessions are on Monday evenings.", "My gym sessions are on Thursday mornings.",
+     ["Which day do I go to the gym?", "When are my gym sessions?"],
+     ["The gym near the station has a new pool.", "Monday evenings are always quiet."]),
+    ("phone", "My phone number is 555-0101.", "My phone number is 555-0199, I got a new SIM.",
+     ["What's my phone number?", "Which number should you call me on?"],
+     ["The phone shop closes at six.", "My number of unread emails is scary."]),
+    ("diet", "I eat meat with almost every meal.", "I don't eat meat any more, I went vegan.",
+     ["Do I eat meat?", "Should my dinner include meat?"],
+     ["The meal kit arrived late again.", "Every meal at that diner is huge."]),
+]
+
+
+def _knowledge_update(tl: _Timeline, facts: int, weeks: int, per_day: int) -> dict[str, Any]:
+    s = "user1"
+    chosen = [_UPDATES[i] for i in tl.rng.permutation(len(_UPDATES))[:min(facts, len(_UPDATES))]]
+    old = {}
+    for attr, text, *_ in chosen:
+        old[attr] = tl.turn(text, s)
+        _chatter(tl, s, 1)
+    # each value changes in a week of its own in the middle third, and is asked for the week
+    # before, the day after and a fortnight after (or at the end); each distractor, which
+    # shares words with the questions, is said once on a day of its own
+    weeks = max(weeks, 3)
+    days = weeks * 7
+    when = {attr: int(tl.rng.integers(max(1, weeks // 3), max(2, 2 * weeks // 3) + 1)) for attr, *_ in chosen}
+    distractors = [d for *_, ds in chosen for d in ds]
+    said_on = {int(d): text for d, text in zip(tl.rng.choice(np.arange(1, days + 1), len(distractors), replace=False),
+                                                 distractors)}
+    new: dict[str, str] = {}
+    pending: list[tuple[int, str, str]] = []  # (day, attr, category) of the probes still to ask
+    for day in range(1, days + 1):
+        tl.advance(days=1)
+        _chatter(tl, s, per_day)
+        if day in said_on:
+            tl.turn(said_on[day], s)
+        for attr, _, new_text, queries, _ in chosen:
+            if day == when[attr] * 7:
+                tl.probe(tl.pick(queries), s, relevant=[old[attr]], category="before_update", attribute=attr)
+                tl.advance(hours=2)
+                new[attr] = tl.turn(new_text, s)
+                pending += [(day + 1, attr, "day_after"), (min(day + 14, days), attr, "weeks_after")]
+        for due, attr, category in [p for p in pending if p[0] == day]:
+            queries = next(q for a, _, _, q, _ in chosen if a == attr)
+            tl.probe(tl.pick(queries), s, relevant=[new[attr]], stale=[old[attr]], category=category, attribute=attr)
+            pending.remove((due, attr, category))
+    return {"description": f"{len(chosen)} things the user said change weeks later, restated as plainly as "
+                           "before and without a correction; the probe asks for the current value, the old one "
+                           "is stale."}
+
+
 _TIPS = [
     ("wifi", "How do I fix my wifi dropping?", [
         "For wifi drops, move the router away from the microwave and change the channel.",
@@ -422,6 +487,7 @@ def _many_users(tl: _Timeline, users: int, facts_per_user: int) -> dict[str, Any
 SCENARIOS: dict[str, tuple[Callable, dict[str, int]]] = {
     "preference_drift": (_preference_drift, {"users": 2, "topics": 4, "weeks": 8, "chatter": 4}),
     "old_but_relevant": (_old_but_relevant, {"facts": 5, "months": 4, "per_day": 2}),
+    "knowledge_update": (_knowledge_update, {"facts": 5, "weeks": 9, "per_day": 2}),
     "feedback_loop": (_feedback_loop, {"topics": 5, "rounds": 6}),
     "contradicting_facts": (_contradicting_facts, {"people": 6, "updates": 2}),
     "long_thread": (_long_thread, {"days": 28, "per_day": 6, "consolidate_every": 7}),

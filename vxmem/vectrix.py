@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 from .clock import TimeLike
 from .consolidation import ConsolidationReport, Summarizer
 from .context import ContextBlock
-from .embed import Embedder
+from .embed import EmbedderArg
 from .keys import FORGET_KINDS, KINDS
 from .memory import ConversationMemory, HistoryEntry
 from .recall import MemoryResults
@@ -38,16 +38,19 @@ class Vectrix(Collection):
     """A durable collection of documents with vectors, and a conversation memory over it.
 
     ``path=None`` keeps everything in memory; a path opens or creates a database file.
-    ``embedder`` is any callable ``list[str] -> (n, d)`` array (default: the offline
-    :class:`~vxmem.embed.HashingEmbedder`); ``token_counter`` any ``str -> int``;
-    ``read_only`` and ``exact_threshold`` are the collection's (see
-    :class:`~vxmem.store.Collection`). The remaining keyword arguments configure
-    :class:`~vxmem.memory.ConversationMemory`, reached as ``db.memory``.
+    ``embedder`` is a name (``"bge-small"``, the default: bge-small-en-v1.5 on onnxruntime,
+    shipped inside a PyPI package, offline; ``"hashing"``: the model-free
+    :class:`~vxmem.embed.HashingEmbedder`, fastest) or any callable ``list[str] -> (n, d)``
+    array; a database records its embedder's name and refuses another one.
+    ``token_counter`` is any ``str -> int``; ``read_only`` and ``exact_threshold`` are the
+    collection's (see :class:`~vxmem.store.Collection`). The remaining keyword arguments
+    configure :class:`~vxmem.memory.ConversationMemory`, reached as ``db.memory``: the
+    blend, TTLs, the judge, ``hybrid_weight``, ``rerank``, ``reranker`` and ``min_relevance``.
     """
 
     _results = MemoryResults  # search() on a memory collection shows the memory columns in to_frame()
 
-    def __init__(self, path: str | os.PathLike[str] | None = None, embedder: Embedder | None = None,
+    def __init__(self, path: str | os.PathLike[str] | None = None, embedder: EmbedderArg = None,
                  token_counter: Callable[[str], int] | None = None, *, read_only: bool = False,
                  exact_threshold: int = EXACT_THRESHOLD, **memory_settings: Any):
         # Memory settings are validated before anything touches the disk.
@@ -67,12 +70,13 @@ class Vectrix(Collection):
     def recall(self, query: str, session: str | None = None, limit: int = 10, token_budget: int | None = None,
                score_gap: float | None = None, kinds: Sequence[str] = KINDS, include_superseded: bool = False,
                mode: str | None = None, now: TimeLike = None, exclude_ids: Sequence[str] = (),
-               hybrid_weight: float | None = None, filter: dict[str, Any] | None = None,
+               hybrid_weight: float | None = None, min_relevance: float | None = None,
+               rerank: bool | None = None, filter: dict[str, Any] | None = None,
                user: str | None = None) -> MemoryResults:
         return self.memory.recall(query, session=session, limit=limit, token_budget=token_budget,
                                   score_gap=score_gap, kinds=kinds, include_superseded=include_superseded, mode=mode,
-                                  now=now, exclude_ids=exclude_ids, hybrid_weight=hybrid_weight, filter=filter,
-                                  user=user)
+                                  now=now, exclude_ids=exclude_ids, hybrid_weight=hybrid_weight,
+                                  min_relevance=min_relevance, rerank=rerank, filter=filter, user=user)
 
     @_documented_by(ConversationMemory.feedback)
     def feedback(self, id: str, outcome: str, correction: str | None = None, timestamp: TimeLike = None) -> str | None:

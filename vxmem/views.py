@@ -44,6 +44,7 @@ DEFAULT_POINT: dict[str, Any] = {**BLEND_DEFAULTS, "limit": 10, "token_budget": 
 
 # The workbench's one parameter state: the ranking point, plus what decides which memories
 # enter a pool (the search mode, the hybrid weight, the embedder). Defaults are the library's.
+# dense: a hybrid pool is no prefix of a bigger one, so the workbench replays it per limit (see replay_settings)
 DEFAULT_MODE = check_mode(None)
 EMBEDDER_NAMES = ("default", "hashing")  # "default": whatever Vectrix() embeds with
 DEFAULT_SETTINGS: dict[str, Any] = {**DEFAULT_POINT, "mode": DEFAULT_MODE, "hybrid_weight": scoring.HYBRID_WEIGHT,
@@ -692,7 +693,7 @@ def playground_recall(events: Sequence[Mapping[str, Any]], query: str, session: 
     return {"ranking": ranking, "parts": score_parts(ranking, {**BLEND_DEFAULTS, **rs}), "why": why,
             "memories": memory_timeline(rep) if rep.memories else pd.DataFrame(),
             "history": _labelled_chains(captured.get("history", pd.DataFrame()), labels),
-            "low_relevance": captured.get("low_relevance"), "mode": rep.mode}
+            "low_relevance": captured.get("low_relevance"), "mode": rep.mode, "rerank": rep.rerank}
 
 
 def playground_jsonl(events: Sequence[Mapping[str, Any]], now: float, query: str, session: str | None,
@@ -734,10 +735,13 @@ def low_relevance_of(memory: Any, mode: str | None) -> float | None:
     return None if value is None else float(value)
 
 
-def relevance_note(best_raw: float | None, threshold: float | None, mode: str) -> tuple[str, str]:
+def relevance_note(best_raw: float | None, threshold: float | None, mode: str,
+                   rerank: str | None = None) -> tuple[str, str]:
     """What to say about the best candidate's raw relevance: ``(level, text)``, level
-    ``"warning"`` when it is below ``threshold``, else ``"caption"``."""
-    scale = {"dense": "cosine", "lexical": "BM25", "hybrid": "fused dense + BM25"}.get(mode, mode)
+    ``"warning"`` when it is below ``threshold``, else ``"caption"``. ``rerank`` names the
+    reranker whose score the relevance is, if any."""
+    scale = f"{rerank} logit" if rerank else \
+        {"dense": "cosine", "lexical": "BM25", "hybrid": "fused dense + BM25"}.get(mode, mode)
     if best_raw is None or (isinstance(best_raw, float) and math.isnan(best_raw)):
         return "caption", "No candidate: nothing to rank."
     if threshold is not None and best_raw < threshold:
@@ -815,15 +819,16 @@ def context_budgets(conversation: Conversation, probe: int, budgets: Sequence[in
         raise ValueError(f"probe must be in [0, {len(probes)}), got {probe}")
     target = probes[probe]
     blocks: dict[int, Any] = {}
+    mode = {"mode": DEFAULT_MODE, **dict(settings or {})}["mode"]  # the workbench's mode, as budget_replay's
 
     def at_probe(memory, event, t):
         if event is target:
             for b in budgets:
                 blocks[int(b)] = memory.context(event.query, session=event.session, token_budget=int(b),
-                                                recent_turns=recent_turns, limit=limit, now=t)
+                                                recent_turns=recent_turns, limit=limit, now=t, mode=mode)
         return None
 
-    replay(conversation, {**REPLAY_SETTINGS, **dict(settings or {})}, on_probe=at_probe)
+    replay(conversation, {**REPLAY_SETTINGS, **dict(settings or {}), "mode": mode}, on_probe=at_probe)
     return {"sections": _budget_sections(blocks), "items": _budget_items(blocks),
             "texts": {b: blk.text for b, blk in blocks.items()},
             "notes": _budget_notes(blocks), "query": target.query, "session": target.session}

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from . import locomo, longmemeval
 from .jsonl import load_jsonl
@@ -65,18 +66,24 @@ def _one_of(names: tuple[str, ...]) -> str:
     return f"{', '.join(names[:-1])} or {names[-1]}" if len(names) > 1 else "".join(names)
 
 
-def load(path, format: str | None = None) -> list[Conversation]:
+def load(path, format: str | None = None, categories: Any = None) -> list[Conversation]:
     """Load any supported file as a list of conversations (JSONL gives a list of one).
 
     ``format`` is one of :data:`FORMATS` (``"jsonl"``, ``"locomo"``, ``"longmemeval"``, and
     the chat logs ``"openai"``, ``"chatgpt"``, ``"csv"``); by default it is guessed from the
-    extension and the keys near the top of the file.
+    extension and the keys near the top of the file. ``categories`` chooses LoCoMo's
+    questions (see :func:`~vxmem.datasets.locomo.load_locomo`; None: adversarial ones left
+    out); any other format refuses it.
     """
     spath = os.fspath(path)
     if format is None:
         format = guess_format(spath)
     if format not in FILE_FORMATS:
         raise DatasetError(f"unknown format {format!r}; expected one of {', '.join(FORMATS)}", path=spath)
+    if categories is not None:
+        if format != "locomo":
+            raise ValueError(f"categories chooses LoCoMo questions; {spath} is {FILE_FORMATS[format].label}")
+        return locomo.load_locomo(spath, categories=categories)
     return FILE_FORMATS[format].load(spath)
 
 

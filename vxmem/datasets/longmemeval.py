@@ -41,9 +41,17 @@ def load_longmemeval(path) -> list[Conversation]:
                      _instance)
 
 
+_KEYS = ("question_id", "question", "question_date", "haystack_sessions", "haystack_dates", "haystack_session_ids")
+
+
 def _instance(inst: Any) -> Conversation:
     if not isinstance(inst, dict):
         raise ValueError("an instance must be an object")
+    missing = [k for k in _KEYS if k not in inst]
+    if missing:
+        hint = " (this looks like LoCoMo: use load_locomo)" if "conversation" in inst and "qa" in inst else ""
+        raise ValueError(f"not a LongMemEval instance: expected keys {', '.join(_KEYS)}; missing "
+                         f"{', '.join(missing)}{hint}")
     qid = str(inst["question_id"])
     sessions, dates, ids = inst["haystack_sessions"], inst["haystack_dates"], inst["haystack_session_ids"]
     if not (isinstance(sessions, list) and isinstance(dates, list) and isinstance(ids, list)):

@@ -35,7 +35,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..checks import check_int, check_limit, check_text
-from ..embed import Embedder, check_embedder
+from ..embed import EmbedderArg, check_embedder, embedder_name, get_embedder, l2_normalize
 from ..keys import K_SESSION
 from ..scoring import HYBRID_WEIGHT, fuse_relevance
 from ..tokens import check_token_counter
@@ -59,6 +59,8 @@ from .mirror import ANY_SESSION, Mirror, SessionArg, rowdot
 from .results import Result, Results
 
 EXACT_THRESHOLD = 20_000  # selections above this many rows go through the HNSW index
+SAME_EMBEDDER_COSINE = 0.99  # a stored vector and a fresh one of its text, from the same embedder
+
 
 
 class Candidates(NamedTuple):
@@ -138,8 +140,11 @@ class Collection:
 
     :param path: a database file to open or create; None (or ``":memory:"``) keeps
         everything in memory.
-    :param embedder: any callable ``list[str] -> (n, d)`` array (default: the offline
-        :class:`~vxmem.embed.HashingEmbedder`).
+    :param embedder: any callable ``list[str] -> (n, d)`` array, or a name of
+        :data:`vxmem.embed.EMBEDDERS` (default: :func:`vxmem.embed.default_embedder`). The
+        database records the embedder's ``name`` with its first vector and refuses to open
+        with another one (a database with no recorded name: one stored vector is compared
+        with a fresh embedding of its text).
     :param token_counter: any ``str -> int`` (default: :func:`~vxmem.tokens.count_tokens`).
     :param read_only: open without the writer lock and see what writers commit.
     :param exact_threshold: above this many selected rows a search goes through the HNSW
@@ -148,7 +153,7 @@ class Collection:
 
     _results = Results  # the type searches return (the memory's face shows memory columns)
 
-    def __init__(self, path: str | os.PathLike[str] | None = None, embedder: Embedder | None = None,
+    def __init__(self, path: str | os.PathLike[str] | None = None, embedder: EmbedderArg = None,
                  token_counter: Callable[[str], int] | None = None, *, read_only: bool = False,
                  exact_threshold: int = EXACT_THRESHOLD):
         self.embedder = check_embedder(embedder)
@@ -169,11 +174,53 @@ class Collection:
         self._database = Database(self.path, self.read_only)
         try:
             self._mirror = self._database.load(self.token_counter)
+            self._check_embedder()
         except BaseException:
             self._database.close()
             raise
         self._hnsw = HnswCache(self._database, lambda: self._mirror, self._lock)
         self._lexical = LexicalSearch(self._database.conn, lambda: self._database.generation, self.path)
+
+    def _check_embedder(self) -> None:
+        """Refuse an embedder other than the one whose vectors the database holds.
+
+        By name when both the database and the embedder have one; otherwise by comparing the
+        first stored vector with a fresh embedding of its text. A writer records its
+        embedder's name (with the first vector, or now for a database that passed the check).
+        """
+        db, name = self._database, embedder_name(self.embedder)
+        where = self.path or ":memory:"
+        if db.embedder is not None and name is not None:
+            if db.embedder != name:
+                raise ValueError(f"{where} holds vectors of embedder {db.embedder!r}, not of {name!r}: open it "
+                                 "with the embedder that wrote it (embedder=...), or start a new database")
+            return
+        if self._mirror.n_alive:
+            self._compare_one_vector(where, db.embedder, name)
+        if name is not None and not self.read_only:
+            db.writer_embedder = name
+            if self._mirror.n_alive and db.embedder is None:
+                db.record_embedder(name)
+
+    def _compare_one_vector(self, where: str, recorded: str | None, name: str | None) -> None:
+        m = self._mirror
+        text, stored = m.texts[0], m.vecs[0]
+        this = name or type(self.embedder).__name__
+        fresh = np.asarray(self.embedder([text]), dtype=np.float32).reshape(1, -1)[0]
+        same = fresh.shape == stored.shape and float(l2_normalize(fresh[None])[0] @ stored) >= SAME_EMBEDDER_COSINE
+        if same:
+            return
+        writer = repr(recorded) if recorded else "another embedder"
+        advice = "open it with the embedder that wrote it (embedder=...), or start a new database"
+        if recorded is None and name != embedder_name(get_embedder("hashing")):
+            hashed = np.asarray(get_embedder("hashing")([text]), dtype=np.float32)[0]
+            if hashed.shape == stored.shape and float(hashed @ stored) >= SAME_EMBEDDER_COSINE:
+                writer = "the 'hashing' embedder"
+                advice = "it was written by vxmem's earlier default: open it with embedder='hashing'"
+        differ = f"{stored.shape[0]}-d vs {fresh.shape[0]}-d" + ("" if fresh.shape != stored.shape else
+                                                                 ", cosine below 0.99")
+        raise ValueError(f"{where} holds vectors of {writer}, not of this embedder ({this}): a stored vector and a "
+                         f"fresh embedding of its text differ ({differ}); {advice}")
 
     # ------------------------------------------------------------------ the verbs
 
@@ -503,7 +550,7 @@ class Collection:
         q = self._query_vector(query)
         dpos, _ = self._topk(q, positions, k, session)
         pos = np.array(list(dict.fromkeys(dpos.tolist() + lpos.tolist())), dtype=np.int64)
-        dense = (m.vecs[pos] @ q).astype(np.float64)
+        dense = rowdot(m.vecs[pos], q).astype(np.float64)  # row by row: the same cosine whatever the union
         lexical = seen(pos) if seen is not None else np.zeros(pos.size)
         order = np.argsort(pos, kind="stable")  # slots in position order, which does not depend on the weight
         pos, dense, lexical = pos[order], dense[order], lexical[order]

@@ -227,8 +227,10 @@ class Database:
     refuses a file that is not a vxmem database (:class:`InvalidDatabaseError`, never an
     empty store), and brings an older file up to this schema once (a read-only handle
     reads an older file as it is). ``dim`` (None until the first vector), ``generation``,
-    ``uid`` and ``schema_version`` mirror ``vx_meta``. ``pid`` is the process that opened
-    it: in another one (a fork) :meth:`close` leaves the parent's lock and connection alone.
+    ``uid``, ``schema_version`` and ``embedder`` (the name of the embedder that wrote the
+    vectors, None when unrecorded) mirror ``vx_meta``. ``writer_embedder`` is the name this
+    handle records with the first vector. ``pid`` is the process that opened it: in another
+    one (a fork) :meth:`close` leaves the parent's lock and connection alone.
     """
 
     def __init__(self, path: str | None, read_only: bool = False):
@@ -237,6 +239,8 @@ class Database:
         self.dim: int | None = None
         self.generation = 0
         self.uid: str | None = None
+        self.embedder: str | None = None
+        self.writer_embedder: str | None = None
         self.schema_version = SCHEMA_VERSION
         self.pid = os.getpid()
         self._lock_fd: int | None = None
@@ -326,6 +330,7 @@ class Database:
         self.schema_version = version
         self.dim = int(meta["dim"]) if "dim" in meta else None
         self.generation = int(meta.get("generation", 0))
+        self.embedder = meta.get("embedder")
         return meta
 
     def _refuse_truncated(self) -> None:
@@ -630,11 +635,30 @@ class Database:
                 pass
 
     def set_dim(self, tx: Transaction, dim: int) -> None:
-        """Fix the collection's vector dimension with its first vector, in ``tx``."""
+        """Fix the collection's vector dimension with its first vector, in ``tx`` (and record
+        ``writer_embedder`` as the embedder that made it)."""
         if self.dim is None:
             tx.conn.execute("INSERT OR REPLACE INTO vx_meta (key, value) VALUES ('dim', ?)", (str(dim),))
             self.dim = dim
             tx.mirror.set_dim(dim)
+            if self.writer_embedder is not None and self.embedder is None:
+                tx.conn.execute("INSERT OR REPLACE INTO vx_meta (key, value) VALUES ('embedder', ?)",
+                                (self.writer_embedder,))
+                self.embedder = self.writer_embedder
+
+    def record_embedder(self, name: str) -> None:
+        """Record ``name`` as the embedder of a database that holds vectors but no name yet
+        (one written before names were recorded, checked by the caller)."""
+        if self.read_only:
+            return
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            self.conn.execute("INSERT OR REPLACE INTO vx_meta (key, value) VALUES ('embedder', ?)", (name,))
+            self.conn.execute("COMMIT")
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        self.embedder = name
 
     def close(self) -> None:
         """Close the connection and release the writer lock.

@@ -82,7 +82,14 @@ def settings_tag() -> str:
 
 
 def _new_index(dim: int) -> Any:
-    from usearch.index import Index  # imported late: it must not load before onnxruntime
+    # onnxruntime (the default models' runtime) imported after usearch's extension crashes the
+    # interpreter: load it first, here, where vxmem first needs usearch. Not at import time: a
+    # process that loaded onnxruntime hangs in a forked child's exit, and a hashing-only one
+    # that never builds an index need not pay that.
+    from ..onnx import preload
+
+    preload()
+    from usearch.index import Index
 
     return Index(ndim=dim, **HNSW_SETTINGS)
 
