@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vxmem.clock import to_epoch
-from vxmem.datasets import Conversation, DatasetError, Event
+from vxmem.datasets.model import Conversation, DatasetError, Event
 
 CHAT_FORMATS = ("openai", "chatgpt", "csv")
 TURN_GAP = 60.0  # seconds between undated messages of one chat

@@ -40,7 +40,8 @@ from . import metrics as M
 from . import scoring
 from .policies import Policy, check_param, get_policy
 from .pool import CandidatePool
-from .replay import Progress, Replay, Reporter
+from .progress import Progress, Reporter
+from .replay_record import Replay
 
 SWEEP_KEYS = ("limit", "token_budget", "hybrid_weight")
 RANKING_KEYS = ("token_budget", "limit", "hybrid_weight")  # grid axes come in this order, then the policy's
@@ -217,7 +218,7 @@ def sweep(replays: Replay | Sequence[Replay], grid: Mapping[str, Any] | None = N
         ``joblib.parallel_config``; a Dask cluster's workers inside ``backend="dask"``).
     :param chunk_elements: about how many (point, slot) scores one chunk computes at once.
     :param progress: report chunks done: a bar (True; None: tqdm decides) or a callable
-        ``progress(done, total, desc)`` (see :class:`vxmem.replay.Reporter`).
+        ``progress(done, total, desc)`` (see :class:`vxmem.progress.Reporter`).
     """
     from joblib import Parallel, delayed
 
