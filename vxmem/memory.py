@@ -303,7 +303,7 @@ class ConversationMemory(MemoryReading):
             heads = live_heads(m, id)
             new_id = new_memory_id()
             new_meta = stamp(kind, old_meta.get(K_SESSION), old_meta.get(K_ROLE, "user"), ts,
-                                   self._ttl_for(kind, None))
+                             self._ttl_for(kind, None))
             new_meta[K_SUPERSEDES] = list(dict.fromkeys([id] + heads))
             if K_USER in old_meta:  # the corrected fact belongs to whom the old one did
                 new_meta[K_USER] = old_meta[K_USER]
