@@ -9,7 +9,7 @@ import threading
 import numpy as np
 
 from vxmem import Vectrix
-from vxmem.store import database, hnsw
+from vxmem.store import checkpoint, database, hnsw
 
 from helpers import WordHashEmbedder
 
@@ -158,7 +158,7 @@ def _wal_frames(path):
 
 
 def _frames_after(tmp_path, monkeypatch, cap, commits=60):
-    monkeypatch.setattr(database, "CHECKPOINT_CAP", cap)
+    monkeypatch.setattr(checkpoint, "CHECKPOINT_CAP", cap)
     path = tmp_path / f"wal{cap}.db"
     db = Vectrix(path, embedder=WordHashEmbedder(dim=16))
     for i in range(commits):
@@ -176,7 +176,7 @@ def test_the_writer_checkpoints_itself_past_the_cap_when_the_background_falls_be
 
 
 def test_wal_checkpoints_run_in_a_thread_of_their_own(tmp_path, monkeypatch):
-    monkeypatch.setattr(database, "CHECKPOINT_EVERY", 5)
+    monkeypatch.setattr(checkpoint, "CHECKPOINT_EVERY", 5)
     ran = threading.Event()
     where = []
     real = database.Checkpointer.checkpoint

@@ -13,42 +13,44 @@ Everything is stored as ordinary documents with reserved ``_vx_*`` metadata keys
 collection only through its documented internal surface: ``_locked()`` (the lock and the
 :class:`~vxmem.store.mirror.Mirror`), ``_transaction()``, ``_embed()``, ``_topk()`` and
 ``_candidates()``.
+
+:class:`ConversationMemory` inherits its reading verbs (``turns``, ``history``, ``recall``,
+``candidate_pool``, ``pipeline``, ``low_relevance``, ``context``) and ``settings`` from
+:class:`~vxmem.memory_reading.MemoryReading`; its argument checks are in
+:mod:`vxmem.memory_checks` and its bookkeeping helpers in :mod:`vxmem.bookkeeping`.
 """
 
 from __future__ import annotations
 
-import json
 import math
-import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
 import numpy as np
 
 from . import consolidation, scoring
+from .bookkeeping import FEEDBACK_EVENTS_KEPT as FEEDBACK_EVENTS_KEPT
+from .bookkeeping import claim_turn, memory_pos, new_memory_id, record_feedback, refuse_taken, stamp
 from .checks import (
     check_bool,
     check_choice,
     check_int,
     check_kinds,
     check_limit,
-    check_number,
     check_positive,
     check_session,
     check_text,
     check_weight,
 )
-from .clock import DAY, TimeLike, days_to_seconds, to_epoch
+from .clock import TimeLike, days_to_seconds, to_epoch
 from .consolidation import ConsolidationReport, Summarizer
-from .context import ContextBlock, assemble
-from .embed import reranks_by_default
+from .context import ContextBlock
 from .keys import (
     FORGET_KINDS,
     K_CONSOLIDATED_FROM,
     K_EXPIRES,
     K_FEEDBACK,
-    K_FEEDBACK_FOLDED,
     K_KIND,
     K_ROLE,
     K_SCORING,
@@ -64,26 +66,24 @@ from .keys import (
     KIND_TURN,
     KINDS,
     OUTCOMES,
-    RESERVED_PREFIX,
     TURN_LIMIT,
 )
-from .pool import CandidatePool
-from .recall import MemoryResults, drop_below, gather, rank, rerank_pool
-from .rerank import Reranker, check_reranker, reranker_name
-from .store import Collection, Result
-from .store.checks import (
-    FilterValues,
-    check_filter,
-    check_hybrid_weight,
-    check_id,
-    check_ids,
-    check_json,
-    check_mode,
-    json_copy,
+from .memory_checks import (
+    any_if_none,
+    check_caller_metadata,
+    check_memory_filter,
+    check_min_relevance,
+    check_ttl_map,
+    check_user,
+    check_verdicts,
 )
-from .store.database import Transaction
-from .store.mirror import ANY_SESSION, Mirror
-from .supersession import HistoryEntry, chain, live_heads, mark_superseded
+from .memory_reading import RECALL_ARGS as RECALL_ARGS
+from .memory_reading import MemoryReading
+from .rerank import Reranker, check_reranker
+from .store import Collection
+from .store.checks import check_hybrid_weight, check_id, check_ids
+from .store.mirror import ANY_SESSION
+from .supersession import HistoryEntry, live_heads, mark_superseded
 
 # The spec documents the reserved keys, kinds and outcomes as attributes of this module.
 __all__ = [
@@ -94,74 +94,11 @@ __all__ = [
 ]
 
 Judge = Callable[[str, list[str]], Sequence[bool]]
-# A memory keeps at most this many feedback events; past it the oldest are folded into one
-# decayed sum (``_vx_feedback_folded``), which leaves the score as it was.
-FEEDBACK_EVENTS_KEPT = 64
-RECALL_ARGS = ("score_gap", "kinds", "include_superseded", "mode", "exclude_ids", "hybrid_weight", "min_relevance",
-               "rerank")
 
 feedback_score = scoring.feedback_score
 
 
-def _check_ttl_map(ttl_days: Any) -> dict[str, float | None]:
-    if ttl_days is None:
-        return {}
-    if not isinstance(ttl_days, dict):
-        raise TypeError("ttl_days must be a dict of kind -> days, e.g. {'turn': 30}")
-    out: dict[str, float | None] = {}
-    for k, v in ttl_days.items():
-        if k not in KINDS:
-            raise ValueError(f"ttl_days has unknown kind {k!r}; expected some of {KINDS}")
-        out[k] = None if v is None else check_positive(v, f"ttl_days[{k!r}]", allow_inf=True)
-    return out
-
-
-def _check_verdicts(verdicts: Any, n: int) -> list[bool]:
-    if isinstance(verdicts, (str, bytes)) or not isinstance(verdicts, Iterable):
-        raise TypeError(f"judge must return a sequence of bools, got {type(verdicts).__name__}")
-    verdicts = list(verdicts)
-    if len(verdicts) != n:
-        raise ValueError(f"judge returned {len(verdicts)} verdicts for {n} candidates")
-    if not all(isinstance(v, (bool, np.bool_)) for v in verdicts):
-        raise TypeError("judge must return one bool per candidate")
-    return [bool(v) for v in verdicts]
-
-
-def _check_min_relevance(value: Any) -> float | None:
-    return None if value is None else check_number(value, "min_relevance")
-
-
-def _new_id() -> str:
-    return uuid.uuid4().hex
-
-
-def _check_user(user: Any) -> str | None:
-    """A user's name (a non-empty ``str``), or None for no user in particular."""
-    if user is None:
-        return None
-    if not isinstance(user, str):
-        raise TypeError(f"user must be a str or None, not {type(user).__name__}")
-    if not check_text(user, "user").strip():
-        raise ValueError("user must be a non-empty str")
-    return user
-
-
-def _check_memory_filter(filter: Any) -> FilterValues | None:
-    """A filter on the caller's own metadata, in the collection's syntax (``{key: value}``
-    or ``{key: [values]}``); the reserved keys have arguments of their own."""
-    flt = check_filter(filter)
-    for key in flt or ():
-        if key.startswith(RESERVED_PREFIX):
-            raise ValueError(f"filter key {key!r} is reserved; narrow with session=, user= or kinds= instead")
-    return flt
-
-
-def _any_if_none(session: str | None) -> Any:
-    """``session=None`` in recall, forget and context means every session."""
-    return ANY_SESSION if session is None else session
-
-
-class ConversationMemory:
+class ConversationMemory(MemoryReading):
     """Remember, recall, grade, forget, consolidate and assemble memory.
 
     Reached as ``db.memory``; ``db.remember()``, ``db.recall()``, ``db.feedback()``,
@@ -204,24 +141,17 @@ class ConversationMemory:
         self.db = db
         self.rerank = None if rerank is None else check_bool(rerank, "rerank")
         self.reranker = check_reranker(reranker)
-        self.min_relevance = _check_min_relevance(min_relevance)
+        self.min_relevance = check_min_relevance(min_relevance)
         self.hybrid_weight = check_hybrid_weight(hybrid_weight)
         self.half_life_days = check_positive(half_life_days, "half_life_days")
         self.recency_weight = check_weight(recency_weight, "recency_weight")
         self.feedback_weight = check_weight(feedback_weight, "feedback_weight")
         self.feedback_half_life_days = check_positive(feedback_half_life_days, "feedback_half_life_days")
-        self.ttl_days = _check_ttl_map(ttl_days)
+        self.ttl_days = check_ttl_map(ttl_days)
         if judge is not None and not callable(judge):
             raise TypeError("judge must be a callable (new_text, [old_texts]) -> [bool, ...]")
         self.judge = judge
         self.judge_candidates = check_int(judge_candidates, "judge_candidates", minimum=1)
-
-    @property
-    def settings(self) -> dict[str, float]:
-        """The ranking parameters, as the sweep engine names them."""
-        return {"half_life_days": self.half_life_days, "recency_weight": self.recency_weight,
-                "feedback_weight": self.feedback_weight,
-                "feedback_half_life_days": self.feedback_half_life_days, "hybrid_weight": self.hybrid_weight}
 
     # ------------------------------------------------------------------ writing
 
@@ -272,8 +202,8 @@ class ConversationMemory:
             if kind != KIND_TURN:
                 raise ValueError(f"turn numbers belong to turns, not to a {kind}")
         ts = to_epoch(timestamp, "timestamp")
-        meta = self._check_caller_metadata(metadata)
-        user = _check_user(user)
+        meta = check_caller_metadata(metadata)
+        user = check_user(user)
         if id is not None:
             check_id(id)
         ttl = self._ttl_for(kind, ttl_days)
@@ -286,79 +216,33 @@ class ConversationMemory:
         db = self.db
         if id is not None:
             with db._locked() as m:  # fail fast, before the embedder runs
-                self._refuse_taken(m, id)
+                refuse_taken(m, id)
         # The callables (embedder, token counter, judge) run outside the lock, on a snapshot.
         vec = db._embed([text])[0]
         tokens = db._count_tokens([text])[0]
         contradicted = self._judge(text, vec, session, ts) if run_judge else []
         with db._locked() as m:
             if id is not None:
-                self._refuse_taken(m, id)
+                refuse_taken(m, id)
             # A fact the judge named that a write meanwhile superseded or deleted is left as it is.
             contradicted = [c for c in contradicted if (p := m.memory_position(c)) is not None and not m.superseded[p]]
-            new_id = id or _new_id()
-            meta.update(self._stamp(kind, session, role, ts, ttl))
+            new_id = id or new_memory_id()
+            meta.update(stamp(kind, session, role, ts, ttl))
             if user is not None:
                 meta[K_USER] = user
             if contradicted:
                 meta[K_SUPERSEDES] = contradicted
             with db._transaction() as tx:
                 if kind == KIND_TURN:
-                    meta[K_TURN] = self._claim_turn(m, tx, session, turn)
+                    meta[K_TURN] = claim_turn(m, tx, session, turn)
                 tx.insert(new_id, text, meta, vec, tokens)
                 for old in contradicted:
                     mark_superseded(m, tx, old, new_id, ts)
             return new_id
 
-    @staticmethod
-    def _refuse_taken(m: Mirror, id: str) -> None:
-        if id in m.pos_of_id:
-            raise ValueError(f"id already exists: {id!r}")
-
-    @staticmethod
-    def _stamp(kind: str, session: str | None, role: str, ts: float, ttl: float | None) -> dict[str, Any]:
-        """The reserved keys every new memory carries."""
-        meta: dict[str, Any] = {K_KIND: kind, K_SESSION: session, K_ROLE: role, K_TS: ts}
-        if ttl is not None:
-            meta[K_EXPIRES] = ts + ttl * DAY
-        return meta
-
-    @staticmethod
-    def _check_caller_metadata(metadata: Any) -> dict[str, Any]:
-        if metadata is None:
-            return {}
-        if not isinstance(metadata, dict):
-            raise TypeError(f"metadata must be a dict, not {type(metadata).__name__}")
-        check_json(metadata)
-        reserved = [k for k in metadata if k.startswith(RESERVED_PREFIX)]
-        if reserved:
-            raise ValueError(f"metadata key {reserved[0]!r} is reserved: keys starting with "
-                             f"{RESERVED_PREFIX!r} belong to vxmem")
-        return dict(json_copy(metadata))
-
     def _ttl_for(self, kind: str, ttl_days: Any) -> float | None:
         ttl = check_positive(ttl_days, "ttl_days", allow_inf=True) if ttl_days is not None else self.ttl_days.get(kind)
         return None if ttl is None or math.isinf(ttl) else ttl
-
-    def _claim_turn(self, m: Mirror, tx: Transaction, session: str | None, turn: int | None) -> int:
-        """The next turn number of ``session``, or ``turn`` if it is not below it.
-
-        The counter lives in the database and only grows, so numbers are never reused:
-        not after reopening, forgetting or consolidating (an explicit ``turn`` below the
-        counter is refused, as is one a live turn holds). It moves in the caller's
-        transaction, so a call that fails consumes nothing.
-        """
-        name = "turn:" + json.dumps(session)
-        if turn is None:
-            return tx.take_counter(name)
-        if np.any(m.turn[m.select(session, (KIND_TURN,))] == turn):
-            raise ValueError(f"turn {turn} of session {session!r} is already held by a live turn")
-        counter = tx.counter(name)
-        if turn < counter:
-            raise ValueError(f"turn {turn} of session {session!r} is below the session's next turn number "
-                             f"({counter}): turn numbers are never reused")
-        tx.raise_counter(name, turn + 1)
-        return turn
 
     def _judge(self, text: str, vec: np.ndarray, session: str | None, ts: float) -> list[str]:
         """Ids of the live facts nearest to ``text`` that the judge says it contradicts.
@@ -372,16 +256,8 @@ class ConversationMemory:
             top, _ = self.db._topk(vec, pos, self.judge_candidates, session)
             ids = [m.ids[p] for p in top]
             texts = [m.texts[p] for p in top]
-        verdicts = _check_verdicts(self.judge(text, texts), len(ids))
+        verdicts = check_verdicts(self.judge(text, texts), len(ids))
         return [i for i, v in zip(ids, verdicts) if v]
-
-    @staticmethod
-    def _memory_pos(m: Mirror, id: Any) -> int:
-        check_id(id)
-        p = m.memory_position(id)
-        if p is None:
-            raise KeyError(f"no memory with id {id!r}")
-        return p
 
     def feedback(self, id: str, outcome: str, correction: str | None = None, timestamp: TimeLike = None) -> str | None:
         """Record how a recalled memory turned out.
@@ -410,14 +286,14 @@ class ConversationMemory:
         ts = to_epoch(timestamp, "timestamp")
         db = self.db
         with db._locked() as m:  # fail fast, before the embedder runs
-            self._memory_pos(m, id)
+            memory_pos(m, id)
         vec = tokens = None
         if correction is not None:  # the callables run outside the lock
             vec = db._embed([correction])[0]
             tokens = db._count_tokens([correction])[0]
         with db._locked() as m:
-            old_meta = dict(m.metas[self._memory_pos(m, id)])
-            self._record_feedback(old_meta, outcome, ts)
+            old_meta = dict(m.metas[memory_pos(m, id)])
+            record_feedback(old_meta, outcome, ts, self.feedback_half_life_days)
             if correction is None:
                 with db._transaction() as tx:
                     tx.update_meta(id, old_meta)
@@ -425,9 +301,9 @@ class ConversationMemory:
             assert vec is not None and tokens is not None
             kind = KIND_FACT if old_meta[K_KIND] == KIND_TURN else old_meta[K_KIND]
             heads = live_heads(m, id)
-            new_id = _new_id()
-            new_meta = self._stamp(kind, old_meta.get(K_SESSION), old_meta.get(K_ROLE, "user"), ts,
-                                   self._ttl_for(kind, None))
+            new_id = new_memory_id()
+            new_meta = stamp(kind, old_meta.get(K_SESSION), old_meta.get(K_ROLE, "user"), ts,
+                             self._ttl_for(kind, None))
             new_meta[K_SUPERSEDES] = list(dict.fromkeys([id] + heads))
             if K_USER in old_meta:  # the corrected fact belongs to whom the old one did
                 new_meta[K_USER] = old_meta[K_USER]
@@ -441,16 +317,6 @@ class ConversationMemory:
                     if h != id:
                         mark_superseded(m, tx, h, new_id, ts)
             return new_id
-
-    def _record_feedback(self, meta: dict[str, Any], outcome: str, ts: float) -> None:
-        """Add one ``[outcome, ts]`` event to ``meta``; past :data:`FEEDBACK_EVENTS_KEPT`
-        events, the older half is folded into ``_vx_feedback_folded`` (see
-        :func:`vxmem.scoring.fold_feedback`), so a much-graded memory stays cheap to rank."""
-        events = list(meta.get(K_FEEDBACK) or []) + [[outcome, ts]]
-        if len(events) > FEEDBACK_EVENTS_KEPT:
-            events, meta[K_FEEDBACK_FOLDED] = scoring.fold_feedback(
-                events, meta.get(K_FEEDBACK_FOLDED), self.feedback_half_life_days, keep=FEEDBACK_EVENTS_KEPT // 2)
-        meta[K_FEEDBACK] = events
 
     # ------------------------------------------------------------------ deleting
 
@@ -478,8 +344,8 @@ class ConversationMemory:
         :param user: only memories of this user (any session unless ``session`` is given).
         """
         named = None if ids is None else check_ids(ids)
-        flt = _check_memory_filter(filter)
-        user = _check_user(user)
+        flt = check_memory_filter(filter)
+        user = check_user(user)
         session = check_session(session)
         # With ids, only kinds the caller passed narrow them: the default (turns) is the selection's.
         kinds = KINDS if named is not None and kinds is FORGET_KINDS else check_kinds(kinds)
@@ -487,7 +353,7 @@ class ConversationMemory:
         now_ts = to_epoch(now)
         cutoff = days_to_seconds(older_than, now_ts)
         with self.db._locked() as m:
-            pos = m.keep_matching(m.select(_any_if_none(session), kinds, user=user), flt)
+            pos = m.keep_matching(m.select(any_if_none(session), kinds, user=user), flt)
             if cutoff is not None:
                 pos = pos[m.ts[pos] < cutoff]
             if superseded:
@@ -558,251 +424,3 @@ class ConversationMemory:
         return consolidation.consolidate(
             self.db, session, summarize, keep_recent=keep_recent, cutoff=days_to_seconds(older_than, now_ts),
             batch_turns=batch_turns, delete=delete, kind=kind, ttl_days=self._ttl_for(kind, None), now_ts=now_ts)
-
-    # ------------------------------------------------------------------ reading
-
-    def turns(self, session: str | None, limit: int | None = None, now: TimeLike = None,
-              filter: dict[str, Any] | None = None) -> list[Result]:
-        """A session's turns in order; the last ``limit`` of them if given.
-
-        Expired turns (at ``now``) are left out; superseded ones stay, flagged in their
-        metadata, because this is the transcript.
-
-        :param session: whose turns.
-        :param limit: only the last this many.
-        :param now: the moment of the transcript (default: now): turns created after it
-            are not in it, and one expired by then is left out.
-        :param filter: only turns whose own metadata match it (the collection's filter syntax).
-        """
-        session = check_session(session)
-        flt = _check_memory_filter(filter)
-        if limit is not None:
-            limit = check_limit(limit)
-        now_ts = to_epoch(now)
-        with self.db._locked() as m:
-            ordered = m.in_turn_order(m.keep_matching(m.select(session, (KIND_TURN,), live_at=now_ts, as_of=now_ts),
-                                                      flt))
-            if limit is not None:
-                ordered = ordered[-limit:]
-            return [m.result(p) for p in ordered]
-
-    def history(self, id: str, now: TimeLike = None) -> list[HistoryEntry]:
-        """The supersession chain ``id`` belongs to, oldest first, as it stood at ``now``.
-
-        Follows correction and contradiction links both ways, so "where did I live
-        before?" has an answer even after the old fact dropped out of recall.
-
-        :param id: a memory of the chain.
-        :param now: the moment (default: now): memories created after it are not in the
-            chain, and a supersession made after it has not happened yet. Empty when ``id``
-            itself did not exist yet.
-        """
-        now_ts = to_epoch(now)
-        with self.db._locked() as m:
-            self._memory_pos(m, id)
-            return chain(m, id, as_of=now_ts)
-
-    def recall(self, query: str, session: str | None = None, limit: int = 10, token_budget: int | None = None,
-               score_gap: float | None = None, kinds: Sequence[str] = KINDS, include_superseded: bool = False,
-               mode: str | None = None, now: TimeLike = None, exclude_ids: Sequence[str] = (),
-               hybrid_weight: float | None = None, min_relevance: float | None = None,
-               rerank: bool | None = None, filter: dict[str, Any] | None = None,
-               user: str | None = None) -> MemoryResults:
-        """Relevance, blended with recency and feedback, cut to a budget.
-
-        The most relevant eligible memories (a pool of ``max(4 x limit, 40)``) have their
-        relevance min-max normalised across the pool, then ``score = relevance_norm +
-        recency_weight * 0.5 ** (age / half_life_days) + feedback_weight * clamp(feedback,
-        -2, 2)``; ties go to the newer. Embedding models put cosines in a narrow band;
-        measured against the spread the candidates actually have, "clearly more relevant"
-        means what it says.
-
-        With a rerank, the pool is first cut to its ``max(2 x limit, 20)`` most relevant
-        candidates (by the mode's relevance, not by the blend), and each one's relevance
-        becomes the reranker's score of (query, text); the blend above then ranks them
-        unchanged. On LoCoMo this lifts recall@10 from 0.65 to 0.76 (README, "Search modes").
-
-        Each result's ``metadata["_vx_scoring"]`` holds the parts of its score:
-        ``relevance`` (raw: the reranker's logit when reranked, else the mode's score),
-        ``relevance_norm``, ``recency``, ``feedback``, ``score``, ``age_days``, ``mode``,
-        ``first_stage`` (the mode's relevance before the rerank; None when not reranked),
-        ``rerank`` (the reranker's name, or None), and outside dense mode the raw ``dense``
-        cosine and ``lexical`` BM25.
-
-        :param query: the text to match.
-        :param session: whose memories (None: every session).
-        :param limit: how many results at most.
-        :param token_budget: the most tokens the results may hold (the top one always ships).
-        :param score_gap: cut at the first result scoring this much below the one before it.
-        :param kinds: which kinds are eligible.
-        :param include_superseded: let corrected and contradicted memories back in.
-        :param mode: the relevance: ``"hybrid"`` (the default, None) fuses the cosine and
-            BM25 with ``hybrid_weight``; ``"dense"`` is the cosine alone; ``"lexical"`` BM25
-            from the FTS5 index alone. The blend on top is the same whatever the mode.
-        :param now: the moment of the recall (default: now): ages count to it, and the
-            collection is read as it stood then. A memory created after it is not there,
-            one superseded after it is live, one expired by then is left out, and only
-            feedback recorded at or before it counts.
-        :param exclude_ids: memories to leave out.
-        :param hybrid_weight: the dense share of hybrid relevance (default: the memory's).
-        :param min_relevance: leave out candidates whose raw relevance is below this, before
-            normalising (so a query that matches nothing returns nothing). Raw means the
-            reranker's logit when reranked (about 0 is "maybe"; -5 drops what is unrelated),
-            else the cosine in dense and hybrid mode, BM25 in lexical mode. Default: the
-            memory's (None: keep every candidate). :meth:`low_relevance` gives a hint.
-        :param rerank: rerank with the memory's reranker (None: the memory's ``rerank``
-            setting; by default on with vxmem's default embedder, off otherwise).
-        :param filter: only memories whose own metadata match it, in the collection's filter
-            syntax (``{"topic": "billing"}``, ``{"topic": ["billing", "refunds"]}``). Exact:
-            the pool is drawn from the matching memories alone, so the results are the true
-            top ``limit`` among them.
-        :param user: only this user's memories (``remember(user=...)``), from every session
-            unless ``session`` narrows it to one.
-        """
-        if token_budget is not None:
-            token_budget = check_limit(token_budget, "token_budget")
-        if score_gap is not None:
-            score_gap = check_weight(score_gap, "score_gap")
-        self._prepare_query(query, mode)  # the embedder runs before the lock is taken
-        with self.db._locked() as m:  # the pool's positions stay valid only while no one else writes
-            pool = self.candidate_pool(query, session=session, limit=limit, kinds=kinds,
-                                       include_superseded=include_superseded, mode=mode, now=now,
-                                       exclude_ids=exclude_ids, hybrid_weight=hybrid_weight,
-                                       min_relevance=min_relevance, rerank=rerank, filter=filter, user=user)
-            return rank(pool, m, query, self.settings, score_gap, token_budget)
-
-    def candidate_pool(self, query: str, session: str | None = None, limit: int = 10, kinds: Sequence[str] = KINDS,
-                       include_superseded: bool = False, mode: str | None = None, now: TimeLike = None,
-                       exclude_ids: Sequence[str] = (), pool: int | None = None,
-                       hybrid_weight: float | None = None, min_relevance: float | None = None,
-                       rerank: bool | None = None, filter: dict[str, Any] | None = None,
-                       user: str | None = None) -> CandidatePool:
-        """The candidates ``recall()`` blends, with everything ranking needs, as a
-        :class:`~vxmem.pool.CandidatePool`: already reranked (and cut by ``min_relevance``)
-        when ``recall()`` with these arguments would be.
-
-        The workbench caches this at each probe and re-ranks it for every sweep point.
-        The arguments are ``recall()``'s, plus ``pool``, which overrides the pool size
-        (default ``max(4 x limit, 40)``).
-        """
-        check_text(query, "query")
-        session = check_session(session)
-        limit = check_limit(limit)
-        kinds = check_kinds(kinds)
-        mode = scoring.DEFAULT_MODE if mode is None else check_mode(mode)
-        hybrid_weight = self.hybrid_weight if hybrid_weight is None else check_hybrid_weight(hybrid_weight)
-        check_bool(include_superseded, "include_superseded")
-        excluded = tuple(check_ids(exclude_ids, "exclude_ids"))
-        floor = self.min_relevance if min_relevance is None else _check_min_relevance(min_relevance)
-        reranking = self._reranking(rerank)
-        flt = _check_memory_filter(filter)
-        user = _check_user(user)
-        now_ts = to_epoch(now)
-        size = scoring.pool_size(limit) if pool is None else check_limit(pool, "pool")
-        scope = _any_if_none(session)
-        self.db._prepare_query(query, mode)  # a no-op when recall() prepared it already
-        with self.db._locked() as m:
-            pos = m.select(scope, kinds, live_at=now_ts, include_superseded=include_superseded, exclude_ids=excluded,
-                           as_of=now_ts, user=user)
-            pos = m.keep_matching(pos, flt)
-            found = gather(self.db, m, query, pos, size=size, mode=mode, hybrid_weight=hybrid_weight,
-                           session=scope, now_ts=now_ts, limit=limit)
-            if reranking and len(found):
-                found = rerank_pool(found, m, query, self.reranker, reranker_name(self.reranker))
-            return found if floor is None else drop_below(found, floor)
-
-    def _reranking(self, rerank: Any) -> bool:
-        """Whether a recall with ``rerank=`` reranks: the argument, else the memory's setting,
-        else whether the embedder is the one the default pipeline was measured with."""
-        if rerank is not None:
-            return check_bool(rerank, "rerank")
-        if self.rerank is not None:
-            return self.rerank
-        return reranks_by_default(self.db.embedder)
-
-    def pipeline(self, mode: str | None = None, rerank: bool | None = None) -> dict[str, Any]:
-        """What ``recall(mode=mode, rerank=rerank)`` would run: ``{"mode": the search mode,
-        "rerank": the reranker's name or None, "embedder": the embedder's name or None}``."""
-        mode = scoring.DEFAULT_MODE if mode is None else check_mode(mode)
-        emb = getattr(self.db.embedder, "name", None)
-        return {"mode": mode, "rerank": reranker_name(self.reranker) if self._reranking(rerank) else None,
-                "embedder": emb if isinstance(emb, str) else None}
-
-    def low_relevance(self, mode: str | None = None, rerank: bool | None = None) -> float | None:
-        """The raw relevance below which the best candidate probably matches nothing, for
-        the pipeline ``recall(mode=mode, rerank=rerank)`` would use; None when unknown.
-
-        It comes from the reranker's ``low_relevance`` when reranking (the cross-encoder's
-        logit 0), else from the embedder's in dense mode (hashing cosine 0.25, bge cosine
-        0.6, a weak hint: bge cosines sit in a narrow band). BM25 and the fused hybrid
-        score have no absolute scale, so lexical and hybrid without a rerank give None.
-        Compare it with ``_vx_scoring["relevance"]`` of the top result to warn a user.
-        """
-        mode = scoring.DEFAULT_MODE if mode is None else check_mode(mode)
-        if self._reranking(rerank):
-            hint = getattr(self.reranker, "low_relevance", None)
-        elif mode == "dense":
-            hint = getattr(self.db.embedder, "low_relevance", None)
-        else:
-            hint = None
-        return float(hint) if isinstance(hint, (int, float)) and not isinstance(hint, bool) else None
-
-    def _prepare_query(self, query: Any, mode: Any) -> None:
-        """Embed a recall's query before any lock is taken (when the arguments are valid;
-        otherwise the checks inside report them)."""
-        if isinstance(query, str) and (mode is None or mode in ("dense", "hybrid")):
-            try:
-                check_text(query, "query")
-            except ValueError:
-                return
-            self.db._prepare_query(query, check_mode(mode))
-
-    def context(self, query: str, session: str | None = None, token_budget: int = 1500, recent_turns: int = 6,
-                limit: int = 10, now: TimeLike = None, user: str | None = None, filter: dict[str, Any] | None = None,
-                **recall_kwargs: Any) -> ContextBlock:
-        """Assemble pinned facts, recent turns and recalled memories under one budget.
-
-        Pinned facts are never cut: they are the caller's own declaration of what always
-        matters. If they alone exceed the budget the block says so (``over_budget``)
-        rather than dropping one. Recent turns (never superseded ones) are cut
-        oldest-first. Whatever is left goes to recall, and a recalled memory that does
-        not fit is left out rather than shipped over budget.
-
-        ``session=None`` is the view across every session, as in ``recall()``: every
-        session's pinned facts, no recent turns (turns belong to one conversation), and
-        memories recalled from every session. Pass a session for one conversation's block.
-
-        ``user`` widens the block to a user across their sessions: the user's pinned facts
-        (from any session) join the session's, and recall draws on every memory of the
-        user's (from any session) instead of the session's; the recent turns stay the
-        session's. Remember a user's turns with ``user=`` so that recall finds them.
-
-        :param query: what to recall memories for.
-        :param session: whose context (None: every session's pinned facts, no recent turns,
-            recall across sessions).
-        :param token_budget: the tokens the block may hold, headers included.
-        :param recent_turns: how many of the session's last turns to include.
-        :param limit: how many memories to recall at most.
-        :param now: the moment of the block (default: now): every section reads the
-            collection as it stood then, as ``recall(now=...)`` does.
-        :param user: whose pinned facts and memories join the block (see above).
-        :param filter: only memories whose own metadata match it, in every section (the
-            collection's filter syntax).
-        :param recall_kwargs: ``recall()``'s ``score_gap``, ``kinds``, ``include_superseded``,
-            ``mode``, ``exclude_ids``, ``hybrid_weight``, ``min_relevance`` and ``rerank``.
-        """
-        check_text(query, "query")
-        session = check_session(session)
-        user = _check_user(user)
-        flt = _check_memory_filter(filter)
-        token_budget = check_limit(token_budget, "token_budget")
-        recent_turns = check_int(recent_turns, "recent_turns", minimum=0)
-        limit = check_limit(limit)
-        for taken in ("token_budget", "session", "limit", "now", "query"):  # context() sets these itself
-            recall_kwargs.pop(taken, None)
-        unknown = set(recall_kwargs) - set(RECALL_ARGS)
-        if unknown:
-            raise TypeError(f"context() got unexpected recall arguments: {sorted(unknown)}")
-        self._prepare_query(query, recall_kwargs.get("mode"))
-        return assemble(self.db, self.recall, query, session, token_budget, recent_turns, limit,
-                        to_epoch(now), recall_kwargs, user=user, flt=flt)

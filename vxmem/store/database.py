@@ -1,4 +1,4 @@
-"""The database file: SQLite schema and FTS5 DDL, opening, the writer lock, migration, loading.
+"""The database file: opening, the schema's migration, the change log, loading, the write side.
 
 SQLite (WAL) is the source of truth for text, metadata and vectors; everything else the
 process holds (the mirror, the HNSW index, the lexical postings) is rebuilt from it. One
@@ -12,10 +12,10 @@ the generation it holds, read in one read transaction (a commit is seen whole or
 all). The writer keeps the last :data:`CHANGE_WINDOW` generations of the log; a reader
 further behind, or a file replaced under it, reloads in full.
 
-Beside ``db.vxdb`` the HNSW cache keeps ``db.vxdb.usearch`` and its sidecar
-``db.vxdb.usearch.json`` (``{"uid", "generation", "count", "dim", "size", "crc32"}``),
-which ties the index file to this database (``uid``) at this state (``generation``) and
-to its own content (``size``, ``crc32``).
+The DDL is in :mod:`vxmem.store.schema`, the files beside the database and the writer lock
+in :mod:`vxmem.store.files`, the writer's WAL checkpoints in :mod:`vxmem.store.checkpoint`;
+their public names are importable from here too (the checkpoint cadence,
+``CHECKPOINT_EVERY`` and ``CHECKPOINT_CAP``, is read where it is defined).
 """
 
 from __future__ import annotations
@@ -24,8 +24,6 @@ import contextlib
 import json
 import os
 import sqlite3
-import threading
-import urllib.parse
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -33,98 +31,19 @@ from typing import Any
 
 import numpy as np
 
+from .checkpoint import JOURNAL_SIZE_LIMIT, Checkpointer
 from .checks import check_token_count
-from .errors import DatabaseLockedError, InvalidDatabaseError, ReadOnlyError
-from .lexical import TOKENIZE, scope_token
+from .errors import InvalidDatabaseError, ReadOnlyError
+from .files import _FORKED_CONNECTIONS, _WRITER_LOCKS, index_files, read_only_uri, read_sidecar, remove_stale_temps
+from .lexical import scope_token
 from .mirror import Mirror
+from .schema import _CHANGES_SCHEMA, _FTS_SCHEMA, _SCHEMA, FORMAT_NAME, SCHEMA_VERSION
 
-try:  # POSIX advisory locks keep a second writer out.
-    import fcntl
-except ImportError:  # pragma: no cover - Windows
-    fcntl = None  # type: ignore[assignment]
+__all__ = ["CHANGE_WINDOW", "FORMAT_NAME", "JOURNAL_SIZE_LIMIT", "PRUNE_EVERY", "SCHEMA_VERSION", "Checkpointer",
+           "Database", "Transaction", "index_files", "read_only_uri", "read_sidecar", "remove_stale_temps"]
 
-SCHEMA_VERSION = 3  # 2: the FTS5 lexical index; 3: the change log (older files gain both on a writable open)
-FORMAT_NAME = "vxmem"
 CHANGE_WINDOW = 10_000  # generations of vx_changes the writer keeps for read-only handles
 PRUNE_EVERY = 1_000  # the writer drops older changes every this many generations (and at open)
-# WAL checkpoints run off the writer's path: SQLite's automatic one (every ~1,000 pages, in
-# the committing call) cost 10-100 ms about every 64 remember() calls. A thread of the
-# writer's own, on a connection of its own, runs a PASSIVE checkpoint (which never blocks a
-# writer or a reader) every CHECKPOINT_EVERY commits; should those fall behind (a starved
-# thread), the writer checkpoints itself after CHECKPOINT_CAP commits, so the WAL cannot
-# grow without bound. Durability is unchanged: a commit is in the WAL either way.
-CHECKPOINT_EVERY = 256
-CHECKPOINT_CAP = 4_096
-JOURNAL_SIZE_LIMIT = 64 << 20  # a WAL file grown past this is truncated back when it restarts
-
-_SCHEMA = (
-    "CREATE TABLE IF NOT EXISTS vx_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
-    """CREATE TABLE IF NOT EXISTS vx_docs (
-        rowid INTEGER PRIMARY KEY AUTOINCREMENT,
-        id TEXT NOT NULL UNIQUE,
-        text TEXT NOT NULL,
-        metadata TEXT NOT NULL,
-        vector BLOB NOT NULL
-    )""",
-    "CREATE TABLE IF NOT EXISTS vx_counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL)",
-)
-
-# The change log: one row per document a committed transaction touched (``doc`` is its
-# rowid in vx_docs), tagged with the generation that transaction committed as.
-_CHANGES_SCHEMA = (
-    "CREATE TABLE IF NOT EXISTS vx_changes (generation INTEGER NOT NULL, doc INTEGER NOT NULL, op TEXT NOT NULL)",
-    "CREATE INDEX IF NOT EXISTS vx_changes_generation ON vx_changes (generation)",
-)
-
-# The lexical index: a contentless FTS5 table over each document's text plus a "scope"
-# column holding one token per session (see vxmem.store.lexical). Porter stemming over
-# unicode61 with diacritics removed: case, accents, punctuation and inflections
-# ("running" ~ "run", "Café" ~ "cafe") match.
-_FTS_SCHEMA = (
-    f"CREATE VIRTUAL TABLE IF NOT EXISTS vx_fts USING fts5(text, scope, content='', tokenize='{TOKENIZE}')",
-    "INSERT INTO vx_fts (vx_fts, rank) VALUES ('rank', 'bm25(1.0, 0.0)')",
-)
-
-
-def index_files(path: str) -> tuple[str, str]:
-    """The HNSW index file of the database at ``path`` and its JSON sidecar."""
-    return path + ".usearch", path + ".usearch.json"
-
-
-def remove_stale_temps(path: str) -> None:
-    """Remove the temporary files a save killed halfway left beside the database."""
-    for name in index_files(path):
-        try:
-            os.remove(name + ".tmp")
-        except OSError:
-            pass
-
-
-def read_only_uri(path: str) -> str:
-    """The SQLite URI that opens ``path`` read-only, every character of the path escaped
-    (``#``, ``?`` and ``%`` are URI syntax).
-
-    In a directory this process cannot write, SQLite could not make the WAL's shared-memory
-    file, and no writer can exist there either: such a file is opened ``immutable=1``
-    unless an unfinished write-ahead log lies beside it.
-    """
-    absolute = os.path.abspath(path)
-    uri = "file:" + urllib.parse.quote(absolute) + "?mode=ro"
-    directory = os.path.dirname(absolute) or "."
-    wal = absolute + "-wal"
-    if not os.access(directory, os.W_OK) and not (os.path.exists(wal) and os.path.getsize(wal) > 0):
-        uri += "&immutable=1"
-    return uri
-
-
-def read_sidecar(path: str) -> dict[str, Any] | None:
-    """The index sidecar of the database at ``path``; None when missing or unreadable."""
-    try:
-        with open(index_files(path)[1]) as f:
-            side = json.load(f)
-    except (OSError, ValueError):
-        return None
-    return side if isinstance(side, dict) else None
 
 
 def _release_heap() -> None:
@@ -666,7 +585,7 @@ class Database:
         In a process other than the one that opened it (a fork), the connection and the
         lock are the parent's: the connection is left open (kept referenced, so it is never
         finalised here) and the lock is left held. (Lock descriptors are never closed; see
-        :class:`_WriterLocks`.)
+        :class:`~vxmem.store.files._WriterLocks`.)
         """
         conn = getattr(self, "conn", None)
         forked = os.getpid() != self.pid
@@ -686,144 +605,3 @@ class Database:
             if not forked:
                 _WRITER_LOCKS.release(self._lock_fd)
             self._lock_fd = None
-
-
-class _WriterLocks:
-    """This process's writer locks: ``flock`` on one descriptor per database file.
-
-    Closing *any* descriptor of a file drops every POSIX lock this process holds on it,
-    SQLite's own included (a reader's shared lock in the same process, say): a writer that
-    closed its lock descriptor made another process's writer believe it was alone, and a
-    checkpoint then corrupted the file under a reader. So a lock descriptor is never
-    closed: it is kept per file (device and inode) for the life of the process, unlocked
-    on ``close()``, and locked again by the next writer of that file. A second writer in
-    the same process is refused here (``flock`` would grant it the lock it already holds);
-    one in another process by ``flock``. A forked child starts a registry of its own and
-    leaves the inherited descriptors as they are.
-    """
-
-    def __init__(self) -> None:
-        self._guard = threading.Lock()
-        self._pid = os.getpid()
-        self._fds: dict[tuple[int, int], int] = {}
-        self._held: set[int] = set()
-
-    def take(self, path: str) -> int | None:
-        if fcntl is None:  # pragma: no cover - Windows
-            return None
-        with self._guard:
-            if os.getpid() != self._pid:  # a fork: the parent's descriptors and locks are the parent's
-                self._pid, self._fds, self._held = os.getpid(), {}, set()
-            try:
-                st = os.stat(path)
-                fd = self._fds.get((st.st_dev, st.st_ino))
-            except FileNotFoundError:
-                fd = None
-            if fd is None:
-                fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-                st = os.fstat(fd)
-                fd = self._fds.setdefault((st.st_dev, st.st_ino), fd)  # never closed, whichever is kept
-            if fd in self._held:
-                raise _locked_error(path)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                raise _locked_error(path) from None
-            self._held.add(fd)
-            return fd
-
-    def release(self, fd: int) -> None:
-        with self._guard:
-            if os.getpid() != self._pid or fd not in self._held:
-                return
-            self._held.discard(fd)
-            if fcntl is not None:
-                fcntl.flock(fd, fcntl.LOCK_UN)
-
-
-class Checkpointer:
-    """The writer's WAL checkpoints, in a thread of their own (see :data:`CHECKPOINT_EVERY`).
-
-    The thread starts at the first request and keeps a connection of its own; ``close()``
-    stops it. ``completed`` is the commit count at the last checkpoint that was run.
-    """
-
-    def __init__(self, path: str):
-        self.path = path
-        self.commits = 0
-        self.completed = 0
-        self._wake = threading.Event()
-        self._stop = False
-        self._thread: threading.Thread | None = None
-        self._conn: sqlite3.Connection | None = None
-
-    def committed(self, conn: sqlite3.Connection) -> None:
-        """Count a commit of the writer's connection ``conn``; ask for a checkpoint every
-        :data:`CHECKPOINT_EVERY`, or run one on ``conn`` past :data:`CHECKPOINT_CAP`."""
-        self.commits += 1
-        if self.commits - self.completed >= CHECKPOINT_CAP:
-            self.completed = self.commits
-            try:
-                conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
-            except sqlite3.Error:  # pragma: no cover - a checkpoint is an optimisation; the next one retries
-                pass
-        elif self.commits % CHECKPOINT_EVERY == 0:
-            self.request()
-
-    def request(self) -> None:
-        """Wake the thread (starting it the first time) to run a PASSIVE checkpoint."""
-        if self._stop:
-            return
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name="vxmem-checkpoint", daemon=True)
-            self._thread.start()
-        self._wake.set()
-
-    def checkpoint(self) -> None:
-        """One PASSIVE checkpoint on the thread's connection (a method, so a test can hold it)."""
-        if self._conn is None:
-            self._conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=0)
-        self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-
-    def _run(self) -> None:
-        while True:
-            self._wake.wait()
-            self._wake.clear()
-            if self._stop:
-                return
-            target = self.commits
-            try:
-                self.checkpoint()
-            except sqlite3.Error:  # busy or failed: the next request retries, the cap still holds
-                continue
-            self.completed = max(self.completed, target)
-
-    def close(self, forked: bool = False) -> None:
-        """Stop the thread and close its connection (in a fork: leave it, it is the parent's)."""
-        self._stop = True
-        thread = self._thread
-        if thread is not None and not forked:
-            self._wake.set()
-            thread.join()
-        conn, self._conn = self._conn, None
-        if conn is not None:
-            if forked:
-                _FORKED_CONNECTIONS.append(conn)
-            else:
-                try:
-                    conn.close()
-                except sqlite3.Error:  # pragma: no cover
-                    pass
-
-
-def _locked_error(path: str) -> DatabaseLockedError:
-    return DatabaseLockedError(f"{path} is already open for writing by another process or handle; "
-                               "close it first, or open this one with read_only=True")
-
-
-_WRITER_LOCKS = _WriterLocks()
-
-
-# Connections a forked child inherited and must not close (closing one runs SQLite's
-# shutdown of a connection the parent is still using).
-_FORKED_CONNECTIONS: list[sqlite3.Connection] = []

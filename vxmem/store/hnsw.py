@@ -39,7 +39,8 @@ from typing import Any
 
 import numpy as np
 
-from .database import Database, index_files, read_sidecar
+from .database import Database
+from .files import index_files, read_sidecar
 from .mirror import Mirror, rowdot
 
 # New vectors wait in a pending buffer and join the HNSW graph in batches from this many:

@@ -1,0 +1,132 @@
+"""The files of a database beside ``db.vxdb``, and what this process holds of them.
+
+The HNSW cache keeps ``db.vxdb.usearch`` and its sidecar ``db.vxdb.usearch.json``
+(``{"uid", "generation", "count", "dim", "size", "crc32"}``), which ties the index file to
+this database (``uid``) at this state (``generation``) and to its own content (``size``,
+``crc32``). A read-only handle opens the file through :func:`read_only_uri`. One process
+writes a database file at a time: :class:`_WriterLocks` holds the writer lock, and neither
+a lock descriptor nor a connection a fork inherited is ever closed here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+import urllib.parse
+from typing import Any
+
+from .errors import DatabaseLockedError
+
+try:  # POSIX advisory locks keep a second writer out.
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
+
+
+def index_files(path: str) -> tuple[str, str]:
+    """The HNSW index file of the database at ``path`` and its JSON sidecar."""
+    return path + ".usearch", path + ".usearch.json"
+
+
+def remove_stale_temps(path: str) -> None:
+    """Remove the temporary files a save killed halfway left beside the database."""
+    for name in index_files(path):
+        try:
+            os.remove(name + ".tmp")
+        except OSError:
+            pass
+
+
+def read_only_uri(path: str) -> str:
+    """The SQLite URI that opens ``path`` read-only, every character of the path escaped
+    (``#``, ``?`` and ``%`` are URI syntax).
+
+    In a directory this process cannot write, SQLite could not make the WAL's shared-memory
+    file, and no writer can exist there either: such a file is opened ``immutable=1``
+    unless an unfinished write-ahead log lies beside it.
+    """
+    absolute = os.path.abspath(path)
+    uri = "file:" + urllib.parse.quote(absolute) + "?mode=ro"
+    directory = os.path.dirname(absolute) or "."
+    wal = absolute + "-wal"
+    if not os.access(directory, os.W_OK) and not (os.path.exists(wal) and os.path.getsize(wal) > 0):
+        uri += "&immutable=1"
+    return uri
+
+
+def read_sidecar(path: str) -> dict[str, Any] | None:
+    """The index sidecar of the database at ``path``; None when missing or unreadable."""
+    try:
+        with open(index_files(path)[1]) as f:
+            side = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return side if isinstance(side, dict) else None
+
+
+class _WriterLocks:
+    """This process's writer locks: ``flock`` on one descriptor per database file.
+
+    Closing *any* descriptor of a file drops every POSIX lock this process holds on it,
+    SQLite's own included (a reader's shared lock in the same process, say): a writer that
+    closed its lock descriptor made another process's writer believe it was alone, and a
+    checkpoint then corrupted the file under a reader. So a lock descriptor is never
+    closed: it is kept per file (device and inode) for the life of the process, unlocked
+    on ``close()``, and locked again by the next writer of that file. A second writer in
+    the same process is refused here (``flock`` would grant it the lock it already holds);
+    one in another process by ``flock``. A forked child starts a registry of its own and
+    leaves the inherited descriptors as they are.
+    """
+
+    def __init__(self) -> None:
+        self._guard = threading.Lock()
+        self._pid = os.getpid()
+        self._fds: dict[tuple[int, int], int] = {}
+        self._held: set[int] = set()
+
+    def take(self, path: str) -> int | None:
+        if fcntl is None:  # pragma: no cover - Windows
+            return None
+        with self._guard:
+            if os.getpid() != self._pid:  # a fork: the parent's descriptors and locks are the parent's
+                self._pid, self._fds, self._held = os.getpid(), {}, set()
+            try:
+                st = os.stat(path)
+                fd = self._fds.get((st.st_dev, st.st_ino))
+            except FileNotFoundError:
+                fd = None
+            if fd is None:
+                fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+                st = os.fstat(fd)
+                fd = self._fds.setdefault((st.st_dev, st.st_ino), fd)  # never closed, whichever is kept
+            if fd in self._held:
+                raise _locked_error(path)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                raise _locked_error(path) from None
+            self._held.add(fd)
+            return fd
+
+    def release(self, fd: int) -> None:
+        with self._guard:
+            if os.getpid() != self._pid or fd not in self._held:
+                return
+            self._held.discard(fd)
+            if fcntl is not None:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+
+
+def _locked_error(path: str) -> DatabaseLockedError:
+    return DatabaseLockedError(f"{path} is already open for writing by another process or handle; "
+                               "close it first, or open this one with read_only=True")
+
+
+_WRITER_LOCKS = _WriterLocks()
+
+
+# Connections a forked child inherited and must not close (closing one runs SQLite's
+# shutdown of a connection the parent is still using).
+_FORKED_CONNECTIONS: list[sqlite3.Connection] = []

@@ -1,0 +1,40 @@
+"""The database's schema: its tables, the FTS5 lexical index and the change log, as DDL.
+
+:class:`~vxmem.store.database.Database` creates them in a fresh file and brings an older
+file up to :data:`SCHEMA_VERSION` once.
+"""
+
+from __future__ import annotations
+
+from .lexical import TOKENIZE
+
+SCHEMA_VERSION = 3  # 2: the FTS5 lexical index; 3: the change log (older files gain both on a writable open)
+FORMAT_NAME = "vxmem"
+
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS vx_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    """CREATE TABLE IF NOT EXISTS vx_docs (
+        rowid INTEGER PRIMARY KEY AUTOINCREMENT,
+        id TEXT NOT NULL UNIQUE,
+        text TEXT NOT NULL,
+        metadata TEXT NOT NULL,
+        vector BLOB NOT NULL
+    )""",
+    "CREATE TABLE IF NOT EXISTS vx_counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL)",
+)
+
+# The change log: one row per document a committed transaction touched (``doc`` is its
+# rowid in vx_docs), tagged with the generation that transaction committed as.
+_CHANGES_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS vx_changes (generation INTEGER NOT NULL, doc INTEGER NOT NULL, op TEXT NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS vx_changes_generation ON vx_changes (generation)",
+)
+
+# The lexical index: a contentless FTS5 table over each document's text plus a "scope"
+# column holding one token per session (see vxmem.store.lexical). Porter stemming over
+# unicode61 with diacritics removed: case, accents, punctuation and inflections
+# ("running" ~ "run", "Café" ~ "cafe") match.
+_FTS_SCHEMA = (
+    f"CREATE VIRTUAL TABLE IF NOT EXISTS vx_fts USING fts5(text, scope, content='', tokenize='{TOKENIZE}')",
+    "INSERT INTO vx_fts (vx_fts, rank) VALUES ('rank', 'bm25(1.0, 0.0)')",
+)
