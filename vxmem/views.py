@@ -231,7 +231,7 @@ def relevance_note(best_raw: float | None, threshold: float | None, mode: str,
                            f"{threshold:.3f}, where this memory's matches are noise. relevance_norm rescales the "
                            "pool to 0-1, so the top shows 1.0 however little matches: nothing here may answer "
                            "the query.")
-    known = "" if threshold is None else f"; this memory calls a best match under {threshold:.3f} weak"
+    known = "" if threshold is None else f"; below {threshold:.3f} this pipeline calls a match weak"
     return "caption", (f"Raw relevance of the best candidate: {best_raw:.3f} ({scale}){known}. relevance_norm "
                        "rescales each pool to 0-1, so the best candidate always shows 1.0.")
 
