@@ -7,8 +7,8 @@ import streamlit as st
 
 from app_pages import config, shared
 from vxmem import views
-from vxmem.chatlogs import add_probe
 from vxmem.datasets import DatasetError
+from vxmem.datasets.chatlogs import add_probe
 
 state = st.session_state
 

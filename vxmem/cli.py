@@ -360,7 +360,7 @@ def _sizes(scenario: str, extra: list[str]) -> dict[str, int]:
 
 
 def _import(args) -> int:
-    from .chatlogs import load_chatlog
+    from .datasets.chatlogs import load_chatlog
 
     if args.output and not args.output.endswith(".jsonl"):
         raise CliError(f"output {args.output!r}: a dataset is written as .jsonl")

@@ -23,8 +23,8 @@ import numpy as np
 import pandas as pd
 
 from . import scoring
-from .chatlogs import loads_chatlog
 from .datasets import CHAT_FORMATS, FORMATS, Conversation, DatasetError, load
+from .datasets.chatlogs import loads_chatlog
 from .embed import Embedder, HashingEmbedder
 from .policies import BLEND_DEFAULTS
 from .replay import Progress, Replay, replay_many

@@ -5,7 +5,7 @@
 - :mod:`~vxmem.datasets.locomo`, :mod:`~vxmem.datasets.longmemeval`: real benchmark files
   read into the same model (:mod:`~vxmem.datasets.sources` holds what importers share).
 - :mod:`~vxmem.datasets.formats`: :func:`load` reads any of them, guessing which, and the
-  chat logs of :mod:`vxmem.chatlogs` (OpenAI / ChatML JSONL, a ChatGPT export, CSV).
+  chat logs of :mod:`vxmem.datasets.chatlogs` (OpenAI / ChatML JSONL, a ChatGPT export, CSV).
 
 Every name is importable from ``vxmem.datasets`` itself.
 """

@@ -34,11 +34,11 @@ class FileFormat:
 
 
 def _chat_loader(fmt: str) -> Callable[[str], list[Conversation]]:
-    """A chat-log format's loader (:mod:`vxmem.chatlogs`, imported when a file is read: it
+    """A chat-log format's loader (:mod:`vxmem.datasets.chatlogs`, imported when a file is read: it
     builds on this package)."""
 
     def load_chat(path: str) -> list[Conversation]:
-        from vxmem.chatlogs import load_chatlog
+        from .chatlogs import load_chatlog
 
         return [load_chatlog(path, fmt)]
 
