@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 
-from .files import _FORKED_CONNECTIONS
+from .files import close_connection
 
 # WAL checkpoints run off the writer's path: SQLite's automatic one (every ~1,000 pages, in
 # the committing call) cost 10-100 ms about every 64 remember() calls. A thread of the
@@ -84,10 +84,4 @@ class Checkpointer:
             thread.join()
         conn, self._conn = self._conn, None
         if conn is not None:
-            if forked:
-                _FORKED_CONNECTIONS.append(conn)
-            else:
-                try:
-                    conn.close()
-                except sqlite3.Error:  # pragma: no cover
-                    pass
+            close_connection(conn, forked)

@@ -34,7 +34,7 @@ import numpy as np
 from .checkpoint import JOURNAL_SIZE_LIMIT, Checkpointer
 from .checks import check_token_count
 from .errors import InvalidDatabaseError, ReadOnlyError
-from .files import _FORKED_CONNECTIONS, _WRITER_LOCKS, index_files, read_only_uri, read_sidecar, remove_stale_temps
+from .files import _WRITER_LOCKS, close_connection, index_files, read_only_uri, read_sidecar, remove_stale_temps
 from .lexical import scope_token
 from .mirror import Mirror
 from .schema import _CHANGES_SCHEMA, _FTS_SCHEMA, _SCHEMA, FORMAT_NAME, SCHEMA_VERSION
@@ -594,13 +594,7 @@ class Database:
             checkpointer.close(forked)  # before the connection: its close makes the last checkpoint
             self._checkpointer = None
         if conn is not None:
-            if forked:
-                _FORKED_CONNECTIONS.append(conn)
-            else:
-                try:
-                    conn.close()
-                except sqlite3.Error:  # pragma: no cover
-                    pass
+            close_connection(conn, forked)
         if self._lock_fd is not None:
             if not forked:
                 _WRITER_LOCKS.release(self._lock_fd)

@@ -130,3 +130,14 @@ _WRITER_LOCKS = _WriterLocks()
 # Connections a forked child inherited and must not close (closing one runs SQLite's
 # shutdown of a connection the parent is still using).
 _FORKED_CONNECTIONS: list[sqlite3.Connection] = []
+
+
+def close_connection(conn: sqlite3.Connection, forked: bool) -> None:
+    """Close ``conn``, or in a forked child keep it referenced and open (see above)."""
+    if forked:
+        _FORKED_CONNECTIONS.append(conn)
+        return
+    try:
+        conn.close()
+    except sqlite3.Error:  # pragma: no cover
+        pass
