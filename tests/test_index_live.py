@@ -113,9 +113,11 @@ def test_a_saved_index_whose_graph_misses_a_row_the_log_does_not_name_is_rebuilt
         assert db._hnsw.load_saved() is False
 
 
-def test_the_background_flush_never_changes_a_result_and_never_holds_up_a_write(tmp_path, monkeypatch):
+def _hold_the_background_flush(monkeypatch, batch):
+    """Flush from 20 pending vectors, ``batch`` at a time, the flush thread holding inside
+    its first graph add until the returned ``release`` is set (``started`` says it got there)."""
     monkeypatch.setattr(hnsw, "PENDING_FLUSH", 20)
-    monkeypatch.setattr(hnsw, "FLUSH_BATCH", 4)
+    monkeypatch.setattr(hnsw, "FLUSH_BATCH", batch)
     started, release = threading.Event(), threading.Event()
     real_add = hnsw.HnswCache.add_to_graph
 
@@ -126,6 +128,11 @@ def test_the_background_flush_never_changes_a_result_and_never_holds_up_a_write(
         real_add(self, index, keys, vecs, threads)
 
     monkeypatch.setattr(hnsw.HnswCache, "add_to_graph", held_add)
+    return started, release
+
+
+def test_the_background_flush_never_changes_a_result_and_never_holds_up_a_write(tmp_path, monkeypatch):
+    started, release = _hold_the_background_flush(monkeypatch, batch=4)
     db = _open(tmp_path / "flush.db")
     db.add([_text(i) for i in range(N)])
     db.build_index()
@@ -210,18 +217,7 @@ def test_the_first_write_after_open_does_not_grow_the_mirror(tmp_path):
 
 
 def test_close_saves_every_pending_vector_even_while_the_background_flush_runs(tmp_path, monkeypatch):
-    monkeypatch.setattr(hnsw, "PENDING_FLUSH", 20)
-    monkeypatch.setattr(hnsw, "FLUSH_BATCH", 2)
-    started, release = threading.Event(), threading.Event()
-    real_add = hnsw.HnswCache.add_to_graph
-
-    def held_add(self, index, keys, vecs, threads=1):
-        if threading.current_thread().name == "vxmem-index-flush":
-            started.set()
-            assert release.wait(30)
-        real_add(self, index, keys, vecs, threads)
-
-    monkeypatch.setattr(hnsw.HnswCache, "add_to_graph", held_add)
+    started, release = _hold_the_background_flush(monkeypatch, batch=2)
     path = tmp_path / "close.db"
     db = _open(path)
     db.add([_text(i) for i in range(N)])
