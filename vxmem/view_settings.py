@@ -204,19 +204,14 @@ def check_settings(raw: Mapping[str, Any], ranges: Mapping[str, tuple[float, flo
     """
     out = {**DEFAULT_SETTINGS, **dict(base or {})}
     problems: list[str] = []
+    choices: dict[str, Sequence[str]] = {"mode": SEARCH_MODES, "embedder": list(embedders)}
     for k, v in raw.items():
         if k not in SETTINGS_KEYS:
             problems.append(f"unknown setting {k!r}")
             continue
-        if k == "mode":
-            if v not in SEARCH_MODES:
-                problems.append(f"mode {v!r}: expected one of {', '.join(SEARCH_MODES)}")
-            else:
-                out[k] = v
-            continue
-        if k == "embedder":
-            if v not in embedders:
-                problems.append(f"embedder {v!r}: expected one of {', '.join(embedders)}")
+        if k in choices:
+            if v not in choices[k]:
+                problems.append(f"{k} {v!r}: expected one of {', '.join(choices[k])}")
             else:
                 out[k] = v
             continue
