@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from .lexical import TOKENIZE
 
-SCHEMA_VERSION = 3  # 2: the FTS5 lexical index; 3: the change log (older files gain both on a writable open)
+SCHEMA_VERSION = 4  # 2: the FTS5 lexical index; 3: the change log; 4: the access log (older files gain them on a
+#                     writable open)
 FORMAT_NAME = "vxmem"
 
 _SCHEMA = (
@@ -28,6 +29,14 @@ _SCHEMA = (
 _CHANGES_SCHEMA = (
     "CREATE TABLE IF NOT EXISTS vx_changes (generation INTEGER NOT NULL, doc INTEGER NOT NULL, op TEXT NOT NULL)",
     "CREATE INDEX IF NOT EXISTS vx_changes_generation ON vx_changes (generation)",
+)
+
+# The access log: when each document was accessed (``doc`` its rowid in vx_docs, ``at`` epoch
+# seconds), one row per (document, moment). Written only by a memory that ages memories from
+# their last access (``recency_from="accessed"``); a document's rows go with it.
+_ACCESS_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS vx_access (doc INTEGER NOT NULL, at REAL NOT NULL, PRIMARY KEY (doc, at)) "
+    "WITHOUT ROWID",
 )
 
 # The lexical index: a contentless FTS5 table over each document's text plus a "scope"
