@@ -45,6 +45,30 @@ def test_a_recalled_memory_ages_from_its_last_recall(word_embedder):
     assert [r.metadata["_vx_scoring"]["age_days"] for r in created] == [pytest.approx(31.0)] * 2
 
 
+def test_an_access_counts_from_the_moment_after_it(word_embedder):
+    db = Vectrix(None, embedder=word_embedder, recency_from="accessed")
+    a, _ = _two_twins(db)
+    t = T0 + 3 * DAY
+    first = db.recall("Miso", session="s", limit=1, now=t)
+    again = db.recall("Miso", session="s", limit=1, now=t)  # the same moment: the first call's access unseen
+    assert first.ids == again.ids == [a]
+    assert again[0].metadata["_vx_scoring"]["age_days"] == pytest.approx(3.0)
+    later = db.recall("Miso", session="s", limit=1, now=t + HOUR)
+    assert later[0].metadata["_vx_scoring"]["age_days"] == pytest.approx(1 / 24)
+
+
+def test_the_access_log_of_probes_at_one_moment_matches_the_memory():
+    from vxmem.pool import AccessLog
+
+    log = AccessLog()
+    log.returned(["a"], 10.0)
+    assert log.seen(["a", "b"], 10.0).tolist() == [-np.inf, -np.inf]
+    log.returned(["a"], 10.0)
+    log.returned(["a"], 20.0)
+    assert log.seen(["a"], 20.0).tolist() == [10.0]
+    assert log.seen(["a"], 21.0).tolist() == [20.0]
+
+
 def test_the_default_ages_from_creation_and_records_nothing(word_embedder):
     db = Vectrix(None, embedder=word_embedder)
     a, _ = _two_twins(db)
@@ -255,3 +279,28 @@ def test_a_narrowed_replay_still_sees_the_accesses_of_the_probes_left_out(drift,
     res = sweep(part, {"decay_rate": [0.01]}, "langchain")
     full = sweep(rep, {"decay_rate": [0.01]}, "langchain").per_probe
     np.testing.assert_allclose(res.per_probe["ndcg"].to_numpy(), full["ndcg"].to_numpy()[np.array(keep)])
+
+
+def test_probes_at_one_moment_sweep_as_the_live_recall_ranks_them(hashing_embedder):
+    from vxmem.datasets import Conversation, Event
+
+    t = T0 + 10 * DAY
+    events = [
+        Event(type="turn", time=T0, session="s", text="my cat is called Miso", label="miso"),
+        Event(type="turn", time=T0, session="s", text="my cat is called Tofu", label="tofu"),
+        Event(type="turn", time=T0, session="s", text="my cat is called Pixel", label="pixel"),
+        Event(type="probe", time=t, session="s", query="Miso", limit=1, relevant=["miso"], label="p1"),
+        Event(type="probe", time=t, session="s", query="is my cat called Tofu", limit=1, relevant=["tofu"],
+              label="p2"),
+        Event(type="probe", time=t + HOUR, session="s", query="is my cat called Pixel", limit=1,
+              relevant=["pixel"], label="p3"),
+    ]
+    settings = {"mode": "dense", "rerank": False, "recency_from": "accessed", "recency_weight": 5.0,
+                "half_life_days": 0.5}
+    rep = replay(Conversation(name="moment", events=events), settings, embedder=hashing_embedder)
+    label = {m["id"]: m["labels"][0] for m in rep.memories}
+    live = [p["recalled_ids"] for p in rep.probes]
+    assert [label[i] for ids in live for i in ids][:2] == ["miso", "tofu"]  # p2 does not see p1's access yet
+    assert label[live[2][0]] != "pixel"  # an hour later both accesses are seen: recency (weight 5) beats relevance
+    assert rankings(rep) == live
+    assert rep.rank() == live

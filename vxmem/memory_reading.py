@@ -140,7 +140,9 @@ class MemoryReading:
 
         A memory made with ``recency_from="accessed"`` records, at ``now``, that the results
         it returns were accessed (one small durable write; not on a read-only handle), and
-        ages each memory from its latest access at or before ``now`` instead of its creation.
+        ages each memory from its latest access before ``now`` instead of its creation. An
+        access counts from the moment after it: calls made at one moment never see each
+        other's, so they rank alike whatever their order.
 
         :param query: the text to match.
         :param session: whose memories (None: every session).

@@ -35,7 +35,7 @@ class CandidatePool:
         fused hybrid relevance (see :func:`vxmem.scoring.fuse_relevance`).
     :param ts: when each memory was stored (epoch seconds); ties rank the newer first.
     :param age_days: ``(now - ts) / DAY``; in a pool aged from access (``recency_from``
-        ``"accessed"``), ``(now - max(ts, last access at or before now)) / DAY``.
+        ``"accessed"``), ``(now - max(ts, last access before now)) / DAY``.
     :param feedback_signs: +1 / -1 per recorded outcome, zero-padded, shape (..., n, events).
     :param feedback_ages: how many days ago each outcome was recorded, same shape.
     :param tokens: each memory's token count (for the budget).
@@ -114,6 +114,30 @@ class CandidatePool:
                 out[f.name] = v
         out.update(changes)
         return type(self)(**out)
+
+
+class AccessLog:
+    """When each memory was last returned, for ranking a replay's probes in time order as a
+    memory made with ``recency_from="accessed"`` records and reads it: an access counts
+    from the moment after it was made (probes at one moment never see each other's)."""
+
+    def __init__(self) -> None:
+        self._last: dict[str, float] = {}
+        self._before: dict[str, float] = {}  # the latest access before the one in _last
+
+    def seen(self, ids: list[str], now: float) -> np.ndarray:
+        """Each memory's latest access before ``now`` (-inf: none), for moments in time order."""
+        inf = -np.inf
+        return np.array([(last if (last := self._last.get(m, inf)) < now else self._before.get(m, inf))
+                         for m in ids], dtype=np.float64)
+
+    def returned(self, ids: list[str], now: float) -> None:
+        """Record ``ids`` as accessed at ``now`` (no earlier than any moment recorded before)."""
+        for m in ids:
+            last = self._last.get(m, -np.inf)
+            if last < now:
+                self._before[m] = last
+                self._last[m] = now
 
 
 @dataclass(kw_only=True)

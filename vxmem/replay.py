@@ -46,7 +46,7 @@ from .keys import (
     KINDS,
 )
 from .policies import Policy, get_policy, rank_pool, resolve_params
-from .pool import CandidatePool, LabelledPool
+from .pool import AccessLog, CandidatePool, LabelledPool
 from .progress import Progress, ProgressFn, Reporter
 from .replay_record import FORMAT, POOL_COLUMNS, SLOT_ARRAYS, Replay, _reranked
 from .rerank import rerank_scores
@@ -192,8 +192,7 @@ class _Run:
         self.at = 0  # the index of the event being replayed
         self.pool_mode: str | None = None  # the mode the memory recalled with
         # when each memory was last returned by the policy's own ranking (ages from access)
-        self.policy_access: dict[str, float] | None = {} if (
-            policy.name != "blend" and policy.recency_from == "accessed") else None
+        self.policy_access = AccessLog() if policy.name != "blend" and policy.recency_from == "accessed" else None
 
     # -------------------------------------------------------------- memories
 
@@ -364,13 +363,13 @@ class _Run:
         else:
             p = resolve_params(self.policy, {}, s)
             ranked = pool if self.reranker is None or scores is None else _reranked(pool, scores, self.reranker)
-            last = self.policy_access
-            if last is not None:
-                ranked = ranked.aged_from_access(np.array([last.get(m, -np.inf) for m in ranked.ids]))
+            log = self.policy_access
+            if log is not None:
+                ranked = ranked.aged_from_access(log.seen(ranked.ids, t))
             shipped = [ranked.ids[j] for j in rank_pool(ranked, self.policy, limit=limit,
                                                       token_budget=s["token_budget"], **p)]
-            if last is not None:
-                last.update(dict.fromkeys(shipped, t))
+            if log is not None:
+                log.returned(shipped, t)
         met, tokens_used = self._metrics(pool, ev, shipped, ideal, sess_bit)
         self.probes.append({
             "probe": len(self.probes), "label": ev.label, "time": t, "query": ev.query, "session": ev.session,

@@ -23,7 +23,7 @@ from .checks import check_choice, check_limit
 from .datasets import DatasetError
 from .keys import KINDS
 from .policies import Policy, get_policy, rank_pool, resolve_params
-from .pool import LabelledPool
+from .pool import AccessLog, LabelledPool
 from .scoring import HYBRID_WEIGHT, RECENCY_FROM, pool_size
 
 POOL_COLUMNS = ["probe", "slot", "id", "label", "kind", "relevance", "relevance_norm", "age_days", "recency",
@@ -227,7 +227,7 @@ class Replay:
         whole, index = self.history() if accessed else (self, list(range(self.n_probes)))
         wanted = {j: k for k, j in enumerate(index)}
         out: list[list[str]] = [[] for _ in index]
-        last: dict[str, float] = {}  # when each memory was last returned
+        log = AccessLog()  # when each memory was last returned
         for i in range(whole.n_probes if accessed else self.n_probes):
             if not accessed and i not in wanted:
                 continue
@@ -235,10 +235,10 @@ class Replay:
             # normalised across exactly those candidates
             pool = whole.pool(i, limit=limit if limit is not None else int(whole.pools["limit"][i]))
             if accessed:
-                pool = pool.aged_from_access(np.array([last.get(m, -np.inf) for m in pool.ids], dtype=np.float64))
+                pool = pool.aged_from_access(log.seen(pool.ids, pool.now))
             shipped = [pool.ids[j] for j in rank_pool(pool, pol, limit=limit, token_budget=budget, **p)]
             if accessed:
-                last.update(dict.fromkeys(shipped, pool.now))
+                log.returned(shipped, pool.now)
             if i in wanted:
                 out[wanted[i]] = shipped
         return out

@@ -295,17 +295,25 @@ def _accessed_pass(pools: Mapping[str, np.ndarray], fixed: dict[str, np.ndarray]
     n_mem = len(column)
     slot_mem[slot_mem < 0] = n_mem  # padding reads (and writes) a spare column
     gg = dataclasses.replace(g, fixed=fixed)
-    last = np.full(g.shape + (n_mem + 1,), -np.inf)  # when each memory was last returned, at every point
+    # When each memory was last returned at every point, and the access before that one: an
+    # access counts from the moment after it (see vxmem.pool.AccessLog, the same rule per id).
+    last = np.full(g.shape + (n_mem + 1,), -np.inf)
+    before = last.copy()
     wanted = {p: k for k, p in enumerate(pick)}
     parts: list[dict[str, np.ndarray] | None] = [None] * len(pick)
     lists: list[list[str]] = [[] for _ in pick]
     for i in range(n_probes):
         mem, now = slot_mem[i], float(pools["now"][i])
-        since = np.maximum(pools["ts"][i], last[..., mem])
+        seen = np.where(last[..., mem] < now, last[..., mem], before[..., mem])
+        since = np.maximum(pools["ts"][i], seen)
         ranked = _rank_chunk(pools, slice(i, i + 1), gg, age_days=((now - since) / DAY)[..., None, :])
         top = np.broadcast_to(ranked.top, g.shape + ranked.top.shape[-2:])[..., 0, :]
         keep = np.broadcast_to(ranked.keep, g.shape + ranked.keep.shape[-2:])[..., 0, :]
-        np.put_along_axis(last, np.where(keep, mem[top], n_mem), now, axis=-1)
+        hit = np.where(keep, mem[top], n_mem)  # the memories returned (padding: the spare column)
+        was = np.take_along_axis(last, hit, axis=-1)
+        moved = was < now
+        np.put_along_axis(before, hit, np.where(moved, was, np.take_along_axis(before, hit, axis=-1)), axis=-1)
+        np.put_along_axis(last, hit, np.where(moved, now, was), axis=-1)
         if i in wanted:
             k = wanted[i]
             parts[k] = _metrics_of_ranked(ranked)

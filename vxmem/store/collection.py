@@ -563,11 +563,11 @@ class Collection:
         if positions.size and not self._database.read_only:
             self._database.record_access(self._mirror.rowid[positions].tolist(), at)
 
-    def _last_access(self, positions: np.ndarray, as_of: float) -> np.ndarray:
-        """Each document's latest recorded access at or before ``as_of`` (epoch seconds;
+    def _last_access(self, positions: np.ndarray, before: float) -> np.ndarray:
+        """Each document's latest recorded access strictly before ``before`` (epoch seconds;
         -inf where it has none), in the order of ``positions``. Call it inside ``_locked()``."""
         rowids = self._mirror.rowid[positions].tolist()
-        got = self._database.last_access(rowids, as_of)
+        got = self._database.last_access(rowids, before)
         return np.array([got.get(r, -np.inf) for r in rowids], dtype=np.float64)
 
     # ------------------------------------------------------------------ following a commit

@@ -593,9 +593,9 @@ class Database:
         if own and self._checkpointer is not None:
             self._checkpointer.committed(self.conn)
 
-    def last_access(self, rowids: Sequence[int], as_of: float) -> dict[int, float]:
-        """Each document's latest access at or before ``as_of``, for those of ``rowids`` that
-        had one (a file older than the access log has none)."""
+    def last_access(self, rowids: Sequence[int], before: float) -> dict[int, float]:
+        """Each document's latest access strictly before ``before``, for those of ``rowids``
+        that had one (a file older than the access log has none)."""
         if self.schema_version < 4 or not rowids:
             return {}
         out: dict[int, float] = {}
@@ -605,8 +605,8 @@ class Database:
                 part = docs[start: start + _IN_CHUNK]
                 marks = ",".join("?" * len(part))
                 out.update(self.conn.execute(
-                    f"SELECT doc, max(at) FROM vx_access WHERE doc IN ({marks}) AND at <= ? GROUP BY doc",
-                    (*part, float(as_of))))
+                    f"SELECT doc, max(at) FROM vx_access WHERE doc IN ({marks}) AND at < ? GROUP BY doc",
+                    (*part, float(before))))
         return out
 
     def record_embedder(self, name: str) -> None:
