@@ -23,9 +23,9 @@ SEED = [
 
 
 def test_settings_travel_through_a_url_and_back():
-    s = {**views.DEFAULT_SETTINGS, "half_life_days": 30.0, "limit": 5, "mode": "hybrid"}
+    s = {**views.DEFAULT_SETTINGS, "half_life_days": 30.0, "limit": 5, "mode": "lexical"}
     query = views.settings_to_query(s, views.DEFAULT_SETTINGS)
-    assert query == {"half_life_days": "30", "limit": "5", "mode": "hybrid"}
+    assert query == {"half_life_days": "30", "limit": "5", "mode": "lexical"}
     back, problems = views.check_settings(query, RANGES)
     assert back == s and problems == []
 
@@ -69,7 +69,7 @@ def test_the_snippet_is_python_that_ranks_the_same_way():
 
 def test_point_of_keeps_the_hybrid_weight_only_for_hybrid_pools():
     s = {**views.DEFAULT_SETTINGS, "hybrid_weight": 0.3}
-    assert "hybrid_weight" not in views.point_of(s)
+    assert "hybrid_weight" not in views.point_of({**s, "mode": "dense"})
     assert views.point_of({**s, "mode": "hybrid"})["hybrid_weight"] == 0.3
 
 

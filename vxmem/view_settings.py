@@ -28,7 +28,7 @@ from .datasets.chatlogs import loads_chatlog
 from .embed import Embedder, HashingEmbedder
 from .policies import BLEND_DEFAULTS
 from .replay import Progress, Replay, replay_many
-from .store.checks import SEARCH_MODES, check_mode
+from .store.checks import SEARCH_MODES
 
 # Every dataset replay of the workbench caches pools big enough for any limit up to MAX_LIMIT.
 MAX_LIMIT = 20
@@ -39,8 +39,9 @@ DEFAULT_POINT: dict[str, Any] = {**BLEND_DEFAULTS, "limit": 10, "token_budget": 
 
 # The workbench's one parameter state: the ranking point, plus what decides which memories
 # enter a pool (the search mode, the hybrid weight, the embedder). Defaults are the library's.
-# dense: a hybrid pool is no prefix of a bigger one, so the workbench replays it per limit (see replay_settings)
-DEFAULT_MODE = check_mode(None)
+# The library's own default mode (hybrid): a hybrid pool is no prefix of a bigger one, so the workbench
+# replays it per limit above 10 (see replay_settings)
+DEFAULT_MODE = scoring.DEFAULT_MODE
 EMBEDDER_NAMES = ("default", "hashing")  # "default": whatever Vectrix() embeds with
 DEFAULT_SETTINGS: dict[str, Any] = {**DEFAULT_POINT, "mode": DEFAULT_MODE, "hybrid_weight": scoring.HYBRID_WEIGHT,
                                     "embedder": "default", "recency_from": scoring.RECENCY_FROM[0]}
