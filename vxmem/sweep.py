@@ -354,8 +354,11 @@ def _check_sweepable(replays: list[Replay], pol: Policy, grid: Mapping[str, Any]
     if "hybrid_weight" in grid and {r.mode for r in replays} != {"hybrid"}:
         raise ValueError("hybrid_weight can be swept only over replays recorded with mode='hybrid'")
     if "hybrid_weight" in grid and any(r.rerank is not None for r in replays):
-        raise ValueError("hybrid_weight decides which candidates a reranked pool holds: sweep it over replays "
-                         "recorded with rerank=False")
+        weights = [check_param("hybrid_weight", w) for w in _as_list("hybrid_weight", grid["hybrid_weight"])]
+        if any(w != r.hybrid_weight for w in weights for r in replays if r.rerank is not None):
+            raise ValueError("hybrid_weight decides which candidates a reranked pool holds: sweep it over replays "
+                             "recorded with rerank=False (a reranked replay takes only the weight it was "
+                             "recorded with)")
     if len({r.rerank is None for r in replays}) > 1 or len({r.mode == "hybrid" for r in replays}) > 1:
         raise ValueError("sweep replays recorded with one pipeline together: these mix reranked and plain, or "
                          "hybrid and other modes (sweep_modes() takes one group per mode)")

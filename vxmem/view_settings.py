@@ -25,7 +25,7 @@ import pandas as pd
 from . import scoring
 from .datasets import CHAT_FORMATS, FORMATS, Conversation, DatasetError, load
 from .datasets.chatlogs import loads_chatlog
-from .embed import Embedder, HashingEmbedder
+from .embed import Embedder, HashingEmbedder, default_embedder, reranks_by_default
 from .policies import BLEND_DEFAULTS
 from .replay import Progress, Replay, replay_many
 from .store.checks import SEARCH_MODES
@@ -143,13 +143,16 @@ def embedder_for(name: str) -> Embedder | None:
 def replay_settings(settings: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """What a workbench replay records with for ``settings``: the mode, and pools for every
     limit up to :data:`MAX_LIMIT` (a hybrid pool is no prefix of a bigger one, so in hybrid
-    mode the pools are recorded for the limit itself, one replay for every limit up to 10),
-    and ``recency_from`` when ages count from access (the replay's recalls then record
-    their accesses, and every ranking of its pools ages from its own)."""
+    mode the pools are recorded for the limit itself, one replay for every limit up to 10;
+    with the default embedder, which reranks, one for every hybrid weight too), and
+    ``recency_from`` when ages count from access (the replay's recalls then record their
+    accesses, and every ranking of its pools ages from its own)."""
     s = {**DEFAULT_SETTINGS, **dict(settings or {})}
     out: dict[str, Any] = {**REPLAY_SETTINGS, "mode": s["mode"]}
     if s["mode"] == "hybrid":
         out["pool_limit"] = max(10, int(s["limit"]))
+        if s["embedder"] == "default" and reranks_by_default(default_embedder()):
+            out["hybrid_weight"] = float(s["hybrid_weight"])  # reranked: it decides which candidates are
     if s["recency_from"] != "created":
         out["recency_from"] = s["recency_from"]
     return out
