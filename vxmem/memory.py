@@ -133,7 +133,7 @@ class ConversationMemory(MemoryReading):
         it was stored. ``"accessed"``: when a ``recall()`` or ``context()`` last returned it
         (LangChain's time-weighted retriever; Generative Agents), so what keeps being used
         stays fresh. Accesses are recorded durably in the database (one small write per
-        recall, about 60 bytes per returned memory) and read as of ``now``, so an as-of
+        recall, about 12 bytes per returned memory) and read as of ``now``, so an as-of
         recall sees the accesses made up to that moment; a read-only handle reads them but
         records none.
     """
