@@ -304,3 +304,26 @@ def test_probes_at_one_moment_sweep_as_the_live_recall_ranks_them(hashing_embedd
     assert label[live[2][0]] != "pixel"  # an hour later both accesses are seen: recency (weight 5) beats relevance
     assert rankings(rep) == live
     assert rep.rank() == live
+
+
+def test_why_recalled_of_a_replay_aging_from_access_returns_what_its_recall_returned(drift, hashing_embedder):
+    from vxmem.analysis import why_recalled
+
+    rep = replay(drift, {"recency_from": "accessed", "recency_weight": 1.0, "half_life_days": 1.0, "limit": 4},
+                 embedder=hashing_embedder)
+    point = {"half_life_days": 3.0, "recency_weight": 2.0, "limit": 3}
+    other = rankings(rep, **point)
+    for i, probe in enumerate(rep.probes):
+        f = why_recalled(rep, i, conversation=drift)
+        assert f[f["reason"] == "returned"].sort_values("rank")["id"].tolist() == probe["recalled_ids"], i
+        g = why_recalled(rep, i, point, conversation=drift)
+        assert g[g["reason"] == "returned"].sort_values("rank")["id"].tolist() == other[i], i
+
+
+def test_the_pools_frame_of_a_replay_aging_from_access_ranks_as_its_recall(drift, hashing_embedder):
+    rep = replay(drift, {"recency_from": "accessed", "recency_weight": 1.0, "half_life_days": 1.0, "limit": 4},
+                 embedder=hashing_embedder)
+    pools = rep.to_frames()["pools"]
+    for i, probe in enumerate(rep.probes):
+        top = pools[pools["probe"] == i].sort_values("rank")["id"].tolist()[: len(probe["recalled_ids"])]
+        assert top == probe["recalled_ids"], i

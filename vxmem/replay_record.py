@@ -133,13 +133,32 @@ class Replay:
         events = times(pd.DataFrame(self.events), ["time"])
         memories = times(pd.DataFrame(self.memories), ["created", "deleted", "superseded_at"])
         probes = times(pd.DataFrame(self.probes), ["time"])
-        rows = [pd.DataFrame(self._pool_rows(i)) for i in range(self.n_probes) if self.pools["n"][i]]
+        accessed = self._recorded_accesses() if self.recency_for("blend") == "accessed" else None
+        rows = [pd.DataFrame(self._pool_rows(i, accessed)) for i in range(self.n_probes) if self.pools["n"][i]]
         pools = pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=POOL_COLUMNS)
         return {"events": events, "memories": memories, "probes": probes, "pools": pools}
 
-    def _pool_rows(self, i: int) -> dict[str, Any]:
-        """Probe ``i``'s pool as columns, scored at the replay's settings."""
+    def _recorded_accesses(self) -> list[dict[str, float]]:
+        """For each probe, its pool's latest accesses before it: what the live recall of the
+        probes before it returned (a replay that ages from access; its memory recorded them so)."""
+        whole, index = self.history()
+        wanted = {j: k for k, j in enumerate(index)}
+        out: list[dict[str, float]] = [{} for _ in index]
+        log = AccessLog()
+        for j, probe in enumerate(whole.probes):
+            now = float(whole.pools["now"][j])
+            if j in wanted:
+                ids = list(whole.pool_ids[j][: int(whole.pools["n"][j])])
+                out[wanted[j]] = dict(zip(ids, log.seen(ids, now).tolist()))
+            log.returned(list(probe["recalled_ids"]), now)
+        return out
+
+    def _pool_rows(self, i: int, accessed: list[dict[str, float]] | None = None) -> dict[str, Any]:
+        """Probe ``i``'s pool as columns, scored at the replay's settings (aged from the
+        recorded accesses when ``accessed`` holds them)."""
         pool, s = self.pool(i), self.settings
+        if accessed is not None:
+            pool = pool.aged_from_access(np.array([accessed[i][m] for m in pool.ids], dtype=np.float64))
         n = len(pool)
         score, rel_norm, rec, fb = pool.blend(s["half_life_days"], s["recency_weight"], s["feedback_weight"],
                                               s["feedback_half_life_days"])

@@ -233,6 +233,25 @@ def _why_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
     return frame.reset_index(drop=True)
 
 
+def _accessed_before(replay: Replay, i: int, ids: list[str], point: Mapping[str, Any]) -> np.ndarray:
+    """Each of ``ids``' latest access before probe ``i``, -inf where none: what the probes
+    before it returned at ``point`` (the sweep engine's rankings, which equal the live
+    recall's at the replay's own settings)."""
+    from vxmem.pool import AccessLog
+    from vxmem.sweep import SWEEP_KEYS, rankings
+
+    whole, index = replay.history()
+    keys = set(POLICIES["blend"].params) | set(SWEEP_KEYS)
+    if whole.mode != "hybrid" or whole.rerank is not None:
+        keys.discard("hybrid_weight")  # why_recalled reads it only where it changes a ranking
+    shipped = rankings(whole, **{k: v for k, v in point.items() if k in keys})
+    at = index[i]
+    log = AccessLog()
+    for j in range(at):
+        log.returned(shipped[j], float(whole.pools["now"][j]))
+    return log.seen(list(ids), float(whole.pools["now"][at]))
+
+
 def why_recalled(replay: Replay, probe: int, params: Mapping[str, Any] | None = None, *,
                  conversation: Conversation | None = None, include_deleted: bool = False) -> pd.DataFrame:
     """For one probe, every memory that existed then and why it was or was not returned.
@@ -287,6 +306,9 @@ def why_recalled(replay: Replay, probe: int, params: Mapping[str, Any] | None = 
             raise ValueError(f"limit {limit} needs pools of {size} candidates; this replay recorded {cap} "
                              f"(replay with pool_limit={limit})")
         n_valid = min(n, size)
+
+    if replay.recency_for("blend") == "accessed":  # ages from the accesses of the probes before, at this point
+        pool = pool.aged_from_access(_accessed_before(replay, i, pool.ids, point))
 
     # The ranking, with the same functions in the same order as recall() (scoring.ship).
     rel = pool.relevance[:n_valid]
