@@ -425,8 +425,8 @@ class Database:
         tokens = (f"CASE WHEN typeof(tokens) = 'integer' AND tokens BETWEEN 0 AND {MAX_TOKENS} THEN tokens END"
                   if usable else "NULL")
         rows = self.conn.execute(f"SELECT {_DOC_COLUMNS}, {tokens} FROM vx_docs ORDER BY rowid").fetchall()
-        m = self._mirror_of(rows)
-        stored = [r[5] for r in rows] if usable and rows else None
+        m, stored = self._mirror_of(rows)
+        stored = stored if usable else None
         big = len(rows) >= 10_000
         del rows
         if big:
@@ -453,16 +453,18 @@ class Database:
     def _probe(self) -> int:
         return int(self.conn.execute("PRAGMA data_version").fetchone()[0])
 
-    def _mirror_of(self, rows: list[tuple[Any, ...]]) -> Mirror:
+    def _mirror_of(self, rows: list[tuple[Any, ...]]) -> tuple[Mirror, list[Any] | None]:
+        """A mirror of ``rows`` (rowid, id, text, metadata, vector, stored token count) and the
+        rows' stored counts (None when there are no rows)."""
         m = Mirror(self.dim)
         if not rows:
             if self.dim is not None:
                 m.set_dim(self.dim)
-            return m
+            return m, None
         if self.dim is None:
             raise InvalidDatabaseError(f"{self.path}: documents but no vector dimension in vx_meta")
         m.set_dim(self.dim)
-        rowids, ids, texts, metas, blobs = [list(col) for col in zip(*rows)][:5]  # (a 6th: the stored counts)
+        rowids, ids, texts, metas, blobs, stored = (list(col) for col in zip(*rows))
         try:
             # Room to double: the first writes after open never grow (copy) every column, and
             # the vectors' headroom is zero pages that take no memory until written.
@@ -471,7 +473,7 @@ class Database:
             if "-d vector" in str(exc):
                 raise InvalidDatabaseError(f"{self.path}: {exc}") from None
             raise
-        return m
+        return m, stored
 
     def _vector(self, id: str, blob: bytes) -> np.ndarray:
         vec = np.frombuffer(blob, dtype=np.float32)

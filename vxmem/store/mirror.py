@@ -366,12 +366,12 @@ class Mirror:
         if n == 0:
             return
         width = 4 * self.dim
-        for i, blob in enumerate(vectors):
-            if len(blob) != width:
-                raise ValueError(f"document {ids[i]!r} has a {len(blob) // 4}-d vector, expected {self.dim}")
         step = 4096  # joined a chunk at a time: no second copy of every vector at once
         for a in range(0, n, step):
             b = min(a + step, n)
+            if set(map(len, vectors[a:b])) != {width}:  # some blob is not dim floats long: name the first
+                i = next(i for i in range(a, b) if len(vectors[i]) != width)
+                raise ValueError(f"document {ids[i]!r} has a {len(vectors[i]) // 4}-d vector, expected {self.dim}")
             self.vecs[a:b] = np.frombuffer(b"".join(vectors[a:b]), dtype=np.float32).reshape(b - a, self.dim)
         rid = np.asarray(rowids, dtype=np.int64)
         self.rowid[:n] = rid
@@ -399,12 +399,15 @@ class Mirror:
         times += [_latest_feedback(m) for m, k in zip(metas, mem.tolist())
                   if k and (K_FEEDBACK in m or K_FEEDBACK_FOLDED in m)]
         self.latest = max(self.latest, *times)
-        codes = [-1 if key is None else self._code_of_key(key) for key in keys]
+        codes = np.array([-1 if key is None else self._code_of_key(key) for key in keys], dtype=np.int64)
         self.session[:n] = codes
-        session_pos = self._session_pos
-        for p, code in enumerate(codes):
+        order = np.argsort(codes, kind="stable")  # each session's positions, ascending, in one sort
+        sorted_codes = codes[order]
+        starts = np.flatnonzero(np.r_[True, sorted_codes[1:] != sorted_codes[:-1]])
+        for a, b in zip(starts.tolist(), np.r_[starts[1:], n].tolist()):
+            code = int(sorted_codes[a])
             if code >= 0:
-                session_pos.setdefault(code, []).append(p)
+                self._session_pos.setdefault(code, []).extend(order[a:b].tolist())
 
     def update(self, p: int, meta: dict[str, Any]) -> None:
         """Follow a committed metadata change of the document at ``p``."""
