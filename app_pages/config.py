@@ -14,7 +14,7 @@ from typing import Any
 from vxmem import views
 from vxmem.clock import DAY
 from vxmem.datasets import CHAT_FORMATS, FILE_FORMATS
-from vxmem.scoring import HYBRID_WEIGHT
+from vxmem.scoring import HYBRID_WEIGHT, RECENCY_FROM  # noqa: F401  (config.RECENCY_FROM: the choices)
 from vxmem.store import SEARCH_MODES
 from vxmem.views import DEFAULT_POINT, MAX_LIMIT
 
@@ -40,6 +40,8 @@ HYBRID = ("hybrid weight (dense share)", 0.0, 1.0, HYBRID_WEIGHT, 0.05)
 # the replay cache file, so only a dataset's first replay pays for them).
 EMBEDDERS: dict[str, str] = {"default (bge-small + rerank)": "default", "hashing (fast)": "hashing"}
 MODES = SEARCH_MODES
+# What a memory's age counts from (Vectrix(recency_from=...), choices RECENCY_FROM): each one's label.
+RECENCY_LABELS = {"created": "when it was stored", "accessed": "when a recall last returned it"}
 # Every setting's default: the library's, with the embedder above.
 DEFAULT_SETTINGS: dict[str, Any] = {**views.DEFAULT_SETTINGS, "embedder": next(iter(EMBEDDERS.values()))}
 RANGES: dict[str, tuple[float, float]] = {**{k: (v[1], v[2]) for k, v in PARAMS.items()},

@@ -125,6 +125,10 @@ def settings_sidebar() -> None:
         labels = {v: k for k, v in config.EMBEDDERS.items()}
         st.selectbox("Embedder", list(labels), key=_bind("embedder"), on_change=_changed, args=("embedder",),
                      format_func=lambda v: labels[v], help="A new embedder or mode replays the dataset once.")
+        st.selectbox("Ages count from", config.RECENCY_FROM, key=_bind("recency_from"), on_change=_changed,
+                     args=("recency_from",), format_func=lambda v: config.RECENCY_LABELS[v],
+                     help="`recency_from`: when a memory was stored, or when a recall last returned it "
+                          "(LangChain's time-weighted retriever). A change replays the dataset once.")
         for problem in st.session_state.get("url_problems") or ():
             st.warning(f"Ignored from the URL: {problem}")
         with st.expander("Settings: export, import"):
@@ -281,7 +285,7 @@ def cache_key(key: str, s: dict[str, Any] | None = None) -> str:
     """A key for ``st.cache_data`` frames of a dataset's replays: the dataset, embedder and mode."""
     s = s or settings()
     rs = views.replay_settings(s)
-    return f"{key}|{s['embedder']}|{rs['mode']}|{rs['pool_limit']}"
+    return f"{key}|{s['embedder']}|{rs['mode']}|{rs['pool_limit']}|{rs.get('recency_from', 'created')}"
 
 
 def probe_picker(replays: list[Replay], key: str, label: str = "Probe") -> tuple[int, int]:

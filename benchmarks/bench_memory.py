@@ -27,8 +27,9 @@ what a user of that embedder sees, and print no target. The ``default`` rows tim
 Every memory belongs to its session's user (``remember(user=...)``) and carries a
 ``{"topic": ...}`` of five values, so the scopes table can time, side by side in one
 interleaved loop, session recall at the present, as of a moment mid-history (the as-of
-checks run), with ``filter=`` on the topic, with ``user=``, and a user's recall across
-every session; its ratios are to the first row.
+checks run), with ``filter=`` on the topic, with ``user=``, a user's recall across every session, ranked
+from the access log (``recency_from="accessed"`` per call: reads it) and by a memory that
+ages from access (reads it and records its results); its ratios are to the first row.
 
 Cross-session recall selects every live memory; above ``Vectrix(exact_threshold=20000)``
 selected rows it goes through the usearch HNSW index, which is built lazily on the first
@@ -197,7 +198,7 @@ def rss_now_mb() -> float:
 
 
 def worker(size: int, embedder_name: str, reps: int, tmp: str, mode: str | None = None) -> dict:
-    from vxmem import Vectrix
+    from vxmem import ConversationMemory, Vectrix
 
     path = os.path.join(tmp, f"bench_{embedder_name}_{size}.vxdb")
     rng = np.random.default_rng(size)
@@ -296,6 +297,7 @@ def worker(size: int, embedder_name: str, reps: int, tmp: str, mode: str | None 
         row("recall(session=..., rerank=False), limit 10",
             timed(lambda i: db.recall(qs[i], session=f"user{i % SESSIONS}", now=now, rerank=False, mode=mode), reps))
 
+    accessing = ConversationMemory(db, recency_from="accessed", rerank=db.memory.rerank)
     scoped = interleaved({
         "recall(session=...), now: the present": lambda i: db.recall(qs[i], session=f"user{i % SESSIONS}", now=now),
         "recall(session=..., now=mid-history): as-of checks run": lambda i: db.recall(
@@ -305,6 +307,10 @@ def worker(size: int, embedder_name: str, reps: int, tmp: str, mode: str | None 
         "recall(session=..., user=...)": lambda i: db.recall(qs[i], session=f"user{i % SESSIONS}",
                                                              user=f"u{i % SESSIONS}", now=now),
         "recall(user=...): one user, every session": lambda i: db.recall(qs[i], user=f"u{i % SESSIONS}", now=now),
+        "recall(session=..., recency_from='accessed'): reads the access log": lambda i: db.recall(
+            qs[i], session=f"user{i % SESSIONS}", now=now, recency_from="accessed"),
+        "recall(session=...) of a memory aging from access: reads and records": lambda i: accessing.recall(
+            qs[i], session=f"user{i % SESSIONS}", now=now),
     }, reps)
     out["scopes"] = [{"op": op, "p50": stats(w)[0], "cpu50": stats(c)[0]} for op, (w, c) in scoped.items()]
 

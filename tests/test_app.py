@@ -251,6 +251,19 @@ def test_the_search_mode_is_a_control_and_replays_once_for_a_new_mode():
     assert at.query_params["mode"] == "hybrid"
 
 
+def test_ages_from_access_are_a_control_that_replays_once_and_travels_in_the_url():
+    at = page("tune")
+    before = metric_values(at)
+    at.selectbox(key="set_recency_from").set_value("accessed").run()
+    assert not at.exception
+    assert at.query_params["recency_from"] == "accessed"
+    assert metric_values(at) != before  # the replay's recalls age from their own accesses now
+    assert "recency_from='accessed'" in at.code[0].value
+    again = page("tune", query={"recency_from": "accessed"})
+    assert again.selectbox(key="set_recency_from").value == "accessed"
+    assert metric_values(again) == metric_values(at)
+
+
 # ---------------------------------------------------------------- Replay
 
 

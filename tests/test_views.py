@@ -170,3 +170,48 @@ def test_explain_at_the_replay_settings_returns_the_recorded_recall():
         ids = why[why["reason"] == "returned"].sort_values("rank")["id"].tolist()
         assert ids == rep.probes[i]["recalled_ids"]
     assert np.isfinite(views.returned(views.explain(rep, 0, views.DEFAULT_POINT))["relevance"]).all()
+
+
+def test_ages_from_access_travel_through_the_settings_into_the_replay_and_the_snippet():
+    s = {**views.DEFAULT_SETTINGS, "recency_from": "accessed", "embedder": "hashing"}
+    back, problems = views.check_settings(views.settings_to_query(s, views.DEFAULT_SETTINGS), RANGES)
+    assert back == s and not problems
+    _, problems = views.check_settings({"recency_from": "touched"}, RANGES)
+    assert len(problems) == 1 and "recency_from" in problems[0]
+    assert views.replay_settings(s)["recency_from"] == "accessed"
+    assert "recency_from" not in views.replay_settings(views.DEFAULT_SETTINGS)
+    code = views.settings_snippet(s)
+    assert "recency_from='accessed'" in code
+    from vxmem import Vectrix
+    from vxmem.embed import HashingEmbedder
+
+    scope = {"Vectrix": Vectrix, "HashingEmbedder": HashingEmbedder, "query": "dark mode", "session": "s"}
+    exec(code.replace('"chat.vxdb"', "None"), scope)
+    assert scope["db"].memory.recency_from == "accessed"
+
+
+def test_the_budget_blocks_of_a_replay_aging_from_access_are_looks_not_events(hashing_embedder):
+    from vxmem.synth import generate
+
+    conv = generate("preference_drift", users=1)
+    s = {**views.DEFAULT_SETTINGS, "recency_from": "accessed", "mode": "dense"}
+    one = views.budget_replay(conv, [300], s, embedder=hashing_embedder)
+    many = views.budget_replay(conv, [100, 300, 2000], s, embedder=hashing_embedder)
+    # more budgets asked at each probe change nothing of what any one of them gets
+    assert [p["texts"][300] for p in one] == [p["texts"][300] for p in many]
+
+
+def test_a_look_at_a_memory_aging_from_access_ranks_by_it_and_records_nothing(word_embedder):
+    from vxmem import Vectrix
+    from vxmem.view_replays import _look
+
+    db = Vectrix(None, embedder=word_embedder, recency_from="accessed")
+    a = db.remember("my cat is called Miso", session="s", timestamp=0.0)
+    db.recall("Miso", session="s", now=86400.0)
+    rows = db._database.conn.execute("SELECT count(*) FROM vx_access").fetchone()[0]
+    look = _look(db.memory)
+    block = look.context("Miso", session="s", recent_turns=0, now=2 * 86400.0, recency_from=db.memory.recency_from)
+    assert [r.id for r in block.recalled] == [a]
+    assert block.recalled[0].metadata["_vx_scoring"]["age_days"] == 1.0  # aged from the recall a day before
+    assert db._database.conn.execute("SELECT count(*) FROM vx_access").fetchone()[0] == rows == 1
+    assert db.memory.recency_from == "accessed"  # the memory itself is unchanged

@@ -26,6 +26,7 @@ from typing import Any
 from .datasets import CHAT_FORMATS, FORMATS, Conversation, DatasetError
 from .policies import BLEND_DEFAULTS, POLICIES
 from .replay import SETTINGS_KEYS, Replay
+from .scoring import RECENCY_FROM
 from .store import SEARCH_MODES
 from .sweep import SWEEP_KEYS
 
@@ -47,6 +48,7 @@ _SETTING_FLAGS: tuple[tuple[str, type, str], ...] = (
     ("mode", str, "relevance (default hybrid)"),
     ("hybrid_weight", float, "dense share in hybrid mode (default 0.5)"),
     ("pool_limit", int, "largest limit a later sweep may use"),
+    ("recency_from", str, "what ages count from: created (default) or accessed (last recalled)"),
 )
 # Every parameter a sweep takes: the default policy's, the policy-free ones, then the other policies'.
 _GRID_KEYS = tuple(dict.fromkeys([*POLICIES[DEFAULT_POLICY].params, *SWEEP_KEYS,
@@ -276,6 +278,8 @@ def _parser() -> _Parser:
     w.add_argument("--policy", default=DEFAULT_POLICY)
     _add_grid(w)
     w.add_argument("--mode", choices=SEARCH_MODES)
+    w.add_argument("--recency-from", choices=RECENCY_FROM, dest="recency_from",
+                   help="what ages count from (default: the replay's for blend, the policy's for the others)")
     w.add_argument("--embedder", choices=EMBEDDERS, default="default")
     w.add_argument("--n-jobs", type=int, default=1)
     w.add_argument("--categories", help=_CATEGORIES_HELP)
@@ -295,6 +299,8 @@ def _add_replay_settings(parser: argparse.ArgumentParser) -> None:
     for key, kind, text in _SETTING_FLAGS:
         if key == "mode":
             g.add_argument(_flag(key), choices=SEARCH_MODES, help=text)
+        elif key == "recency_from":
+            g.add_argument(_flag(key), choices=RECENCY_FROM, dest=key, help=text)
         else:
             g.add_argument(_flag(key), type=kind, dest=key, help=text)
 
@@ -488,7 +494,7 @@ def _sweep(args) -> int:
     reps, note = _select_categories(reps, args.categories)
     if note:
         print(note)
-    res = sweep(reps, grid, policy=args.policy, progress=None)
+    res = sweep(reps, grid, policy=args.policy, progress=None, recency_from=args.recency_from)
     points = res.per_point
     if args.sort not in points.columns:
         raise CliError(f"--sort {args.sort!r}: not a metric here; choose from "

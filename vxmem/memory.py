@@ -129,6 +129,13 @@ class ConversationMemory(MemoryReading):
         bundled ms-marco-MiniLM-L-12-v2 cross-encoder; its model loads on first use).
     :param min_relevance: the default of ``recall(min_relevance=...)`` (raw scale; None:
         keep every candidate).
+    :param recency_from: what a memory's age counts from. ``"created"`` (the spec's): when
+        it was stored. ``"accessed"``: when a ``recall()`` or ``context()`` last returned it
+        (LangChain's time-weighted retriever; Generative Agents), so what keeps being used
+        stays fresh. Accesses are recorded durably in the database (one small write per
+        recall, about 60 bytes per returned memory) and read as of ``now``, so an as-of
+        recall sees the accesses made up to that moment; a read-only handle reads them but
+        records none.
     """
 
     def __init__(self, db: Collection, half_life_days: float = scoring.HALF_LIFE_DAYS,
@@ -137,8 +144,9 @@ class ConversationMemory(MemoryReading):
                  ttl_days: dict[str, float | None] | None = None, judge: Judge | None = None,
                  judge_candidates: int = 5, hybrid_weight: float = scoring.HYBRID_WEIGHT, *,
                  rerank: bool | None = None, reranker: Reranker | str | None = None,
-                 min_relevance: float | None = None):
+                 min_relevance: float | None = None, recency_from: str = "created"):
         self.db = db
+        self.recency_from = check_choice(recency_from, "recency_from", scoring.RECENCY_FROM)
         self.rerank = None if rerank is None else check_bool(rerank, "rerank")
         self.reranker = check_reranker(reranker)
         self.min_relevance = check_min_relevance(min_relevance)

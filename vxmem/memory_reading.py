@@ -3,17 +3,32 @@
 :class:`MemoryReading` holds them for :class:`~vxmem.memory.ConversationMemory`, which
 inherits them with their signatures and docstrings (``Vectrix``'s delegates document them
 from there). They read the collection through its internal surface only: ``_locked()``,
-``_prepare_query()`` and the mirror's selection; none of them writes.
+``_prepare_query()``, ``_last_access()`` and the mirror's selection. The one write among
+them: a memory that ages from access (``recency_from="accessed"``) records what
+``recall()`` and ``context()`` returned (``_record_access()``), as LangChain's
+time-weighted retriever does.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
+
+import numpy as np
 
 from . import scoring
 from .bookkeeping import memory_pos
-from .checks import check_bool, check_int, check_kinds, check_limit, check_session, check_text, check_weight
+from .checks import (
+    check_bool,
+    check_choice,
+    check_int,
+    check_kinds,
+    check_limit,
+    check_session,
+    check_text,
+    check_weight,
+)
 from .clock import TimeLike, to_epoch
 from .context import ContextBlock, assemble
 from .embed import reranks_by_default
@@ -28,7 +43,7 @@ from .supersession import HistoryEntry, chain
 
 # The keyword arguments of recall() that context() passes on.
 RECALL_ARGS = ("score_gap", "kinds", "include_superseded", "mode", "exclude_ids", "hybrid_weight", "min_relevance",
-               "rerank")
+               "rerank", "recency_from")
 
 
 class MemoryReading:
@@ -44,6 +59,7 @@ class MemoryReading:
     min_relevance: float | None
     rerank: bool | None
     reranker: Reranker
+    recency_from: str
 
     @property
     def settings(self) -> dict[str, float]:
@@ -100,7 +116,7 @@ class MemoryReading:
                mode: str | None = None, now: TimeLike = None, exclude_ids: Sequence[str] = (),
                hybrid_weight: float | None = None, min_relevance: float | None = None,
                rerank: bool | None = None, filter: dict[str, Any] | None = None,
-               user: str | None = None) -> MemoryResults:
+               user: str | None = None, recency_from: str | None = None) -> MemoryResults:
         """Relevance, blended with recency and feedback, cut to a budget.
 
         The most relevant eligible memories (a pool of ``max(4 x limit, 40)``) have their
@@ -119,8 +135,14 @@ class MemoryReading:
         ``relevance`` (raw: the reranker's logit when reranked, else the mode's score),
         ``relevance_norm``, ``recency``, ``feedback``, ``score``, ``age_days``, ``mode``,
         ``first_stage`` (the mode's relevance before the rerank; None when not reranked),
-        ``rerank`` (the reranker's name, or None), and outside dense mode the raw ``dense``
-        cosine and ``lexical`` BM25.
+        ``rerank`` (the reranker's name, or None), ``recency_from`` (what ``age_days`` counts
+        from), and outside dense mode the raw ``dense`` cosine and ``lexical`` BM25.
+
+        A memory made with ``recency_from="accessed"`` records, at ``now``, that the results
+        it returns were accessed (one small durable write; not on a read-only handle), and
+        ages each memory from its latest access before ``now`` instead of its creation. An
+        access counts from the moment after it: calls made at one moment never see each
+        other's, so they rank alike whatever their order.
 
         :param query: the text to match.
         :param session: whose memories (None: every session).
@@ -151,7 +173,24 @@ class MemoryReading:
             top ``limit`` among them.
         :param user: only this user's memories (``remember(user=...)``), from every session
             unless ``session`` narrows it to one.
+        :param recency_from: what ages count from for this recall: ``"created"`` or
+            ``"accessed"`` (None: the memory's ``recency_from``). Recording follows the
+            memory's setting alone, so a memory made with ``"created"`` can rank by the
+            recorded accesses (``recency_from="accessed"``) without adding any.
         """
+        return self._recall(query, session=session, limit=limit, token_budget=token_budget, score_gap=score_gap,
+                            kinds=kinds, include_superseded=include_superseded, mode=mode, now=now,
+                            exclude_ids=exclude_ids, hybrid_weight=hybrid_weight, min_relevance=min_relevance,
+                            rerank=rerank, filter=filter, user=user, recency_from=recency_from,
+                            touch=self.recency_from == "accessed")
+
+    def _recall(self, query: str, *, session: str | None = None, limit: int = 10, token_budget: int | None = None,
+                score_gap: float | None = None, kinds: Sequence[str] = KINDS, include_superseded: bool = False,
+                mode: str | None = None, now: TimeLike = None, exclude_ids: Sequence[str] = (),
+                hybrid_weight: float | None = None, min_relevance: float | None = None,
+                rerank: bool | None = None, filter: dict[str, Any] | None = None, user: str | None = None,
+                recency_from: str | None = None, touch: bool) -> MemoryResults:
+        """``recall()``, recording the results as accessed when ``touch`` is set."""
         if token_budget is not None:
             token_budget = check_limit(token_budget, "token_budget")
         if score_gap is not None:
@@ -161,22 +200,34 @@ class MemoryReading:
             pool = self.candidate_pool(query, session=session, limit=limit, kinds=kinds,
                                        include_superseded=include_superseded, mode=mode, now=now,
                                        exclude_ids=exclude_ids, hybrid_weight=hybrid_weight,
-                                       min_relevance=min_relevance, rerank=rerank, filter=filter, user=user)
-            return rank(pool, m, query, self.settings, score_gap, token_budget)
+                                       min_relevance=min_relevance, rerank=rerank, filter=filter, user=user,
+                                       recency_from=recency_from)
+            results = rank(pool, m, query, self.settings, score_gap, token_budget)
+            if touch and len(results):
+                self.db._record_access(np.array([m.pos_of_id[r.id] for r in results], dtype=np.int64), pool.now)
+            return results
+
+    def _touch(self, ids: Sequence[str], now_ts: float) -> None:
+        """Record ``ids`` (those still there) as accessed at ``now_ts``."""
+        if not ids:
+            return
+        with self.db._locked() as m:
+            pos = [p for p in (m.pos_of_id.get(i) for i in ids) if p is not None]
+            self.db._record_access(np.array(pos, dtype=np.int64), now_ts)
 
     def candidate_pool(self, query: str, session: str | None = None, limit: int = 10, kinds: Sequence[str] = KINDS,
                        include_superseded: bool = False, mode: str | None = None, now: TimeLike = None,
                        exclude_ids: Sequence[str] = (), pool: int | None = None,
                        hybrid_weight: float | None = None, min_relevance: float | None = None,
                        rerank: bool | None = None, filter: dict[str, Any] | None = None,
-                       user: str | None = None) -> CandidatePool:
+                       user: str | None = None, recency_from: str | None = None) -> CandidatePool:
         """The candidates ``recall()`` blends, with everything ranking needs, as a
         :class:`~vxmem.pool.CandidatePool`: already reranked (and cut by ``min_relevance``)
         when ``recall()`` with these arguments would be.
 
         The workbench caches this at each probe and re-ranks it for every sweep point.
         The arguments are ``recall()``'s, plus ``pool``, which overrides the pool size
-        (default ``max(4 x limit, 40)``).
+        (default ``max(4 x limit, 40)``). Reading a pool records no access.
         """
         check_text(query, "query")
         session = check_session(session)
@@ -190,6 +241,8 @@ class MemoryReading:
         reranking = self._reranking(rerank)
         flt = check_memory_filter(filter)
         user = check_user(user)
+        aged_from = self.recency_from if recency_from is None else check_choice(
+            recency_from, "recency_from", scoring.RECENCY_FROM)
         now_ts = to_epoch(now)
         size = scoring.pool_size(limit) if pool is None else check_limit(pool, "pool")
         scope = any_if_none(session)
@@ -202,7 +255,11 @@ class MemoryReading:
                            session=scope, now_ts=now_ts, limit=limit)
             if reranking and len(found):
                 found = rerank_pool(found, m, query, self.reranker, reranker_name(self.reranker))
-            return found if floor is None else drop_below(found, floor)
+            if floor is not None:
+                found = drop_below(found, floor)
+            if aged_from == "accessed" and found.positions is not None:
+                found = found.aged_from_access(self.db._last_access(found.positions, now_ts))
+            return found
 
     def _reranking(self, rerank: Any) -> bool:
         """Whether a recall with ``rerank=`` reranks: the argument, else the memory's setting,
@@ -282,7 +339,12 @@ class MemoryReading:
         :param filter: only memories whose own metadata match it, in every section (the
             collection's filter syntax).
         :param recall_kwargs: ``recall()``'s ``score_gap``, ``kinds``, ``include_superseded``,
-            ``mode``, ``exclude_ids``, ``hybrid_weight``, ``min_relevance`` and ``rerank``.
+            ``mode``, ``exclude_ids``, ``hybrid_weight``, ``min_relevance``, ``rerank`` and
+            ``recency_from``.
+
+        A memory made with ``recency_from="accessed"`` records the recalled memories that
+        made the block as accessed at ``now`` (pinned facts and recent turns are there
+        whatever the query, so they are not).
         """
         check_text(query, "query")
         session = check_session(session)
@@ -297,5 +359,9 @@ class MemoryReading:
         if unknown:
             raise TypeError(f"context() got unexpected recall arguments: {sorted(unknown)}")
         self._prepare_query(query, recall_kwargs.get("mode"))
-        return assemble(self.db, self.recall, query, session, token_budget, recent_turns, limit,
-                        to_epoch(now), recall_kwargs, user=user, flt=flt)
+        now_ts = to_epoch(now)
+        block = assemble(self.db, partial(self._recall, touch=False), query, session, token_budget, recent_turns,
+                         limit, now_ts, recall_kwargs, user=user, flt=flt)
+        if self.recency_from == "accessed":
+            self._touch([r.id for r in block.recalled], now_ts)
+        return block

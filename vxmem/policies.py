@@ -12,11 +12,18 @@ whole grid at once.
 - ``cosine``: raw relevance only; what a plain vector store returns.
 - ``multiplicative``: ``relevance * 0.5 ** (age / half_life_days)``, recency as a factor.
 - ``langchain``: LangChain's ``TimeWeightedVectorStoreRetriever``,
-  ``relevance + (1 - decay_rate) ** hours_passed`` (default ``decay_rate`` 0.01). LangChain
-  counts hours since the memory was last *accessed*; the workbench has no access log, so
-  this counts hours since it was stored.
+  ``relevance + (1 - decay_rate) ** hours_passed`` (default ``decay_rate`` 0.01), hours
+  since the memory was last *accessed*: returned by one of the policy's own earlier
+  rankings, or else stored (``recency_from="accessed"``).
 - ``generative_agents``: Park et al. 2023, ``minmax(recency) + minmax(relevance)`` with
-  recency ``recency_decay ** hours`` (0.995 per hour); importance is left out (no scorer).
+  recency ``recency_decay ** hours`` (0.995 per hour) since the memory was last retrieved,
+  like LangChain's; importance is left out (no scorer).
+
+A policy's ``recency_from`` says what its ages count from. With ``"accessed"``, a replay's
+probes are ranked in order and each probe's ages count from the last probe whose ranking
+(under this policy and these parameters) returned the memory, as a live memory made with
+``recency_from="accessed"`` records them (:meth:`CandidatePool.aged_from_access`); the
+blend takes it from the replay's own ``recency_from`` setting.
 - ``memorybank``: MemoryBank's Ebbinghaus retention ``exp(-t / S)`` times relevance, ``t`` in
   days and strength ``S = strength_days * (1 + useful feedback count)``: each time a memory
   proved useful it is forgotten more slowly.
@@ -48,6 +55,7 @@ class Policy:
     description: str
     defaults: dict[str, float] = field(default_factory=dict)
     score_fn: ScoreFn | None = None
+    recency_from: str = "created"
 
     @property
     def params(self) -> tuple[str, ...]:
@@ -109,10 +117,10 @@ POLICIES: dict[str, Policy] = {
     "multiplicative": Policy("multiplicative", "relevance * 0.5 ** (age / half_life_days)",
                              {"half_life_days": BLEND_DEFAULTS["half_life_days"]}, _multiplicative),
     "langchain": Policy("langchain", "relevance + (1 - decay_rate) ** hours_passed (LangChain)",
-                        {"decay_rate": 0.01}, _langchain),
+                        {"decay_rate": 0.01}, _langchain, recency_from="accessed"),
     "generative_agents": Policy("generative_agents",
                                 "minmax(recency_decay ** hours) + minmax(relevance) (Generative Agents)",
-                                {"recency_decay": 0.995}, _generative_agents),
+                                {"recency_decay": 0.995}, _generative_agents, recency_from="accessed"),
     "memorybank": Policy("memorybank", "relevance * exp(-days / (strength_days * (1 + useful))) (MemoryBank)",
                          {"strength_days": 1.0}, _memorybank),
 }

@@ -13,12 +13,14 @@ point ranks exactly as ``recall()`` with those parameters would have.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field, fields
 from typing import Any, Self
 
 import numpy as np
 
 from . import scoring
+from .clock import DAY
 
 
 @dataclass
@@ -32,7 +34,8 @@ class CandidatePool:
     :param relevance: the search mode's raw score: cosine (dense), BM25 (lexical) or the
         fused hybrid relevance (see :func:`vxmem.scoring.fuse_relevance`).
     :param ts: when each memory was stored (epoch seconds); ties rank the newer first.
-    :param age_days: ``(now - ts) / DAY``.
+    :param age_days: ``(now - ts) / DAY``; in a pool aged from access (``recency_from``
+        ``"accessed"``), ``(now - max(ts, last access before now)) / DAY``.
     :param feedback_signs: +1 / -1 per recorded outcome, zero-padded, shape (..., n, events).
     :param feedback_ages: how many days ago each outcome was recorded, same shape.
     :param tokens: each memory's token count (for the budget).
@@ -47,6 +50,7 @@ class CandidatePool:
         reranker's name; None in a pool that was not reranked.
     :param positions: mirror positions, valid only under the collection lock the pool was
         made in (None for a cached pool).
+    :param recency_from: what ``age_days`` counts from: ``"created"`` or ``"accessed"``.
     """
 
     relevance: np.ndarray
@@ -67,6 +71,7 @@ class CandidatePool:
     first_stage: np.ndarray | None = None
     rerank: str | None = None
     positions: np.ndarray | None = None
+    recency_from: str = "created"
 
     def __len__(self) -> int:
         return int(self.relevance.shape[-1]) if self.relevance.ndim else 0
@@ -81,6 +86,13 @@ class CandidatePool:
         return scoring.score_pool(self.relevance, self.age_days, self.feedback_signs, self.feedback_ages,
                                   half_life_days, recency_weight, feedback_weight, feedback_half_life_days,
                                   valid=valid)
+
+    def aged_from_access(self, last_access: np.ndarray) -> Self:
+        """This pool with each memory's age counted from its latest access (``last_access``,
+        epoch seconds, -inf where it was never accessed) where that is later than when it
+        was stored: ``recency_from="accessed"``."""
+        since = np.maximum(np.asarray(self.ts, dtype=np.float64), np.asarray(last_access, dtype=np.float64))
+        return dataclasses.replace(self, age_days=(self.now - since) / DAY, recency_from="accessed")
 
     def rank_order(self, score: np.ndarray) -> np.ndarray:
         """Slots best first by ``score``, ties to the newer memory, then the earlier slot."""
@@ -102,6 +114,30 @@ class CandidatePool:
                 out[f.name] = v
         out.update(changes)
         return type(self)(**out)
+
+
+class AccessLog:
+    """When each memory was last returned, for ranking a replay's probes in time order as a
+    memory made with ``recency_from="accessed"`` records and reads it: an access counts
+    from the moment after it was made (probes at one moment never see each other's)."""
+
+    def __init__(self) -> None:
+        self._last: dict[str, float] = {}
+        self._before: dict[str, float] = {}  # the latest access before the one in _last
+
+    def seen(self, ids: list[str], now: float) -> np.ndarray:
+        """Each memory's latest access before ``now`` (-inf: none), for moments in time order."""
+        inf = -np.inf
+        return np.array([(last if (last := self._last.get(m, inf)) < now else self._before.get(m, inf))
+                         for m in ids], dtype=np.float64)
+
+    def returned(self, ids: list[str], now: float) -> None:
+        """Record ``ids`` as accessed at ``now`` (no earlier than any moment recorded before)."""
+        for m in ids:
+            last = self._last.get(m, -np.inf)
+            if last < now:
+                self._before[m] = last
+                self._last[m] = now
 
 
 @dataclass(kw_only=True)

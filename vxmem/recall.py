@@ -31,8 +31,8 @@ _FRAME_KEYS = (K_KIND, K_SESSION, K_ROLE, K_TURN, K_TS)
 class MemoryResults(Results):
     """Results of a memory collection: ``to_frame()`` adds each result's score parts (from
     ``_vx_scoring``: ``relevance``, ``relevance_norm``, ``recency``, ``feedback``, ``score``,
-    ``age_days``, ``mode``, ``first_stage``, ``rerank``, and ``dense`` / ``lexical`` outside
-    dense mode) and its kind, session, role, turn and time as columns."""
+    ``age_days``, ``recency_from``, ``mode``, ``first_stage``, ``rerank``, and ``dense`` /
+    ``lexical`` outside dense mode) and its kind, session, role, turn and time as columns."""
 
     def frame_columns(self, result: Result) -> dict[str, Any]:
         """The score parts and the reserved columns of ``result``'s row."""
@@ -134,6 +134,7 @@ def rank(pool: CandidatePool, m: Mirror, query: str, blend: Mapping[str, float],
             "recency": float(recency[i]), "feedback": float(fb[i]), "score": float(score[i]),
             "age_days": float(pool.age_days[i]), "mode": pool.mode,
             "first_stage": None if pool.first_stage is None else float(pool.first_stage[i]), "rerank": pool.rerank,
+            "recency_from": pool.recency_from,
         }
         if pool.mode != "dense":  # which relevance parts contributed
             parts.update(_relevance_parts(pool, i))

@@ -30,7 +30,7 @@ import numpy as np
 
 from . import metrics as M
 from . import scoring
-from .checks import check_limit
+from .checks import check_choice, check_limit
 from .consolidation import Summarizer
 from .datasets import Conversation, Event
 from .embed import EmbedderArg, check_embedder
@@ -46,7 +46,7 @@ from .keys import (
     KINDS,
 )
 from .policies import Policy, get_policy, rank_pool, resolve_params
-from .pool import CandidatePool, LabelledPool
+from .pool import AccessLog, CandidatePool, LabelledPool
 from .progress import Progress, ProgressFn, Reporter
 from .replay_record import FORMAT, POOL_COLUMNS, SLOT_ARRAYS, Replay, _reranked
 from .rerank import rerank_scores
@@ -59,7 +59,7 @@ __all__ = ["FORMAT", "MAX_SESSION_BITS", "MEMORY_KEYS", "OTHER_KEYS", "POOL_COLU
            "SLOT_ARRAYS", "Progress", "ProgressFn", "Replay", "Reporter", "check_settings", "replay", "replay_many"]
 
 MEMORY_KEYS = ("half_life_days", "recency_weight", "feedback_weight", "feedback_half_life_days", "ttl_days",
-               "judge_candidates", "hybrid_weight", "reranker")
+               "judge_candidates", "hybrid_weight", "reranker", "recency_from")
 RECALL_KEYS = ("limit", "token_budget", "score_gap", "mode", "kinds", "rerank")
 OTHER_KEYS = ("judge", "summarizer", "pool_limit")
 SETTINGS_KEYS = MEMORY_KEYS + RECALL_KEYS + OTHER_KEYS
@@ -80,6 +80,8 @@ def check_settings(settings: dict[str, Any] | None) -> dict[str, Any]:
         if out[k] is not None:
             out[k] = check_limit(out[k], k)
     out["pool_limit"] = max(out["limit"], out["pool_limit"] or out["limit"])
+    if out.get("recency_from") is not None:
+        check_choice(out["recency_from"], "recency_from", scoring.RECENCY_FROM)
     return out
 
 
@@ -107,7 +109,7 @@ def replay(conversation: Conversation, settings: dict[str, Any] | None = None, e
 
     ``settings`` holds memory settings (``half_life_days``, ``recency_weight``,
     ``feedback_weight``, ``feedback_half_life_days``, ``ttl_days``, ``judge_candidates``,
-    ``hybrid_weight``, ``reranker``), recall settings (``limit``, ``token_budget``, ``score_gap``,
+    ``hybrid_weight``, ``reranker``, ``recency_from``), recall settings (``limit``, ``token_budget``, ``score_gap``,
     ``mode``, ``kinds``, ``rerank``), ``judge`` / ``summarizer`` (callables or the names of the
     rule-based ones in :mod:`vxmem.synth`; default: what the conversation's header names)
     and ``pool_limit``, the largest ``limit`` a later sweep may ask for (default: ``limit``).
@@ -189,6 +191,8 @@ class _Run:
         self.extras: list[Any] = []
         self.at = 0  # the index of the event being replayed
         self.pool_mode: str | None = None  # the mode the memory recalled with
+        # when each memory was last returned by the policy's own ranking (ages from access)
+        self.policy_access = AccessLog() if policy.name != "blend" and policy.recency_from == "accessed" else None
 
     # -------------------------------------------------------------- memories
 
@@ -336,8 +340,10 @@ class _Run:
                               score_gap=s["score_gap"], kinds=self.kinds, mode=s["mode"], now=t, rerank=s["rerank"])
         # Reranked: the whole first-stage pool, and the reranker's score of every candidate a
         # recall with some limit up to pool_limit would rerank (see Replay.pool and the sweep).
+        # Ages from creation: a ranking that ages from access counts its own accesses.
         pool = self.mem.candidate_pool(ev.query, session=ev.session, limit=max(limit, s["pool_limit"]),
-                                       kinds=self.kinds, mode=s["mode"], now=t, rerank=False)
+                                       kinds=self.kinds, mode=s["mode"], now=t, rerank=False,
+                                       recency_from="created")
         scores = self._rerank_scores(pool, ev.query) if self.reranker else None
         self.rerank_scores.append(scores)
         if self.on_probe is not None:
@@ -357,8 +363,13 @@ class _Run:
         else:
             p = resolve_params(self.policy, {}, s)
             ranked = pool if self.reranker is None or scores is None else _reranked(pool, scores, self.reranker)
+            log = self.policy_access
+            if log is not None:
+                ranked = ranked.aged_from_access(log.seen(ranked.ids, t))
             shipped = [ranked.ids[j] for j in rank_pool(ranked, self.policy, limit=limit,
                                                       token_budget=s["token_budget"], **p)]
+            if log is not None:
+                log.returned(shipped, t)
         met, tokens_used = self._metrics(pool, ev, shipped, ideal, sess_bit)
         self.probes.append({
             "probe": len(self.probes), "label": ev.label, "time": t, "query": ev.query, "session": ev.session,

@@ -19,12 +19,12 @@ from typing import Any
 import numpy as np
 
 from . import scoring
-from .checks import check_limit
+from .checks import check_choice, check_limit
 from .datasets import DatasetError
 from .keys import KINDS
 from .policies import Policy, get_policy, rank_pool, resolve_params
-from .pool import LabelledPool
-from .scoring import HYBRID_WEIGHT, pool_size
+from .pool import AccessLog, LabelledPool
+from .scoring import HYBRID_WEIGHT, RECENCY_FROM, pool_size
 
 POOL_COLUMNS = ["probe", "slot", "id", "label", "kind", "relevance", "relevance_norm", "age_days", "recency",
                 "feedback", "score", "rank", "tokens", "n_feedback", "grade", "stale", "foreign"]
@@ -58,6 +58,10 @@ class Replay:
     pool_ids: list[list[str]]
     meta: dict[str, Any] = field(default_factory=dict)
     extras: list[Any] = field(default_factory=list)
+    # A replay narrowed by select(): the whole one and which of its probes these are, so
+    # ages counted from access still see the accesses of the probes left out.
+    source: Replay | None = field(default=None, repr=False, compare=False)
+    source_index: list[int] | None = field(default=None, repr=False, compare=False)
 
     @property
     def n_probes(self) -> int:
@@ -185,31 +189,67 @@ class Replay:
         return cls(name=blob["name"], settings=blob["settings"], events=blob["events"], memories=blob["memories"],
                    probes=blob["probes"], pools=arrays, pool_ids=blob["pool_ids"], meta=blob.get("meta", {}))
 
+    def recency_for(self, policy: str | Policy = "blend", recency_from: str | None = None) -> str:
+        """What ages count from when ``policy`` ranks this replay's pools: ``recency_from``
+        if given, else the replay's own ``recency_from`` setting for the blend (what its
+        ``recall()`` used) and the policy's own for the others (``"accessed"`` for LangChain's
+        and Generative Agents')."""
+        if recency_from is not None:
+            return check_choice(recency_from, "recency_from", RECENCY_FROM)
+        pol = get_policy(policy)
+        if pol.name == "blend":
+            return str(self.settings.get("recency_from") or "created")
+        return pol.recency_from
+
+    def history(self) -> tuple[Replay, list[int]]:
+        """The whole replay these probes come from and their indices in it (this one and
+        ``range(n_probes)`` unless narrowed by :meth:`select`)."""
+        if self.source is not None and self.source_index is not None:
+            return self.source, list(self.source_index)
+        return self, list(range(self.n_probes))
+
     def rank(self, policy: str | Policy = "blend", limit: int | None = None, token_budget: Any = ...,
-             **params: Any) -> list[list[str]]:
+             recency_from: str | None = None, **params: Any) -> list[list[str]]:
         """Ids each probe's cached pool ships under ``policy`` (default parameters: the replay's).
+
+        With ages counted from access (:meth:`recency_for`), the probes are ranked in order
+        and each one's ages count from the last probe whose ranking here returned the memory.
 
         :param limit: how many per probe (default: each probe's own).
         :param token_budget: the budget to cut to (default: the replay's; None: no budget).
+        :param recency_from: ``"created"`` or ``"accessed"`` (default: :meth:`recency_for`).
         :param params: the policy's parameters.
         """
         pol = get_policy(policy)
         p = resolve_params(pol, params, self.settings)
         budget = self.settings["token_budget"] if token_budget is ... else token_budget
-        out = []
-        for i in range(self.n_probes):
+        accessed = self.recency_for(pol, recency_from) == "accessed"
+        whole, index = self.history() if accessed else (self, list(range(self.n_probes)))
+        wanted = {j: k for k, j in enumerate(index)}
+        out: list[list[str]] = [[] for _ in index]
+        log = AccessLog()  # when each memory was last returned
+        for i in range(whole.n_probes if accessed else self.n_probes):
+            if not accessed and i not in wanted:
+                continue
             # the pool recall() blends for this limit, as the sweep ranks it: relevance is
             # normalised across exactly those candidates
-            pool = self.pool(i, limit=limit if limit is not None else int(self.pools["limit"][i]))
-            shipped = rank_pool(pool, pol, limit=limit, token_budget=budget, **p)
-            out.append([pool.ids[j] for j in shipped])
+            pool = whole.pool(i, limit=limit if limit is not None else int(whole.pools["limit"][i]))
+            if accessed:
+                pool = pool.aged_from_access(log.seen(pool.ids, pool.now))
+            shipped = [pool.ids[j] for j in rank_pool(pool, pol, limit=limit, token_budget=budget, **p)]
+            if accessed:
+                log.returned(shipped, pool.now)
+            if i in wanted:
+                out[wanted[i]] = shipped
         return out
 
     def select(self, keep: Sequence[bool]) -> Replay:
         """A replay with only the probes where ``keep`` is True (events and memories unchanged).
 
         Pools, probe rows and their numbering follow, so a sweep of the result scores only
-        those probes (``vxmem sweep --categories`` uses it).
+        those probes (``vxmem sweep --categories`` uses it). Ages counted from access still
+        see the accesses of every probe (the whole replay is kept beside it, in memory only:
+        a narrowed replay that was saved and loaded again has only its own).
         """
         mask = np.asarray(keep, dtype=bool)
         if mask.shape != (self.n_probes,):
@@ -218,10 +258,12 @@ class Replay:
         pools = {k: (v[idx] if v.ndim and v.shape[0] == self.n_probes and k != "pool_limit" else v)
                  for k, v in self.pools.items()}
         probes = [dict(self.probes[i], probe=j) for j, i in enumerate(idx.tolist())]
+        whole, index = self.history()
         return Replay(name=self.name, settings=dict(self.settings), events=self.events, memories=self.memories,
                       probes=probes, pools=pools, pool_ids=[self.pool_ids[i] for i in idx.tolist()],
                       meta=dict(self.meta), extras=[self.extras[i] for i in idx.tolist()] if
-                      len(self.extras) == self.n_probes else list(self.extras))
+                      len(self.extras) == self.n_probes else list(self.extras),
+                      source=whole, source_index=[index[i] for i in idx.tolist()])
 
     def __repr__(self) -> str:
         return (f"Replay({self.name!r}, {len(self.events)} events, {len(self.memories)} memories, "

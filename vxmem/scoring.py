@@ -28,6 +28,7 @@ HYBRID_WEIGHT = 0.5  # hybrid relevance: the dense share of fuse_relevance (sear
 # recall(mode=None): hybrid, chosen on LoCoMo (README, "Search modes"): it beat dense and lexical with
 # every embedder measured, and its weight's optimum is flat between 0.3 and 0.7.
 DEFAULT_MODE = "hybrid"
+RECENCY_FROM = ("created", "accessed")  # what a memory's age counts from: when it was stored, or last recalled
 
 FEEDBACK_CLAMP = 2.0
 OUTCOME_SIGN = {"useful": 1.0, "dead_end": -1.0, "corrected": -1.0}

@@ -38,6 +38,7 @@ import numpy as np
 
 from . import metrics as M
 from . import scoring
+from .clock import DAY
 from .policies import Policy, check_param, get_policy
 from .pool import CandidatePool
 from .progress import Progress, Reporter
@@ -203,7 +204,8 @@ def _make_grid(replays: Sequence[Replay], pol: Policy, grid: Mapping[str, Any],
 
 
 def sweep(replays: Replay | Sequence[Replay], grid: Mapping[str, Any] | None = None, policy: str | Policy = "blend",
-          *, n_jobs: int | None = None, chunk_elements: int = 300_000, progress: Progress = False) -> SweepResult:
+          *, n_jobs: int | None = None, chunk_elements: int = 300_000, progress: Progress = False,
+          recency_from: str | None = None) -> SweepResult:
     """Rank every probe of ``replays`` at every point of ``grid``; returns a :class:`SweepResult`.
 
     ``grid`` maps parameter names to a value or a list of values; the points are their
@@ -219,6 +221,10 @@ def sweep(replays: Replay | Sequence[Replay], grid: Mapping[str, Any] | None = N
     :param chunk_elements: about how many (point, slot) scores one chunk computes at once.
     :param progress: report chunks done: a bar (True; None: tqdm decides) or a callable
         ``progress(done, total, desc)`` (see :class:`vxmem.progress.Reporter`).
+    :param recency_from: what ages count from: ``"created"`` or ``"accessed"`` (default: each
+        replay's :meth:`~vxmem.replay_record.Replay.recency_for` the policy). From access, a
+        replay's probes are ranked in order, one job per replay: each probe's ages count
+        from the last probe whose ranking at that point returned the memory.
     """
     from joblib import Parallel, delayed
 
@@ -243,9 +249,18 @@ def sweep(replays: Replay | Sequence[Replay], grid: Mapping[str, Any] | None = N
     # Each job gets its own chunk of the arrays (a view for threads; all a remote worker is
     # sent). numpy sorts and ufuncs release the GIL, so threads are the local default.
     bare = dataclasses.replace(g, fixed={})
-    jobs = (delayed(_chunk_job)({k: pools[k][sl] for k in _CHUNK_ARRAYS if k in pools},
-                                {k: v[sl] for k, v in g.fixed.items()},
-                                bare) for sl in slices)
+    accessed = [r.recency_for(pol, recency_from) == "accessed" for r in replays]
+    if any(accessed):  # probe after probe within a replay: one job per replay
+        starts = np.cumsum([0] + [r.n_probes for r in replays])
+        slices = [slice(int(a), int(b)) for a, b in zip(starts[:-1], starts[1:])]
+        jobs = (delayed(_accessed_job)(r, _replay_fixed(r, g, sl.start), bare) if acc and r.n_probes else
+                delayed(_chunk_job)({k: pools[k][sl] for k in _CHUNK_ARRAYS if k in pools},
+                                    {k: v[sl] for k, v in g.fixed.items()}, bare)
+                for r, acc, sl in zip(replays, accessed, slices))
+    else:
+        jobs = (delayed(_chunk_job)({k: pools[k][sl] for k in _CHUNK_ARRAYS if k in pools},
+                                    {k: v[sl] for k, v in g.fixed.items()},
+                                    bare) for sl in slices)
     bar = Reporter(progress, len(slices), "sweep", unit="chunk")
     try:
         for sl, res in zip(slices, Parallel(n_jobs=n_jobs, prefer="threads", return_as="generator")(jobs)):
@@ -261,6 +276,71 @@ def _chunk_job(chunk: dict[str, np.ndarray], fixed: dict[str, np.ndarray], g: _G
     """Every metric of one chunk of probes (its arrays and its probes' own settings)."""
     n = int(chunk["relevance"].shape[0])
     return _metrics_of_chunk(chunk, slice(0, n), dataclasses.replace(g, fixed=fixed))
+
+
+def _accessed_pass(pools: Mapping[str, np.ndarray], fixed: dict[str, np.ndarray], g: _Grid,
+                   ids: Sequence[Sequence[str]], pick: Sequence[int],
+                   shipped: bool = False) -> tuple[dict[str, np.ndarray], list[list[str]]]:
+    """One replay's probes ranked in order with ages counted from access: each probe's ages,
+    at every grid point, count from the last probe whose ranking at that point returned the
+    memory (else from when it was stored), as a memory made with ``recency_from="accessed"``
+    records them. Returns the metrics of the probes ``pick`` (shape (*grid, len(pick))) and,
+    with ``shipped``, the ids they ship at the grid's first point."""
+    n_probes, width = pools["relevance"].shape
+    column: dict[str, int] = {}
+    slot_mem = np.full((n_probes, width), -1, dtype=np.int64)
+    for i, row in enumerate(ids[:n_probes]):
+        for j, mid in enumerate(row[:width]):
+            slot_mem[i, j] = column.setdefault(mid, len(column))
+    n_mem = len(column)
+    slot_mem[slot_mem < 0] = n_mem  # padding reads (and writes) a spare column
+    gg = dataclasses.replace(g, fixed=fixed)
+    # When each memory was last returned at every point, and the access before that one: an
+    # access counts from the moment after it (see vxmem.pool.AccessLog, the same rule per id).
+    last = np.full(g.shape + (n_mem + 1,), -np.inf)
+    before = last.copy()
+    wanted = {p: k for k, p in enumerate(pick)}
+    parts: list[dict[str, np.ndarray] | None] = [None] * len(pick)
+    lists: list[list[str]] = [[] for _ in pick]
+    for i in range(n_probes):
+        mem, now = slot_mem[i], float(pools["now"][i])
+        seen = np.where(last[..., mem] < now, last[..., mem], before[..., mem])
+        since = np.maximum(pools["ts"][i], seen)
+        ranked = _rank_chunk(pools, slice(i, i + 1), gg, age_days=((now - since) / DAY)[..., None, :])
+        top = np.broadcast_to(ranked.top, g.shape + ranked.top.shape[-2:])[..., 0, :]
+        keep = np.broadcast_to(ranked.keep, g.shape + ranked.keep.shape[-2:])[..., 0, :]
+        hit = np.where(keep, mem[top], n_mem)  # the memories returned (padding: the spare column)
+        was = np.take_along_axis(last, hit, axis=-1)
+        moved = was < now
+        np.put_along_axis(before, hit, np.where(moved, was, np.take_along_axis(before, hit, axis=-1)), axis=-1)
+        np.put_along_axis(last, hit, np.where(moved, now, was), axis=-1)
+        if i in wanted:
+            k = wanted[i]
+            parts[k] = _metrics_of_ranked(ranked)
+            if shipped:
+                t0, k0 = top.reshape(-1, top.shape[-1])[0], keep.reshape(-1, keep.shape[-1])[0]
+                lists[k] = [ids[i][j] for j, kp in zip(t0.tolist(), k0.tolist()) if kp]
+    if not pick:
+        return {}, lists
+    out = {m: np.concatenate([np.broadcast_to(p[m], g.shape + p[m].shape[-1:]) for p in parts if p is not None],
+                             axis=-1) for m in parts[0] or {}}
+    return out, lists
+
+
+def _replay_fixed(r: Replay, g: _Grid, offset: int) -> dict[str, np.ndarray]:
+    """Every probe's own settings of ``r``'s whole history (see :meth:`Replay.history`); its
+    probes start at ``offset`` among the swept ones."""
+    whole, _ = r.history()
+    n = whole.n_probes
+    fixed = {k: np.full(n, v[offset]) for k, v in g.fixed.items()}
+    fixed["limit"] = whole.pools["limit"].astype(np.float64)
+    return fixed
+
+
+def _accessed_job(r: Replay, fixed: dict[str, np.ndarray], g: _Grid) -> dict[str, np.ndarray]:
+    whole, index = r.history()
+    pools = {k: v for k, v in whole.pools.items() if k != "pool_limit"}
+    return _accessed_pass(pools, fixed, g, whole.pool_ids, index)[0]
 
 
 def _check_sweepable(replays: list[Replay], pol: Policy, grid: Mapping[str, Any]) -> None:
@@ -306,8 +386,9 @@ class _Ranked(NamedTuple):
     budget: np.ndarray
 
 
-def _rank_chunk(pools: Mapping[str, np.ndarray], sl: slice, g: _Grid) -> _Ranked:
-    """Rank the probes of ``sl`` at every grid point, as ``recall()`` would."""
+def _rank_chunk(pools: Mapping[str, np.ndarray], sl: slice, g: _Grid, age_days: np.ndarray | None = None) -> _Ranked:
+    """Rank the probes of ``sl`` at every grid point, as ``recall()`` would (``age_days``:
+    the slots' ages at every point, shape (*grid, probes, slots), instead of the recorded ones)."""
     c = {k: pools[k][sl] for k in _CHUNK_ARRAYS if k in pools}  # "rerank_score": only a reranked replay needs it
     n_probes, width = c["relevance"].shape
 
@@ -321,7 +402,8 @@ def _rank_chunk(pools: Mapping[str, np.ndarray], sl: slice, g: _Grid) -> _Ranked
     if g.reranked:  # the reranker's scores (recorded by a reranked replay) of the candidates the limit reranks
         valid = scoring.rerank_slots(relevance, c["ts"], valid, lim)
         relevance = np.where(valid, np.nan_to_num(c["rerank_score"]), 0.0)
-    batch = CandidatePool(relevance=relevance, ts=c["ts"], age_days=c["age_days"], feedback_signs=c["feedback_signs"],
+    ages = c["age_days"] if age_days is None else age_days
+    batch = CandidatePool(relevance=relevance, ts=c["ts"], age_days=ages, feedback_signs=c["feedback_signs"],
                           feedback_ages=c["feedback_ages"], tokens=c["tokens"])
     score = g.policy.score(batch, {k: param(k) for k in g.policy.params}, valid)
     score, valid = np.broadcast_arrays(score, valid)
@@ -342,7 +424,12 @@ def _take(x: np.ndarray, top: np.ndarray) -> np.ndarray:
 
 def _metrics_of_chunk(pools: Mapping[str, np.ndarray], sl: slice, g: _Grid) -> dict[str, np.ndarray]:
     """Every metric of one slice of probes at every grid point, shape (*grid, probes)."""
-    c, top, keep, tokens, lim, budget = _rank_chunk(pools, sl, g)
+    return _metrics_of_ranked(_rank_chunk(pools, sl, g))
+
+
+def _metrics_of_ranked(r: _Ranked) -> dict[str, np.ndarray]:
+    """Every metric of ranked probes at every grid point, shape (*grid, probes)."""
+    c, top, keep, tokens, lim, budget = r
     # Shipped results first, in rank order: a budget can skip one and take the next.
     # Without budgets the shipped list is already a prefix.
     idx = None if np.all(np.isinf(budget)) else np.argsort(~keep, axis=-1, kind="stable")
@@ -417,11 +504,12 @@ def _frames(replays: list[Replay], g: _Grid, out: dict[str, np.ndarray], n_probe
                        build_per_probe=build_per_probe)
 
 
-def rankings(replay: Replay, policy: str | Policy = "blend", **params: Any) -> list[list[str]]:
+def rankings(replay: Replay, policy: str | Policy = "blend", recency_from: str | None = None,
+             **params: Any) -> list[list[str]]:
     """The ids each probe ships at one point (``params`` as in a grid, one value each).
 
     This is the sweep engine's own ranking, for comparing with ``recall()`` or showing a
-    single point; a sweep ranks every point the same way.
+    single point; a sweep ranks every point the same way (``recency_from`` as there).
     """
     pol = get_policy(policy)
     allowed = set(pol.params) | set(SWEEP_KEYS)
@@ -433,6 +521,12 @@ def rankings(replay: Replay, policy: str | Policy = "blend", **params: Any) -> l
     g = _make_grid([replay], pol, {k: [v] for k, v in params.items()}, pools["limit"])
     if replay.n_probes == 0:
         return []
+    if replay.recency_for(pol, recency_from) == "accessed":
+        whole, index = replay.history()
+        arrays = {k: v for k, v in whole.pools.items() if k != "pool_limit"}
+        bare = dataclasses.replace(g, fixed={})
+        return _accessed_pass(arrays, _replay_fixed(replay, g, 0), bare, whole.pool_ids, index,
+                              shipped=True)[1]
     r = _rank_chunk(pools, slice(0, replay.n_probes), g)
     top = r.top.reshape(replay.n_probes, -1)
     keep = r.keep.reshape(replay.n_probes, -1)

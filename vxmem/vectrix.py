@@ -72,11 +72,12 @@ class Vectrix(Collection):
                mode: str | None = None, now: TimeLike = None, exclude_ids: Sequence[str] = (),
                hybrid_weight: float | None = None, min_relevance: float | None = None,
                rerank: bool | None = None, filter: dict[str, Any] | None = None,
-               user: str | None = None) -> MemoryResults:
+               user: str | None = None, recency_from: str | None = None) -> MemoryResults:
         return self.memory.recall(query, session=session, limit=limit, token_budget=token_budget,
                                   score_gap=score_gap, kinds=kinds, include_superseded=include_superseded, mode=mode,
                                   now=now, exclude_ids=exclude_ids, hybrid_weight=hybrid_weight,
-                                  min_relevance=min_relevance, rerank=rerank, filter=filter, user=user)
+                                  min_relevance=min_relevance, rerank=rerank, filter=filter, user=user,
+                                  recency_from=recency_from)
 
     @_documented_by(ConversationMemory.feedback)
     def feedback(self, id: str, outcome: str, correction: str | None = None, timestamp: TimeLike = None) -> str | None:

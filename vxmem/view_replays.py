@@ -8,6 +8,7 @@ settings (:mod:`vxmem.view_settings`) and reshapes what it returns; no ranking h
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -373,9 +374,11 @@ def context_budgets(conversation: Conversation, probe: int, budgets: Sequence[in
 
     def at_probe(memory, event, t):
         if event is target:
+            look = _look(memory)
             for b in budgets:
-                blocks[int(b)] = memory.context(event.query, session=event.session, token_budget=int(b),
-                                                recent_turns=recent_turns, limit=limit, now=t, mode=mode)
+                blocks[int(b)] = look.context(event.query, session=event.session, token_budget=int(b),
+                                              recent_turns=recent_turns, limit=limit, now=t, mode=mode,
+                                              recency_from=memory.recency_from)
         return None
 
     replay(conversation, {**REPLAY_SETTINGS, **dict(settings or {}), "mode": mode}, on_probe=at_probe)
@@ -398,17 +401,30 @@ def budget_replay(conversation: Conversation, budgets: Sequence[int], settings: 
     rs: dict[str, Any] = {**REPLAY_SETTINGS, **{k: float(s[k]) for k in BLEND_DEFAULTS}, "mode": s["mode"]}
     if s["mode"] == "hybrid":
         rs["hybrid_weight"] = float(s["hybrid_weight"])
+    if s["recency_from"] != "created":
+        rs["recency_from"] = s["recency_from"]
     limit = int(s["limit"])
 
     def at_probe(memory, event, t):
-        blocks = {int(b): memory.context(event.query, session=event.session, token_budget=int(b),
-                                         recent_turns=recent_turns, limit=limit, now=t, mode=s["mode"])
+        look = _look(memory)
+        blocks = {int(b): look.context(event.query, session=event.session, token_budget=int(b),
+                                       recent_turns=recent_turns, limit=limit, now=t, mode=s["mode"],
+                                       recency_from=memory.recency_from)
                   for b in budgets}
         return {"sections": _budget_sections(blocks), "items": _budget_items(blocks),
                 "texts": {b: blk.text for b, blk in blocks.items()}, "notes": _budget_notes(blocks),
                 "query": event.query, "session": event.session}
 
     return list(replay(conversation, rs, embedder, on_probe=at_probe, progress=progress).extras)
+
+
+def _look(memory: Any) -> Any:
+    """The replay's memory as a look that records no access: the blocks a page compares
+    (one per budget) are what ``context()`` would give at that moment, not events of the
+    replay; they rank with the memory's own ``recency_from``."""
+    look = copy.copy(memory)
+    look.recency_from = "created"
+    return look
 
 
 def _budget_sections(blocks: Mapping[int, Any]) -> pd.DataFrame:

@@ -43,7 +43,7 @@ DEFAULT_POINT: dict[str, Any] = {**BLEND_DEFAULTS, "limit": 10, "token_budget": 
 DEFAULT_MODE = check_mode(None)
 EMBEDDER_NAMES = ("default", "hashing")  # "default": whatever Vectrix() embeds with
 DEFAULT_SETTINGS: dict[str, Any] = {**DEFAULT_POINT, "mode": DEFAULT_MODE, "hybrid_weight": scoring.HYBRID_WEIGHT,
-                                    "embedder": "default"}
+                                    "embedder": "default", "recency_from": scoring.RECENCY_FROM[0]}
 SETTINGS_KEYS = tuple(DEFAULT_SETTINGS)
 _INT_SETTINGS = ("limit", "token_budget")
 
@@ -142,11 +142,15 @@ def embedder_for(name: str) -> Embedder | None:
 def replay_settings(settings: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """What a workbench replay records with for ``settings``: the mode, and pools for every
     limit up to :data:`MAX_LIMIT` (a hybrid pool is no prefix of a bigger one, so in hybrid
-    mode the pools are recorded for the limit itself, one replay for every limit up to 10)."""
+    mode the pools are recorded for the limit itself, one replay for every limit up to 10),
+    and ``recency_from`` when ages count from access (the replay's recalls then record
+    their accesses, and every ranking of its pools ages from its own)."""
     s = {**DEFAULT_SETTINGS, **dict(settings or {})}
     out: dict[str, Any] = {**REPLAY_SETTINGS, "mode": s["mode"]}
     if s["mode"] == "hybrid":
         out["pool_limit"] = max(10, int(s["limit"]))
+    if s["recency_from"] != "created":
+        out["recency_from"] = s["recency_from"]
     return out
 
 
@@ -204,7 +208,8 @@ def check_settings(raw: Mapping[str, Any], ranges: Mapping[str, tuple[float, flo
     """
     out = {**DEFAULT_SETTINGS, **dict(base or {})}
     problems: list[str] = []
-    choices: dict[str, Sequence[str]] = {"mode": SEARCH_MODES, "embedder": list(embedders)}
+    choices: dict[str, Sequence[str]] = {"mode": SEARCH_MODES, "embedder": list(embedders),
+                                         "recency_from": scoring.RECENCY_FROM}
     for k, v in raw.items():
         if k not in SETTINGS_KEYS:
             problems.append(f"unknown setting {k!r}")
@@ -258,6 +263,8 @@ def settings_snippet(settings: Mapping[str, Any]) -> str:
     memory = ", ".join(f"{k}={float(s[k])!r}" for k in BLEND_DEFAULTS)
     if s["mode"] == "hybrid":
         memory += f", hybrid_weight={float(s['hybrid_weight'])!r}"
+    if s["recency_from"] != "created":
+        memory += f", recency_from={s['recency_from']!r}"
     lines = ["from vxmem import Vectrix"]
     if s["embedder"] == "hashing":
         lines[0] += "\nfrom vxmem.embed import HashingEmbedder"

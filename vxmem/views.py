@@ -129,6 +129,8 @@ def _playground_replay_settings(settings: Mapping[str, Any], judge: str | None) 
     out.update(limit=int(s["limit"]), mode=s["mode"], judge=judge)
     if s["mode"] == "hybrid":
         out["hybrid_weight"] = float(s["hybrid_weight"])
+    if s["recency_from"] != "created":
+        out["recency_from"] = s["recency_from"]
     if int(s["token_budget"] or 0):
         out["token_budget"] = int(s["token_budget"])
     return out

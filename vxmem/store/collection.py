@@ -11,8 +11,8 @@ The collection imports nothing of the memory layer: it knows the reserved keys
 (:mod:`vxmem.keys`) only as columns it mirrors and selects on. The memory above it
 (:mod:`vxmem.memory`) uses a small internal surface, documented in one section below:
 ``_locked()``, ``_transaction()``, ``_embed()``, ``_count_tokens()``, ``_prepare_query()``,
-``_topk()``, ``_candidates()`` and the :class:`~vxmem.store.mirror.Mirror` that
-``_locked()`` gives.
+``_topk()``, ``_candidates()``, ``_record_access()``, ``_last_access()`` and the
+:class:`~vxmem.store.mirror.Mirror` that ``_locked()`` gives.
 
 Callers' callables (embedders, token counters, and above, judges and summarizers) run
 outside the lock: a verb takes it to read a snapshot and again to write, so a slow
@@ -567,6 +567,20 @@ class Collection:
         order = np.argsort(pos, kind="stable")  # slots in position order, which does not depend on the weight
         pos, dense, lexical = pos[order], dense[order], lexical[order]
         return Candidates(pos, fuse_relevance(dense, lexical, hybrid_weight), dense, lexical)
+
+    def _record_access(self, positions: np.ndarray, at: float) -> None:
+        """Record that the documents at mirror ``positions`` were accessed at ``at`` (durable
+        at once; no generation moves, so no reader reloads anything). A no-op on a read-only
+        handle. Call it inside ``_locked()``."""
+        if positions.size and not self._database.read_only:
+            self._database.record_access(self._mirror.rowid[positions].tolist(), at)
+
+    def _last_access(self, positions: np.ndarray, before: float) -> np.ndarray:
+        """Each document's latest recorded access strictly before ``before`` (epoch seconds;
+        -inf where it has none), in the order of ``positions``. Call it inside ``_locked()``."""
+        rowids = self._mirror.rowid[positions].tolist()
+        got = self._database.last_access(rowids, before)
+        return np.array([got.get(r, -np.inf) for r in rowids], dtype=np.float64)
 
     # ------------------------------------------------------------------ following a commit
 

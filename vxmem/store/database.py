@@ -43,7 +43,15 @@ from .errors import InvalidDatabaseError, ReadOnlyError
 from .files import _WRITER_LOCKS, close_connection, index_files, read_only_uri, read_sidecar, remove_stale_temps
 from .lexical import scope_token
 from .mirror import Mirror
-from .schema import _CHANGES_SCHEMA, _FTS_SCHEMA, _SCHEMA, _TOKENS_SCHEMA, FORMAT_NAME, SCHEMA_VERSION
+from .schema import (
+    _ACCESS_SCHEMA,
+    _CHANGES_SCHEMA,
+    _FTS_SCHEMA,
+    _SCHEMA,
+    _TOKENS_SCHEMA,
+    FORMAT_NAME,
+    SCHEMA_VERSION,
+)
 
 __all__ = ["CHANGE_WINDOW", "FORMAT_NAME", "JOURNAL_SIZE_LIMIT", "PRUNE_EVERY", "SCHEMA_VERSION", "Checkpointer",
            "Database", "Transaction", "index_files", "read_only_uri", "read_sidecar", "remove_stale_temps"]
@@ -52,6 +60,7 @@ CHANGE_WINDOW = 10_000  # generations of vx_changes the writer keeps for read-on
 PRUNE_EVERY = 1_000  # the writer drops older changes every this many generations (and at open)
 MAX_TOKENS = 2**40 - 1  # a stored token count above this (or not an integer) is counted again
 _DOC_COLUMNS = "rowid, id, text, metadata, vector"
+_IN_CHUNK = 500  # rowids per "IN (...)" list
 
 
 def _release_heap() -> None:
@@ -160,6 +169,8 @@ class Transaction:
         m = self.mirror
         self.conn.executemany("INSERT INTO vx_changes (generation, doc, op) SELECT ?, rowid, 'delete' FROM vx_docs "
                               "WHERE id = ?", [(self.generation, i) for i in ids])
+        self.conn.executemany("DELETE FROM vx_access WHERE doc = (SELECT rowid FROM vx_docs WHERE id = ?)",
+                              [(i,) for i in ids])
         self.conn.executemany("DELETE FROM vx_docs WHERE id = ?", [(i,) for i in ids])
         # A contentless FTS5 row is deleted by restating what was indexed.
         self.conn.executemany(
@@ -268,7 +279,7 @@ class Database:
             if self.read_only:
                 raise InvalidDatabaseError(f"{self.path} is empty: not a vxmem database")
             c.execute("BEGIN IMMEDIATE")
-            for ddl in _SCHEMA + _FTS_SCHEMA + _CHANGES_SCHEMA:
+            for ddl in _SCHEMA + _FTS_SCHEMA + _CHANGES_SCHEMA + _ACCESS_SCHEMA:
                 c.execute(ddl)
             c.executemany("INSERT OR IGNORE INTO vx_meta (key, value) VALUES (?, ?)",
                           [("format", FORMAT_NAME), ("schema_version", str(SCHEMA_VERSION)),
@@ -318,7 +329,8 @@ class Database:
     def _migrate(self) -> None:
         """Bring an older database up to this schema, once, in one transaction: a version-1
         file gains its FTS5 table (every document indexed), a version-2 file its change log,
-        a file older than version 5 the token column (empty: the first load fills it)."""
+        a version-3 file its access log, a file older than version 5 the token column
+        (empty: the first writable load fills it)."""
         from tqdm.auto import tqdm
 
         c = self.conn
@@ -347,6 +359,9 @@ class Database:
                 # Readers that hold an older generation have no log to follow: they reload in full.
                 c.execute("INSERT OR REPLACE INTO vx_meta (key, value) VALUES ('changes_since', ?)",
                           (str(self.generation),))
+            if version < 4:
+                for ddl in _ACCESS_SCHEMA:
+                    c.execute(ddl)
             if version < 5 and "tokens" not in self._doc_columns():
                 for ddl in _TOKENS_SCHEMA:
                     c.execute(ddl)
@@ -667,6 +682,43 @@ class Database:
                 tx.conn.execute("INSERT OR REPLACE INTO vx_meta (key, value) VALUES ('embedder', ?)",
                                 (self.writer_embedder,))
                 self.embedder = self.writer_embedder
+
+    def record_access(self, rowids: Sequence[int], at: float) -> None:
+        """Record that the documents ``rowids`` were accessed at ``at`` (epoch seconds), in one
+        small transaction of its own (or the one this handle has open). It moves no
+        generation: the documents did not change. Nothing is written on a read-only handle."""
+        if self.read_only or not rowids:
+            return
+        own = not self.conn.in_transaction
+        if own:
+            self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            self.conn.executemany("INSERT OR IGNORE INTO vx_access (doc, at) VALUES (?, ?)",
+                                  [(int(r), float(at)) for r in rowids])
+            if own:
+                self.conn.execute("COMMIT")
+        except BaseException:
+            if own:
+                self._rollback()
+            raise
+        if own and self._checkpointer is not None:
+            self._checkpointer.committed(self.conn)
+
+    def last_access(self, rowids: Sequence[int], before: float) -> dict[int, float]:
+        """Each document's latest access strictly before ``before``, for those of ``rowids``
+        that had one (a file older than the access log has none)."""
+        if self.schema_version < 4 or not rowids:
+            return {}
+        out: dict[int, float] = {}
+        docs = [int(r) for r in rowids]
+        with self._damage_is_invalid():
+            for start in range(0, len(docs), _IN_CHUNK):
+                part = docs[start: start + _IN_CHUNK]
+                marks = ",".join("?" * len(part))
+                out.update(self.conn.execute(
+                    f"SELECT doc, max(at) FROM vx_access WHERE doc IN ({marks}) AND at < ? GROUP BY doc",
+                    (*part, float(before))))
+        return out
 
     def record_embedder(self, name: str) -> None:
         """Record ``name`` as the embedder of a database that holds vectors but no name yet

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from .lexical import TOKENIZE
 
-# 2: the FTS5 lexical index; 3: the change log; 5: each text's token count (older files gain
-# them on a writable open; 4 is the access log's)
+# 2: the FTS5 lexical index; 3: the change log; 4: the access log; 5: each text's token count
+# (older files gain them on a writable open)
 SCHEMA_VERSION = 5
 FORMAT_NAME = "vxmem"
 
@@ -35,6 +35,14 @@ _TOKENS_SCHEMA = ("ALTER TABLE vx_docs ADD COLUMN tokens INTEGER",)
 _CHANGES_SCHEMA = (
     "CREATE TABLE IF NOT EXISTS vx_changes (generation INTEGER NOT NULL, doc INTEGER NOT NULL, op TEXT NOT NULL)",
     "CREATE INDEX IF NOT EXISTS vx_changes_generation ON vx_changes (generation)",
+)
+
+# The access log: when each document was accessed (``doc`` its rowid in vx_docs, ``at`` epoch
+# seconds), one row per (document, moment). Written only by a memory that ages memories from
+# their last access (``recency_from="accessed"``); a document's rows go with it.
+_ACCESS_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS vx_access (doc INTEGER NOT NULL, at REAL NOT NULL, PRIMARY KEY (doc, at)) "
+    "WITHOUT ROWID",
 )
 
 # The lexical index: a contentless FTS5 table over each document's text plus a "scope"
