@@ -56,3 +56,29 @@ def test_values_orjson_reads_otherwise_are_read_as_json_reads_them():
     assert math.copysign(1, got[5]["a"]) == -1.0
     assert type(got[0]["a"]) is int and type(got[1]["a"]) is int
     assert np.isnan(got[2]["a"]) and got[3]["a"] == math.inf
+
+
+def test_the_lexical_postings_read_per_term_equal_those_read_per_token(tmp_path, word_embedder):
+    from vxmem import Vectrix
+    from vxmem.store.lexical import LexicalIndex
+
+    path = str(tmp_path / "lex.db")
+    with Vectrix(path, embedder=word_embedder) as db:
+        ids = db.add(["the cat sat on the mat, the cat!", "Café au lait, café noir", "running runs ran",
+                      "one", "the the the the", "nothing in common here", "cat café running"])
+        db.delete([ids[3]])
+        db.add(["added after a delete: cat"])
+        conn = db._database.conn
+        per_token = LexicalIndex(conn)
+        per_token._ensure_temp()
+        per_token._add(conn.execute("SELECT term, doc FROM temp.vx_fts_i WHERE col = 'text'").fetchall())
+        per_term = LexicalIndex(conn)
+        per_term.sync(10**6, lambda rowid: [])
+        assert per_token._postings.keys() == per_term._postings.keys()
+        for term, a in per_token._postings.items():
+            b = per_term._postings[term]
+            assert a.rowids[: a.n].tolist() == b.rowids[: b.n].tolist(), term
+            assert a.tf[: a.n].tolist() == b.tf[: b.n].tolist(), term
+        rows = max(conn.execute("SELECT max(rowid) FROM vx_docs").fetchone()[0] + 1, 9)
+        assert per_token._text_len[:rows].tolist() == per_term._text_len[:rows].tolist()
+        assert int(per_term._text_len.sum()) == int(per_token._text_len.sum()) > 0
