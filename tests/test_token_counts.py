@@ -165,3 +165,22 @@ def test_a_file_of_the_previous_schema_is_read_as_it_is_and_upgraded_by_a_writab
     with Vectrix(path, embedder=WordHashEmbedder(), token_counter=counter, read_only=True) as db:
         assert counter.calls == 0
         assert np.all(np.array(list(_mirror_tokens(db).values())) >= 0)
+
+
+def test_an_open_whose_counts_cannot_be_stored_still_opens_and_counts_them_next_time(tmp_path, monkeypatch):
+    path = str(tmp_path / "old.db")
+    _write(path)
+    _make_previous_schema(path)
+
+    def full(self, m, positions, name):
+        raise sqlite3.OperationalError("database or disk is full")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(database.Database, "_store_counts", full)
+        with Vectrix(path, embedder=WordHashEmbedder()) as db:  # migrated; the counts stay unstored
+            assert _mirror_tokens(db) == {text: count_tokens(text) for text, _ in _stored(path)[0]}
+    rows, meta = _stored(path)
+    assert "token_counter" not in meta and {t for _, t in rows} == {None}
+    with Vectrix(path, embedder=WordHashEmbedder()):
+        pass
+    assert [t for _, t in _stored(path)[0]] == [count_tokens(text) for text, _ in rows]

@@ -430,7 +430,10 @@ class Database:
         self._data_version = probe
         if counted.size and name is not None and not self.read_only and self.schema_version >= 5 \
                 and self.token_counter in (None, name):
-            self._store_counts(m, counted, name)
+            try:
+                self._store_counts(m, counted, name)
+            except sqlite3.Error:  # a cache of the texts: a full disk leaves them to be counted at the next open
+                pass
         return m
 
     def _read_all(self, counter: str | None) -> tuple[Mirror, list[int | None] | None]:
