@@ -48,8 +48,9 @@ with left:
 point_dict = shared.point()
 point = json.dumps(point_dict, sort_keys=True)
 now = report(key, point, reps)
-base = report(key, json.dumps(views.point_of(config.DEFAULT_SETTINGS, reps[0].mode == "hybrid"), sort_keys=True),
-              reps)
+# the library's defaults (a reranked replay keeps the hybrid weight its pools were reranked at)
+hybrid_point = reps[0].mode == "hybrid" and reps[0].rerank is None
+base = report(key, json.dumps(views.point_of(config.DEFAULT_SETTINGS, hybrid_point), sort_keys=True), reps)
 
 
 def value(frame: pd.DataFrame, metric: str, subset: str = "all") -> pd.Series:

@@ -139,7 +139,7 @@ def test_a_nonsense_query_shows_the_raw_relevance_and_warns(monkeypatch, fresh_c
     # reads it when it is there. Here it is given, as that method will give it.
     monkeypatch.setattr(ConversationMemory, "low_relevance", lambda self, mode=None, rerank=None: 0.1,
                         raising=False)
-    at = page()
+    at = page(query={"mode": "dense"})  # a cosine: the scale the threshold is on
     at.text_input(key="pg_query").set_value("zzqqxx").run()
     ranking = at.dataframe[0].value
     assert ranking.iloc[0]["relevance_norm"] == 1.0 or ranking["relevance_norm"].max() == 1.0
@@ -243,12 +243,14 @@ def test_settings_import_back_from_their_json_export():
 
 def test_the_search_mode_is_a_control_and_replays_once_for_a_new_mode():
     at = page("tune")
-    before = metric_values(at)
-    at.selectbox(key="set_mode").set_value("hybrid").run()
-    assert not at.exception
+    assert at.selectbox(key="set_mode").value == "hybrid"  # the library's default pipeline
     assert at.slider(key="set_hybrid_weight").value == 0.5
+    before = metric_values(at)
+    at.selectbox(key="set_mode").set_value("lexical").run()
+    assert not at.exception
+    assert not [s for s in at.slider if s.key == "set_hybrid_weight"]  # a weight only hybrid has
     assert metric_values(at) != before
-    assert at.query_params["mode"] == "hybrid"
+    assert at.query_params["mode"] == "lexical"
 
 
 def test_ages_from_access_are_a_control_that_replays_once_and_travels_in_the_url():

@@ -309,6 +309,10 @@ def test_a_reranked_replay_sweeps_exactly_as_recall_with_rerank(hashing_embedder
     assert len(sweep(rep, {"recency_weight": [0.0, 0.5, 1.0], "limit": [5, 20]}).per_point) == 6
     with pytest.raises(ValueError, match="hybrid_weight decides which candidates a reranked pool holds"):
         sweep(rep, {"hybrid_weight": [0.3, 0.7]})
+    # the weight it was recorded with is no axis at all: allowed, and the same as leaving it out
+    same = sweep(rep, {"hybrid_weight": [rep.hybrid_weight], "recency_weight": [0.0, 1.0]}).per_point
+    bare = sweep(rep, {"recency_weight": [0.0, 1.0]}).per_point
+    np.testing.assert_allclose(same["ndcg"].to_numpy(), bare["ndcg"].to_numpy())
     plain = replay(generate("knowledge_update"), {"pool_limit": 20}, embedder=hashing_embedder)
     with pytest.raises(ValueError, match="sweep replays recorded with one pipeline together"):
         sweep([rep, plain], {})

@@ -23,9 +23,9 @@ SEED = [
 
 
 def test_settings_travel_through_a_url_and_back():
-    s = {**views.DEFAULT_SETTINGS, "half_life_days": 30.0, "limit": 5, "mode": "hybrid"}
+    s = {**views.DEFAULT_SETTINGS, "half_life_days": 30.0, "limit": 5, "mode": "lexical"}
     query = views.settings_to_query(s, views.DEFAULT_SETTINGS)
-    assert query == {"half_life_days": "30", "limit": "5", "mode": "hybrid"}
+    assert query == {"half_life_days": "30", "limit": "5", "mode": "lexical"}
     back, problems = views.check_settings(query, RANGES)
     assert back == s and problems == []
 
@@ -69,7 +69,7 @@ def test_the_snippet_is_python_that_ranks_the_same_way():
 
 def test_point_of_keeps_the_hybrid_weight_only_for_hybrid_pools():
     s = {**views.DEFAULT_SETTINGS, "hybrid_weight": 0.3}
-    assert "hybrid_weight" not in views.point_of(s)
+    assert "hybrid_weight" not in views.point_of({**s, "mode": "dense"})
     assert views.point_of({**s, "mode": "hybrid"})["hybrid_weight"] == 0.3
 
 
@@ -215,3 +215,35 @@ def test_a_look_at_a_memory_aging_from_access_ranks_by_it_and_records_nothing(wo
     assert block.recalled[0].metadata["_vx_scoring"]["age_days"] == 1.0  # aged from the recall a day before
     assert db._database.conn.execute("SELECT count(*) FROM vx_access").fetchone()[0] == rows == 1
     assert db.memory.recency_from == "accessed"  # the memory itself is unchanged
+
+
+def test_a_reranking_default_embedder_replays_per_hybrid_weight(monkeypatch):
+    # with vxmem's own default (bge-small, which reranks) the hybrid weight decides which
+    # candidates a replay's pools rerank, so the workbench records one replay per weight
+    from vxmem import view_settings
+
+    monkeypatch.setattr(view_settings, "reranks_by_default", lambda embedder: True)
+    s = {**views.DEFAULT_SETTINGS, "mode": "hybrid", "hybrid_weight": 0.3, "embedder": "default"}
+    assert views.replay_settings(s)["hybrid_weight"] == 0.3
+    assert "hybrid_weight" not in views.replay_settings({**s, "embedder": "hashing"})
+    monkeypatch.setattr(view_settings, "reranks_by_default", lambda embedder: False)
+    assert "hybrid_weight" not in views.replay_settings(s)
+
+
+def test_the_pages_views_of_a_reranked_hybrid_replay_keep_its_own_weight(hashing_embedder):
+    from vxmem.replay import replay
+    from vxmem.synth import generate
+
+    def overlap(query, texts):  # a deterministic word-overlap reranker
+        q = set(query.lower().split())
+        return [float(len(q & set(t.lower().split()))) for t in texts]
+
+    rep = replay(generate("knowledge_update"), {"rerank": True, "reranker": overlap, "pool_limit": 10,
+                                                "mode": "hybrid"}, embedder=hashing_embedder)
+    assert rep.rerank is not None and rep.hybrid_weight == 0.5
+    slider = {**views.DEFAULT_POINT, "hybrid_weight": 0.2}  # a slider the pools were not reranked at
+    frame, summary = views.ab_frames([rep], slider, {**slider, "recency_weight": 1.0})
+    assert len(frame) == rep.n_probes
+    assert not views.why_table(views.explain(rep, 0, slider)).empty
+    at_own = views.probe_metrics_at([rep], {**views.DEFAULT_POINT, "hybrid_weight": 0.5})
+    assert len(at_own) == rep.n_probes

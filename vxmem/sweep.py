@@ -295,36 +295,41 @@ def _accessed_pass(pools: Mapping[str, np.ndarray], fixed: dict[str, np.ndarray]
     n_mem = len(column)
     slot_mem[slot_mem < 0] = n_mem  # padding reads (and writes) a spare column
     gg = dataclasses.replace(g, fixed=fixed)
+    searched = _search_chunk(pools, slice(0, n_probes), gg)  # what does not depend on the ages, at once
     # When each memory was last returned at every point, and the access before that one: an
     # access counts from the moment after it (see vxmem.pool.AccessLog, the same rule per id).
     last = np.full(g.shape + (n_mem + 1,), -np.inf)
     before = last.copy()
-    wanted = {p: k for k, p in enumerate(pick)}
-    parts: list[dict[str, np.ndarray] | None] = [None] * len(pick)
-    lists: list[list[str]] = [[] for _ in pick]
+    tops, keeps, tokens = [], [], []
     for i in range(n_probes):
         mem, now = slot_mem[i], float(pools["now"][i])
         seen = np.where(last[..., mem] < now, last[..., mem], before[..., mem])
         since = np.maximum(pools["ts"][i], seen)
-        ranked = _rank_chunk(pools, slice(i, i + 1), gg, age_days=((now - since) / DAY)[..., None, :])
-        top = np.broadcast_to(ranked.top, g.shape + ranked.top.shape[-2:])[..., 0, :]
-        keep = np.broadcast_to(ranked.keep, g.shape + ranked.keep.shape[-2:])[..., 0, :]
+        ranked = _rank_searched(searched.probe(i), gg, age_days=((now - since) / DAY)[..., None, :])
+        full = g.shape + ranked.top.shape[-2:]
+        tops.append(np.broadcast_to(ranked.top, full))
+        keeps.append(np.broadcast_to(ranked.keep, full))
+        tokens.append(np.broadcast_to(ranked.tokens, full))
+        top, keep = tops[-1][..., 0, :], keeps[-1][..., 0, :]
         hit = np.where(keep, mem[top], n_mem)  # the memories returned (padding: the spare column)
         was = np.take_along_axis(last, hit, axis=-1)
         moved = was < now
         np.put_along_axis(before, hit, np.where(moved, was, np.take_along_axis(before, hit, axis=-1)), axis=-1)
         np.put_along_axis(last, hit, np.where(moved, now, was), axis=-1)
-        if i in wanted:
-            k = wanted[i]
-            parts[k] = _metrics_of_ranked(ranked)
-            if shipped:
-                t0, k0 = top.reshape(-1, top.shape[-1])[0], keep.reshape(-1, keep.shape[-1])[0]
-                lists[k] = [ids[i][j] for j, kp in zip(t0.tolist(), k0.tolist()) if kp]
+    lists: list[list[str]] = []
+    if shipped:
+        for i in pick:
+            t0 = tops[i][..., 0, :].reshape(-1, tops[i].shape[-1])[0]
+            k0 = keeps[i][..., 0, :].reshape(-1, keeps[i].shape[-1])[0]
+            lists.append([ids[i][j] for j, kp in zip(t0.tolist(), k0.tolist()) if kp])
     if not pick:
         return {}, lists
-    out = {m: np.concatenate([np.broadcast_to(p[m], g.shape + p[m].shape[-1:]) for p in parts if p is not None],
-                             axis=-1) for m in parts[0] or {}}
-    return out, lists
+    # Every probe's metrics at once, from the rankings made one probe at a time.
+    idx = np.asarray(pick, dtype=np.int64)
+    whole = _Ranked(searched.c, np.concatenate(tops, axis=-2), np.concatenate(keeps, axis=-2),
+                    np.concatenate(tokens, axis=-2), searched.limit, searched.budget)
+    out = _metrics_of_ranked(whole)
+    return {m: np.broadcast_to(v, g.shape + v.shape[-1:])[..., idx] for m, v in out.items()}, lists
 
 
 def _replay_fixed(r: Replay, g: _Grid, offset: int) -> dict[str, np.ndarray]:
@@ -354,8 +359,11 @@ def _check_sweepable(replays: list[Replay], pol: Policy, grid: Mapping[str, Any]
     if "hybrid_weight" in grid and {r.mode for r in replays} != {"hybrid"}:
         raise ValueError("hybrid_weight can be swept only over replays recorded with mode='hybrid'")
     if "hybrid_weight" in grid and any(r.rerank is not None for r in replays):
-        raise ValueError("hybrid_weight decides which candidates a reranked pool holds: sweep it over replays "
-                         "recorded with rerank=False")
+        weights = [check_param("hybrid_weight", w) for w in _as_list("hybrid_weight", grid["hybrid_weight"])]
+        if any(w != r.hybrid_weight for w in weights for r in replays if r.rerank is not None):
+            raise ValueError("hybrid_weight decides which candidates a reranked pool holds: sweep it over replays "
+                             "recorded with rerank=False (a reranked replay takes only the weight it was "
+                             "recorded with)")
     if len({r.rerank is None for r in replays}) > 1 or len({r.mode == "hybrid" for r in replays}) > 1:
         raise ValueError("sweep replays recorded with one pipeline together: these mix reranked and plain, or "
                          "hybrid and other modes (sweep_modes() takes one group per mode)")
@@ -386,9 +394,33 @@ class _Ranked(NamedTuple):
     budget: np.ndarray
 
 
-def _rank_chunk(pools: Mapping[str, np.ndarray], sl: slice, g: _Grid, age_days: np.ndarray | None = None) -> _Ranked:
-    """Rank the probes of ``sl`` at every grid point, as ``recall()`` would (``age_days``:
-    the slots' ages at every point, shape (*grid, probes, slots), instead of the recorded ones)."""
+class _Searched(NamedTuple):
+    """What ranking a chunk of probes needs before any score: the chunk's arrays (``c``),
+    ``limit``, the ``valid`` slots and their ``relevance`` at every grid point (the pool each
+    limit gathered, and reranked), the policy's parameters and the ``budget``."""
+
+    c: dict[str, np.ndarray]
+    limit: np.ndarray
+    valid: np.ndarray
+    relevance: np.ndarray
+    params: dict[str, np.ndarray]
+    budget: np.ndarray
+
+    def probe(self, i: int) -> _Searched:
+        """The same for probe ``i`` of the chunk alone (probe axes of length 1)."""
+        def one(x: np.ndarray, axis: int) -> np.ndarray:  # a per-probe array's row i; a grid axis as it is
+            x = np.asarray(x)
+            if x.ndim < -axis or x.shape[axis] == 1:
+                return x
+            return x[(Ellipsis, slice(i, i + 1)) + (slice(None),) * (-axis - 1)]
+
+        c = {k: v[i: i + 1] for k, v in self.c.items()}
+        return _Searched(c, one(self.limit, -2), one(self.valid, -2), one(self.relevance, -2),
+                         {k: one(v, -2) for k, v in self.params.items()}, one(self.budget, -1))
+
+
+def _search_chunk(pools: Mapping[str, np.ndarray], sl: slice, g: _Grid) -> _Searched:
+    """The probes of ``sl`` up to their scores: which slots each grid point's pool holds."""
     c = {k: pools[k][sl] for k in _CHUNK_ARRAYS if k in pools}  # "rerank_score": only a reranked replay needs it
     n_probes, width = c["relevance"].shape
 
@@ -402,17 +434,29 @@ def _rank_chunk(pools: Mapping[str, np.ndarray], sl: slice, g: _Grid, age_days: 
     if g.reranked:  # the reranker's scores (recorded by a reranked replay) of the candidates the limit reranks
         valid = scoring.rerank_slots(relevance, c["ts"], valid, lim)
         relevance = np.where(valid, np.nan_to_num(c["rerank_score"]), 0.0)
-    ages = c["age_days"] if age_days is None else age_days
-    batch = CandidatePool(relevance=relevance, ts=c["ts"], age_days=ages, feedback_signs=c["feedback_signs"],
-                          feedback_ages=c["feedback_ages"], tokens=c["tokens"])
-    score = g.policy.score(batch, {k: param(k) for k in g.policy.params}, valid)
-    score, valid = np.broadcast_arrays(score, valid)
-    top = scoring.rank_order(score, c["ts"], valid=valid, k=g.kmax)
-    in_list = scoring.take_last(valid, top) & (np.arange(top.shape[-1]) < lim)
     budget = param("token_budget")[..., 0] if "token_budget" in g.values else g.fixed["token_budget"][sl]
+    return _Searched(c, lim, valid, relevance, {k: param(k) for k in g.policy.params}, budget)
+
+
+def _rank_searched(s: _Searched, g: _Grid, age_days: np.ndarray | None = None) -> _Ranked:
+    """Score and rank searched probes at every grid point, as ``recall()`` would (``age_days``:
+    the slots' ages at every point, shape (*grid, probes, slots), instead of the recorded ones)."""
+    c = s.c
+    ages = c["age_days"] if age_days is None else age_days
+    batch = CandidatePool(relevance=s.relevance, ts=c["ts"], age_days=ages, feedback_signs=c["feedback_signs"],
+                          feedback_ages=c["feedback_ages"], tokens=c["tokens"])
+    score = g.policy.score(batch, s.params, s.valid)
+    score, valid = np.broadcast_arrays(score, s.valid)
+    top = scoring.rank_order(score, c["ts"], valid=valid, k=g.kmax)
+    in_list = scoring.take_last(valid, top) & (np.arange(top.shape[-1]) < s.limit)
     tokens = _take(c["tokens"], top)
-    keep = scoring.fit_budget(tokens, budget) & in_list
-    return _Ranked(c, top, keep, tokens, lim, budget)
+    keep = scoring.fit_budget(tokens, s.budget) & in_list
+    return _Ranked(c, top, keep, tokens, s.limit, s.budget)
+
+
+def _rank_chunk(pools: Mapping[str, np.ndarray], sl: slice, g: _Grid) -> _Ranked:
+    """Rank the probes of ``sl`` at every grid point, as ``recall()`` would."""
+    return _rank_searched(_search_chunk(pools, sl, g), g)
 
 
 def _take(x: np.ndarray, top: np.ndarray) -> np.ndarray:

@@ -95,7 +95,7 @@ def ranking_at(replay: Replay, probe: int, params: Mapping[str, Any],
 def _why_point(replay: Replay, params: Mapping[str, Any]) -> dict[str, Any]:
     """``params`` as :func:`vxmem.analysis.why_recalled` takes them for ``replay``."""
     point = grid_point({k: v for k, v in params.items() if k in DEFAULT_POINT})
-    if replay.mode == "hybrid" and "hybrid_weight" in params:
+    if replay.mode == "hybrid" and replay.rerank is None and "hybrid_weight" in params:
         point["hybrid_weight"] = float(params["hybrid_weight"])
     return point
 
@@ -283,7 +283,8 @@ def ab_frames(replays: Sequence[Replay], params_a: Mapping[str, Any], params_b: 
         g = grid_point({k: v for k, v in params.items() if k in DEFAULT_POINT})
         own = set(POLICIES[policy].params) | {"limit", "token_budget"}
         out = {k: v for k, v in g.items() if k in own}
-        if "hybrid_weight" in params and all(r.mode == "hybrid" for r in reps):
+        # a reranked replay ranks at the weight it was recorded with (its pools were reranked so)
+        if "hybrid_weight" in params and all(r.mode == "hybrid" and r.rerank is None for r in reps):
             out["hybrid_weight"] = float(params["hybrid_weight"])
         return out
 

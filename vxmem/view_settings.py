@@ -25,10 +25,10 @@ import pandas as pd
 from . import scoring
 from .datasets import CHAT_FORMATS, FORMATS, Conversation, DatasetError, load
 from .datasets.chatlogs import loads_chatlog
-from .embed import Embedder, HashingEmbedder
+from .embed import Embedder, HashingEmbedder, default_embedder, reranks_by_default
 from .policies import BLEND_DEFAULTS
 from .replay import Progress, Replay, replay_many
-from .store.checks import SEARCH_MODES, check_mode
+from .store.checks import SEARCH_MODES
 
 # Every dataset replay of the workbench caches pools big enough for any limit up to MAX_LIMIT.
 MAX_LIMIT = 20
@@ -39,8 +39,9 @@ DEFAULT_POINT: dict[str, Any] = {**BLEND_DEFAULTS, "limit": 10, "token_budget": 
 
 # The workbench's one parameter state: the ranking point, plus what decides which memories
 # enter a pool (the search mode, the hybrid weight, the embedder). Defaults are the library's.
-# dense: a hybrid pool is no prefix of a bigger one, so the workbench replays it per limit (see replay_settings)
-DEFAULT_MODE = check_mode(None)
+# The library's own default mode (hybrid): a hybrid pool is no prefix of a bigger one, so the workbench
+# replays it per limit above 10 (see replay_settings)
+DEFAULT_MODE = scoring.DEFAULT_MODE
 EMBEDDER_NAMES = ("default", "hashing")  # "default": whatever Vectrix() embeds with
 DEFAULT_SETTINGS: dict[str, Any] = {**DEFAULT_POINT, "mode": DEFAULT_MODE, "hybrid_weight": scoring.HYBRID_WEIGHT,
                                     "embedder": "default", "recency_from": scoring.RECENCY_FROM[0]}
@@ -142,13 +143,16 @@ def embedder_for(name: str) -> Embedder | None:
 def replay_settings(settings: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """What a workbench replay records with for ``settings``: the mode, and pools for every
     limit up to :data:`MAX_LIMIT` (a hybrid pool is no prefix of a bigger one, so in hybrid
-    mode the pools are recorded for the limit itself, one replay for every limit up to 10),
-    and ``recency_from`` when ages count from access (the replay's recalls then record
-    their accesses, and every ranking of its pools ages from its own)."""
+    mode the pools are recorded for the limit itself, one replay for every limit up to 10;
+    with the default embedder, which reranks, one for every hybrid weight too), and
+    ``recency_from`` when ages count from access (the replay's recalls then record their
+    accesses, and every ranking of its pools ages from its own)."""
     s = {**DEFAULT_SETTINGS, **dict(settings or {})}
     out: dict[str, Any] = {**REPLAY_SETTINGS, "mode": s["mode"]}
     if s["mode"] == "hybrid":
         out["pool_limit"] = max(10, int(s["limit"]))
+        if s["embedder"] == "default" and reranks_by_default(default_embedder()):
+            out["hybrid_weight"] = float(s["hybrid_weight"])  # reranked: it decides which candidates are
     if s["recency_from"] != "created":
         out["recency_from"] = s["recency_from"]
     return out
