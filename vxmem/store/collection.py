@@ -38,7 +38,7 @@ from ..checks import check_int, check_limit, check_text
 from ..embed import EmbedderArg, check_embedder, embedder_name, get_embedder, l2_normalize
 from ..keys import K_SESSION
 from ..scoring import HYBRID_WEIGHT, fuse_relevance
-from ..tokens import check_token_counter
+from ..tokens import check_token_counter, token_counter_name
 from .checks import (
     check_filter,
     check_hybrid_weight,
@@ -157,7 +157,7 @@ class Collection:
                  token_counter: Callable[[str], int] | None = None, *, read_only: bool = False,
                  exact_threshold: int = EXACT_THRESHOLD):
         self.embedder = check_embedder(embedder)
-        self.token_counter = check_token_counter(token_counter)
+        self._token_counter = check_token_counter(token_counter)
         self.exact_threshold = check_int(exact_threshold, "exact_threshold", minimum=0)
         self.read_only = bool(read_only)
         if path is not None and not isinstance(path, (str, os.PathLike)):
@@ -172,6 +172,7 @@ class Collection:
         self._pid = os.getpid()
         self._prepared = threading.local()  # a query embedded before the lock (see _prepare_query)
         self._database = Database(self.path, self.read_only)
+        self._database.counted_by = token_counter_name(self._token_counter)
         try:
             self._mirror = self._database.load(self.token_counter)
             self._check_embedder()
@@ -180,6 +181,17 @@ class Collection:
             raise
         self._hnsw = HnswCache(self._database, lambda: self._mirror, self._lock)
         self._lexical = LexicalSearch(self._database.conn, lambda: self._database.generation, self.path)
+
+    @property
+    def token_counter(self) -> Callable[[str], int]:
+        """The ``str -> int`` that counts each text's tokens (may be replaced; the database
+        stores the counts of a counter with a ``name`` beside the texts)."""
+        return self._token_counter
+
+    @token_counter.setter
+    def token_counter(self, counter: Callable[[str], int]) -> None:
+        self._token_counter = counter
+        self._database.counted_by = token_counter_name(counter)
 
     def _check_embedder(self) -> None:
         """Refuse an embedder other than the one whose vectors the database holds.

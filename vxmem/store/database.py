@@ -31,19 +31,35 @@ from typing import Any
 
 import numpy as np
 
+try:  # the metadata of a whole database parse 3x faster (an open at 100k: 0.4 s less)
+    import orjson
+except ImportError:  # pragma: no cover - a dependency; json reads the same values
+    orjson = None  # type: ignore[assignment]
+
+from ..tokens import token_counter_name
 from .checkpoint import JOURNAL_SIZE_LIMIT, Checkpointer
 from .checks import check_token_count
 from .errors import InvalidDatabaseError, ReadOnlyError
 from .files import _WRITER_LOCKS, close_connection, index_files, read_only_uri, read_sidecar, remove_stale_temps
 from .lexical import scope_token
 from .mirror import Mirror
-from .schema import _ACCESS_SCHEMA, _CHANGES_SCHEMA, _FTS_SCHEMA, _SCHEMA, FORMAT_NAME, SCHEMA_VERSION
+from .schema import (
+    _ACCESS_SCHEMA,
+    _CHANGES_SCHEMA,
+    _FTS_SCHEMA,
+    _SCHEMA,
+    _TOKENS_SCHEMA,
+    FORMAT_NAME,
+    SCHEMA_VERSION,
+)
 
 __all__ = ["CHANGE_WINDOW", "FORMAT_NAME", "JOURNAL_SIZE_LIMIT", "PRUNE_EVERY", "SCHEMA_VERSION", "Checkpointer",
            "Database", "Transaction", "index_files", "read_only_uri", "read_sidecar", "remove_stale_temps"]
 
 CHANGE_WINDOW = 10_000  # generations of vx_changes the writer keeps for read-only handles
 PRUNE_EVERY = 1_000  # the writer drops older changes every this many generations (and at open)
+MAX_TOKENS = 2**40 - 1  # a stored token count above this (or not an integer) is counted again
+_DOC_COLUMNS = "rowid, id, text, metadata, vector"
 _IN_CHUNK = 500  # rowids per "IN (...)" list
 
 
@@ -56,6 +72,32 @@ def _release_heap() -> None:
         ctypes.CDLL("libc.so.6").malloc_trim(0)
     except (OSError, AttributeError):  # not glibc
         pass
+
+
+# An integer literal of 19 digits or more may not fit 64 bits, which orjson reads as a float
+# (json as the exact int): a metadata text holding 19 digits in a row is read by json.
+_DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
+_LONG_DIGITS = b"0" * 19
+
+
+def _long_digits(text: str) -> bool:
+    return _LONG_DIGITS in text.encode().translate(_DIGITS_AS_ZERO)
+
+
+def loads_all(texts: list[str]) -> list[Any]:
+    """``json.loads`` of each text (the same values), by orjson where it reads them the same."""
+    if orjson is None:
+        return [json.loads(t) for t in texts]
+    if not _long_digits("\n".join(texts)):  # one look over all of them (a regex takes 20x longer)
+        return [_loads(t) for t in texts]
+    return [json.loads(t) if _long_digits(t) else _loads(t) for t in texts]
+
+
+def _loads(text: str) -> Any:
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:  # NaN, 1e400 and the like: json's reading (or its error)
+        return json.loads(text)
 
 
 def _dumps(meta: dict[str, Any]) -> str:
@@ -75,6 +117,7 @@ class Transaction:
         self.generation = database.generation + 1  # what this transaction commits as
         self.ops: list[tuple[Any, ...]] = []
         self.scopes: dict[str, str] = {}  # FTS scope of documents whose session moved in this transaction
+        self.records_counter: str | None = None  # the token counter this transaction names in vx_meta
 
     def insert(self, id: str, text: str, meta: dict[str, Any], vec: np.ndarray, tokens: int) -> None:
         """Add a document, ``tokens`` being its text's (checked) token count; its vector's
@@ -83,13 +126,25 @@ class Transaction:
         if dim is not None and vec.shape[0] != dim:  # embedded outside the lock, before another thread's first write
             raise ValueError(f"a {vec.shape[0]}-d vector for a collection of {dim}-d vectors")
         self.database.set_dim(self, vec.shape[0])
-        cur = self.conn.execute("INSERT INTO vx_docs (id, text, metadata, vector) VALUES (?, ?, ?, ?)",
-                                (id, text, _dumps(meta), vec.astype(np.float32).tobytes()))
+        cur = self.conn.execute("INSERT INTO vx_docs (id, text, metadata, vector, tokens) VALUES (?, ?, ?, ?, ?)",
+                                (id, text, _dumps(meta), vec.astype(np.float32).tobytes(), self._stored(tokens)))
         self.conn.execute("INSERT INTO vx_fts (rowid, text, scope) VALUES (?, ?, ?)",
                           (cur.lastrowid, text, scope_token(meta)))
         self.conn.execute("INSERT INTO vx_changes (generation, doc, op) VALUES (?, ?, 'insert')",
                           (self.generation, cur.lastrowid))
         self.ops.append(("insert", cur.lastrowid, id, text, meta, vec, tokens))
+
+    def _stored(self, tokens: int) -> int | None:
+        """``tokens`` as stored: the count if the handle's token counter is the one ``vx_meta``
+        names (named by this transaction if none is yet), else NULL (counted again at open)."""
+        db = self.database
+        name = db.counted_by
+        if name is None or db.schema_version < 5:
+            return None
+        if db.token_counter is None and self.records_counter is None:
+            self.conn.execute("INSERT OR REPLACE INTO vx_meta (key, value) VALUES ('token_counter', ?)", (name,))
+            self.records_counter = name
+        return int(tokens) if name in (db.token_counter, self.records_counter) else None
 
     def update_meta(self, id: str, meta: dict[str, Any]) -> None:
         """Replace a document's metadata (moving its FTS scope if its session changed)."""
@@ -151,7 +206,9 @@ class Database:
     reads an older file as it is). ``dim`` (None until the first vector), ``generation``,
     ``uid``, ``schema_version`` and ``embedder`` (the name of the embedder that wrote the
     vectors, None when unrecorded) mirror ``vx_meta``. ``writer_embedder`` is the name this
-    handle records with the first vector. ``pid`` is the process that opened it: in another
+    handle records with the first vector. ``token_counter`` is the name of the token counter
+    whose counts ``vx_docs`` stores (None when unrecorded); ``counted_by`` the name of this
+    handle's counter (None: its counts are never stored). ``pid`` is the process that opened it: in another
     one (a fork) :meth:`close` leaves the parent's lock and connection alone.
     """
 
@@ -163,6 +220,8 @@ class Database:
         self.uid: str | None = None
         self.embedder: str | None = None
         self.writer_embedder: str | None = None
+        self.token_counter: str | None = None
+        self.counted_by: str | None = None
         self.schema_version = SCHEMA_VERSION
         self.pid = os.getpid()
         self._lock_fd: int | None = None
@@ -253,6 +312,7 @@ class Database:
         self.dim = int(meta["dim"]) if "dim" in meta else None
         self.generation = int(meta.get("generation", 0))
         self.embedder = meta.get("embedder")
+        self.token_counter = meta.get("token_counter")
         return meta
 
     def _refuse_truncated(self) -> None:
@@ -269,7 +329,8 @@ class Database:
     def _migrate(self) -> None:
         """Bring an older database up to this schema, once, in one transaction: a version-1
         file gains its FTS5 table (every document indexed), a version-2 file its change log,
-        a version-3 file its access log."""
+        a version-3 file its access log, a file older than version 5 the token column
+        (empty: the first writable load fills it)."""
         from tqdm.auto import tqdm
 
         c = self.conn
@@ -301,11 +362,17 @@ class Database:
             if version < 4:
                 for ddl in _ACCESS_SCHEMA:
                     c.execute(ddl)
+            if version < 5 and "tokens" not in self._doc_columns():
+                for ddl in _TOKENS_SCHEMA:
+                    c.execute(ddl)
             c.execute("UPDATE vx_meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
             c.execute("COMMIT")
         except BaseException:
             self._rollback()
             raise
+
+    def _doc_columns(self) -> set[str]:
+        return {r[1] for r in self.conn.execute("PRAGMA table_info(vx_docs)")}
 
     def _prune(self, generation: int, force: bool = False) -> None:
         """Drop the change log older than :data:`CHANGE_WINDOW` generations before ``generation``
@@ -343,49 +410,88 @@ class Database:
                 self.conn.execute("COMMIT")
 
     def load(self, token_counter: Callable[[str], int]) -> Mirror:
-        """Every document, read into a fresh :class:`Mirror` (``token_counter`` counts each text).
+        """Every document, read into a fresh :class:`Mirror`, in one read transaction with ``vx_meta``.
 
-        ``vx_meta`` and the rows are read in one read transaction. A damaged row or
+        Each text's token count is the stored one when ``token_counter`` is the counter that
+        stored it (see :func:`~vxmem.tokens.token_counter_name`), otherwise counted now; a
+        writer then stores the counts its counter made where none of that counter's were
+        (once: an older file, or rows a handle with another counter wrote). A damaged row or
         ``vx_meta`` value is an :class:`InvalidDatabaseError`; a token counter that returns
         something other than a count is a ``TypeError`` / ``ValueError`` naming it.
         """
         probe = self._probe()
+        name = token_counter_name(token_counter)
         with self._damage_is_invalid(), self._snapshot():
             meta = self._read_meta()
-            rows = self.conn.execute("SELECT rowid, id, text, metadata, vector FROM vx_docs ORDER BY rowid").fetchall()
-            m = self._mirror_of(rows)
-            big = len(rows) >= 10_000
-            del rows
-        if big:
-            _release_heap()
+            m, stored = self._read_all(name)
         self.uid = meta.get("uid")
         self._has_changes = self._has_changes or (self.schema_version >= 3 and "vx_changes" in self._tables())
-        self._count_tokens(m, token_counter, 0)
+        counted = self._fill_tokens(m, token_counter, stored)
         self._data_version = probe
+        if counted.size and name is not None and not self.read_only and self.schema_version >= 5 \
+                and self.token_counter in (None, name):
+            try:
+                self._store_counts(m, counted, name)
+            except sqlite3.Error:  # a cache of the texts: a full disk leaves them to be counted at the next open
+                pass
         return m
+
+    def _read_all(self, counter: str | None) -> tuple[Mirror, list[int | None] | None]:
+        """Every row, into a fresh mirror, and the stored token counts ``counter`` made (None
+        for a row without one; None for all when it made none), inside the caller's read transaction."""
+        usable = counter is not None and counter == self.token_counter and self.schema_version >= 5
+        tokens = (f"CASE WHEN typeof(tokens) = 'integer' AND tokens BETWEEN 0 AND {MAX_TOKENS} THEN tokens END"
+                  if usable else "NULL")
+        rows = self.conn.execute(f"SELECT {_DOC_COLUMNS}, {tokens} FROM vx_docs ORDER BY rowid").fetchall()
+        m, stored = self._mirror_of(rows)
+        stored = stored if usable else None
+        big = len(rows) >= 10_000
+        del rows
+        if big:
+            _release_heap()
+        return m, stored
+
+    def _store_counts(self, m: Mirror, positions: np.ndarray, name: str) -> None:
+        """Store the counts at ``positions`` as ``name``'s (a writer's open: one transaction
+        of its own, which moves no generation: the documents are unchanged)."""
+        c = self.conn
+        c.execute("BEGIN IMMEDIATE")
+        try:
+            c.execute("INSERT OR REPLACE INTO vx_meta (key, value) VALUES ('token_counter', ?)", (name,))
+            c.executemany("UPDATE vx_docs SET tokens = ? WHERE rowid = ?",
+                          zip(m.tokens[positions].tolist(), m.rowid[positions].tolist()))
+            c.execute("COMMIT")
+        except BaseException:
+            self._rollback()
+            raise
+        self.token_counter = name
+        if self._checkpointer is not None:
+            self._checkpointer.committed(c)
 
     def _probe(self) -> int:
         return int(self.conn.execute("PRAGMA data_version").fetchone()[0])
 
-    def _mirror_of(self, rows: list[tuple[Any, ...]]) -> Mirror:
+    def _mirror_of(self, rows: list[tuple[Any, ...]]) -> tuple[Mirror, list[Any] | None]:
+        """A mirror of ``rows`` (rowid, id, text, metadata, vector, stored token count) and the
+        rows' stored counts (None when there are no rows)."""
         m = Mirror(self.dim)
         if not rows:
             if self.dim is not None:
                 m.set_dim(self.dim)
-            return m
+            return m, None
         if self.dim is None:
             raise InvalidDatabaseError(f"{self.path}: documents but no vector dimension in vx_meta")
         m.set_dim(self.dim)
-        rowids, ids, texts, metas, blobs = (list(col) for col in zip(*rows))
+        rowids, ids, texts, metas, blobs, stored = (list(col) for col in zip(*rows))
         try:
             # Room to double: the first writes after open never grow (copy) every column, and
             # the vectors' headroom is zero pages that take no memory until written.
-            m.fill(rowids, ids, texts, [json.loads(x) for x in metas], blobs)
+            m.fill(rowids, ids, texts, loads_all(metas), blobs)
         except ValueError as exc:
             if "-d vector" in str(exc):
                 raise InvalidDatabaseError(f"{self.path}: {exc}") from None
             raise
-        return m
+        return m, stored
 
     def _vector(self, id: str, blob: bytes) -> np.ndarray:
         vec = np.frombuffer(blob, dtype=np.float32)
@@ -395,11 +501,19 @@ class Database:
         return vec
 
     @staticmethod
-    def _count_tokens(m: Mirror, token_counter: Callable[[str], int], start: int) -> None:
-        """Fill the mirror's token column from position ``start`` on (checked counts)."""
+    def _fill_tokens(m: Mirror, token_counter: Callable[[str], int], stored: list[int | None] | None) -> np.ndarray:
+        """Fill a fresh mirror's token column: the ``stored`` counts where there are, the
+        counter's (checked) elsewhere. Returns the positions counted now."""
         texts = m.texts
-        m.tokens[start: m.n] = [check_token_count(token_counter(texts[p]), texts[p]) if m.alive[p] else 0
-                                for p in range(start, m.n)]
+        if stored is None:
+            todo = np.arange(m.n)
+        else:
+            missing = [p for p, t in enumerate(stored) if t is None]
+            m.tokens[: m.n] = [0 if t is None else t for t in stored]
+            todo = np.asarray(missing, dtype=np.int64)
+        if todo.size:
+            m.tokens[todo] = [check_token_count(token_counter(texts[p]), texts[p]) for p in todo.tolist()]
+        return todo
 
     def changes_since(self, generation: int) -> tuple[set[int], set[int]] | None:
         """(inserted, deleted) rowids committed after ``generation`` up to the one this
@@ -440,11 +554,11 @@ class Database:
         probe = self._probe()
         if probe == self._data_version:
             return None
-        state = (self.uid, self.generation, self.dim, self.schema_version, self._has_changes)
+        state = (self.uid, self.generation, self.dim, self.schema_version, self._has_changes, self.token_counter)
         try:
             return self._refresh(mirror, token_counter, probe)
         except BaseException:  # nothing taken in: the next call tries again from the same state
-            self.uid, self.generation, self.dim, self.schema_version, self._has_changes = state
+            self.uid, self.generation, self.dim, self.schema_version, self._has_changes, self.token_counter = state
             raise
 
     def _refresh(self, mirror: Mirror, token_counter: Callable[[str], int],
@@ -462,9 +576,7 @@ class Database:
                            and (old_dim is None or old_dim == self.dim) and (old_dim is not None or mirror.n == 0))
             if not incremental:
                 self.uid = uid
-                rows = self.conn.execute(
-                    "SELECT rowid, id, text, metadata, vector FROM vx_docs ORDER BY rowid").fetchall()
-                fresh = self._mirror_of(rows)
+                fresh, stored = self._read_all(token_counter_name(token_counter))
             else:
                 touched = {r for (r,) in self.conn.execute(
                     "SELECT DISTINCT doc FROM vx_changes WHERE generation > ?", (old_gen,))}
@@ -473,7 +585,7 @@ class Database:
                     "(SELECT doc FROM vx_changes WHERE generation > ?) ORDER BY rowid", (old_gen,)).fetchall()
                 ops = self._ops_of(mirror, touched, rows)
         if not incremental:
-            self._count_tokens(fresh, token_counter, 0)
+            self._fill_tokens(fresh, token_counter, stored)
             self._data_version = probe
             return fresh
         if ops is None:  # the log and the mirror disagree: read it all
@@ -549,6 +661,8 @@ class Database:
             raise
         if tx.ops:
             self.generation = tx.generation
+        if tx.records_counter is not None:
+            self.token_counter = tx.records_counter
         if self._checkpointer is not None:
             self._checkpointer.committed(self.conn)
 

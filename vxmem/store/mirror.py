@@ -76,6 +76,44 @@ def _columns_of(meta: dict[str, Any]) -> tuple[int, float, float, bool, float, s
             json.dumps(meta.get(K_SESSION)) if code != NO_KIND or K_SESSION in meta else None)
 
 
+def _numbers(values: list[Any], default: float, ints_only: bool = False) -> np.ndarray:
+    """``_number`` of each value (``float(v)`` of an int only, with ``ints_only``) as one
+    float64 column; a list of plain numbers and Nones (the usual one) converts in one go."""
+    kinds = set(map(type, values))
+    if kinds <= ({int, type(None)} if ints_only else {int, float, type(None)}):
+        return np.array([default if v is None else v for v in values], dtype=np.float64)
+    if ints_only:
+        return np.array([float(v) if isinstance(v, int) and not isinstance(v, bool) else default for v in values],
+                        dtype=np.float64)
+    return np.array([_number(v, default) for v in values], dtype=np.float64)
+
+
+def _columns_of_all(metas: list[dict[str, Any]]) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[bool],
+                                                          np.ndarray, list[str | None]]:
+    """:func:`_columns_of` of every document, column by column (the same values)."""
+    kinds = [m.get(K_KIND) for m in metas]
+    code = np.array([KIND_CODES.get(k, NO_KIND) if isinstance(k, str) else NO_KIND for k in kinds], dtype=np.int8)
+    ts = _numbers([m.get(K_TS) for m in metas], math.nan)
+    with np.errstate(invalid="ignore"):
+        code[~((ts >= TS_RANGE[0]) & (ts <= TS_RANGE[1]))] = NO_KIND  # NaN fails both
+    expires = _numbers([m.get(K_EXPIRES) for m in metas], math.inf)
+    superseded = [m.get(K_SUPERSEDED_BY) is not None for m in metas]
+    turn = _numbers([m.get(K_TURN) for m in metas], math.nan, ints_only=True)
+    keys: dict[Any, str] = {}  # a session's key, made once per distinct str
+
+    def key(session: Any) -> str:
+        if type(session) is not str:
+            return json.dumps(session)
+        got = keys.get(session)
+        if got is None:
+            got = keys[session] = json.dumps(session)
+        return got
+
+    sessions = [key(m.get(K_SESSION)) if c != NO_KIND or K_SESSION in m else None
+                for m, c in zip(metas, code.tolist())]
+    return code, ts, expires, superseded, turn, sessions
+
+
 def _superseded_at(meta: dict[str, Any], superseded: bool) -> float:
     """When a superseded document was superseded (-inf for a superseded one with no usable
     time, so it counts as superseded at every moment); inf for a live one."""
@@ -328,12 +366,12 @@ class Mirror:
         if n == 0:
             return
         width = 4 * self.dim
-        for i, blob in enumerate(vectors):
-            if len(blob) != width:
-                raise ValueError(f"document {ids[i]!r} has a {len(blob) // 4}-d vector, expected {self.dim}")
         step = 4096  # joined a chunk at a time: no second copy of every vector at once
         for a in range(0, n, step):
             b = min(a + step, n)
+            if set(map(len, vectors[a:b])) != {width}:  # some blob is not dim floats long: name the first
+                i = next(i for i in range(a, b) if len(vectors[i]) != width)
+                raise ValueError(f"document {ids[i]!r} has a {len(vectors[i]) // 4}-d vector, expected {self.dim}")
             self.vecs[a:b] = np.frombuffer(b"".join(vectors[a:b]), dtype=np.float32).reshape(b - a, self.dim)
         rid = np.asarray(rowids, dtype=np.int64)
         self.rowid[:n] = rid
@@ -344,12 +382,14 @@ class Mirror:
         self.rowid_pos = np.full(max(64, 2 * (int(rid.max()) + 1)), -1, dtype=np.int64)
         self.rowid_pos[rid] = np.arange(n)
         self.n = self.n_alive = n
-        kind, ts, expires, superseded, turn, keys = zip(*map(_columns_of, metas))
+        kind, ts, expires, superseded, turn, keys = _columns_of_all(metas)
         self.kind[:n] = kind
         self.ts[:n] = ts
         self.expires[:n] = expires
         self.superseded[:n] = superseded
-        self.superseded_at[:n] = [_superseded_at(m, s) for m, s in zip(metas, superseded)]
+        self.superseded_at[:n] = np.inf
+        for p in np.flatnonzero(self.superseded[:n]).tolist():
+            self.superseded_at[p] = _superseded_at(metas[p], True)
         self.turn[:n] = turn
         self.user[:n] = [self._user_code(m.get(K_USER)) for m in metas]
         mem = self.kind[:n] != NO_KIND  # latest, as _note_times would raise it row by row
@@ -359,12 +399,15 @@ class Mirror:
         times += [_latest_feedback(m) for m, k in zip(metas, mem.tolist())
                   if k and (K_FEEDBACK in m or K_FEEDBACK_FOLDED in m)]
         self.latest = max(self.latest, *times)
-        codes = [-1 if key is None else self._code_of_key(key) for key in keys]
+        codes = np.array([-1 if key is None else self._code_of_key(key) for key in keys], dtype=np.int64)
         self.session[:n] = codes
-        session_pos = self._session_pos
-        for p, code in enumerate(codes):
+        order = np.argsort(codes, kind="stable")  # each session's positions, ascending, in one sort
+        sorted_codes = codes[order]
+        starts = np.flatnonzero(np.r_[True, sorted_codes[1:] != sorted_codes[:-1]])
+        for a, b in zip(starts.tolist(), np.r_[starts[1:], n].tolist()):
+            code = int(sorted_codes[a])
             if code >= 0:
-                session_pos.setdefault(code, []).append(p)
+                self._session_pos.setdefault(code, []).extend(order[a:b].tolist())
 
     def update(self, p: int, meta: dict[str, Any]) -> None:
         """Follow a committed metadata change of the document at ``p``."""

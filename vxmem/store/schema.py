@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from .lexical import TOKENIZE
 
-SCHEMA_VERSION = 4  # 2: the FTS5 lexical index; 3: the change log; 4: the access log (older files gain them on a
-#                     writable open)
+# 2: the FTS5 lexical index; 3: the change log; 4: the access log; 5: each text's token count
+# (older files gain them on a writable open)
+SCHEMA_VERSION = 5
 FORMAT_NAME = "vxmem"
 
 _SCHEMA = (
@@ -19,10 +20,15 @@ _SCHEMA = (
         id TEXT NOT NULL UNIQUE,
         text TEXT NOT NULL,
         metadata TEXT NOT NULL,
-        vector BLOB NOT NULL
+        vector BLOB NOT NULL,
+        tokens INTEGER
     )""",
     "CREATE TABLE IF NOT EXISTS vx_counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL)",
 )
+
+# Each text's token count, as counted by the counter vx_meta's "token_counter" names (NULL:
+# not counted by it, counted again at open); a file of schema 4 or older gains the column empty.
+_TOKENS_SCHEMA = ("ALTER TABLE vx_docs ADD COLUMN tokens INTEGER",)
 
 # The change log: one row per document a committed transaction touched (``doc`` is its
 # rowid in vx_docs), tagged with the generation that transaction committed as.
