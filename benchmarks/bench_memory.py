@@ -26,8 +26,8 @@ what a user of that embedder sees, and print no target. The ``default`` rows tim
 
 Every memory belongs to its session's user (``remember(user=...)``) and carries a
 ``{"topic": ...}`` of five values, so the scopes table can time, side by side in one
-interleaved loop, session recall at the present, as of a moment mid-history (the as-of
-checks run), with ``filter=`` on the topic, with ``user=``, a user's recall across every session, ranked
+interleaved loop, session recall at the present, as of a moment mid-history (a different
+one each call, between a quarter and three quarters of the history; the as-of checks run), with ``filter=`` on the topic, with ``user=``, a user's recall across every session, ranked
 from the access log (``recency_from="accessed"`` per call: reads it) and by a memory that
 ages from access (reads it and records its results); its ratios are to the first row.
 
@@ -298,10 +298,11 @@ def worker(size: int, embedder_name: str, reps: int, tmp: str, mode: str | None 
             timed(lambda i: db.recall(qs[i], session=f"user{i % SESSIONS}", now=now, rerank=False, mode=mode), reps))
 
     accessing = ConversationMemory(db, recency_from="accessed", rerank=db.memory.rerank)
+    moments = T0 + SPAN * rng.uniform(0.25, 0.75, reps)  # a different moment each call: nothing cached by moment
     scoped = interleaved({
         "recall(session=...), now: the present": lambda i: db.recall(qs[i], session=f"user{i % SESSIONS}", now=now),
         "recall(session=..., now=mid-history): as-of checks run": lambda i: db.recall(
-            qs[i], session=f"user{i % SESSIONS}", now=T0 + SPAN / 2),
+            qs[i], session=f"user{i % SESSIONS}", now=moments[i]),
         "recall(session=..., filter={'topic': ...}): 1 in 5 match": lambda i: db.recall(
             qs[i], session=f"user{i % SESSIONS}", now=now, filter={"topic": TOPICS[i % 5]}),
         "recall(session=..., user=...)": lambda i: db.recall(qs[i], session=f"user{i % SESSIONS}",

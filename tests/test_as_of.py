@@ -180,3 +180,31 @@ def test_a_probe_before_a_later_correction_ranks_as_recall_as_of_its_moment(hash
     assert [p["recalled_ids"] for p in rep.probes[:-1]] == expected[0]  # the live recall, then and there
     for pt, want in zip(POINTS, expected):
         assert rankings(rep, **pt)[:-1] == want  # the sweep's re-ranking of the cached pools
+
+
+def test_bm25_statistics_as_of_a_moment_are_the_same_counted_directly_or_by_binary_search(word_embedder):
+    from vxmem.keys import NO_KIND
+    from vxmem.store.lexical import _AsOf
+
+    db = Vectrix(None, embedder=word_embedder)
+    rng = np.random.default_rng(3)
+    words = "tea coffee paris london dark light mode pdf".split()
+    for _ in range(300):
+        db.remember(" ".join(rng.choice(words, int(rng.integers(1, 7)))), session="s",
+                    timestamp=T0 + rng.uniform(0, 90) * DAY)
+    db.add(["a plain document with no memory keys"])
+    ids = [r.id for r in db.turns("s")]
+    db.forget(ids=ids[:40])  # some dead positions too
+    with db._locked() as m:
+        doc_len = rng.integers(1, 30, m.n).astype(np.float64)
+        pos = np.flatnonzero(rng.random(m.n) < 0.3)
+        pos = np.where(rng.random(pos.size) < 0.1, -1, pos)  # a deleted posting reads -1
+        moments = T0 + rng.uniform(-5, 95, 50) * DAY
+        direct = [(_AsOf(m, doc_len, 0).stats(t), _AsOf(m, doc_len, 0).df("w", pos, t)) for t in moments]
+        searched = _AsOf(m, doc_len, 0)
+        searched.stats(moments[0])  # the first moment: counted directly; the rest by binary search
+        for t, (stats, df) in zip(moments, direct):
+            assert searched.stats(t) == stats
+            assert searched.df("w", pos, t) == df
+            existed = m.alive[: m.n] & ((m.kind[: m.n] == NO_KIND) | (m.ts[: m.n] <= t))  # a plain doc always
+            assert stats[0] == int(np.count_nonzero(existed))

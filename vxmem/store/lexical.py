@@ -18,6 +18,7 @@ that FTS5 splits into several tokens (a phrase) is left to FTS5 itself, which
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -242,14 +243,15 @@ class LexicalIndex:
 
     def search(self, words: list[str], pos_of_rowid: np.ndarray, allowed: np.ndarray, doc_len: np.ndarray,
                avgdl: float, n_rows: int, k: int, df_key: Any = None,
-               corpus: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray] | None:
+               df_of: Callable[[str, np.ndarray], int] | None = None) -> tuple[np.ndarray, np.ndarray] | None:
         """Top ``k`` positions among ``allowed`` by FTS5's bm25 (text column weight 1), best first.
 
         ``pos_of_rowid`` maps rowids to mirror positions (-1: deleted); ``doc_len`` and
         ``avgdl`` come from :meth:`doc_lengths`; ``df_key`` names the data's version, so
-        document frequencies are counted once per version. ``corpus`` (by position) marks
-        the documents the statistics count (None: every live one; ``n_rows`` and ``avgdl``
-        must be theirs). None when a word is a phrase.
+        document frequencies are counted once per version. ``df_of(term, positions of its
+        postings)`` counts a term's documents instead, when the statistics are those of
+        another corpus than every live document (``n_rows`` and ``avgdl`` must be its own
+        too: see :class:`_AsOf`). None when a word is a phrase.
         """
         if not words or n_rows == 0:
             return np.zeros(0, dtype=np.int64), np.zeros(0)
@@ -272,9 +274,11 @@ class LexicalIndex:
             else:
                 inside = rowids < len(pos_of_rowid)
                 pos = np.where(inside, pos_of_rowid[np.where(inside, rowids, 0)], -1)
-            n_hit = self._df.get(term)
-            if n_hit is None:  # documents holding the term: changes only with writes
-                n_hit = self._df[term] = _document_frequency(pos, corpus)
+            if df_of is not None:
+                n_hit = df_of(term, pos)
+            else:  # documents holding the term: changes only with writes
+                cached = self._df.get(term)
+                n_hit = self._df[term] = int(np.count_nonzero(pos >= 0)) if cached is None else cached
             idf = math.log((n_rows - n_hit + 0.5) / (n_hit + 0.5))
             if idf <= 0.0:
                 idf = 1e-6
@@ -308,12 +312,47 @@ class LexicalIndex:
         return cand[order], s[order]
 
 
-def _document_frequency(pos: np.ndarray, corpus: np.ndarray | None) -> int:
-    """How many of a term's postings (as positions, -1: deleted) are documents of ``corpus``."""
-    live = pos >= 0
-    if corpus is None:
-        return int(np.count_nonzero(live))
-    return int(np.count_nonzero(corpus[pos[live]]))
+class _AsOf:
+    """BM25's statistics as of any moment, for one data version: the documents that existed
+    then are the live ones created at or before it (a document that is no memory always
+    counts). The first moment asked is counted directly; from the second on, creation
+    moments sorted once (with cumulative lengths, and per term those of its postings) make
+    each statistic a binary search. Lengths are whole token counts, so every way of adding
+    them gives the same average."""
+
+    def __init__(self, m: Mirror, doc_len: np.ndarray, key: Any):
+        n = m.n
+        self.key = key
+        created = np.where(m.kind[:n] != NO_KIND, m.ts[:n], -np.inf)
+        self.created = np.where(m.alive[:n], created, np.inf)  # by position; a dead one never counts
+        self.doc_len = doc_len[:n]
+        self.asked = 0
+        self._sorted: tuple[np.ndarray, np.ndarray] | None = None
+        self._terms: dict[str, np.ndarray] = {}
+
+    def stats(self, as_of: float) -> tuple[int, float]:
+        """How many documents existed at ``as_of``, and their average length."""
+        self.asked += 1
+        if self.asked == 1:
+            ok = self.created <= as_of
+            n_rows, total = int(np.count_nonzero(ok)), float(self.doc_len[ok].sum())
+        else:
+            if self._sorted is None:
+                order = np.argsort(self.created, kind="stable")
+                self._sorted = (self.created[order], np.concatenate(([0.0], np.cumsum(self.doc_len[order]))))
+            created, cum = self._sorted
+            n_rows = int(np.searchsorted(created, as_of, side="right"))
+            total = float(cum[n_rows])
+        return n_rows, total / max(n_rows, 1)
+
+    def df(self, term: str, pos: np.ndarray, as_of: float) -> int:
+        """How many of a term's postings (as positions, -1: deleted) existed at ``as_of``."""
+        if self.asked <= 1:
+            return int(np.count_nonzero(self.created[pos[pos >= 0]] <= as_of))
+        got = self._terms.get(term)
+        if got is None:
+            got = self._terms[term] = np.sort(self.created[pos[pos >= 0]])
+        return int(np.searchsorted(got, as_of, side="right"))
 
 
 class _Lookup:
@@ -345,6 +384,7 @@ class LexicalSearch:
         self._path = path
         self._index: LexicalIndex | None = None
         self._lengths: tuple[Any, np.ndarray, float] | None = None  # (data version, lengths, their average)
+        self._as_of: _AsOf | None = None  # the statistics as of a moment, for the same data version
         self._has_fts: bool | None = None
 
     def _check_table(self) -> None:
@@ -416,11 +456,15 @@ class LexicalSearch:
                 self._lengths = (key, *index.doc_lengths(
                     m.rowid_pos, (m.session[: m.n] >= 0).astype(np.float64), m.n_alive))
             _, doc_len, avgdl = self._lengths
-            n_rows, corpus = m.n_alive, None
+            n_rows, df_of = m.n_alive, None
             if as_of is not None and m.is_past(as_of):
-                corpus, n_rows, avgdl, key = _corpus_as_of(m, doc_len, as_of, key)
+                if self._as_of is None or self._as_of.key != key:
+                    self._as_of = _AsOf(m, doc_len, key)
+                past = self._as_of
+                n_rows, avgdl = past.stats(as_of)
+                df_of = functools.partial(past.df, as_of=as_of)
             res = index.search(query_words(query), m.rowid_pos, allowed, doc_len, avgdl, n_rows, k,
-                               df_key=key, corpus=corpus)
+                               df_key=key, df_of=df_of)
         except sqlite3.Error:
             return None
         if res is None:
@@ -428,10 +472,3 @@ class LexicalSearch:
         return res[0], res[1], index.last_scores
 
 
-def _corpus_as_of(m: Mirror, doc_len: np.ndarray, as_of: float, key: Any) -> tuple[np.ndarray, int, float, Any]:
-    """The documents that existed at ``as_of`` (by position: live, and no memory created
-    later), how many, their average length, and the key their document frequencies go by."""
-    corpus = m.alive[: m.n] & ~((m.kind[: m.n] != NO_KIND) & (m.ts[: m.n] > as_of))
-    n_rows = int(np.count_nonzero(corpus))
-    avgdl = float(doc_len[corpus].sum()) / max(n_rows, 1)
-    return corpus, n_rows, avgdl, (key, "as_of", as_of)
