@@ -27,7 +27,8 @@ what a user of that embedder sees, and print no target. The ``default`` rows tim
 Every memory belongs to its session's user (``remember(user=...)``) and carries a
 ``{"topic": ...}`` of five values, so the scopes table can time, side by side in one
 interleaved loop, session recall at the present, as of a moment mid-history (a different
-one each call, between a quarter and three quarters of the history; the as-of checks run), with ``filter=`` on the topic, with ``user=``, a user's recall across every session, ranked
+one each call, between a quarter and three quarters of the history; the as-of checks run),
+with ``filter=`` on the topic, with ``user=``, a user's recall across every session, ranked
 from the access log (``recency_from="accessed"`` per call: reads it) and by a memory that
 ages from access (reads it and records its results); its ratios are to the first row.
 
