@@ -327,3 +327,20 @@ def test_the_pools_frame_of_a_replay_aging_from_access_ranks_as_its_recall(drift
     for i, probe in enumerate(rep.probes):
         top = pools[pools["probe"] == i].sort_values("rank")["id"].tolist()[: len(probe["recalled_ids"])]
         assert top == probe["recalled_ids"], i
+
+
+def test_a_full_disk_leaves_the_accesses_out_with_a_warning_and_the_recall_answers(tmp_path, word_embedder):
+    with Vectrix(tmp_path / "full.vxdb", embedder=word_embedder, recency_from="accessed") as db:
+        a, b = _two_twins(db)
+        conn = db._database.conn
+        pages = conn.execute("PRAGMA page_count").fetchone()[0]
+        conn.execute(f"PRAGMA max_page_count = {pages}")  # SQLite now reports SQLITE_FULL on growth
+        before = _access_rows(db)
+        with pytest.warns(RuntimeWarning, match="could not record"):
+            for i in range(2000):  # until the access log needs a page of its own
+                got = db.recall("my cat is called", session="s", limit=2, now=T0 + (i + 1) * HOUR)
+                assert set(got.ids) == {a, b}
+        conn.execute("PRAGMA max_page_count = 1073741823")
+        rows = _access_rows(db)
+        assert len(rows) >= len(before)
+        assert len(rows) % 2 == 0  # a recall's accesses are recorded whole or not at all

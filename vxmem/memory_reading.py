@@ -11,6 +11,8 @@ time-weighted retriever does.
 
 from __future__ import annotations
 
+import sqlite3
+import warnings
 from collections.abc import Sequence
 from functools import partial
 from typing import Any
@@ -204,7 +206,7 @@ class MemoryReading:
                                        recency_from=recency_from)
             results = rank(pool, m, query, self.settings, score_gap, token_budget)
             if touch and len(results):
-                self.db._record_access(np.array([m.pos_of_id[r.id] for r in results], dtype=np.int64), pool.now)
+                self._record(np.array([m.pos_of_id[r.id] for r in results], dtype=np.int64), pool.now)
             return results
 
     def _touch(self, ids: Sequence[str], now_ts: float) -> None:
@@ -213,7 +215,16 @@ class MemoryReading:
             return
         with self.db._locked() as m:
             pos = [p for p in (m.pos_of_id.get(i) for i in ids) if p is not None]
-            self.db._record_access(np.array(pos, dtype=np.int64), now_ts)
+            self._record(np.array(pos, dtype=np.int64), now_ts)
+
+    def _record(self, positions: np.ndarray, at: float) -> None:
+        """Record accesses; a write that fails (a full disk, say) leaves them out with a
+        warning rather than fail the read that made them: its results are already known."""
+        try:
+            self.db._record_access(positions, at)
+        except sqlite3.OperationalError as exc:
+            warnings.warn(f"vxmem could not record this recall's accesses ({exc}); memories aging from access "
+                          "miss them", RuntimeWarning, stacklevel=4)
 
     def candidate_pool(self, query: str, session: str | None = None, limit: int = 10, kinds: Sequence[str] = KINDS,
                        include_superseded: bool = False, mode: str | None = None, now: TimeLike = None,
