@@ -189,13 +189,15 @@ def _latest_feedback(meta: dict[str, Any]) -> float:
 class SessionBlock:
     """Growable (positions, vectors) of one session, positions ascending."""
 
-    def __init__(self, pos: np.ndarray, vecs: np.ndarray):
+    def __init__(self, pos: np.ndarray, matrix: np.ndarray):
+        """The block of the rows ``pos`` of ``matrix``, gathered straight into its own
+        (growable) storage: one copy of the vectors."""
         cap = max(16, 2 * len(pos))
         self.n = len(pos)
         self._pos = np.zeros(cap, dtype=np.int64)
         self._pos[: self.n] = pos
-        self._vecs = np.zeros((cap, vecs.shape[1]), dtype=np.float32)
-        self._vecs[: self.n] = vecs
+        self._vecs = np.empty((cap, matrix.shape[1]), dtype=np.float32)  # rows past n are written before read
+        np.take(matrix, pos, axis=0, out=self._vecs[: self.n])
 
     @property
     def positions(self) -> np.ndarray:
@@ -472,8 +474,8 @@ class Mirror:
         """
         blk = self._blocks.get(code)
         if blk is None:
-            pos = np.array(sorted(self._session_pos.get(code, ())), dtype=np.int64)
-            blk = SessionBlock(pos, self.vecs[pos])
+            pos = np.sort(np.array(self._session_pos.get(code, ()), dtype=np.int64))
+            blk = SessionBlock(pos, self.vecs)
             self._blocks[code] = blk
         return blk
 
