@@ -247,9 +247,7 @@ class Replay:
         wanted = {j: k for k, j in enumerate(index)}
         out: list[list[str]] = [[] for _ in index]
         log = AccessLog()  # when each memory was last returned
-        for i in range(whole.n_probes if accessed else self.n_probes):
-            if not accessed and i not in wanted:
-                continue
+        for i in range(whole.n_probes):  # whole is self unless ages count from access
             # the pool recall() blends for this limit, as the sweep ranks it: relevance is
             # normalised across exactly those candidates
             pool = whole.pool(i, limit=limit if limit is not None else int(whole.pools["limit"][i]))

@@ -249,18 +249,19 @@ def sweep(replays: Replay | Sequence[Replay], grid: Mapping[str, Any] | None = N
     # Each job gets its own chunk of the arrays (a view for threads; all a remote worker is
     # sent). numpy sorts and ufuncs release the GIL, so threads are the local default.
     bare = dataclasses.replace(g, fixed={})
+
+    def chunk(sl: slice) -> Any:  # a job ranking the probes of sl together
+        return delayed(_chunk_job)({k: pools[k][sl] for k in _CHUNK_ARRAYS if k in pools},
+                                   {k: v[sl] for k, v in g.fixed.items()}, bare)
+
     accessed = [r.recency_for(pol, recency_from) == "accessed" for r in replays]
     if any(accessed):  # probe after probe within a replay: one job per replay
         starts = np.cumsum([0] + [r.n_probes for r in replays])
         slices = [slice(int(a), int(b)) for a, b in zip(starts[:-1], starts[1:])]
-        jobs = (delayed(_accessed_job)(r, _replay_fixed(r, g, sl.start), bare) if acc and r.n_probes else
-                delayed(_chunk_job)({k: pools[k][sl] for k in _CHUNK_ARRAYS if k in pools},
-                                    {k: v[sl] for k, v in g.fixed.items()}, bare)
+        jobs = (delayed(_accessed_job)(r, _replay_fixed(r, g, sl.start), bare) if acc and r.n_probes else chunk(sl)
                 for r, acc, sl in zip(replays, accessed, slices))
     else:
-        jobs = (delayed(_chunk_job)({k: pools[k][sl] for k in _CHUNK_ARRAYS if k in pools},
-                                    {k: v[sl] for k, v in g.fixed.items()},
-                                    bare) for sl in slices)
+        jobs = (chunk(sl) for sl in slices)
     bar = Reporter(progress, len(slices), "sweep", unit="chunk")
     try:
         for sl, res in zip(slices, Parallel(n_jobs=n_jobs, prefer="threads", return_as="generator")(jobs)):
