@@ -55,7 +55,7 @@ def gather(db: Collection, m: Mirror, query: str, positions: np.ndarray, *, size
     cand = db._candidates(query, positions, size, mode, hybrid_weight, session=session, as_of=now_ts)
     pos = cand.positions
     plist = pos.tolist()
-    metas = [m.metas[p] for p in plist]
+    metas: list[Any] = [m.metas[p] for p in plist]
     signs, ages = _feedback_matrix(metas, now_ts)
     ts = m.ts[pos]
     return CandidatePool(

@@ -180,7 +180,8 @@ class Collection:
             self._database.close()
             raise
         self._hnsw = HnswCache(self._database, lambda: self._mirror, self._lock)
-        self._lexical = LexicalSearch(self._database.conn, lambda: self._database.generation, self.path)
+        self._lexical = LexicalSearch(self._database.conn, lambda: self._database.generation, self.path,
+                                      self._database.uid)
 
     @property
     def token_counter(self) -> Callable[[str], int]:
@@ -191,7 +192,10 @@ class Collection:
     @token_counter.setter
     def token_counter(self, counter: Callable[[str], int]) -> None:
         self._token_counter = counter
-        self._database.counted_by = token_counter_name(counter)
+        name = token_counter_name(counter)
+        if name != self._database.counted_by:
+            self._database.counts_mixed = True  # the mirror's counts are no longer all one counter's
+        self._database.counted_by = name
 
     def _check_embedder(self) -> None:
         """Refuse an embedder other than the one whose vectors the database holds.
@@ -216,7 +220,8 @@ class Collection:
 
     def _compare_one_vector(self, where: str, recorded: str | None, name: str | None) -> None:
         m = self._mirror
-        text, stored = m.texts[0], m.vecs[0]
+        first = int(m.live_positions()[0])  # an open from the mirror file may start with a hole
+        text, stored = m.texts[first], m.vecs[first]
         this = name or type(self.embedder).__name__
         fresh = np.asarray(self.embedder([text]), dtype=np.float32).reshape(1, -1)[0]
         same = fresh.shape == stored.shape and float(l2_normalize(fresh[None])[0] @ stored) >= SAME_EMBEDDER_COSINE
@@ -404,9 +409,20 @@ class Collection:
                 return
             try:
                 self._hnsw.close()
+                if self._database.save_mirror(self._mirror):
+                    self._save_postings()
             finally:
                 self._closed = True
                 self._database.close()
+
+    def _save_postings(self) -> None:
+        """Save the lexical postings beside the database (a cache, like the mirror file: a
+        failure to write them raises nothing)."""
+        assert self.path is not None
+        try:
+            self._lexical.save(self.path)
+        except (OSError, ValueError):
+            pass
 
     def __enter__(self) -> Collection:
         return self
@@ -460,7 +476,8 @@ class Collection:
             self._hnsw.reset()
             self._mirror = got
             if self._database.uid != uid:  # another database at this path: its rowids mean other rows
-                self._lexical = LexicalSearch(self._database.conn, lambda: self._database.generation, self.path)
+                self._lexical = LexicalSearch(self._database.conn, lambda: self._database.generation, self.path,
+                                      self._database.uid)
         else:
             self._follow(got)
 
@@ -587,22 +604,7 @@ class Collection:
     def _follow(self, ops: list[tuple[Any, ...]]) -> None:
         """Apply a committed transaction's ops to the mirror and the HNSW cache."""
         m = self._mirror
-        added: list[int] = []
-        removed: list[int] = []
-        for op in ops:
-            if op[0] == "insert":
-                _, rowid, id, text, meta, vec, tokens = op
-                m.append(rowid, id, text, meta, vec, tokens)
-                added.append(rowid)
-            elif op[0] == "update":
-                _, id, meta = op
-                m.update(m.pos_of_id[id], meta)
-            elif op[0] == "delete":
-                for id in op[1]:
-                    p = m.pos_of_id.get(id)
-                    if p is not None:
-                        removed.append(int(m.rowid[p]))
-                        m.remove(p)
+        added, removed = m.apply(ops)
         self._hnsw.follow(added, removed)
         if m.needs_compaction():
             self._mirror = m.compacted()

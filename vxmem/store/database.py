@@ -31,16 +31,14 @@ from typing import Any
 
 import numpy as np
 
-try:  # the metadata of a whole database parse 3x faster (an open at 100k: 0.4 s less)
-    import orjson
-except ImportError:  # pragma: no cover - a dependency; json reads the same values
-    orjson = None  # type: ignore[assignment]
-
 from ..tokens import token_counter_name
+from . import mirror_file
 from .checkpoint import JOURNAL_SIZE_LIMIT, Checkpointer
 from .checks import check_token_count
 from .errors import InvalidDatabaseError, ReadOnlyError
 from .files import _WRITER_LOCKS, close_connection, index_files, read_only_uri, read_sidecar, remove_stale_temps
+from .jsonio import dumps as _dumps
+from .jsonio import loads_all
 from .lexical import scope_token
 from .mirror import Mirror
 from .schema import (
@@ -52,6 +50,7 @@ from .schema import (
     FORMAT_NAME,
     SCHEMA_VERSION,
 )
+from .snapshot import remove as remove_file
 
 __all__ = ["CHANGE_WINDOW", "FORMAT_NAME", "JOURNAL_SIZE_LIMIT", "PRUNE_EVERY", "SCHEMA_VERSION", "Checkpointer",
            "Database", "Transaction", "index_files", "read_only_uri", "read_sidecar", "remove_stale_temps"]
@@ -72,36 +71,6 @@ def _release_heap() -> None:
         ctypes.CDLL("libc.so.6").malloc_trim(0)
     except (OSError, AttributeError):  # not glibc
         pass
-
-
-# An integer literal of 19 digits or more may not fit 64 bits, which orjson reads as a float
-# (json as the exact int): a metadata text holding 19 digits in a row is read by json.
-_DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
-_LONG_DIGITS = b"0" * 19
-
-
-def _long_digits(text: str) -> bool:
-    return _LONG_DIGITS in text.encode().translate(_DIGITS_AS_ZERO)
-
-
-def loads_all(texts: list[str]) -> list[Any]:
-    """``json.loads`` of each text (the same values), by orjson where it reads them the same."""
-    if orjson is None:
-        return [json.loads(t) for t in texts]
-    if not _long_digits("\n".join(texts)):  # one look over all of them (a regex takes 20x longer)
-        return [_loads(t) for t in texts]
-    return [json.loads(t) if _long_digits(t) else _loads(t) for t in texts]
-
-
-def _loads(text: str) -> Any:
-    try:
-        return orjson.loads(text)
-    except orjson.JSONDecodeError:  # NaN, 1e400 and the like: json's reading (or its error)
-        return json.loads(text)
-
-
-def _dumps(meta: dict[str, Any]) -> str:
-    return json.dumps(meta, ensure_ascii=False, allow_nan=False)
 
 
 class Transaction:
@@ -227,6 +196,8 @@ class Database:
         self._lock_fd: int | None = None
         self._data_version: int | None = None
         self._has_changes = False
+        self._saved_at: int | None = None  # the generation the mirror file holds, when this handle knows it
+        self.counts_mixed = False  # the token counter changed on this open handle: its mirror saves no file
         self._checkpointer: Checkpointer | None = None
         existing_empty = False
         if path is None:
@@ -423,10 +394,17 @@ class Database:
         name = token_counter_name(token_counter)
         with self._damage_is_invalid(), self._snapshot():
             meta = self._read_meta()
-            m, stored = self._read_all(name)
+            self._has_changes = self._has_changes or (self.schema_version >= 3 and "vx_changes" in self._tables())
+            saved = self._saved_mirror(meta, name, token_counter)
+            if saved is None:
+                m, stored = self._read_all(name)
         self.uid = meta.get("uid")
-        self._has_changes = self._has_changes or (self.schema_version >= 3 and "vx_changes" in self._tables())
-        counted = self._fill_tokens(m, token_counter, stored)
+        self._saved_at = self.generation if saved is not None else None
+        if saved is not None:
+            m, uncounted = saved  # rowids the change log brought whose counts were not stored
+            counted = m.rowid_pos[np.array(uncounted, dtype=np.int64)]
+        else:
+            counted = self._fill_tokens(m, token_counter, stored)
         self._data_version = probe
         if counted.size and name is not None and not self.read_only and self.schema_version >= 5 \
                 and self.token_counter in (None, name):
@@ -435,6 +413,70 @@ class Database:
             except sqlite3.Error:  # a cache of the texts: a full disk leaves them to be counted at the next open
                 pass
         return m
+
+    def _saved_mirror(self, meta: dict[str, str], counter: str | None,
+                      token_counter: Callable[[str], int]) -> tuple[Mirror, list[int]] | None:
+        """The mirror file's mirror brought up to this read transaction's state through the
+        change log, if the file is provably this database's (see :mod:`~vxmem.store.mirror_file`),
+        and the rowids it counted the tokens of (none were stored); otherwise None."""
+        since = int(meta.get("changes_since", -1))
+        # Only for the counter whose counts vx_docs stores: any other open counts (and a writer
+        # stores) them the way a full read does.
+        if self.path is None or counter is None or counter != self.token_counter or self.dim is None \
+                or not self._has_changes or self.schema_version != SCHEMA_VERSION:
+            return None
+        got = mirror_file.load(mirror_file.mirror_file(self.path),
+                               {"uid": meta.get("uid"), "dim": self.dim, "schema": SCHEMA_VERSION, "counter": counter})
+        if got is None:
+            return None
+        m, fields = got
+        uncounted: list[int] = []
+        saved = fields.get("generation")
+        if type(saved) is not int or not 0 <= since <= saved <= self.generation:
+            return None
+        if saved < self.generation:
+            touched = {r for (r,) in self.conn.execute(
+                "SELECT DISTINCT doc FROM vx_changes WHERE generation > ?", (saved,))}
+            rows = self.conn.execute(
+                f"SELECT {_DOC_COLUMNS}, tokens FROM vx_docs WHERE rowid IN "
+                "(SELECT doc FROM vx_changes WHERE generation > ?) ORDER BY rowid", (saved,)).fetchall()
+            stored = {r[0]: r[5] for r in rows}
+            ops = self._ops_of(m, touched, [r[:5] for r in rows])
+            if ops is None:
+                return None
+            for op in ops:
+                if op[0] == "insert":
+                    count = stored[op[1]]
+                    if type(count) is not int or not 0 <= count <= MAX_TOKENS:  # none stored: counted, as a full read
+                        uncounted.append(op[1])
+                        count = check_token_count(token_counter(op[3]), op[3])
+                    op[6] = count
+            m.apply([tuple(op) for op in ops])
+            if m.needs_compaction():
+                m = m.compacted()
+        return (m, uncounted) if mirror_file.agrees(m, self.conn) else None
+
+    def save_mirror(self, m: Mirror) -> bool:
+        """Save ``m`` as the mirror file a later open reads (a writer's ``close()``), unless
+        the file already holds this generation; True when the collection keeps such files
+        beside it (a writer's, of at least :data:`~vxmem.store.mirror_file.MIN_DOCUMENTS`
+        documents; a smaller one's files are removed). A cache: a failure to write it (a
+        full disk) raises nothing, and the next open reads the rows."""
+        if self.read_only or self.path is None or self.uid is None:
+            return False
+        if m.n_alive < mirror_file.MIN_DOCUMENTS:
+            for name in (mirror_file.mirror_file(self.path), self.path + ".lexical"):
+                remove_file(name)
+            return False
+        if self._saved_at != self.generation and self.counted_by is not None and not self.counts_mixed:
+            try:
+                mirror_file.save(mirror_file.mirror_file(self.path), m, {
+                    "uid": self.uid, "generation": self.generation, "schema": SCHEMA_VERSION,
+                    "counter": self.counted_by})
+                self._saved_at = self.generation
+            except (OSError, ValueError):
+                pass
+        return True
 
     def _read_all(self, counter: str | None) -> tuple[Mirror, list[int | None] | None]:
         """Every row, into a fresh mirror, and the stored token counts ``counter`` made (None

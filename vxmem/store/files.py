@@ -32,7 +32,7 @@ def index_files(path: str) -> tuple[str, str]:
 
 def remove_stale_temps(path: str) -> None:
     """Remove the temporary files a save killed halfway left beside the database."""
-    for name in index_files(path):
+    for name in (*index_files(path), path + ".mirror", path + ".lexical"):
         try:
             os.remove(name + ".tmp")
         except OSError:

@@ -30,6 +30,8 @@ from typing import Any
 import numpy as np
 
 from ..keys import K_KIND, K_SESSION, NO_KIND
+from . import snapshot
+from .jsonio import dumps_strings, loads_strings
 from .mirror import ANY_SESSION, Mirror, SessionArg
 
 K1, B = 1.2, 0.75  # FTS5's bm25() constants
@@ -95,6 +97,13 @@ class _Postings:
         self.tf = np.zeros(max(room, 4), dtype=np.float64)
         self.n = 0
 
+    @classmethod
+    def of(cls, rowids: np.ndarray, tf: np.ndarray) -> _Postings:
+        """Postings over these arrays (views are fine: a first extend copies them)."""
+        got = cls.__new__(cls)
+        got.rowids, got.tf, got.n = rowids, tf, rowids.size
+        return got
+
     def extend(self, rowids: np.ndarray, tf: np.ndarray) -> None:
         need = self.n + len(rowids)
         if need > len(self.rowids):
@@ -107,10 +116,17 @@ class _Postings:
 
 
 class LexicalIndex:
-    """Postings of the text column of ``vx_fts``, kept in step with the mirror lazily."""
+    """Postings of the text column of ``vx_fts``, kept in step with the mirror lazily.
 
-    def __init__(self, conn: sqlite3.Connection):
+    ``saved`` names a file (see :meth:`save`) the first read takes the postings from
+    instead of FTS5, when it is this database's (``uid``) and agrees with FTS5's
+    tokens on a sample of documents; the rest are read after it.
+    """
+
+    def __init__(self, conn: sqlite3.Connection, saved: str | None = None, uid: str | None = None):
         self._conn = conn
+        self._saved, self._uid = saved, uid
+        self.saved_upto = -1  # the last rowid the saved file holds, when this index read or wrote it
         self._postings: dict[str, _Postings] = {}
         self._text_len = np.zeros(16, dtype=np.int64)  # by rowid: tokens in the text column
         self._upto = 0  # every rowid <= this has been read
@@ -186,11 +202,17 @@ class LexicalIndex:
             counts = np.bincount(every)
             self._text_len[: counts.size] += counts
 
-    def sync(self, max_rowid: int, texts_after: Callable[[int], Iterable[tuple[int, str]]]) -> None:
-        """Read what FTS5 holds up to ``max_rowid``: all of it the first time, then only the
-        documents added since (``texts_after(rowid)`` yields their (rowid, text))."""
+    def sync(self, max_rowid: int, texts_after: Callable[[int], Iterable[tuple[int, str]]],
+             sample: Callable[[int], list[tuple[int, str]]] | None = None) -> None:
+        """Read what FTS5 holds up to ``max_rowid``: all of it the first time (from the saved
+        file when it is good: ``sample(upto)`` gives a few documents it must agree with),
+        then only the documents added since (``texts_after(rowid)`` yields their (rowid, text))."""
         if max_rowid <= self._upto:
             return
+        if not self._ready and self._take_saved(sample):
+            self._ready = True
+            if max_rowid <= self._upto:
+                return
         if not self._ready:
             self._ensure_temp()
             # Only up to max_rowid: on a read-only handle FTS5 may already hold rows its
@@ -203,6 +225,68 @@ class LexicalIndex:
             self._add(self.tokenize(texts_after(self._upto)))
         self._grow_lengths(max_rowid)
         self._upto = max_rowid
+
+    # ------------------------------------------------------------------ the saved file
+
+    def save(self, path: str) -> None:
+        """Save the postings read so far to ``path`` (a :mod:`~vxmem.store.snapshot` file),
+        unless nothing was read or the file already holds them."""
+        if not self._ready or self._uid is None or self._upto == self.saved_upto:
+            return
+        terms = list(self._postings)
+        lists = list(self._postings.values())
+        at = np.r_[0, np.cumsum([p.n for p in lists], dtype=np.int64)]
+        rowids = np.concatenate([p.rowids[: p.n] for p in lists]) if lists else np.zeros(0, dtype=np.int64)
+        tf = np.concatenate([p.tf[: p.n] for p in lists]) if lists else np.zeros(0)
+        snapshot.write(path, {"uid": self._uid, "upto": self._upto, "tokenize": TOKENIZE},
+                       {"terms": np.frombuffer(dumps_strings(terms), dtype=np.uint8), "at": at, "rowids": rowids,
+                        "tf": tf, "text_len": self._text_len[: self._upto + 1]})
+        self.saved_upto = self._upto
+
+    def _take_saved(self, sample: Callable[[int], list[tuple[int, str]]] | None) -> bool:
+        """Take the postings from the saved file; False (nothing taken) unless it is good."""
+        if self._saved is None or self._uid is None or sample is None:
+            return False
+        got = snapshot.read(self._saved)
+        if got is None:
+            return False
+        fields, a = got
+        upto = fields.get("upto")
+        if fields.get("uid") != self._uid or fields.get("tokenize") != TOKENIZE or type(upto) is not int:
+            return False
+        try:
+            terms = loads_strings(a["terms"].data)
+            at, rowids, tf, text_len = a["at"], a["rowids"], a["tf"], a["text_len"]
+            if (at.shape != (len(terms) + 1,) or at.dtype != np.int64 or rowids.dtype != np.int64
+                    or tf.dtype != np.float64 or text_len.dtype != np.int64 or at[-1] != rowids.size
+                    or tf.size != rowids.size or text_len.size != upto + 1 or np.any(at[1:] < at[:-1])):
+                return False
+        except (KeyError, ValueError, TypeError):
+            return False
+        bounds = at.tolist()
+        postings = {t: _Postings.of(rowids[bounds[i]:bounds[i + 1]], tf[bounds[i]:bounds[i + 1]])
+                    for i, t in enumerate(terms)}
+        if not self._agrees(postings, text_len, sample(upto)):
+            return False
+        self._postings, self._text_len, self._upto = postings, text_len, upto
+        self.saved_upto = upto
+        return True
+
+    def _agrees(self, postings: dict[str, _Postings], text_len: np.ndarray, docs: list[tuple[int, str]]) -> bool:
+        """Whether saved postings hold exactly FTS5's tokens of ``docs`` ((rowid, text))."""
+        counts: dict[tuple[str, int], int] = {}
+        for term, rowid in self.tokenize(docs):
+            counts[term, rowid] = counts.get((term, rowid), 0) + 1
+        lengths: dict[int, int] = {}
+        for (term, rowid), tf in counts.items():
+            lengths[rowid] = lengths.get(rowid, 0) + tf
+            p = postings.get(term)
+            if p is None:
+                return False
+            i = int(np.searchsorted(p.rowids[: p.n], rowid))
+            if i >= p.n or p.rowids[i] != rowid or p.tf[i] != tf:
+                return False
+        return all(rowid < text_len.size and text_len[rowid] == lengths.get(rowid, 0) for rowid, _ in docs)
 
     def _grow_lengths(self, rowid: int) -> None:
         if rowid >= len(self._text_len):
@@ -369,6 +453,24 @@ class _Lookup:
         return np.where(self.positions[idx] == ps, self.scores[idx], 0.0)
 
 
+def lexical_file(path: str) -> str:
+    """The saved postings of the database at ``path``."""
+    return path + ".lexical"
+
+
+SAMPLE = 16  # documents a saved postings file must agree with FTS5 on (spread over it, and its newest)
+
+
+def _sample(m: Mirror, upto: int) -> list[tuple[int, str]]:
+    """(rowid, text) of up to :data:`SAMPLE` live documents of ``m`` with rowids up to ``upto``."""
+    pos = np.flatnonzero(m.alive[: m.n] & (m.rowid[: m.n] <= upto))
+    if pos.size == 0:
+        return []
+    picks = sorted(set(np.linspace(0, pos.size - 1, min(SAMPLE, pos.size)).astype(np.int64).tolist())
+                   | set(range(max(0, pos.size - 4), pos.size)))
+    return [(int(m.rowid[p]), m.texts[p]) for p in pos[picks].tolist()]
+
+
 class LexicalSearch:
     """The collection's lexical search over one connection: numpy BM25 first, FTS5 as fallback.
 
@@ -378,14 +480,21 @@ class LexicalSearch:
     version; ``path`` names the database in errors.
     """
 
-    def __init__(self, conn: sqlite3.Connection, version: Callable[[], Any], path: str | None = None):
+    def __init__(self, conn: sqlite3.Connection, version: Callable[[], Any], path: str | None = None,
+                 uid: str | None = None):
         self._conn = conn
         self._version = version
         self._path = path
+        self._uid = uid
         self._index: LexicalIndex | None = None
         self._lengths: tuple[Any, np.ndarray, float] | None = None  # (data version, lengths, their average)
         self._as_of: _AsOf | None = None  # the statistics as of a moment, for the same data version
         self._has_fts: bool | None = None
+
+    def save(self, path: str) -> None:
+        """Save the postings read so far beside the database (see :meth:`LexicalIndex.save`)."""
+        if self._index is not None:
+            self._index.save(lexical_file(path))
 
     def _check_table(self) -> None:
         if self._has_fts is None:
@@ -444,12 +553,13 @@ class LexicalSearch:
         documents that existed at that moment."""
         try:
             if self._index is None:
-                self._index = LexicalIndex(self._conn)
+                self._index = LexicalIndex(self._conn, lexical_file(self._path) if self._path else None, self._uid)
             index = self._index
             # Rowids grow with position (rows are appended), so the last one is the largest.
             max_rowid = int(m.rowid[m.n - 1]) if m.n else 0
             index.sync(max_rowid, lambda upto: [(int(m.rowid[p]), m.texts[p]) for p in
-                                                np.flatnonzero(m.alive[: m.n] & (m.rowid[: m.n] > upto)).tolist()])
+                                                np.flatnonzero(m.alive[: m.n] & (m.rowid[: m.n] > upto)).tolist()],
+                       functools.partial(_sample, m))
             key = (self._version(), id(m), m.n)
             if self._lengths is None or self._lengths[0] != key:
                 # Document lengths change only with writes: computed once per data version.

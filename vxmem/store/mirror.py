@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterator
 from types import EllipsisType
 from typing import Any
 
@@ -36,6 +37,7 @@ from ..keys import (
     TS_RANGE,
 )
 from .checks import FilterValues
+from .jsonio import dumps, loads
 from .results import Result
 
 # ``session=ANY_SESSION`` selects every session (None is a session of its own: the one
@@ -186,6 +188,55 @@ def _latest_feedback(meta: dict[str, Any]) -> float:
     return max(times, default=-np.inf)
 
 
+class Metas:
+    """The metadata dicts by position. Those a mirror file holds stay its UTF-8 JSON bytes
+    until first read (an open parses none of them); each is parsed once, then kept."""
+
+    __slots__ = ("_dicts", "_raw", "_at")
+
+    def __init__(self, dicts: list[dict[str, Any] | None] | None = None):
+        self._dicts: list[dict[str, Any] | None] = [] if dicts is None else dicts
+        self._raw: np.ndarray | None = None
+        self._at: np.ndarray | None = None
+
+    @classmethod
+    def of_bytes(cls, raw: np.ndarray, at: np.ndarray) -> Metas:
+        """The metadata whose JSON texts are ``raw[at[p]:at[p + 1]]`` (UTF-8), still to be parsed."""
+        got = cls([None] * (len(at) - 1))
+        got._raw, got._at = raw, at
+        return got
+
+    def __len__(self) -> int:
+        return len(self._dicts)
+
+    def __getitem__(self, p: int) -> dict[str, Any]:
+        got = self._dicts[p]
+        if got is None:
+            got = loads(self._text(p))
+            if not isinstance(got, dict):
+                raise ValueError(f"the metadata at position {p} is not a JSON object")
+            self._dicts[p] = got
+        return got
+
+    def _text(self, p: int) -> str:
+        assert self._raw is not None and self._at is not None
+        return self._raw[self._at[p]:self._at[p + 1]].tobytes().decode()
+
+    def __setitem__(self, p: int, meta: dict[str, Any]) -> None:
+        self._dicts[p] = meta
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        return (self[p] for p in range(len(self._dicts)))
+
+    def append(self, meta: dict[str, Any]) -> None:
+        self._dicts.append(meta)
+
+    def text(self, p: int) -> str:
+        """The stored JSON text of the metadata at ``p`` (made again if it was parsed)."""
+        got = self._dicts[p]
+        return self._text(p) if got is None else dumps(got)
+
+
 class SessionBlock:
     """Growable (positions, vectors) of one session, positions ascending."""
 
@@ -259,7 +310,7 @@ class Mirror:
         self.rowid_pos = np.full(64, -1, dtype=np.int64)
         self.ids: list[str] = []
         self.texts: list[str] = []
-        self.metas: list[dict[str, Any]] = []
+        self.metas = Metas()
         self.pos_of_id: dict[str, int] = {}
         self.pos_of_rowid: dict[int, int] = {}
         self.session_codes: dict[str, int] = {}
@@ -375,15 +426,7 @@ class Mirror:
                 i = next(i for i in range(a, b) if len(vectors[i]) != width)
                 raise ValueError(f"document {ids[i]!r} has a {len(vectors[i]) // 4}-d vector, expected {self.dim}")
             self.vecs[a:b] = np.frombuffer(b"".join(vectors[a:b]), dtype=np.float32).reshape(b - a, self.dim)
-        rid = np.asarray(rowids, dtype=np.int64)
-        self.rowid[:n] = rid
-        self.alive[:n] = True
-        self.ids, self.texts, self.metas = ids, texts, metas
-        self.pos_of_id = {id: p for p, id in enumerate(ids)}
-        self.pos_of_rowid = dict(zip(rowids, range(n)))
-        self.rowid_pos = np.full(max(64, 2 * (int(rid.max()) + 1)), -1, dtype=np.int64)
-        self.rowid_pos[rid] = np.arange(n)
-        self.n = self.n_alive = n
+        self._index(np.asarray(rowids, dtype=np.int64), ids, texts, Metas(list(metas)))
         kind, ts, expires, superseded, turn, keys = _columns_of_all(metas)
         self.kind[:n] = kind
         self.ts[:n] = ts
@@ -403,13 +446,52 @@ class Mirror:
         self.latest = max(self.latest, *times)
         codes = np.array([-1 if key is None else self._code_of_key(key) for key in keys], dtype=np.int64)
         self.session[:n] = codes
-        order = np.argsort(codes, kind="stable")  # each session's positions, ascending, in one sort
+        self._index_sessions()
+
+    def _index(self, rowid: np.ndarray, ids: list[str], texts: list[str], metas: Metas) -> None:
+        """Take ``len(ids)`` live documents at positions 0.. (an empty mirror, room reserved)
+        and make the maps by id and rowid."""
+        n = len(ids)
+        self.rowid[:n] = rowid
+        self.alive[:n] = True
+        self.ids, self.texts, self.metas = ids, texts, metas
+        self.pos_of_id = dict(zip(ids, range(n)))
+        self.pos_of_rowid = dict(zip(rowid.tolist(), range(n)))
+        self.rowid_pos = np.full(max(64, 2 * (int(rowid.max(initial=0)) + 1)), -1, dtype=np.int64)
+        self.rowid_pos[rowid] = np.arange(n)
+        self.n = self.n_alive = n
+
+    def _index_sessions(self) -> None:
+        """Each session's positions, from the session column, ascending (in one sort)."""
+        codes = self.session[: self.n]
+        order = np.argsort(codes, kind="stable")
         sorted_codes = codes[order]
         starts = np.flatnonzero(np.r_[True, sorted_codes[1:] != sorted_codes[:-1]])
-        for a, b in zip(starts.tolist(), np.r_[starts[1:], n].tolist()):
+        for a, b in zip(starts.tolist(), np.r_[starts[1:], self.n].tolist()):
             code = int(sorted_codes[a])
             if code >= 0:
                 self._session_pos.setdefault(code, []).extend(order[a:b].tolist())
+
+    def apply(self, ops: list[tuple[Any, ...]]) -> tuple[list[int], list[int]]:
+        """Follow a committed transaction's ops (``("insert", rowid, id, text, meta, vec,
+        tokens)``, ``("update", id, meta)``, ``("delete", [ids])``); the rowids added and removed."""
+        added: list[int] = []
+        removed: list[int] = []
+        for op in ops:
+            if op[0] == "insert":
+                _, rowid, id, text, meta, vec, tokens = op
+                self.append(rowid, id, text, meta, vec, tokens)
+                added.append(rowid)
+            elif op[0] == "update":
+                _, id, meta = op
+                self.update(self.pos_of_id[id], meta)
+            elif op[0] == "delete":
+                for id in op[1]:
+                    p = self.pos_of_id.get(id)
+                    if p is not None:
+                        removed.append(int(self.rowid[p]))
+                        self.remove(p)
+        return added, removed
 
     def update(self, p: int, meta: dict[str, Any]) -> None:
         """Follow a committed metadata change of the document at ``p``."""
@@ -447,7 +529,7 @@ class Mirror:
             new.set_dim(self.dim)
         new.reserve(self.n_alive)
         for p in np.flatnonzero(self.alive[: self.n]):
-            new.append(int(self.rowid[p]), self.ids[p], self.texts[p], self.metas[p], self.vecs[p],
+            new.append(int(self.rowid[p]), self.ids[p], self.texts[p], self.metas[int(p)], self.vecs[p],
                        int(self.tokens[p]))
         return new
 

@@ -1,0 +1,399 @@
+"""The files a writer's close saves beside the database (the mirror, the lexical postings)
+so the next open reads no rows: what an open from them holds must be exactly what reading
+every row holds, and a file that is not provably this database's, at a state the change
+log reaches from, must never be used."""
+
+import json
+import math
+import os
+import shutil
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from vxmem import Vectrix
+from vxmem.store import database, mirror_file, snapshot
+from vxmem.store.database import Database
+
+from helpers import DAY, T0, WordHashEmbedder
+
+MODES = ("dense", "lexical", "hybrid")
+WORDS = "cat dog tea coffee paris rome blue green piano violin garden river".split()
+_COLUMNS = ("rowid", "kind", "ts", "expires", "superseded", "superseded_at", "tokens", "turn")
+
+
+@pytest.fixture(autouse=True)
+def _small_collections_keep_files(monkeypatch):
+    monkeypatch.setattr(mirror_file, "MIN_DOCUMENTS", 1)
+
+
+def _open(path, **kw):
+    return Vectrix(path, embedder=WordHashEmbedder(), **kw)
+
+
+def _fill(db, n, start=0):
+    rng = np.random.default_rng(start)
+    ids = []
+    for i in range(start, start + n):
+        text = " ".join(rng.choice(WORDS, size=4))
+        ids.append(db.remember(f"{text} {i}", session=f"s{i % 3}", timestamp=T0 + i * 60, user=f"u{i % 2}",
+                               metadata={"topic": WORDS[i % 5], "n": i}, kind="fact" if i % 4 == 0 else None))
+    return ids
+
+
+def _state(m):
+    """Everything a mirror holds of its live documents, in position order (comparable)."""
+    sessions = {code: key for key, code in m.session_codes.items()}
+    users = {code: key for key, code in m.user_codes.items()}
+    live = m.live_positions().tolist()
+    rows = []
+    for p in live:
+        cols = tuple(float(getattr(m, c)[p]) for c in _COLUMNS)
+        rows.append((m.ids[p], m.texts[p], m.metas[p], m.vecs[p].tobytes(), sessions.get(int(m.session[p])),
+                     users.get(int(m.user[p])), tuple("nan" if math.isnan(c) else c for c in cols)))
+    blocks = {sessions[c]: sorted(m.ids[p] for p in m.session_positions(c).tolist()) for c in sessions}
+    blocks = {k: v for k, v in blocks.items() if v}  # a session whose memories all went keeps its code
+    return rows, blocks, m.n_alive
+
+
+def _full_state(path):
+    """The state of a read-only handle that reads every row (no files)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(Database, "_saved_mirror", lambda self, *a: None)
+        db = _open(path, read_only=True)
+        try:
+            with db._locked() as m:
+                return _state(m), m.latest
+        finally:
+            db.close()
+
+
+def _recalls(db, queries=("cat tea", "paris piano river", "green")):
+    out = []
+    for q in queries:
+        for mode in MODES:
+            for session in ("s0", "s1", None):
+                got = db.recall(q, session=session, mode=mode, now=T0 + 30 * DAY, limit=5)
+                out.append((q, mode, session, got.ids, [round(r.score, 12) for r in got]))
+            got = db.recall(q, filter={"topic": "tea"}, mode=mode, now=T0 + 30 * DAY, limit=5, user="u1")
+            out.append((q, mode, "filtered", got.ids, [round(r.score, 12) for r in got]))
+    return out
+
+
+def _used_file(db):
+    return db._database._saved_at is not None
+
+
+def test_a_writers_close_saves_the_files_and_the_next_open_reads_no_rows(tmp_path):
+    path = str(tmp_path / "db.vxdb")
+    db = _open(path)
+    _fill(db, 40)
+    db.recall("cat", mode="hybrid", now=T0 + DAY)  # reads the postings, so the close saves them
+    want = _recalls(db)
+    db.close()
+    assert os.path.exists(path + ".mirror") and os.path.exists(path + ".lexical")
+    full, _ = _full_state(path)
+    for read_only in (True, False):
+        db = _open(path, read_only=read_only)
+        assert _used_file(db)
+        with db._locked() as m:
+            assert _state(m) == full
+        assert _recalls(db) == want
+        assert db._lexical._index.saved_upto == int(max(r for r in db._database.conn.execute(
+            "SELECT rowid FROM vx_docs").fetchall())[0])  # the postings came from the file, not FTS5
+        db.close()
+
+
+def test_writes_after_the_save_are_taken_from_the_change_log(tmp_path):
+    path = str(tmp_path / "db.vxdb")
+    db = _open(path)
+    ids = _fill(db, 30)
+    db.recall("cat", mode="lexical", now=T0 + DAY)
+    db.close()
+    db = _open(path)  # from the files; then writes of every kind, and no close (a killed writer)
+    assert _used_file(db)
+    _fill(db, 10, start=30)
+    db.feedback(ids[3], "useful", timestamp=T0 + 2 * DAY)
+    db.forget(ids=ids[5:9])
+    db.memory.remember("cat tea paris new", session="s9", timestamp=T0 + 3 * DAY)
+    want = _recalls(db)
+    reader = _open(path, read_only=True)
+    assert _used_file(reader)
+    with reader._locked() as m:
+        assert _state(m) == _full_state(path)[0]
+    assert _recalls(reader) == want
+    reader.close()
+    db.close()
+
+
+def test_the_saved_latest_bounds_the_times_from_above(tmp_path):
+    path = str(tmp_path / "db.vxdb")
+    db = _open(path)
+    ids = _fill(db, 12)
+    db.forget(ids=ids[-3:])  # the latest memories go: the saved bound stays where it was
+    db.close()
+    db = _open(path, read_only=True)
+    _, exact = _full_state(path)
+    with db._locked() as m:
+        assert m.latest >= exact
+    db.close()
+
+
+def _damage(name):
+    """Flip one byte in the middle of the file's arrays."""
+    with open(name, "r+b") as f:
+        f.seek(len(snapshot.MAGIC))
+        length = int.from_bytes(f.read(8), "little")
+        body = json.loads(f.read(length))["size"]
+        start = -(-(len(snapshot.MAGIC) + 8 + length) // 4096) * 4096
+        f.seek(start + body // 2)
+        byte = f.read(1)
+        f.seek(start + body // 2)
+        f.write(bytes([byte[0] ^ 0xFF]))
+
+
+@pytest.mark.parametrize("how", ["flipped byte", "cut short", "another database's", "not a snapshot"])
+def test_a_file_that_is_not_provably_this_databases_is_never_used(tmp_path, how):
+    path, other = str(tmp_path / "db.vxdb"), str(tmp_path / "other.vxdb")
+    db = _open(path)
+    _fill(db, 20)
+    db.recall("cat", mode="lexical", now=T0 + DAY)
+    want = _recalls(db)
+    db.close()
+    for name in (path + ".mirror", path + ".lexical"):
+        if how == "flipped byte":
+            _damage(name)
+        elif how == "cut short":
+            with open(name, "r+b") as f:
+                f.truncate(os.path.getsize(name) // 2)
+        elif how == "not a snapshot":
+            with open(name, "wb") as f:
+                f.write(b"hello")
+    if how == "another database's":
+        o = _open(other)
+        _fill(o, 20)  # the same texts and times: only the uid tells them apart
+        o.recall("cat", mode="lexical", now=T0 + DAY)
+        o.close()
+        for ext in (".mirror", ".lexical"):
+            shutil.copy(other + ext, path + ext)
+    db = _open(path, read_only=True)
+    assert not _used_file(db)
+    assert _recalls(db) == want
+    assert db._lexical._index.saved_upto == -1  # read from FTS5
+    db.close()
+
+
+def test_a_file_older_than_the_change_log_reaches_is_not_used(tmp_path, monkeypatch):
+    monkeypatch.setattr(database, "CHANGE_WINDOW", 3)
+    monkeypatch.setattr(database, "PRUNE_EVERY", 1)
+    path = str(tmp_path / "db.vxdb")
+    db = _open(path)
+    ids = _fill(db, 10)
+    db.close()
+    db = _open(path)
+    for i in range(8):
+        db.feedback(ids[i], "useful", timestamp=T0 + DAY + i)
+    want = _recalls(db)
+    reader = _open(path, read_only=True)
+    assert not _used_file(reader)
+    assert _recalls(reader) == want
+    reader.close()
+    db.close()
+
+
+def test_postings_that_disagree_with_fts5_are_not_used(tmp_path):
+    """A lexical file of this database (uid, CRC and all) whose postings were not FTS5's."""
+    path = str(tmp_path / "db.vxdb")
+    db = _open(path)
+    _fill(db, 20)
+    db.recall("cat", mode="lexical", now=T0 + DAY)
+    want = _recalls(db)
+    db.close()
+    got = snapshot.read(path + ".lexical")
+    assert got is not None
+    fields, arrays = got
+    arrays = {k: np.array(v) for k, v in arrays.items()}
+    arrays["tf"] = arrays["tf"] + 1.0  # every term frequency one too high
+    snapshot.write(path + ".lexical", fields, arrays)
+    db = _open(path, read_only=True)
+    assert _used_file(db)  # the mirror file is good
+    assert _recalls(db) == want
+    assert db._lexical._index.saved_upto == -1
+    db.close()
+
+
+def test_another_token_counter_reads_the_rows(tmp_path):
+    path = str(tmp_path / "db.vxdb")
+    db = _open(path)
+    _fill(db, 10)
+    db.close()
+
+    def words(text):
+        return len(text.split())
+
+    db = Vectrix(path, embedder=WordHashEmbedder(), token_counter=words, read_only=True)
+    assert not _used_file(db)
+    with db._locked() as m:
+        assert m.tokens[: m.n].tolist() == [words(t) for t in m.texts]
+    db.close()
+
+
+def test_small_collections_keep_no_files(tmp_path, monkeypatch):
+    path = str(tmp_path / "db.vxdb")
+    db = _open(path)
+    ids = _fill(db, 10)
+    db.recall("cat", mode="lexical", now=T0 + DAY)
+    db.close()
+    assert os.path.exists(path + ".mirror") and os.path.exists(path + ".lexical")
+    monkeypatch.setattr(mirror_file, "MIN_DOCUMENTS", 8)
+    db = _open(path)
+    db.forget(ids=ids[:5])
+    db.close()
+    assert not os.path.exists(path + ".mirror") and not os.path.exists(path + ".lexical")
+
+
+def test_a_save_that_fails_never_fails_close(tmp_path, monkeypatch):
+    path = str(tmp_path / "db.vxdb")
+    db = _open(path)
+    _fill(db, 10)
+    db.recall("cat", mode="lexical", now=T0 + DAY)
+
+    def full_disk(*a, **kw):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(mirror_file, "write", full_disk)
+    monkeypatch.setattr(snapshot, "write", full_disk)
+    db.close()
+    assert not os.path.exists(path + ".mirror") and not os.path.exists(path + ".lexical")
+    db = _open(path, read_only=True)
+    assert not _used_file(db) and len(db) == 10
+    db.close()
+
+
+def test_an_interrupted_save_leaves_the_old_file_whole(tmp_path, monkeypatch):
+    path = str(tmp_path / "db.vxdb")
+    db = _open(path)
+    _fill(db, 10)
+    db.close()
+    before = open(path + ".mirror", "rb").read()
+    db = _open(path)
+    _fill(db, 5, start=10)
+
+    def killed(*a, **kw):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(os, "replace", killed)
+    with pytest.raises(KeyboardInterrupt):
+        db.close()
+    monkeypatch.undo()
+    assert open(path + ".mirror", "rb").read() == before
+    assert not os.path.exists(path + ".mirror.tmp")
+    reader = _open(path, read_only=True)
+    assert _used_file(reader) and len(reader) == 15  # the old file, and the log since it
+    reader.close()
+
+
+_OPS = st.lists(st.tuples(st.sampled_from(["remember", "feedback", "forget", "save", "recall"]),
+                          st.integers(0, 40)), min_size=1, max_size=25)
+
+
+@settings(max_examples=25, derandomize=True, database=None, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(_OPS)
+def test_any_history_opens_from_the_files_to_the_state_of_every_row(tmp_path, ops):
+    """Random writes, closes (saves) and reopens, then a read-only open: the same documents,
+    columns and recalls as reading every row."""
+    path = str(tmp_path / f"db{abs(hash(tuple(ops)))}.vxdb")
+    db = _open(path)
+    ids = _fill(db, 6)
+    t = T0 + DAY
+    for op, k in ops:
+        t += 60
+        if op == "remember":
+            ids.append(db.remember(f"{WORDS[k % len(WORDS)]} {WORDS[(k * 7) % len(WORDS)]} {k}",
+                                   session=f"s{k % 3}", timestamp=t))
+        elif op == "feedback" and ids:
+            db.feedback(ids[k % len(ids)], "useful" if k % 2 else "dead_end", timestamp=t)
+        elif op == "forget" and ids:
+            db.forget(ids=[ids.pop(k % len(ids))])
+        elif op == "save":
+            db.close()
+            db = _open(path)
+        elif op == "recall":
+            db.recall(WORDS[k % len(WORDS)], mode="lexical", now=t)
+    try:
+        want = _recalls(db, queries=("cat tea", "river"))
+        reader = _open(path, read_only=True)
+        try:
+            with reader._locked() as m:
+                got = _state(m)
+            full = _full_state(path)[0]
+            assert got[1:] == full[1:]
+            for a, b in zip(got[0], full[0]):
+                assert a == b
+            assert got == full
+            assert _recalls(reader, queries=("cat tea", "river")) == want
+        finally:
+            reader.close()
+    finally:
+        db.close()
+    for ext in ("", ".mirror", ".lexical", "-wal", "-shm", ".usearch", ".usearch.json"):
+        if os.path.exists(path + ext):
+            os.remove(path + ext)
+
+
+def test_the_snapshot_format_round_trips_and_refuses_damage(tmp_path):
+    name = str(tmp_path / "x.snap")
+    arrays = {"a": np.arange(5, dtype=np.int64), "empty": np.zeros(0, dtype=np.float32),
+              "m": np.arange(12, dtype=np.float32).reshape(4, 3)}
+    snapshot.write(name, {"k": "v"}, arrays, headroom=4)
+    fields, got = snapshot.read(name)
+    assert fields == {"k": "v"}
+    assert got["a"].tolist() == [0, 1, 2, 3, 4] and got["empty"].size == 0
+    assert got["m"].shape == (8, 3) and got["m"][:4].tolist() == arrays["m"].tolist() and not got["m"][4:].any()
+    got["m"][5] = 7.0  # a private map: writes never reach the file
+    assert snapshot.read(name)[1]["m"][5].tolist() == [0.0, 0.0, 0.0]
+    _damage(name)
+    assert snapshot.read(name) is None
+    assert snapshot.read(str(tmp_path / "missing")) is None
+
+
+def test_an_open_whose_first_position_is_a_hole_checks_the_embedder_on_a_live_one(tmp_path):
+    """The file, then the oldest memory forgotten: the open's first position is a hole (the
+    embedder check compared an emptied text with its old vector and refused the file)."""
+    path = str(tmp_path / "db.vxdb")
+    db = _open(path)
+    ids = _fill(db, 10)
+    db.close()
+    db = _open(path)
+    db.forget(ids=ids[:1])
+    reader = _open(path, read_only=True)
+    assert _used_file(reader) and len(reader) == 9
+    with reader._locked() as m:
+        assert not m.alive[0]
+    with pytest.raises(ValueError, match="another embedder"):
+        Vectrix(path, embedder=lambda texts: -WordHashEmbedder()(texts), read_only=True)  # still checked
+    reader.close()
+    db.close()
+
+
+def test_a_handle_whose_counter_was_swapped_saves_no_mirror_of_mixed_counts(tmp_path):
+    from vxmem.tokens import count_tokens
+
+    path = str(tmp_path / "db.vxdb")
+    db = _open(path)
+    _fill(db, 5)
+    db.close()
+    db = _open(path)
+    db.token_counter = lambda text: 99
+    db.remember("counted by a lambda", session="s0", timestamp=T0 + DAY)
+    db.token_counter = count_tokens
+    db.remember("counted by the default again", session="s0", timestamp=T0 + DAY + 1)
+    db.close()  # its mirror holds a count of the lambda's: the older file stays
+    reader = _open(path, read_only=True)
+    assert _used_file(reader)
+    with reader._locked() as m:
+        assert m.tokens[: m.n].tolist() == [count_tokens(t) for t in m.texts]
+    reader.close()
