@@ -21,7 +21,7 @@ from helpers import DAY, T0, WordHashEmbedder
 
 MODES = ("dense", "lexical", "hybrid")
 WORDS = "cat dog tea coffee paris rome blue green piano violin garden river".split()
-_COLUMNS = ("rowid", "kind", "ts", "expires", "superseded", "superseded_at", "tokens", "turn")
+_COLUMNS = ("rowid", "kind", "ts", "expires", "superseded", "superseded_at", "tokens", "turn", "feedback")
 
 
 @pytest.fixture(autouse=True)
@@ -50,6 +50,8 @@ def _state(m):
     live = m.live_positions().tolist()
     rows = []
     for p in live:
+        assert m.feedback[p] == bool(m.metas[p].get("_vx_feedback"))  # the column says what the metadata does
+        assert m.session_value(int(m.session[p])) == m.metas[p].get("_vx_session")
         cols = tuple(float(getattr(m, c)[p]) for c in _COLUMNS)
         rows.append((m.ids[p], m.texts[p], m.metas[p], m.vecs[p].tobytes(), sessions.get(int(m.session[p])),
                      users.get(int(m.user[p])), tuple("nan" if math.isnan(c) else c for c in cols)))

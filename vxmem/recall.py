@@ -19,13 +19,14 @@ import numpy as np
 
 from . import scoring
 from .clock import DAY
-from .keys import K_FEEDBACK, K_KIND, K_ROLE, K_SCORING, K_SESSION, K_TS, K_TURN, RESERVED_PREFIX
+from .keys import K_FEEDBACK, K_KIND, K_ROLE, K_SCORING, K_SESSION, K_TS, K_TURN, KINDS, NO_KIND, RESERVED_PREFIX
 from .pool import CandidatePool
 from .rerank import Reranker, rerank_scores
 from .store import Collection, Result, Results
 from .store.mirror import Mirror, SessionArg
 
 _FRAME_KEYS = (K_KIND, K_SESSION, K_ROLE, K_TURN, K_TS)
+_NONE: dict[str, Any] = {}  # the metadata of a candidate without feedback, as _feedback_matrix reads it
 
 
 class MemoryResults(Results):
@@ -55,14 +56,20 @@ def gather(db: Collection, m: Mirror, query: str, positions: np.ndarray, *, size
     cand = db._candidates(query, positions, size, mode, hybrid_weight, session=session, as_of=now_ts)
     pos = cand.positions
     plist = pos.tolist()
-    metas: list[Any] = [m.metas[p] for p in plist]
+    # The columns say what the metadata would (a memory's kind and session; whether it has
+    # feedback), so only the few metadata with feedback are read.
+    metas: list[Any] = [m.metas[p] if f else _NONE for p, f in zip(plist, m.feedback[pos].tolist())]
     signs, ages = _feedback_matrix(metas, now_ts)
     ts = m.ts[pos]
+    codes = m.kind[pos].tolist()
+    kinds: list[Any] = [KINDS[c] if c != NO_KIND else m.metas[p].get(K_KIND) for p, c in zip(plist, codes)]
+    sessions = [m.session_value(s) if c != NO_KIND else m.metas[p].get(K_SESSION)
+                for p, c, s in zip(plist, codes, m.session[pos].tolist())]
     return CandidatePool(
         relevance=cand.relevance, ts=ts, age_days=(now_ts - ts) / DAY, feedback_signs=signs, feedback_ages=ages,
         tokens=m.tokens[pos].copy(), dense=cand.dense, lexical=cand.lexical, ids=[m.ids[p] for p in plist],
-        kinds=[meta.get(K_KIND) for meta in metas], sessions=[meta.get(K_SESSION) for meta in metas],
-        limit=limit, now=now_ts, mode=mode, hybrid_weight=hybrid_weight, positions=pos)
+        kinds=kinds, sessions=sessions, limit=limit, now=now_ts, mode=mode, hybrid_weight=hybrid_weight,
+        positions=pos)
 
 
 def rerank_pool(pool: CandidatePool, m: Mirror, query: str, reranker: Reranker, name: str) -> CandidatePool:

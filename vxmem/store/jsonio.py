@@ -30,6 +30,27 @@ def _long_digits(text: str) -> bool:
     return _LONG_DIGITS in text.encode().translate(_DIGITS_AS_ZERO)
 
 
+def long_digit_runs(data: bytes) -> list[int]:
+    """The offsets in ``data`` where a run of 19 or more digits starts (or goes on)."""
+    zeros = data.translate(_DIGITS_AS_ZERO)
+    out: list[int] = []
+    at = zeros.find(_LONG_DIGITS)
+    while at >= 0:
+        out.append(at)
+        at = zeros.find(_LONG_DIGITS, at + 1)
+    return out
+
+
+def loads_plain(data: bytes | memoryview) -> Any:
+    """``json.loads`` of UTF-8 JSON holding no run of 19 digits (orjson reads it the same)."""
+    if orjson is None:
+        return json.loads(bytes(data))
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:  # NaN, 1e400 and the like: json's reading (or its error)
+        return json.loads(bytes(data))
+
+
 def _loads(text: str) -> Any:
     try:
         return orjson.loads(text)

@@ -37,7 +37,7 @@ from ..keys import (
     TS_RANGE,
 )
 from .checks import FilterValues
-from .jsonio import dumps, loads
+from .jsonio import dumps, loads, loads_plain
 from .results import Result
 
 # ``session=ANY_SESSION`` selects every session (None is a session of its own: the one
@@ -49,8 +49,9 @@ _JSON_SCALARS = (str, int, float, bool, type(None))
 _FILL = {"kind": NO_KIND, "session": -1, "user": -1, "ts": np.nan, "expires": np.inf, "superseded_at": np.inf,
          "turn": np.nan}
 _COLUMNS = ("vecs", "rowid", "alive", "kind", "session", "user", "ts", "expires", "superseded", "superseded_at",
-            "tokens", "turn")
+            "tokens", "turn", "feedback")
 _NO_POSITIONS = np.zeros(0, dtype=np.int64)
+_UNSEEN = object()
 
 
 def rowdot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -192,18 +193,20 @@ class Metas:
     """The metadata dicts by position. Those a mirror file holds stay its UTF-8 JSON bytes
     until first read (an open parses none of them); each is parsed once, then kept."""
 
-    __slots__ = ("_dicts", "_raw", "_at")
+    __slots__ = ("_dicts", "_raw", "_at", "_long")
 
     def __init__(self, dicts: list[dict[str, Any] | None] | None = None):
         self._dicts: list[dict[str, Any] | None] = [] if dicts is None else dicts
-        self._raw: np.ndarray | None = None
-        self._at: np.ndarray | None = None
+        self._raw: memoryview | None = None
+        self._at: list[int] = []
+        self._long: frozenset[int] = frozenset()
 
     @classmethod
-    def of_bytes(cls, raw: np.ndarray, at: np.ndarray) -> Metas:
-        """The metadata whose JSON texts are ``raw[at[p]:at[p + 1]]`` (UTF-8), still to be parsed."""
+    def of_bytes(cls, raw: memoryview, at: list[int], long: frozenset[int] = frozenset()) -> Metas:
+        """The metadata whose JSON texts are ``raw[at[p]:at[p + 1]]`` (UTF-8), still to be
+        parsed; those at ``long`` hold a run of 19 digits, which only json reads exactly."""
         got = cls([None] * (len(at) - 1))
-        got._raw, got._at = raw, at
+        got._raw, got._at, got._long = raw, at, long
         return got
 
     def __len__(self) -> int:
@@ -212,15 +215,13 @@ class Metas:
     def __getitem__(self, p: int) -> dict[str, Any]:
         got = self._dicts[p]
         if got is None:
-            got = loads(self._text(p))
+            assert self._raw is not None
+            data = self._raw[self._at[p]:self._at[p + 1]]
+            got = loads(bytes(data).decode()) if p in self._long else loads_plain(data)
             if not isinstance(got, dict):
                 raise ValueError(f"the metadata at position {p} is not a JSON object")
             self._dicts[p] = got
         return got
-
-    def _text(self, p: int) -> str:
-        assert self._raw is not None and self._at is not None
-        return self._raw[self._at[p]:self._at[p + 1]].tobytes().decode()
 
     def __setitem__(self, p: int, meta: dict[str, Any]) -> None:
         self._dicts[p] = meta
@@ -234,7 +235,9 @@ class Metas:
     def text(self, p: int) -> str:
         """The stored JSON text of the metadata at ``p`` (made again if it was parsed)."""
         got = self._dicts[p]
-        return self._text(p) if got is None else dumps(got)
+        if got is not None or self._raw is None:
+            return dumps(self[p])
+        return bytes(self._raw[self._at[p]:self._at[p + 1]]).decode()
 
 
 class SessionBlock:
@@ -282,7 +285,8 @@ class Mirror:
     ``user_codes``, -1 for none), ``ts`` and ``expires``
     (epoch seconds; NaN and inf when absent), ``superseded`` and ``superseded_at`` (inf
     when not superseded, -inf when superseded at no recorded time), ``tokens`` (the token
-    counter's count of the text), ``turn`` (NaN for none).
+    counter's count of the text), ``turn`` (NaN for none), ``feedback`` (whether the
+    metadata holds feedback events).
     Lists by position: ``ids``, ``texts``, ``metas`` (the stored metadata: read, never
     change them; :meth:`result` hands out copies). Maps: ``pos_of_id``, ``pos_of_rowid``
     and the array ``rowid_pos`` (rowid -> position, -1 for none). ``n_alive`` counts the
@@ -307,6 +311,7 @@ class Mirror:
         self.superseded_at = np.full(cap, np.inf)
         self.tokens = np.zeros(cap, dtype=np.int64)
         self.turn = np.full(cap, np.nan)
+        self.feedback = np.zeros(cap, dtype=bool)
         self.rowid_pos = np.full(64, -1, dtype=np.int64)
         self.ids: list[str] = []
         self.texts: list[str] = []
@@ -314,6 +319,8 @@ class Mirror:
         self.pos_of_id: dict[str, int] = {}
         self.pos_of_rowid: dict[int, int] = {}
         self.session_codes: dict[str, int] = {}
+        self.session_keys: list[str] = []  # by code: the inverse of session_codes
+        self._session_values: dict[int, Any] = {}  # code -> the session's JSON value, made on first use
         self._value_columns: dict[str, ValueColumn] = {}
         self.user_codes: dict[str, int] = {}
         self._session_pos: dict[int, list[int]] = {}
@@ -369,6 +376,7 @@ class Mirror:
     def _set_columns(self, p: int, meta: dict[str, Any]) -> None:
         code, self.ts[p], self.expires[p], self.superseded[p], self.turn[p], key = _columns_of(meta)
         self.kind[p] = code
+        self.feedback[p] = bool(meta.get(K_FEEDBACK))
         self.superseded_at[p] = _superseded_at(meta, self.superseded[p])
         self._note_times(p, meta)
         for col in self._value_columns.values():
@@ -406,6 +414,7 @@ class Mirror:
         if code is None:
             code = len(self.session_codes)
             self.session_codes[key] = code
+            self.session_keys.append(key)
         return code
 
     def fill(self, rowids: list[int], ids: list[str], texts: list[str], metas: list[dict[str, Any]],
@@ -436,6 +445,7 @@ class Mirror:
         for p in np.flatnonzero(self.superseded[:n]).tolist():
             self.superseded_at[p] = _superseded_at(metas[p], True)
         self.turn[:n] = turn
+        self.feedback[:n] = [bool(m.get(K_FEEDBACK)) for m in metas]
         self.user[:n] = [self._user_code(m.get(K_USER)) for m in metas]
         mem = self.kind[:n] != NO_KIND  # latest, as _note_times would raise it row by row
         sup = self.superseded_at[:n][mem]
@@ -512,6 +522,7 @@ class Mirror:
             self.session[p] = -1
         self.kind[p] = NO_KIND
         self.user[p] = -1
+        self.feedback[p] = False
         for col in self._value_columns.values():
             col.set(p, None)
         self.texts[p] = ""
@@ -541,6 +552,13 @@ class Mirror:
         if create:
             return self._code_of_key(key)
         return self.session_codes.get(key, -2)
+
+    def session_value(self, code: int) -> Any:
+        """The JSON value of the session with ``code`` (``remember(session=...)``'s value)."""
+        got = self._session_values.get(code, _UNSEEN)
+        if got is _UNSEEN:
+            got = self._session_values[code] = json.loads(self.session_keys[code])
+        return got
 
     def session_positions(self, code: int) -> np.ndarray:
         """A session's positions, ascending (see :meth:`session_block`)."""

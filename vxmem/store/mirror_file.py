@@ -24,12 +24,13 @@ from typing import Any
 
 import numpy as np
 
-from .jsonio import dumps_strings, loads, loads_strings
+from .jsonio import dumps_strings, loads, loads_strings, long_digit_runs
 from .mirror import Metas, Mirror
 from .snapshot import read, write
 
 MIN_DOCUMENTS = 10_000  # below this many documents an open reads the rows (in well under 0.2 s)
-_SAVED = ("rowid", "kind", "session", "user", "ts", "expires", "superseded", "superseded_at", "tokens", "turn")
+_SAVED = ("rowid", "kind", "session", "user", "ts", "expires", "superseded", "superseded_at", "tokens", "turn",
+          "feedback")
 
 
 def mirror_file(path: str) -> str:
@@ -50,8 +51,11 @@ def save(path: str, m: Mirror, fields: dict[str, Any]) -> None:
     arrays["ids"] = _bytes(dumps_strings([m.ids[p] for p in plist]))
     arrays["texts"] = _bytes(dumps_strings([m.texts[p] for p in plist]))
     metas = [m.metas.text(p).encode() for p in plist]
-    arrays["metas"] = _bytes(b"".join(metas))
-    arrays["metas_at"] = np.r_[0, np.cumsum([len(t) for t in metas], dtype=np.int64)]
+    joined = b"".join(metas)
+    arrays["metas"] = _bytes(joined)
+    arrays["metas_at"] = at = np.r_[0, np.cumsum([len(t) for t in metas], dtype=np.int64)]
+    runs = np.asarray(long_digit_runs(joined), dtype=np.int64)  # the few texts only json reads exactly
+    arrays["metas_long"] = np.unique(np.searchsorted(at, runs, side="right") - 1)
     arrays["vecs"] = m.vecs[:n] if whole else m.vecs[live]  # last: it gets the headroom
     sessions = sorted(m.session_codes, key=m.session_codes.__getitem__)
     users = sorted(m.user_codes, key=m.user_codes.__getitem__)
@@ -115,10 +119,14 @@ def _mirror(fields: dict[str, Any], arrays: dict[str, np.ndarray]) -> Mirror:
     if not all(type(k) is str for k in sessions) or not all(type(u) is str for u in users):
         raise ValueError("codes")
     m.session_codes = {k: i for i, k in enumerate(sessions)}
+    m.session_keys = list(sessions)
     m.user_codes = {u: i for i, u in enumerate(users)}
     if np.any(m.session[:n] >= len(sessions)) or np.any(m.user[:n] >= len(users)):
         raise ValueError("codes")
-    m._index(rowid.copy(), ids, texts, Metas.of_bytes(arrays["metas"], at))
+    long = arrays["metas_long"]
+    if long.dtype != np.int64 or long.ndim != 1 or np.any((long < 0) | (long >= n)):
+        raise ValueError("metadata")
+    m._index(rowid.copy(), ids, texts, Metas.of_bytes(arrays["metas"].data, at.tolist(), frozenset(long.tolist())))
     if len(m.pos_of_id) != n:
         raise ValueError("ids")
     m._index_sessions()
