@@ -1,0 +1,150 @@
+"""Open and warm-up: an open, the first recalls after it and steady session recall, code trees side by side.
+
+    python benchmarks/bench_memory.py --scale 100000        # makes the data (once), see there
+    python benchmarks/bench_open.py --trees before=/path/to/old/checkout,after=. --rounds 3
+
+The data is bench_memory's ``--scale`` directory (texts, their precomputed vectors and a
+database of N memories over 50 sessions). Each tree gets its own copy of the database, and
+an "everyday session" runs on it once, in a process of its own: open, one recall, close
+(a tree that saves files beside the database at close saves them there). Then, each round,
+for each tree in turn, one child process that imports vxmem from that tree:
+
+1. warms itself on a small in-memory collection (imports, numpy's lazy modules, regexes),
+   so what follows is the database's warm-up, not the interpreter's;
+2. opens the copy (CPU time);
+3. times the first recall in one session, then the first in another session (CPU time);
+4. times ``--reps`` session recalls round-robin over the sessions after 50 warm-up calls:
+   the steady CPU p50; the first recalls are printed as ratios to it.
+
+CPU time of the process, not wall time: on a machine other work shares, wall time also
+counts the waits for a core. Rounds alternate the trees so that drift hits both.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+FIGURES = (("open CPU s", "open_s", 1.0), ("first session recall CPU ms", "first_ms", 1e3),
+           ("first recall in another session CPU ms", "second_ms", 1e3),
+           ("steady session recall CPU p50 ms", "steady_ms", 1e3))
+
+
+def child(tree: str, path: str, data: str, mode: str | None, reps: int, prepare: bool) -> dict:
+    sys.path.insert(0, tree)
+    sys.path.insert(1, HERE)
+    import bench_memory as bm
+
+    import vxmem
+    from vxmem import Vectrix
+
+    if not os.path.abspath(vxmem.__file__).startswith(os.path.abspath(tree)):
+        raise SystemExit(f"vxmem came from {vxmem.__file__}, not {tree}")
+    with open(os.path.join(data, "texts.json")) as f:
+        t = json.load(f)
+    emb = bm.Lookup(t["corpus"] + t["queries"] + t["writes"], np.load(os.path.join(data, "vecs.npy")))
+    now = bm.T0 + bm.SPAN + 3600.0
+    q, kw = t["queries"], ({} if mode is None else {"mode": mode})
+    if prepare:  # the everyday session before
+        db = Vectrix(path, embedder=emb)
+        db.recall(q[0], session="s1", now=now, **kw)
+        db.close()
+        return {}
+    warm = Vectrix(None, embedder=emb)
+    for i, text in enumerate(t["writes"][:60]):
+        warm.remember(text, session=f"s{i % 3}", timestamp=bm.T0 + i)
+    warm.recall(q[1], session="s1", now=now, **kw)
+    warm.recall(q[1], now=now, **kw)
+    warm.close()
+    c = time.process_time()
+    db = Vectrix(path, embedder=emb)
+    out = {"open_s": time.process_time() - c}
+    c = time.process_time()
+    db.recall(q[2], session="s3", now=now, **kw)
+    out["first_ms"] = time.process_time() - c
+    c = time.process_time()
+    db.recall(q[3], session="s4", now=now, **kw)
+    out["second_ms"] = time.process_time() - c
+    for i in range(50):
+        db.recall(q[i % len(q)], session=f"s{i % 50}", now=now, **kw)
+    ts = []
+    for i in range(reps):
+        c = time.process_time()
+        db.recall(q[(50 + i) % len(q)], session=f"s{i % 50}", now=now, **kw)
+        ts.append(time.process_time() - c)
+    out["steady_ms"] = float(np.median(ts))
+    db.close()
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", default=os.path.join(tempfile.gettempdir(), "vxmem-bench-scale", "n100000"),
+                    help="a bench_memory --scale directory")
+    ap.add_argument("--trees", default="this=.", help="name=path,... code trees side by side")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--reps", type=int, default=250, help="steady session recalls timed")
+    ap.add_argument("--mode", choices=("dense", "lexical", "hybrid"), default=None, help="default: the library's")
+    ap.add_argument("--_child", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args._child:
+        print(json.dumps(child(**json.loads(args._child))))
+        return
+    if not os.path.exists(os.path.join(args.data, "done")):
+        raise SystemExit(f"no data in {args.data}: run benchmarks/bench_memory.py --scale N first")
+    trees = dict(item.split("=", 1) for item in args.trees.split(","))
+    work = tempfile.mkdtemp(prefix="vxmem-open-")
+
+    def run(name: str, prepare: bool) -> dict:
+        spec = {"tree": os.path.abspath(trees[name]), "path": os.path.join(work, name, "db.vxdb"),
+                "data": args.data, "mode": args.mode, "reps": args.reps, "prepare": prepare}
+        got = subprocess.run([sys.executable, os.path.abspath(__file__), "--_child", json.dumps(spec)],
+                             capture_output=True, text=True, check=True)
+        return json.loads(got.stdout.strip().splitlines()[-1])
+
+    try:
+        for name in trees:
+            os.makedirs(os.path.join(work, name))
+            for ext in ("", ".usearch", ".usearch.json"):
+                if os.path.exists(os.path.join(args.data, "base.vxdb" + ext)):
+                    shutil.copy(os.path.join(args.data, "base.vxdb" + ext), os.path.join(work, name, "db.vxdb" + ext))
+            run(name, prepare=True)
+        got: dict[str, list[dict]] = {name: [] for name in trees}
+        for r in range(args.rounds):
+            for name in trees:
+                got[name].append(run(name, prepare=False))
+                print(f"[round {r + 1}] {name}: " + ", ".join(f"{k} {v:.4f}" for k, v in got[name][-1].items()),
+                      file=sys.stderr)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    names = list(trees)
+    mode = args.mode or "the default mode"
+    print(f"open and warm-up, {mode}: {args.data}, {args.rounds} rounds (median), load average "
+          f"{os.getloadavg()[0]:.1f}")
+    head = f"{'figure':44s}" + "".join(f"{n:>12s}" for n in names)
+    print(head + (f"{names[-1] + '/' + names[0]:>14s}" if len(names) > 1 else ""))
+    print("-" * len(head + ("x" * 14 if len(names) > 1 else "")))
+    med = {n: {k: float(np.median([g[k] for g in got[n]])) for _, k, _ in FIGURES} for n in names}
+    for label, key, scale in FIGURES:
+        row = f"{label:44s}" + "".join(f"{med[n][key] * scale:12.3f}" for n in names)
+        if len(names) > 1:
+            row += f"{med[names[-1]][key] / med[names[0]][key]:13.2f}x"
+        print(row)
+    for n in names:
+        m = med[n]
+        print(f"{n}: first session recall / steady = {m['first_ms'] / m['steady_ms']:.1f}x, first in another "
+              f"session / steady = {m['second_ms'] / m['steady_ms']:.1f}x (goal <= 2x); open {m['open_s']:.3f} s "
+              "(goal <= 0.5)")
+
+
+if __name__ == "__main__":
+    main()
