@@ -26,7 +26,10 @@ _COLUMNS = ("rowid", "kind", "ts", "expires", "superseded", "superseded_at", "to
 
 @pytest.fixture(autouse=True)
 def _small_collections_keep_files(monkeypatch):
+    """Files for every collection, saved again at every close that follows a write."""
     monkeypatch.setattr(mirror_file, "MIN_DOCUMENTS", 1)
+    monkeypatch.setattr(database, "RESAVE_GENERATIONS", 0)
+    monkeypatch.setattr(database, "RESAVE_ROWS", 0)
 
 
 def _open(path, **kw):
@@ -399,3 +402,37 @@ def test_a_handle_whose_counter_was_swapped_saves_no_mirror_of_mixed_counts(tmp_
     with reader._locked() as m:
         assert m.tokens[: m.n].tolist() == [count_tokens(t) for t in m.texts]
     reader.close()
+
+
+def test_a_close_after_a_few_writes_leaves_the_files_to_the_change_log(tmp_path, monkeypatch):
+    """Saving 100k memories again for each handful of writes would make every close pay for
+    the whole file: fewer changes than RESAVE_ROWS (and RESAVE_GENERATIONS) are left for the
+    next open to take from the log, and only more of them save again."""
+    monkeypatch.setattr(database, "RESAVE_GENERATIONS", 1_000)
+    monkeypatch.setattr(database, "RESAVE_ROWS", 8)
+    path = str(tmp_path / "db.vxdb")
+    db = _open(path)
+    _fill(db, 20)
+    db.recall("cat", mode="lexical", now=T0 + DAY)
+    db.close()
+    saved = {ext: open(path + ext, "rb").read() for ext in (".mirror", ".lexical")}
+    db = _open(path)
+    _fill(db, 3, start=20)  # 3 changed rows: left to the log
+    db.recall("cat", mode="lexical", now=T0 + DAY)
+    want = _recalls(db)
+    db.close()
+    assert {ext: open(path + ext, "rb").read() for ext in saved} == saved
+    db = _open(path, read_only=True)
+    assert db._database._saved_at is not None and len(db) == 23
+    with db._locked() as m:
+        assert _state(m) == _full_state(path)[0]
+    assert _recalls(db) == want
+    db.close()
+    db = _open(path)
+    _fill(db, 10, start=23)  # 13 since the file: saved again
+    db.recall("cat", mode="lexical", now=T0 + DAY)
+    db.close()
+    assert all(open(path + ext, "rb").read() != saved[ext] for ext in saved)
+    db = _open(path, read_only=True)
+    assert db._database._saved_at == db._database.generation  # the file holds this very state
+    db.close()

@@ -51,7 +51,7 @@ from .checks import (
     check_token_count,
     json_copy,
 )
-from .database import Database, Transaction
+from .database import Database, Transaction, resave_rows
 from .errors import ForkedHandleError, VectrixError
 from .hnsw import HnswCache
 from .lexical import LexicalSearch
@@ -420,7 +420,7 @@ class Collection:
         failure to write them raises nothing)."""
         assert self.path is not None
         try:
-            self._lexical.save(self.path)
+            self._lexical.save(self.path, resave_rows(self._mirror.n_alive))
         except (OSError, ValueError):
             pass
 

@@ -60,6 +60,14 @@ PRUNE_EVERY = 1_000  # the writer drops older changes every this many generation
 MAX_TOKENS = 2**40 - 1  # a stored token count above this (or not an integer) is counted again
 _DOC_COLUMNS = "rowid, id, text, metadata, vector"
 _IN_CHUNK = 500  # rowids per "IN (...)" list
+RESAVE_GENERATIONS = 1_000  # a close saves the mirror file again once it is this many generations behind
+RESAVE_ROWS = 1_000  # ... or once this many rows changed (2% of the documents, when that is more)
+
+
+def resave_rows(n: int) -> int:
+    """Changed rows from which a close saves the files beside ``n`` documents again (fewer
+    are taken from the log, or tokenised, at the next open)."""
+    return max(RESAVE_ROWS, n // 50)
 
 
 def _release_heap() -> None:
@@ -399,9 +407,9 @@ class Database:
             if saved is None:
                 m, stored = self._read_all(name)
         self.uid = meta.get("uid")
-        self._saved_at = self.generation if saved is not None else None
+        self._saved_at = None if saved is None else saved[2]
         if saved is not None:
-            m, uncounted = saved  # rowids the change log brought whose counts were not stored
+            m, uncounted, _ = saved  # rowids the change log brought whose counts were not stored
             counted = m.rowid_pos[np.array(uncounted, dtype=np.int64)]
         else:
             counted = self._fill_tokens(m, token_counter, stored)
@@ -415,10 +423,11 @@ class Database:
         return m
 
     def _saved_mirror(self, meta: dict[str, str], counter: str | None,
-                      token_counter: Callable[[str], int]) -> tuple[Mirror, list[int]] | None:
+                      token_counter: Callable[[str], int]) -> tuple[Mirror, list[int], int] | None:
         """The mirror file's mirror brought up to this read transaction's state through the
         change log, if the file is provably this database's (see :mod:`~vxmem.store.mirror_file`),
-        and the rowids it counted the tokens of (none were stored); otherwise None."""
+        the rowids it counted the tokens of (none were stored) and the file's generation;
+        otherwise None."""
         since = int(meta.get("changes_since", -1))
         # Only for the counter whose counts vx_docs stores: any other open counts (and a writer
         # stores) them the way a full read does.
@@ -454,7 +463,7 @@ class Database:
             m.apply([tuple(op) for op in ops])
             if m.needs_compaction():
                 m = m.compacted()
-        return (m, uncounted) if mirror_file.agrees(m, self.conn) else None
+        return (m, uncounted, saved) if mirror_file.agrees(m, self.conn) else None
 
     def save_mirror(self, m: Mirror) -> bool:
         """Save ``m`` as the mirror file a later open reads (a writer's ``close()``), unless
@@ -468,7 +477,7 @@ class Database:
             for name in (mirror_file.mirror_file(self.path), self.path + ".lexical"):
                 remove_file(name)
             return False
-        if self._saved_at != self.generation and self.counted_by is not None and not self.counts_mixed:
+        if self.counted_by is not None and not self.counts_mixed and not self._file_is_close(m):
             try:
                 mirror_file.save(mirror_file.mirror_file(self.path), m, {
                     "uid": self.uid, "generation": self.generation, "schema": SCHEMA_VERSION,
@@ -477,6 +486,21 @@ class Database:
             except (OSError, ValueError):
                 pass
         return True
+
+    def _file_is_close(self, m: Mirror) -> bool:
+        """Whether the mirror file is near enough this handle's state that an open taking the
+        changes since from the log costs little: fewer than :data:`RESAVE_GENERATIONS`
+        generations behind, with fewer changed rows than :func:`resave_rows` of ``m``
+        (so a close after a few writes does not write the whole file again)."""
+        saved = self._saved_at
+        if saved is None:
+            return False
+        if saved == self.generation:
+            return True
+        if not 0 < self.generation - saved < RESAVE_GENERATIONS:
+            return False
+        (changed,) = self.conn.execute("SELECT count(*) FROM vx_changes WHERE generation > ?", (saved,)).fetchone()
+        return bool(changed < resave_rows(m.n_alive))
 
     def _read_all(self, counter: str | None) -> tuple[Mirror, list[int | None] | None]:
         """Every row, into a fresh mirror, and the stored token counts ``counter`` made (None

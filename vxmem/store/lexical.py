@@ -228,10 +228,11 @@ class LexicalIndex:
 
     # ------------------------------------------------------------------ the saved file
 
-    def save(self, path: str) -> None:
+    def save(self, path: str, slack: int = 0) -> None:
         """Save the postings read so far to ``path`` (a :mod:`~vxmem.store.snapshot` file),
-        unless nothing was read or the file already holds them."""
-        if not self._ready or self._uid is None or self._upto == self.saved_upto:
+        unless nothing was read or the file holds them but for fewer than ``slack`` rowids."""
+        if not self._ready or self._uid is None or self._upto == self.saved_upto \
+                or 0 <= self.saved_upto < self._upto < self.saved_upto + slack:
             return
         terms = list(self._postings)
         lists = list(self._postings.values())
@@ -491,10 +492,10 @@ class LexicalSearch:
         self._as_of: _AsOf | None = None  # the statistics as of a moment, for the same data version
         self._has_fts: bool | None = None
 
-    def save(self, path: str) -> None:
+    def save(self, path: str, slack: int = 0) -> None:
         """Save the postings read so far beside the database (see :meth:`LexicalIndex.save`)."""
         if self._index is not None:
-            self._index.save(lexical_file(path))
+            self._index.save(lexical_file(path), slack)
 
     def _check_table(self) -> None:
         if self._has_fts is None:
