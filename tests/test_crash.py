@@ -257,14 +257,14 @@ def _check_index(path, docs):
         db.exact_threshold = 0
         exact = db.search("tea coffee paris", limit=5)
         # The graph proposes, the mirror scores: every result is a live document with its
-        # exact cosine, best first, and the best match is found. The graph is approximate
-        # (recall@10 0.995 against the exact top 10 at 100k; issue 14 measures exactness in
-        # bench_memory.py, not here): which documents the kills left decides its shape, so
-        # one near the fifth place may go unproposed.
+        # exact cosine, best first. Which documents the graph finds is not checked here:
+        # the graph is approximate (recall@10 0.995 against the exact top 10 at 100k; issue
+        # 14 measures it in bench_memory.py), and the kills decide which rows it holds and
+        # which it lost, so even the best match went unproposed in one run of this test.
         cosine = {r.id: r.score for r in db.search("tea coffee paris", limit=len(docs))}
         assert [round(r.score, 5) for r in hnsw] == [round(cosine[r.id], 5) for r in hnsw]
         assert [r.score for r in hnsw] == sorted((r.score for r in hnsw), reverse=True)
-        assert len(hnsw) == len(exact) and round(hnsw[0].score, 5) == round(exact[0].score, 5)
+        assert len(hnsw) == len(exact) and hnsw[0].score <= exact[0].score + 1e-6
         # Turn numbering continues past every number handed out before the kills.
         return {s: db.get(db.remember("after the crash", session=s, timestamp=10**7)).metadata[K_TURN]
                 for s in SESSIONS}
