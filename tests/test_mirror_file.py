@@ -436,3 +436,17 @@ def test_a_close_after_a_few_writes_leaves_the_files_to_the_change_log(tmp_path,
     db = _open(path, read_only=True)
     assert db._database._saved_at == db._database.generation  # the file holds this very state
     db.close()
+
+
+def test_metadata_only_json_reads_exactly_comes_back_exact(tmp_path):
+    """orjson reads an integer of 19+ digits as a float: the file marks those texts."""
+    path = str(tmp_path / "db.vxdb")
+    db = _open(path)
+    _fill(db, 5)
+    big = db.remember("a big number", session="s0", timestamp=T0, metadata={"n": 2**70 + 1, "m": -(10**19)})
+    db.close()
+    db = _open(path, read_only=True)
+    assert _used_file(db)
+    got = db.get(big).metadata
+    assert got["n"] == 2**70 + 1 and type(got["n"]) is int and got["m"] == -(10**19)
+    db.close()
