@@ -14,7 +14,8 @@ for each tree in turn, one child process that imports vxmem from that tree:
 2. opens the copy (CPU time);
 3. times the first recall in one session, then the first in another session (CPU time);
 4. times ``--reps`` session recalls round-robin over the sessions after 50 warm-up calls:
-   the steady CPU p50; the first recalls are printed as ratios to it.
+   the steady CPU p50; the first recalls are printed as ratios to it;
+5. prints the RSS after the open and the peak RSS of the process.
 
 CPU time of the process, not wall time: on a machine other work shares, wall time also
 counts the waits for a core. Rounds alternate the trees so that drift hits both.
@@ -25,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -36,7 +38,8 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIGURES = (("open CPU s", "open_s", 1.0), ("first session recall CPU ms", "first_ms", 1e3),
            ("first recall in another session CPU ms", "second_ms", 1e3),
-           ("steady session recall CPU p50 ms", "steady_ms", 1e3))
+           ("steady session recall CPU p50 ms", "steady_ms", 1e3), ("RSS after open MB", "rss_open_mb", 1.0),
+           ("peak RSS MB", "peak_mb", 1.0))
 
 
 def child(tree: str, path: str, data: str, mode: str | None, reps: int, prepare: bool) -> dict:
@@ -67,7 +70,7 @@ def child(tree: str, path: str, data: str, mode: str | None, reps: int, prepare:
     warm.close()
     c = time.process_time()
     db = Vectrix(path, embedder=emb)
-    out = {"open_s": time.process_time() - c}
+    out = {"open_s": time.process_time() - c, "rss_open_mb": bm.rss_now_mb()}
     c = time.process_time()
     db.recall(q[2], session="s3", now=now, **kw)
     out["first_ms"] = time.process_time() - c
@@ -83,6 +86,7 @@ def child(tree: str, path: str, data: str, mode: str | None, reps: int, prepare:
         ts.append(time.process_time() - c)
     out["steady_ms"] = float(np.median(ts))
     db.close()
+    out["peak_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return out
 
 
