@@ -46,6 +46,17 @@ def _fill(db, n, start=0):
     return ids
 
 
+def _session(path, n, start=0):
+    """A writer's session: ``n`` memories from ``start``, one lexical recall (which reads the
+    postings, so the close saves them too), then close. Its ids, and its recalls before the close."""
+    db = _open(path)
+    ids = _fill(db, n, start=start)
+    db.recall("cat", mode="lexical", now=T0 + DAY)
+    want = _recalls(db)
+    db.close()
+    return ids, want
+
+
 def _state(m):
     """Everything a mirror holds of its live documents, in position order (comparable)."""
     sessions = {code: key for key, code in m.session_codes.items()}
@@ -113,10 +124,7 @@ def test_a_writers_close_saves_the_files_and_the_next_open_reads_no_rows(tmp_pat
 
 def test_writes_after_the_save_are_taken_from_the_change_log(tmp_path):
     path = str(tmp_path / "db.vxdb")
-    db = _open(path)
-    ids = _fill(db, 30)
-    db.recall("cat", mode="lexical", now=T0 + DAY)
-    db.close()
+    ids, _ = _session(path, 30)
     db = _open(path)  # from the files; then writes of every kind, and no close (a killed writer)
     assert _used_file(db)
     _fill(db, 10, start=30)
@@ -162,11 +170,7 @@ def _damage(name):
 @pytest.mark.parametrize("how", ["flipped byte", "cut short", "another database's", "not a snapshot"])
 def test_a_file_that_is_not_provably_this_databases_is_never_used(tmp_path, how):
     path, other = str(tmp_path / "db.vxdb"), str(tmp_path / "other.vxdb")
-    db = _open(path)
-    _fill(db, 20)
-    db.recall("cat", mode="lexical", now=T0 + DAY)
-    want = _recalls(db)
-    db.close()
+    _, want = _session(path, 20)
     for name in (path + ".mirror", path + ".lexical"):
         if how == "flipped byte":
             _damage(name)
@@ -211,11 +215,7 @@ def test_a_file_older_than_the_change_log_reaches_is_not_used(tmp_path, monkeypa
 def test_postings_that_disagree_with_fts5_are_not_used(tmp_path):
     """A lexical file of this database (uid, CRC and all) whose postings were not FTS5's."""
     path = str(tmp_path / "db.vxdb")
-    db = _open(path)
-    _fill(db, 20)
-    db.recall("cat", mode="lexical", now=T0 + DAY)
-    want = _recalls(db)
-    db.close()
+    _, want = _session(path, 20)
     got = snapshot.read(path + ".lexical")
     assert got is not None
     fields, arrays = got
@@ -247,10 +247,7 @@ def test_another_token_counter_reads_the_rows(tmp_path):
 
 def test_small_collections_keep_no_files(tmp_path, monkeypatch):
     path = str(tmp_path / "db.vxdb")
-    db = _open(path)
-    ids = _fill(db, 10)
-    db.recall("cat", mode="lexical", now=T0 + DAY)
-    db.close()
+    ids, _ = _session(path, 10)
     assert os.path.exists(path + ".mirror") and os.path.exists(path + ".lexical")
     monkeypatch.setattr(mirror_file, "MIN_DOCUMENTS", 8)
     db = _open(path)
@@ -411,16 +408,9 @@ def test_a_close_after_a_few_writes_leaves_the_files_to_the_change_log(tmp_path,
     monkeypatch.setattr(database, "RESAVE_GENERATIONS", 1_000)
     monkeypatch.setattr(database, "RESAVE_ROWS", 8)
     path = str(tmp_path / "db.vxdb")
-    db = _open(path)
-    _fill(db, 20)
-    db.recall("cat", mode="lexical", now=T0 + DAY)
-    db.close()
+    _session(path, 20)
     saved = {ext: open(path + ext, "rb").read() for ext in (".mirror", ".lexical")}
-    db = _open(path)
-    _fill(db, 3, start=20)  # 3 changed rows: left to the log
-    db.recall("cat", mode="lexical", now=T0 + DAY)
-    want = _recalls(db)
-    db.close()
+    _, want = _session(path, 3, start=20)  # 3 changed rows: left to the log
     assert {ext: open(path + ext, "rb").read() for ext in saved} == saved
     db = _open(path, read_only=True)
     assert db._database._saved_at is not None and len(db) == 23
@@ -428,10 +418,7 @@ def test_a_close_after_a_few_writes_leaves_the_files_to_the_change_log(tmp_path,
         assert _state(m) == _full_state(path)[0]
     assert _recalls(db) == want
     db.close()
-    db = _open(path)
-    _fill(db, 10, start=23)  # 13 since the file: saved again
-    db.recall("cat", mode="lexical", now=T0 + DAY)
-    db.close()
+    _session(path, 10, start=23)  # 13 since the file: saved again
     assert all(open(path + ext, "rb").read() != saved[ext] for ext in saved)
     db = _open(path, read_only=True)
     assert db._database._saved_at == db._database.generation  # the file holds this very state

@@ -36,7 +36,16 @@ from . import mirror_file
 from .checkpoint import JOURNAL_SIZE_LIMIT, Checkpointer
 from .checks import check_token_count
 from .errors import InvalidDatabaseError, ReadOnlyError
-from .files import _WRITER_LOCKS, close_connection, index_files, read_only_uri, read_sidecar, remove_stale_temps
+from .files import (
+    _WRITER_LOCKS,
+    close_connection,
+    index_files,
+    mirror_path,
+    postings_path,
+    read_only_uri,
+    read_sidecar,
+    remove_stale_temps,
+)
 from .jsonio import dumps as _dumps
 from .jsonio import loads_all
 from .lexical import scope_token
@@ -434,7 +443,7 @@ class Database:
         if self.path is None or counter is None or counter != self.token_counter or self.dim is None \
                 or not self._has_changes or self.schema_version != SCHEMA_VERSION:
             return None
-        got = mirror_file.load(mirror_file.mirror_file(self.path),
+        got = mirror_file.load(mirror_path(self.path),
                                {"uid": meta.get("uid"), "dim": self.dim, "schema": SCHEMA_VERSION, "counter": counter})
         if got is None:
             return None
@@ -444,15 +453,10 @@ class Database:
         if type(saved) is not int or not 0 <= since <= saved <= self.generation:
             return None
         if saved < self.generation:
-            touched = {r for (r,) in self.conn.execute(
-                "SELECT DISTINCT doc FROM vx_changes WHERE generation > ?", (saved,))}
-            rows = self.conn.execute(
-                f"SELECT {_DOC_COLUMNS}, tokens FROM vx_docs WHERE rowid IN "
-                "(SELECT doc FROM vx_changes WHERE generation > ?) ORDER BY rowid", (saved,)).fetchall()
-            stored = {r[0]: r[5] for r in rows}
-            ops = self._ops_of(m, touched, [r[:5] for r in rows])
-            if ops is None:
+            logged = self._logged_ops(m, saved)
+            if logged is None:
                 return None
+            ops, stored = logged
             for op in ops:
                 if op[0] == "insert":
                     count = stored[op[1]]
@@ -474,12 +478,12 @@ class Database:
         if self.read_only or self.path is None or self.uid is None:
             return False
         if m.n_alive < mirror_file.MIN_DOCUMENTS:
-            for name in (mirror_file.mirror_file(self.path), self.path + ".lexical"):
+            for name in (mirror_path(self.path), postings_path(self.path)):
                 remove_file(name)
             return False
         if self.counted_by is not None and not self.counts_mixed and not self._file_is_close(m):
             try:
-                mirror_file.save(mirror_file.mirror_file(self.path), m, {
+                mirror_file.save(mirror_path(self.path), m, {
                     "uid": self.uid, "generation": self.generation, "schema": SCHEMA_VERSION,
                     "counter": self.counted_by})
                 self._saved_at = self.generation
@@ -644,12 +648,8 @@ class Database:
                 self.uid = uid
                 fresh, stored = self._read_all(token_counter_name(token_counter))
             else:
-                touched = {r for (r,) in self.conn.execute(
-                    "SELECT DISTINCT doc FROM vx_changes WHERE generation > ?", (old_gen,))}
-                rows = self.conn.execute(
-                    "SELECT rowid, id, text, metadata, vector FROM vx_docs WHERE rowid IN "
-                    "(SELECT doc FROM vx_changes WHERE generation > ?) ORDER BY rowid", (old_gen,)).fetchall()
-                ops = self._ops_of(mirror, touched, rows)
+                logged = self._logged_ops(mirror, old_gen)
+                ops = None if logged is None else logged[0]
         if not incremental:
             self._fill_tokens(fresh, token_counter, stored)
             self._data_version = probe
@@ -668,6 +668,19 @@ class Database:
     def refresh_full(self, token_counter: Callable[[str], int]) -> Mirror:
         """A whole new mirror (and ``vx_meta`` read again), in one read transaction."""
         return self.load(token_counter)
+
+    def _logged_ops(self, mirror: Mirror, generation: int) -> tuple[list[list[Any]], dict[int, Any]] | None:
+        """The ops that bring ``mirror`` (at ``generation``) to this read transaction's state,
+        from the rows the change log names since, and those rows' stored token counts by
+        rowid (inserts carry a count of 0: the caller counts); None if they cannot (see
+        :meth:`_ops_of`)."""
+        touched = {r for (r,) in self.conn.execute(
+            "SELECT DISTINCT doc FROM vx_changes WHERE generation > ?", (generation,))}
+        rows = self.conn.execute(
+            f"SELECT {_DOC_COLUMNS}, tokens FROM vx_docs WHERE rowid IN "
+            "(SELECT doc FROM vx_changes WHERE generation > ?) ORDER BY rowid", (generation,)).fetchall()
+        ops = self._ops_of(mirror, touched, [r[:5] for r in rows])
+        return None if ops is None else (ops, {r[0]: r[5] for r in rows})
 
     def _ops_of(self, mirror: Mirror, touched: set[int], rows: list[tuple[Any, ...]]) -> list[list[Any]] | None:
         """The ops that bring ``mirror`` to ``rows`` (the touched documents still present);

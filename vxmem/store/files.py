@@ -1,6 +1,8 @@
 """The files of a database beside ``db.vxdb``, and what this process holds of them.
 
-The HNSW cache keeps ``db.vxdb.usearch`` and its sidecar ``db.vxdb.usearch.json``
+A writer's close also leaves the mirror file ``db.vxdb.mirror`` and the lexical postings
+``db.vxdb.lexical`` there (caches, like the index). The HNSW cache keeps ``db.vxdb.usearch``
+and its sidecar ``db.vxdb.usearch.json``
 (``{"uid", "generation", "count", "dim", "size", "crc32"}``), which ties the index file to
 this database (``uid``) at this state (``generation``) and to its own content (``size``,
 ``crc32``). A read-only handle opens the file through :func:`read_only_uri`. One process
@@ -30,9 +32,19 @@ def index_files(path: str) -> tuple[str, str]:
     return path + ".usearch", path + ".usearch.json"
 
 
+def mirror_path(path: str) -> str:
+    """The mirror file of the database at ``path`` (see :mod:`vxmem.store.mirror_file`)."""
+    return path + ".mirror"
+
+
+def postings_path(path: str) -> str:
+    """The saved lexical postings of the database at ``path`` (see :mod:`vxmem.store.lexical`)."""
+    return path + ".lexical"
+
+
 def remove_stale_temps(path: str) -> None:
     """Remove the temporary files a save killed halfway left beside the database."""
-    for name in (*index_files(path), path + ".mirror", path + ".lexical"):
+    for name in (*index_files(path), mirror_path(path), postings_path(path)):
         try:
             os.remove(name + ".tmp")
         except OSError:

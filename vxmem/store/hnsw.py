@@ -41,7 +41,7 @@ import numpy as np
 
 from .database import Database
 from .files import index_files, read_sidecar
-from .mirror import Mirror, rowdot
+from .mirror import Mirror, rowdot, spread_sample
 
 # New vectors wait in a pending buffer and join the HNSW graph in batches from this many:
 # one insert into the graph costs ~1 ms at 100k vectors. Until they join, searches scan
@@ -430,8 +430,7 @@ class HnswCache:
         ``keys`` (ascending rowids the graph holds): spread over them, and the newest."""
         if keys.size == 0:
             return True
-        spread = np.linspace(0, keys.size - 1, min(VERIFY_SAMPLE, keys.size)).astype(np.int64)
-        sample = np.unique(np.concatenate([keys[spread], keys[-VERIFY_SAMPLE:]]))
+        sample = keys[spread_sample(keys.size, VERIFY_SAMPLE, VERIFY_SAMPLE)]
         pos = m.rowid_pos[sample]
         if np.any(pos < 0):
             return False

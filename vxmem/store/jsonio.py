@@ -41,28 +41,22 @@ def long_digit_runs(data: bytes) -> list[int]:
     return out
 
 
-def loads_plain(data: bytes | memoryview) -> Any:
-    """``json.loads`` of UTF-8 JSON holding no run of 19 digits (orjson reads it the same)."""
-    if orjson is None:
-        return json.loads(bytes(data))
-    try:
-        return orjson.loads(data)
-    except orjson.JSONDecodeError:  # NaN, 1e400 and the like: json's reading (or its error)
-        return json.loads(bytes(data))
-
-
-def _loads(text: str) -> Any:
-    try:
-        return orjson.loads(text)
-    except orjson.JSONDecodeError:  # NaN, 1e400 and the like: json's reading (or its error)
-        return json.loads(text)
+def loads_plain(data: str | bytes | memoryview) -> Any:
+    """``json.loads`` of JSON (text, or UTF-8 bytes) holding no run of 19 digits, which
+    orjson reads the same."""
+    if orjson is not None:
+        try:
+            return orjson.loads(data)
+        except orjson.JSONDecodeError:  # NaN, 1e400 and the like: json's reading (or its error)
+            pass
+    return json.loads(data if isinstance(data, str) else bytes(data))
 
 
 def loads(text: str) -> Any:
     """``json.loads(text)``, by orjson where it reads the text the same."""
     if orjson is None or _long_digits(text):
         return json.loads(text)
-    return _loads(text)
+    return loads_plain(text)
 
 
 def loads_all(texts: list[str]) -> list[Any]:
@@ -70,8 +64,8 @@ def loads_all(texts: list[str]) -> list[Any]:
     if orjson is None:
         return [json.loads(t) for t in texts]
     if not _long_digits("\n".join(texts)):  # one look over all of them (a regex takes 20x longer)
-        return [_loads(t) for t in texts]
-    return [json.loads(t) if _long_digits(t) else _loads(t) for t in texts]
+        return [loads_plain(t) for t in texts]
+    return [json.loads(t) if _long_digits(t) else loads_plain(t) for t in texts]
 
 
 def dumps_strings(texts: list[str]) -> bytes:

@@ -31,8 +31,9 @@ import numpy as np
 
 from ..keys import K_KIND, K_SESSION, NO_KIND
 from . import snapshot
+from .files import postings_path
 from .jsonio import dumps_strings, loads_strings
-from .mirror import ANY_SESSION, Mirror, SessionArg
+from .mirror import ANY_SESSION, Mirror, SessionArg, spread_sample
 
 K1, B = 1.2, 0.75  # FTS5's bm25() constants
 TOKENIZE = "porter unicode61 remove_diacritics 2"
@@ -454,11 +455,6 @@ class _Lookup:
         return np.where(self.positions[idx] == ps, self.scores[idx], 0.0)
 
 
-def lexical_file(path: str) -> str:
-    """The saved postings of the database at ``path``."""
-    return path + ".lexical"
-
-
 SAMPLE = 16  # documents a saved postings file must agree with FTS5 on (spread over it, and its newest)
 
 
@@ -467,9 +463,7 @@ def _sample(m: Mirror, upto: int) -> list[tuple[int, str]]:
     pos = np.flatnonzero(m.alive[: m.n] & (m.rowid[: m.n] <= upto))
     if pos.size == 0:
         return []
-    picks = sorted(set(np.linspace(0, pos.size - 1, min(SAMPLE, pos.size)).astype(np.int64).tolist())
-                   | set(range(max(0, pos.size - 4), pos.size)))
-    return [(int(m.rowid[p]), m.texts[p]) for p in pos[picks].tolist()]
+    return [(int(m.rowid[p]), m.texts[p]) for p in pos[spread_sample(pos.size, SAMPLE, 4)].tolist()]
 
 
 class LexicalSearch:
@@ -495,7 +489,7 @@ class LexicalSearch:
     def save(self, path: str, slack: int = 0) -> None:
         """Save the postings read so far beside the database (see :meth:`LexicalIndex.save`)."""
         if self._index is not None:
-            self._index.save(lexical_file(path), slack)
+            self._index.save(postings_path(path), slack)
 
     def _check_table(self) -> None:
         if self._has_fts is None:
@@ -554,7 +548,7 @@ class LexicalSearch:
         documents that existed at that moment."""
         try:
             if self._index is None:
-                self._index = LexicalIndex(self._conn, lexical_file(self._path) if self._path else None, self._uid)
+                self._index = LexicalIndex(self._conn, postings_path(self._path) if self._path else None, self._uid)
             index = self._index
             # Rowids grow with position (rows are appended), so the last one is the largest.
             max_rowid = int(m.rowid[m.n - 1]) if m.n else 0

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator
 from types import EllipsisType
 from typing import Any
 
@@ -63,6 +62,13 @@ def rowdot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """
     vecdot = getattr(np, "vecdot", None)
     return vecdot(a, b) if vecdot is not None else np.einsum("ij,j->i", a, b)
+
+
+def spread_sample(n: int, spread: int, newest: int) -> np.ndarray:
+    """Indices into ``n`` items, ascending and each once: up to ``spread`` spread evenly over
+    them, and the last ``newest`` (what the checks of a saved file compare)."""
+    picks = set(np.linspace(0, n - 1, min(spread, n)).astype(np.int64).tolist()) if n else set()
+    return np.array(sorted(picks | set(range(max(0, n - newest), n))), dtype=np.int64)
 
 
 def _columns_of(meta: dict[str, Any]) -> tuple[int, float, float, bool, float, str | None]:
@@ -225,9 +231,6 @@ class Metas:
 
     def __setitem__(self, p: int, meta: dict[str, Any]) -> None:
         self._dicts[p] = meta
-
-    def __iter__(self) -> Iterator[dict[str, Any]]:
-        return (self[p] for p in range(len(self._dicts)))
 
     def append(self, meta: dict[str, Any]) -> None:
         self._dicts.append(meta)

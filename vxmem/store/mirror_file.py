@@ -25,17 +25,12 @@ from typing import Any
 import numpy as np
 
 from .jsonio import dumps_strings, loads, loads_strings, long_digit_runs
-from .mirror import Metas, Mirror
+from .mirror import Metas, Mirror, spread_sample
 from .snapshot import read, write
 
 MIN_DOCUMENTS = 10_000  # below this many documents an open reads the rows (in well under 0.2 s)
 _SAVED = ("rowid", "kind", "session", "user", "ts", "expires", "superseded", "superseded_at", "tokens", "turn",
           "feedback")
-
-
-def mirror_file(path: str) -> str:
-    """The mirror file of the database at ``path``."""
-    return path + ".mirror"
 
 
 def save(path: str, m: Mirror, fields: dict[str, Any]) -> None:
@@ -57,7 +52,7 @@ def save(path: str, m: Mirror, fields: dict[str, Any]) -> None:
     runs = np.asarray(long_digit_runs(joined), dtype=np.int64)  # the few texts only json reads exactly
     arrays["metas_long"] = np.unique(np.searchsorted(at, runs, side="right") - 1)
     arrays["vecs"] = m.vecs[:n] if whole else m.vecs[live]  # last: it gets the headroom
-    sessions = sorted(m.session_codes, key=m.session_codes.__getitem__)
+    sessions = m.session_keys  # by code
     users = sorted(m.user_codes, key=m.user_codes.__getitem__)
     latest = m.latest if math.isfinite(m.latest) else None
     write(path, {**fields, "n": n, "dim": m.dim, "sessions": sessions, "users": users, "latest": latest},
@@ -148,9 +143,7 @@ def agrees(m: Mirror, conn: sqlite3.Connection) -> bool:
         return False
     if live.size == 0:
         return True
-    picks = np.r_[np.linspace(0, live.size - 1, min(VERIFY_SAMPLE, live.size)).astype(np.int64),
-                  np.arange(max(0, live.size - 8), live.size)]
-    pos = live[sorted(set(picks.tolist()))].tolist()
+    pos = live[spread_sample(live.size, VERIFY_SAMPLE, 8)].tolist()
     rowids = [int(m.rowid[p]) for p in pos]
     rows = {r[0]: r[1:] for r in conn.execute(
         f"SELECT rowid, id, text, metadata, vector FROM vx_docs WHERE rowid IN ({','.join('?' * len(rowids))})",
