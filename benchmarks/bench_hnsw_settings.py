@@ -5,7 +5,7 @@ expansion against recall@10 (vs the exact top 10), search latency, build time an
 
 Reads the seeded corpus ``bench_memory.py --scale N`` wrote into ``--scale-dir`` (its
 ``vecs.npy`` and ``texts.json``: the first N rows are the corpus, the next 300 the queries),
-builds one usearch graph per connectivity in this process (``--threads``, default every
+builds one usearch graph per dtype, connectivity and expansion_add in this process (``--threads``, default every
 core), and searches every query one at a time on one thread at each expansion_search. The
 exact top 10 comes from a numpy scan of the same float32 vectors. vxmem adds its own work
 on top (an over-fetch of 2k candidates re-scored exactly): bench_memory.py measures that.
@@ -35,8 +35,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--scale-dir", default=os.path.join(tempfile.gettempdir(), "vxmem-bench-scale"))
     ap.add_argument("--connectivity", default="16,32", help="comma-separated graph connectivities")
     ap.add_argument("--expansion", default="64,128,256,384", help="comma-separated expansion_search values")
-    ap.add_argument("--expansion-add", type=int, default=128)
-    ap.add_argument("--dtype", default="f32", help="comma-separated usearch dtypes (f32, f16, i8)")
+    ap.add_argument("--expansion-add", default="48", help="comma-separated expansion_add values (vxmem's: 48)")
+    ap.add_argument("--dtype", default="i8", help="comma-separated usearch dtypes (i8: vxmem's, f16, f32)")
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--k", type=int, default=10)
     ap.add_argument("--overfetch", type=int, default=20,
@@ -61,50 +61,51 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     print(f"{args.scale:,} vectors of {corpus.shape[1]} d, {nq} queries, build on {args.threads} threads, "
           f"search on 1; load average {os.getloadavg()[0]:.1f}", flush=True)
-    for dtype in args.dtype.split(","):
-        for conn in map(int, args.connectivity.split(",")):
-            before = rss_mb()
-            index = Index(ndim=corpus.shape[1], metric="ip", dtype=dtype, connectivity=conn,
-                          expansion_add=args.expansion_add)
-            t0, c0 = time.perf_counter(), time.process_time()
-            index.add(keys, corpus, threads=args.threads)
-            build_s, build_cpu = time.perf_counter() - t0, time.process_time() - c0
-            index_mb = index.memory_usage / 2**20
-            grown = rss_mb() - before
-            with tempfile.NamedTemporaryFile(suffix=".usearch") as f:
-                index.save(f.name)
-                file_mb = os.path.getsize(f.name) / 2**20
-            for es in map(int, args.expansion.split(",")):
-                index.expansion_search = es
-                for q in queries[:20]:  # warm
-                    index.search(q, k, threads=1)
-                lat, found, lat_of, found_of = [], [], [], []
-                for i, q in enumerate(queries):
-                    t0 = time.perf_counter()
-                    got = index.search(q, k, threads=1).keys
-                    lat.append(time.perf_counter() - t0)
-                    sims_got = corpus[np.asarray(got, dtype=np.int64)] @ q
-                    found.append(min(k, int(np.sum(sims_got >= kth[i]))) / k)
-                    # vxmem's way: more candidates, each re-scored against the float32 vectors
-                    t0 = time.perf_counter()
-                    cand = np.asarray(index.search(q, args.overfetch, threads=1).keys, dtype=np.int64)
-                    sims_c = corpus[cand] @ q
-                    best = sims_c[np.argsort(-sims_c)[:k]]
-                    lat_of.append(time.perf_counter() - t0)
-                    found_of.append(min(k, int(np.sum(best >= kth[i]))) / k)
-                row = {"dtype": dtype, "connectivity": conn, "expansion_search": es, "build_s": build_s,
-                       "build_cpu_s": build_cpu, "index_mb": index_mb, "rss_growth_mb": grown, "file_mb": file_mb,
-                       "p50_ms": float(np.median(lat)) * 1e3, "p99_ms": float(np.percentile(lat, 99)) * 1e3,
-                       "recall10": float(np.mean(found)), "overfetch": args.overfetch,
-                       "rescored_p50_ms": float(np.median(lat_of)) * 1e3,
-                       "rescored_recall10": float(np.mean(found_of))}
-                rows.append(row)
-                print(f"dtype {dtype:4} M {conn:3} es {es:4}: recall@10 {row['recall10']:.3f}  "
-                      f"p50 {row['p50_ms']:.3f} ms  p99 {row['p99_ms']:.3f} ms  | top {args.overfetch} re-scored: "
-                      f"recall@10 {row['rescored_recall10']:.3f} p50 {row['rescored_p50_ms']:.3f} ms | "
-                      f"build {build_s:.1f} s (CPU {build_cpu:.1f})  "
-                      f"index {index_mb:.0f} MB (RSS +{grown:.0f}, file {file_mb:.0f})", flush=True)
-            del index
+    graphs = [(dtype, conn, add) for dtype in args.dtype.split(",") for conn in map(int, args.connectivity.split(","))
+              for add in map(int, args.expansion_add.split(","))]
+    for dtype, conn, add in graphs:
+        before = rss_mb()
+        index = Index(ndim=corpus.shape[1], metric="ip", dtype=dtype, connectivity=conn, expansion_add=add)
+        t0, c0 = time.perf_counter(), time.process_time()
+        index.add(keys, corpus, threads=args.threads)
+        build_s, build_cpu = time.perf_counter() - t0, time.process_time() - c0
+        index_mb = index.memory_usage / 2**20
+        grown = rss_mb() - before
+        with tempfile.NamedTemporaryFile(suffix=".usearch") as f:
+            index.save(f.name)
+            file_mb = os.path.getsize(f.name) / 2**20
+        for es in map(int, args.expansion.split(",")):
+            index.expansion_search = es
+            for q in queries[:20]:  # warm
+                index.search(q, k, threads=1)
+            lat, found, lat_of, found_of = [], [], [], []
+            for i, q in enumerate(queries):
+                t0 = time.perf_counter()
+                got = index.search(q, k, threads=1).keys
+                lat.append(time.perf_counter() - t0)
+                sims_got = corpus[np.asarray(got, dtype=np.int64)] @ q
+                found.append(min(k, int(np.sum(sims_got >= kth[i]))) / k)
+                # vxmem's way: more candidates, each re-scored against the float32 vectors
+                t0 = time.perf_counter()
+                cand = np.asarray(index.search(q, args.overfetch, threads=1).keys, dtype=np.int64)
+                sims_c = corpus[cand] @ q
+                best = sims_c[np.argsort(-sims_c)[:k]]
+                lat_of.append(time.perf_counter() - t0)
+                found_of.append(min(k, int(np.sum(best >= kth[i]))) / k)
+            row = {"dtype": dtype, "connectivity": conn, "expansion_add": add, "expansion_search": es,
+                   "build_s": build_s, "build_cpu_s": build_cpu, "index_mb": index_mb, "rss_growth_mb": grown,
+                   "file_mb": file_mb,
+                   "p50_ms": float(np.median(lat)) * 1e3, "p99_ms": float(np.percentile(lat, 99)) * 1e3,
+                   "recall10": float(np.mean(found)), "overfetch": args.overfetch,
+                   "rescored_p50_ms": float(np.median(lat_of)) * 1e3,
+                   "rescored_recall10": float(np.mean(found_of))}
+            rows.append(row)
+            print(f"dtype {dtype:4} M {conn:3} add {add:4} es {es:4}: recall@10 {row['recall10']:.3f}  "
+                  f"p50 {row['p50_ms']:.3f} ms  p99 {row['p99_ms']:.3f} ms  | top {args.overfetch} re-scored: "
+                  f"recall@10 {row['rescored_recall10']:.3f} p50 {row['rescored_p50_ms']:.3f} ms | "
+                  f"build {build_s:.1f} s (CPU {build_cpu:.1f})  "
+                  f"index {index_mb:.0f} MB (RSS +{grown:.0f}, file {file_mb:.0f})", flush=True)
+        del index
     print(f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB")
     if args.json:
         with open(args.json, "w") as f:

@@ -45,16 +45,18 @@ code tree (``--trees before=/work/main,after=.``: each child imports vxmem from 
 so old and new code are measured in one run, one after the other, ``--rounds`` times),
 each on a fresh copy of the database:
 
-- the index build, once (in the foreground, by the last tree), saved beside the database:
-  every tree loads that same graph (same file format and settings before and after);
+- the index build, once per graph settings (in the foreground, every core, by the first
+  tree of those settings), kept in ``graph-<hash of the settings>/`` of the data: every tree
+  of the same settings loads that same graph (issue 14 moved the graph to 8 bits, so trees
+  before and after it each load their own);
 - open, the first session recall and the first cross-session recall after open (the copy is
   opened, asked one recall and closed once before, in a process of its own, timed apart: a
   tree with a newer schema upgrades the file there, and a tree that saves files beside the
   database at close saves them there, so "open s" is an everyday open after a session);
 - cross-session ``search(limit=10)`` and ``recall()``: p50/p99, and recall@10 against the
   exact top 10 (numpy over every live row; a returned id counts when its exact cosine
-  reaches the 10th best), beside usearch searched directly on the same graph (top 10,
-  expansion_search 128: vxmem's setting before issue 14), with the ratio;
+  reaches the 10th best), beside usearch searched directly on the tree's graph (top 10, at
+  expansion_search 128, vxmem's setting before issue 14, and at the tree's own), with the ratio;
 - ``remember()`` with the index live: p50/p99/p99.9 over ``--scale-reps`` calls (crossing the
   1,024-row flush and the WAL checkpoints several times);
 - reuse: reopen, one ``remember()``, then the first cross-session recall: whether the saved
@@ -64,6 +66,7 @@ each on a fresh copy of the database:
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import resource
@@ -404,26 +407,44 @@ def scale_data(n: int, reps: int, out: str) -> None:
     open(os.path.join(out, "done"), "w").close()
 
 
-def scale_index(data: str) -> None:
-    """Build the database's HNSW index once, in the foreground (every core), timed, and save
-    it beside the database: every tree then loads the same graph (the file format and the
-    graph settings are the same before and after issue 14)."""
-    from vxmem import Vectrix
+def graph_dir(data: str) -> str:
+    """Where the saved graph of this tree's HNSW settings lives in ``data``: one graph per
+    settings (trees with the same settings load the same graph; issue 14 changed them)."""
+    from vxmem.store.hnsw import settings_tag
 
-    path = os.path.join(data, "base.vxdb")
-    if os.path.exists(path + ".usearch") and os.path.exists(os.path.join(data, "index.json")):
+    return os.path.join(data, "graph-" + hashlib.sha1(settings_tag().encode()).hexdigest()[:12])
+
+
+def scale_index(data: str) -> None:
+    """Build the database's HNSW index once per graph settings, in the foreground (every
+    core), timed, and keep it in :func:`graph_dir`: every tree of these settings then loads
+    the same graph."""
+    from vxmem import Vectrix
+    from vxmem.store.hnsw import settings_tag
+
+    keep = graph_dir(data)
+    if os.path.exists(os.path.join(keep, "index.json")):
         return
     with open(os.path.join(data, "texts.json")) as f:
         t = json.load(f)
     vecs = np.load(os.path.join(data, "vecs.npy"))
-    db = Vectrix(path, embedder=Lookup(t["corpus"] + t["queries"] + t["writes"], vecs))
-    t0, c0 = time.perf_counter(), time.process_time()
-    db.build_index()
-    built = {"build_s": time.perf_counter() - t0, "build_cpu_s": time.process_time() - c0,
-             "threads": os.cpu_count(), "load": os.getloadavg()[0]}
-    db.close()
-    with open(os.path.join(data, "index.json"), "w") as f:
-        json.dump(built, f)
+    work = tempfile.mkdtemp(prefix="vxmem-scale-index-", dir=data)
+    try:
+        path = os.path.join(work, "base.vxdb")
+        shutil.copy(os.path.join(data, "base.vxdb"), path)
+        db = Vectrix(path, embedder=Lookup(t["corpus"] + t["queries"] + t["writes"], vecs))
+        t0, c0 = time.perf_counter(), time.process_time()
+        db.build_index()
+        built = {"build_s": time.perf_counter() - t0, "build_cpu_s": time.process_time() - c0,
+                 "threads": os.cpu_count(), "load": os.getloadavg()[0], "settings": settings_tag()}
+        db.close()
+        os.makedirs(keep, exist_ok=True)
+        for ext in (".usearch", ".usearch.json"):
+            os.replace(path + ext, os.path.join(keep, "base.vxdb" + ext))
+        with open(os.path.join(keep, "index.json"), "w") as f:
+            json.dump(built, f)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 class Lookup:
@@ -475,10 +496,12 @@ def scale_worker(data: str, reps: int) -> dict:
     qv = vecs[n: n + len(t["queries"])]
     work = tempfile.mkdtemp(prefix="vxmem-scale-")
     path = os.path.join(work, "db.vxdb")
-    for ext in ("", ".usearch", ".usearch.json"):
-        shutil.copy(os.path.join(data, "base.vxdb" + ext), path + ext)
-    with open(os.path.join(data, "index.json")) as f:
-        out: dict = json.load(f)  # the one build, made by the last tree
+    shutil.copy(os.path.join(data, "base.vxdb"), path)
+    graph = graph_dir(data)
+    for ext in (".usearch", ".usearch.json"):
+        shutil.copy(os.path.join(graph, "base.vxdb" + ext), path + ext)
+    with open(os.path.join(graph, "index.json")) as f:
+        out: dict = json.load(f)  # the one build of this tree's graph settings
     first = subprocess.run([sys.executable, os.path.abspath(__file__), "--_scale_first_open",
                             json.dumps({"data": data, "path": path})], capture_output=True, text=True, check=True)
     out |= json.loads(first.stdout.strip().splitlines()[-1])
@@ -586,8 +609,9 @@ def run_scale(args) -> int:
     env = env0 | {"PYTHONPATH": trees[0][1]}
     spec = json.dumps({"n": args.scale, "reps": args.scale_reps, "out": data})
     subprocess.run([sys.executable, os.path.abspath(__file__), "--_scale_data", spec], env=env, check=True)
-    subprocess.run([sys.executable, os.path.abspath(__file__), "--_scale_index", json.dumps({"data": data})],
-                   env=env0 | {"PYTHONPATH": trees[-1][1]}, check=True)
+    for _, tree in trees:  # one graph per settings: built by the first tree of those settings
+        subprocess.run([sys.executable, os.path.abspath(__file__), "--_scale_index", json.dumps({"data": data})],
+                       env=env0 | {"PYTHONPATH": tree}, check=True)
     print(f"[scale {args.scale}] data ready ({time.perf_counter() - t0:.0f} s)", file=sys.stderr, flush=True)
     results: dict[str, list[dict]] = {name: [] for name, _ in trees}
     load_before = os.getloadavg()[0]

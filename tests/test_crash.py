@@ -25,6 +25,7 @@ import numpy as np
 import pytest
 
 from vxmem import Vectrix
+from vxmem.store import hnsw as hnsw_module
 from vxmem.memory import (
     K_CONSOLIDATED_FROM,
     K_FEEDBACK,
@@ -253,7 +254,9 @@ def _check_index(path, docs):
         assert sorted(int(k) for k in index.keys) == rowids
         for r in db.scan():
             vec = index.get(np.array([docs[r.id][0]], dtype=np.uint64))[0]
-            assert np.allclose(vec, vector_of(db, r.id), atol=1e-6)
+            want, atol = hnsw_module.stored_form(np.asarray(vector_of(db, r.id), dtype=np.float32),
+                                                 hnsw_module.HNSW_SETTINGS["dtype"])
+            assert np.allclose(np.asarray(vec, dtype=np.float32), want, rtol=0.0, atol=atol)
         db.exact_threshold = 0
         exact = db.search("tea coffee paris", limit=5)
         # The graph proposes, the mirror scores: every result is a live document with its

@@ -307,6 +307,56 @@ def test_a_large_index_builds_in_the_background_while_searches_scan_exactly(monk
         assert again._hnsw.load_saved() and len(again._hnsw) == 300
 
 
+def test_build_index_builds_on_every_core_beside_readers_and_writers(monkeypatch, tmp_path):
+    import os
+    import threading
+
+    monkeypatch.setattr(hnsw, "BACKGROUND_BUILD_MIN", 100)
+    started, release = threading.Event(), threading.Event()
+    real_build = hnsw.HnswCache.build_graph
+    used = []
+
+    def held_build(self, keys, vecs, threads):
+        used.append((threading.current_thread().name, threads))
+        started.set()
+        release.wait(30)  # held until the test has read and written meanwhile
+        return real_build(self, keys, vecs, threads)
+
+    monkeypatch.setattr(hnsw.HnswCache, "build_graph", held_build)
+    db = Vectrix(tmp_path / "bi.vxdb", exact_threshold=10)
+    db.add([f"background doc {i}" for i in range(300)])
+    builder = threading.Thread(target=db.build_index)
+    builder.start()
+    assert started.wait(30)
+    (new,) = db.add(["written while build_index waits"])  # neither the writer...
+    assert db.search("background doc 17", limit=1)[0].text == "background doc 17"  # ...nor a reader waits
+    assert builder.is_alive() and not release.is_set() and db._hnsw.index is None
+    release.set()
+    builder.join(30)
+    assert not builder.is_alive() and db._hnsw.index is not None
+    assert used == [("vxmem-index-build", os.cpu_count() or 1)]
+    assert db.search("written while build_index waits", limit=1)[0].id == new
+    db.close()
+
+
+def test_build_index_raises_what_its_build_raised(monkeypatch):
+    import threading
+
+    monkeypatch.setattr(hnsw, "BACKGROUND_BUILD_MIN", 100)
+
+    def failing_build(self, keys, vecs, threads):
+        raise MemoryError("no room for the graph")
+
+    monkeypatch.setattr(hnsw.HnswCache, "build_graph", failing_build)
+    monkeypatch.setattr(threading, "excepthook", lambda args: None)  # the thread's error is expected
+    db = Vectrix(exact_threshold=10)
+    db.add([f"background doc {i}" for i in range(300)])
+    with pytest.raises(MemoryError, match="no room"):
+        db.build_index()
+    assert db._hnsw.index is None and not db._hnsw.building
+    assert db.search("background doc 5", limit=1)[0].text == "background doc 5"  # exact scan
+
+
 def test_a_failed_background_build_leaves_exact_search_working_and_can_be_retried(monkeypatch):
     import threading
 

@@ -385,11 +385,16 @@ class Collection:
         background flush of pending vectors into it).
 
         Searches never need this: the index is built on first need, in the background
-        when the collection is large, while searches scan exactly.
+        when the collection is large, while searches scan exactly. A large build runs
+        here on every core, in a thread that holds no lock: other threads keep reading
+        and writing meanwhile (their writes join the index when it is installed). What a
+        failed build raised is raised here.
         """
         with self._locked():
-            self._hnsw.ensure(background=False)
+            self._hnsw.ensure(threads=os.cpu_count() or 1)
         self._hnsw.wait()  # a build still running, then a background flush
+        with self._locked():
+            self._hnsw.raise_failed()
 
     def close(self) -> None:
         """Save the vector index if it changed, and release the database.

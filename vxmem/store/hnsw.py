@@ -55,24 +55,39 @@ _CHUNK = 1 << 22
 _NO_POSITIONS = np.zeros(0, dtype=np.int64)
 
 # The graph's settings, written into the sidecar: a file saved with others is rebuilt.
-# expansion_search is the search's alone (not the file's): at 100k on bench_peers' seeded
-# 384-d "words" embedder this graph's recall@10 against the exact top 10 is 0.947 at 128,
-# 0.973 at 192, 0.987 at 256 and 0.995 at 384 (measured with usearch directly; the
-# benchmark prints vxmem's own figure). Every candidate is re-scored exactly, so the
-# scores are the exact scan's; recall is decided by what the graph proposes.
+# The graph only proposes candidates: every one is re-scored exactly against the mirror's
+# float32 vectors, so the scores are the exact scan's whatever it holds, and recall is
+# decided by what it proposes. So it holds 8-bit vectors (dtype "i8": usearch normalises a
+# vector and keeps trunc(127 x) of each component), a quarter of float32's memory, and is
+# built with expansion_add 48. At 100k on bench_memory's seeded 384-d corpus, usearch
+# searched directly on one thread, its top 20 re-scored as vxmem does
+# (benchmarks/bench_hnsw_settings.py, one run, the machine otherwise quiet):
 #
-# dtype "f16" is the option that halves the graph's copy of the vectors (77 MB at 100k of
-# 384-d): set HNSW_SETTINGS["dtype"] = "f16" before opening. The mirror keeps float32 and
-# re-scores every candidate, so the scores stay exact; only what the graph proposes moves
-# (benchmarks/bench_hnsw_settings.py --dtype f32,f16 measures it). A file saved with the
-# other dtype is rebuilt (the sidecar records the settings).
-HNSW_SETTINGS: dict[str, Any] = {"metric": "ip", "dtype": "f32", "connectivity": 16, "expansion_add": 128,
+#   graph          build on 2 threads   recall@10 at expansion_search 128 / 256 / 384   p50 ms at 384
+#   f32, add 128   179 s (352 CPU s)    0.953 / 0.990 / 0.995                            9.4
+#   f32, add 64     88 s (172 CPU s)    0.941 / 0.982 / 0.991                            9.3
+#   i8,  add 128    73 s (131 CPU s)    0.947 / 0.987 / 0.994                            4.6
+#   i8,  add 64     33 s  (65 CPU s)    0.944 / 0.981 / 0.991                            6.6
+#   i8,  add 48     26 s  (52 CPU s)    - / 0.981 / 0.992                                5.0
+#
+# Re-scoring the top 40 instead of 20 finds no more: what is missed, the graph never
+# proposed. expansion_search is the search's alone (not the file's). "f32" and "f16" are
+# options: set HNSW_SETTINGS["dtype"] before opening (a file saved with another dtype is
+# rebuilt).
+HNSW_SETTINGS: dict[str, Any] = {"metric": "ip", "dtype": "i8", "connectivity": 16, "expansion_add": 48,
                                  "expansion_search": 384}
 OVERFETCH = 2  # the graph proposes this many times k candidates (at least OVERFETCH_MIN), scaled up by a filter
 OVERFETCH_MIN = 20
-# A vector read back from the graph against the database's: f32 holds the same floats; f16
-# rounds each unit-vector component by at most 2**-11 (plus the float32 round trip).
-VERIFY_ATOL = {"f32": 1e-6, "f16": 1e-3}
+I8_SCALE = 127.0  # usearch's i8: trunc(127 x) of the unit vector's components
+
+
+def stored_form(vecs: np.ndarray, dtype: str) -> tuple[np.ndarray, float]:
+    """Unit vectors as a graph of ``dtype`` stores them, and how far a component read back
+    may be from it: f32 holds the same floats; f16 rounds each component by at most 2**-11
+    (plus the float32 round trip); i8 truncates 127 x, a boundary case either way."""
+    if dtype == "i8":
+        return np.trunc(vecs * I8_SCALE), 1.0
+    return vecs, {"f32": 1e-6, "f16": 1e-3}.get(dtype, 0.0)
 
 
 def file_digest(path: str) -> tuple[int, int]:
@@ -150,6 +165,7 @@ class HnswCache:
         self._flusher: threading.Thread | None = None
         self._closed = False
         self._stopping = False  # close() is waiting: the background flush ends after its batch
+        self.failed: BaseException | None = None  # what the last background build raised
 
     def __len__(self) -> int:
         if self.index is None:
@@ -164,9 +180,13 @@ class HnswCache:
 
     # ------------------------------------------------------------------ building
 
-    def ensure(self, background: bool = True) -> bool:
+    def ensure(self, threads: int | None = None) -> bool:
         """True when the index is ready; otherwise it is being built in the background (or,
-        in a collection that never held a vector, there is nothing to build)."""
+        in a collection that never held a vector, there is nothing to build).
+
+        A build of :data:`BACKGROUND_BUILD_MIN` vectors or more runs in a thread of its own
+        on ``threads`` cores (default: all but one, so a build a search started leaves a
+        core to the caller); a smaller one runs here."""
         if self.index is not None:
             return True
         if self._builder is not None or self._database.dim is None:
@@ -176,19 +196,27 @@ class HnswCache:
         m = self._mirror()
         alive = m.live_positions()
         keys, vecs = m.rowid[alive].astype(np.uint64), m.vecs[alive]
-        if alive.size < BACKGROUND_BUILD_MIN or not background:
+        self.failed = None
+        if alive.size < BACKGROUND_BUILD_MIN:
             # A threaded build inserts in a racy order; small builds are quick anyway.
-            threads = 1 if alive.size < THREADED_BUILD_MIN else (os.cpu_count() or 1)
+            small = 1 if alive.size < THREADED_BUILD_MIN else (os.cpu_count() or 1)
             self.rebuilds += 1
-            self._install(self.build_graph(keys, vecs, threads), set(), set())
+            self._install(self.build_graph(keys, vecs, small), set(), set())
             return True
         self._build_log = (set(), set())
-        builder = threading.Thread(target=self._build_in_background, args=(keys, vecs),
+        builder = threading.Thread(target=self._build_in_background,
+                                   args=(keys, vecs, threads or max(1, (os.cpu_count() or 1) - 1)),
                                    name="vxmem-index-build", daemon=True)
         self._builder = builder
         self.rebuilds += 1
         builder.start()
         return False
+
+    def raise_failed(self) -> None:
+        """Raise what the last background build raised, if no index came of it since."""
+        failed, self.failed = self.failed, None
+        if failed is not None and self.index is None:
+            raise failed
 
     def build_graph(self, keys: np.ndarray, vecs: np.ndarray, threads: int) -> Any:
         """The graph of a build (a method, so a test can hold or fail a build)."""
@@ -207,13 +235,14 @@ class HnswCache:
         if flusher is not None:
             flusher.join()
 
-    def _build_in_background(self, keys: np.ndarray, vecs: np.ndarray) -> None:
+    def _build_in_background(self, keys: np.ndarray, vecs: np.ndarray, threads: int) -> None:
         try:
-            index = self.build_graph(keys, vecs, max(1, (os.cpu_count() or 1) - 1))  # one core left free
-        except BaseException:  # searches keep scanning exactly; the next one may try again
+            index = self.build_graph(keys, vecs, threads)
+        except BaseException as exc:  # searches keep scanning exactly; the next one may try again
             with self._lock:
                 if self._builder is threading.current_thread():
                     self._builder = self._build_log = None
+                    self.failed = exc
             raise
         with self._lock:
             if self._closed or self._builder is not threading.current_thread() or self._build_log is None:
@@ -358,7 +387,8 @@ class HnswCache:
             if fetch > max(m.n_alive // 2, 4 * k):
                 return None  # so selective a filter is cheaper to scan
             fetch *= 4
-        pos = np.union1d(pos, pend)  # a row being flushed can be in both
+        if pend.size:  # the graph's keys are unique, so without a pending row pos already is
+            pos = np.union1d(pos, pend)  # a row being flushed can be in both
         sims = rowdot(m.vecs[pos], q)
         order = np.lexsort((pos, -sims))[:k]
         return pos[order], sims[order]
@@ -435,8 +465,8 @@ class HnswCache:
         if np.any(pos < 0):
             return False
         got = np.asarray(index.get(sample.astype(np.uint64)), dtype=np.float32).reshape(len(sample), -1)
-        return got.shape == (len(sample), m.vecs.shape[1]) and bool(np.allclose(
-            got, m.vecs[pos], atol=VERIFY_ATOL.get(HNSW_SETTINGS["dtype"], 0.0)))
+        want, atol = stored_form(m.vecs[pos], HNSW_SETTINGS["dtype"])
+        return got.shape == want.shape and bool(np.allclose(got, want, rtol=0.0, atol=atol))
 
     def close(self) -> None:
         """Save the index if it changed since it was loaded or built, and stop taking a

@@ -328,6 +328,7 @@ class Mirror:
         self.user_codes: dict[str, int] = {}
         self._session_pos: dict[int, list[int]] = {}
         self._blocks: dict[int, SessionBlock] = {}
+        self._live: np.ndarray | None = None  # live_positions(), until a document comes or goes
         self.n_alive = 0
         self.latest = -np.inf
 
@@ -362,6 +363,7 @@ class Mirror:
         self.vecs[p] = vec
         self.rowid[p] = rowid
         self.alive[p] = True
+        self._live = None
         self.ids.append(id)
         self.texts.append(text)
         self.metas.append(meta)
@@ -467,6 +469,7 @@ class Mirror:
         n = len(ids)
         self.rowid[:n] = rowid
         self.alive[:n] = True
+        self._live = None
         self.ids, self.texts, self.metas = ids, texts, metas
         self.pos_of_id = dict(zip(ids, range(n)))
         self.pos_of_rowid = dict(zip(rowid.tolist(), range(n)))
@@ -514,6 +517,7 @@ class Mirror:
     def remove(self, p: int) -> None:
         """Follow a committed deletion: ``p`` becomes a hole."""
         self.alive[p] = False
+        self._live = None
         self.n_alive -= 1
         del self.pos_of_id[self.ids[p]]
         del self.pos_of_rowid[int(self.rowid[p])]
@@ -584,15 +588,20 @@ class Mirror:
 
     def _positions_of(self, session: SessionArg) -> np.ndarray:
         if session is ANY_SESSION:
-            return np.flatnonzero(self.alive[: self.n])
+            return self.live_positions()
         code = self.session_code(session)
         return self.session_positions(code) if code >= 0 else _NO_POSITIONS
 
     # ------------------------------------------------------------------ reading
 
     def live_positions(self) -> np.ndarray:
-        """Every live document's position, in insertion order."""
-        return np.flatnonzero(self.alive[: self.n])
+        """Every live document's position, in insertion order (read-only: kept until a
+        document comes or goes, so a query across the collection makes no O(N) pass)."""
+        live = self._live
+        if live is None:
+            live = self._live = np.flatnonzero(self.alive[: self.n])
+            live.flags.writeable = False
+        return live
 
     def matching(self, flt: FilterValues | None) -> np.ndarray:
         """Positions of live documents that match a checked filter (exactly), in insertion order."""

@@ -1,0 +1,80 @@
+"""The graph's dtypes (HNSW_SETTINGS["dtype"]): the default 8-bit graph ("i8", a quarter of
+float32's memory) and the options "f16" and "f32" are each saved and reused, a file saved
+with another dtype is rebuilt, and search scores stay the exact scan's whatever the graph
+holds (every candidate is re-scored against the mirror's float32 vectors)."""
+
+import numpy as np
+import pytest
+
+from vxmem import Vectrix
+from vxmem.store import hnsw
+
+from helpers import WordHashEmbedder
+
+WORDS = "tea coffee paris london dark light mode pdf csv report cat dog blue red green river".split()
+
+
+def _text(i):
+    return f"memory {i} about {WORDS[i % 16]} {WORDS[(i // 5) % 16]} {WORDS[(i * 7) % 16]}"
+
+
+def _open(path):
+    return Vectrix(path, embedder=WordHashEmbedder(dim=64), exact_threshold=8)
+
+
+def test_the_default_graph_holds_8_bit_vectors():
+    assert hnsw.HNSW_SETTINGS["dtype"] == "i8"
+
+
+@pytest.mark.parametrize("dtype", ["i8", "f16", "f32"])
+def test_a_graph_is_saved_reused_and_gives_the_exact_scores(tmp_path, monkeypatch, dtype):
+    monkeypatch.setitem(hnsw.HNSW_SETTINGS, "dtype", dtype)
+    path = tmp_path / "g.db"
+    with _open(path) as db:
+        db.add([_text(i) for i in range(300)])
+        db.build_index()
+        assert db._hnsw.index.dtype.name.lower() == dtype
+        got = db.search("coffee paris report", limit=5)
+        db.exact_threshold = 0
+        exact = db.search("coffee paris report", limit=5)
+        assert [r.id for r in got][:1] == [r.id for r in exact][:1]
+        with db._locked() as m:  # the scores are the mirror's float32 cosines, not the graph's
+            for r in got:
+                p = m.pos_of_id[r.id]
+                q = db._embed(["coffee paris report"])[0]
+                assert r.score == pytest.approx(float(m.vecs[p] @ q), abs=1e-6)
+    with _open(path) as again:
+        assert again._hnsw.load_saved() and again._hnsw.rebuilds == 0
+        assert again._hnsw.index.dtype.name.lower() == dtype
+
+
+@pytest.mark.parametrize(("saved", "opened"), [("f32", "i8"), ("i8", "f16")])
+def test_a_graph_saved_with_another_dtype_is_rebuilt(tmp_path, monkeypatch, saved, opened):
+    path = tmp_path / "other.db"
+    monkeypatch.setitem(hnsw.HNSW_SETTINGS, "dtype", saved)
+    with _open(path) as db:
+        db.add([_text(i) for i in range(300)])
+        db.build_index()
+    monkeypatch.setitem(hnsw.HNSW_SETTINGS, "dtype", opened)
+    with _open(path) as db:
+        assert db._hnsw.load_saved() is False  # other settings: not this graph
+        db.build_index()
+        assert db._hnsw.index.dtype.name.lower() == opened
+        assert np.isfinite([r.score for r in db.search("tea cat", limit=3)]).all()
+
+
+@pytest.mark.parametrize("dtype", ["i8", "f16", "f32"])
+def test_a_saved_graph_of_other_vectors_is_refused(tmp_path, monkeypatch, dtype):
+    """The sample check compares vectors in the graph's own form: a graph holding other
+    vectors under the same rowids (here: every vector negated) is rebuilt, never used."""
+    monkeypatch.setitem(hnsw.HNSW_SETTINGS, "dtype", dtype)
+    path = tmp_path / "g.db"
+    with _open(path) as db:
+        db.add([_text(i) for i in range(300)])
+        db.build_index()
+        with db._locked() as m:
+            assert db._hnsw._holds_mirror(db._hnsw.index, m, np.sort(m.rowid[m.live_positions()]))
+            index = hnsw._new_index(64)
+            alive = m.live_positions()
+            index.add(m.rowid[alive].astype(np.uint64), -m.vecs[alive])
+            assert not db._hnsw._holds_mirror(index, m, np.sort(m.rowid[alive]))
