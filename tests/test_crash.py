@@ -25,7 +25,6 @@ import numpy as np
 import pytest
 
 from vxmem import Vectrix
-from vxmem.store import hnsw as hnsw_module
 from vxmem.memory import (
     K_CONSOLIDATED_FROM,
     K_FEEDBACK,
@@ -35,6 +34,7 @@ from vxmem.memory import (
     K_SUPERSEDES,
     K_TURN,
 )
+from vxmem.store import hnsw as hnsw_module
 
 from helpers import TESTS, WordHashEmbedder, vector_of
 
