@@ -39,8 +39,11 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIGURES = (("build_index() wall s", "build_s", 1.0), ("build_index() CPU s (every thread)", "build_cpu_s", 1.0),
            ("calls during the build", "during_n", 1.0), ("remember() during the build p50 ms", "rem_p50", 1.0),
+           ("remember() during the build p99 ms", "rem_p99", 1.0),
            ("remember() during the build max ms", "rem_max", 1.0),
+           ("  its start, s into the build", "rem_max_at", 1.0),
            ("session recall during the build p50 ms", "rec_p50", 1.0),
+           ("session recall during the build p99 ms", "rec_p99", 1.0),
            ("session recall during the build max ms", "rec_max", 1.0),
            ("cross-session search p50 ms", "search_p50", 1.0), ("cross-session search recall@10", "recall10", 1.0),
            ("usearch direct, same expansion_search, p50 ms", "usearch_p50", 1.0),
@@ -80,12 +83,14 @@ def child(tree: str, path: str, data: str, gap_s: float) -> dict:
 
     builder = threading.Thread(target=build)
     builder.start()
-    rem, rec = [], []
+    rem, rec, rem_at = [], [], []
     i = 0
+    start = time.perf_counter()
     while not done.is_set():
         t0 = time.perf_counter()
         db.remember(writes[i % len(writes)], session=f"s{i % bm.SESSIONS}", timestamp=now + i)
         rem.append(time.perf_counter() - t0)
+        rem_at.append(t0 - start)
         t0 = time.perf_counter()
         db.recall(qs[i % len(qs)], session=f"s{(i + 7) % bm.SESSIONS}", now=now + i)
         rec.append(time.perf_counter() - t0)
@@ -96,7 +101,9 @@ def child(tree: str, path: str, data: str, gap_s: float) -> dict:
     out["during_n"] = float(len(rem))
     for name, got in (("rem", rem), ("rec", rec)):
         ms = np.asarray(got or [np.nan]) * 1e3
-        out[f"{name}_p50"], out[f"{name}_max"] = float(np.median(ms)), float(ms.max())
+        out[f"{name}_p50"], out[f"{name}_p99"], out[f"{name}_max"] = (float(np.median(ms)),
+                                                                      float(np.percentile(ms, 99)), float(ms.max()))
+    out["rem_max_at"] = float(rem_at[int(np.argmax(rem))]) if rem else float("nan")
     db._hnsw.flush()  # what was written during the build joins the graph, as it would in time
     with db._locked() as m:
         live = m.live_positions()

@@ -11,8 +11,9 @@ Systems (``--systems``, default all):
                  now=)``; search with ``db.search(q, limit=10[, filter={"_vx_session": s}])``.
 - ``floor``      the raw floor: a numpy float32 matrix + an SQLite table in WAL mode (synchronous=NORMAL, as
                  vxmem), one INSERT + COMMIT per row; exact numpy search (the session's rows, or all).
-- ``usearch``    the usearch floor: a usearch ``Index`` over the same vectors with vxmem's settings (ip, f32,
-                 connectivity 16, expansion_add 128, expansion_search 128), searched directly for the top 10.
+- ``usearch``    the usearch floor: a usearch ``Index`` over the same vectors with vxmem's settings (ip, i8,
+                 connectivity 16, expansion_add 48, expansion_search 384), searched directly for the top 10
+                 (vxmem re-scores the graph's top 20 against float32 vectors; this floor does not).
                  It has no metadata filter and no durable per-row write, so only the cross-session rows apply.
 - ``vectrixdb``  vectrixdb 2.2.0 ``Vectrix(name, path, embed_fn=E, dimension=384)`` and its memory:
                  ``remember()`` / ``recall()`` (recency_weight and feedback_weight set to 0) / ``search()``.
@@ -98,7 +99,8 @@ REQUIRES = {
 }
 PINS = {"vectrixdb": "vectrixdb", "chroma": "chromadb", "lancedb": "lancedb", "langchain": "langchain-community",
         "usearch": "usearch", "vxmem": "vxmem"}
-VXMEM_HNSW = {"connectivity": 16, "expansion_add": 128, "expansion_search": 128}
+# vxmem's graph (vxmem.store.hnsw.HNSW_SETTINGS; written out: this child never imports vxmem)
+VXMEM_HNSW = {"dtype": "i8", "connectivity": 16, "expansion_add": 48, "expansion_search": 384}
 
 WORDS = (
     "dark light mode theme editor python rust meeting monday tuesday friday coffee tea flight "
@@ -385,7 +387,7 @@ class UsearchSystem:
     def _new(self):
         from usearch.index import Index
 
-        return Index(ndim=DIM, metric="ip", dtype="f32", **VXMEM_HNSW)
+        return Index(ndim=DIM, metric="ip", **VXMEM_HNSW)
 
     def build(self, n, texts, vecs):
         pass  # nothing but the graph, built (and timed) as the index
