@@ -283,9 +283,9 @@ def test_a_large_index_builds_in_the_background_while_searches_scan_exactly(monk
     release = __import__("threading").Event()
     real_build = hnsw.HnswCache.build_graph
 
-    def slow_build(self, keys, vecs, threads):
+    def slow_build(self, keys, vecs, threads, *rows):
         release.wait(30)  # hold the build until the test has written meanwhile
-        return real_build(self, keys, vecs, threads)
+        return real_build(self, keys, vecs, threads, *rows)
 
     monkeypatch.setattr(hnsw.HnswCache, "build_graph", slow_build)
     db = Vectrix(tmp_path / "bg.vxdb", exact_threshold=10)
@@ -316,11 +316,11 @@ def test_build_index_builds_on_every_core_beside_readers_and_writers(monkeypatch
     real_build = hnsw.HnswCache.build_graph
     used = []
 
-    def held_build(self, keys, vecs, threads):
+    def held_build(self, keys, vecs, threads, *rows):
         used.append((threading.current_thread().name, threads))
         started.set()
         release.wait(30)  # held until the test has read and written meanwhile
-        return real_build(self, keys, vecs, threads)
+        return real_build(self, keys, vecs, threads, *rows)
 
     monkeypatch.setattr(hnsw.HnswCache, "build_graph", held_build)
     db = Vectrix(tmp_path / "bi.vxdb", exact_threshold=10)
@@ -339,12 +339,34 @@ def test_build_index_builds_on_every_core_beside_readers_and_writers(monkeypatch
     db.close()
 
 
+@pytest.mark.parametrize("background", [True, False])
+def test_a_build_over_holes_gives_each_rowid_its_own_vector(monkeypatch, background):
+    """A build reads the mirror's rows a chunk at a time, outside the lock, skipping the
+    holes deletions left: every key the graph holds carries its own document's vector."""
+    monkeypatch.setattr(hnsw, "BUILD_CHUNK", 7)
+    monkeypatch.setattr(hnsw, "BACKGROUND_BUILD_MIN", 100 if background else 10**6)
+    db = Vectrix(exact_threshold=10)
+    ids = db.add([f"chunked doc {i} about {i % 13}" for i in range(300)])
+    db.delete(ids[5:40] + ids[200:203])
+    db.build_index()
+    index = db._hnsw.index
+    with db._locked() as m:
+        live = m.live_positions()
+        assert live.size < m.n  # holes: the gather path
+        assert sorted(int(k) for k in index.keys) == sorted(m.rowid[live].tolist())
+        got = np.asarray(index.get(m.rowid[live].astype(np.uint64)), dtype=np.float32)
+        want, atol = hnsw.stored_form(m.vecs[live], hnsw.HNSW_SETTINGS["dtype"])
+        assert np.allclose(got, want, rtol=0.0, atol=atol)
+    assert db.search("chunked doc 250 about 3", limit=1)[0].id == ids[250]
+    db.close()
+
+
 def test_build_index_raises_what_its_build_raised(monkeypatch):
     import threading
 
     monkeypatch.setattr(hnsw, "BACKGROUND_BUILD_MIN", 100)
 
-    def failing_build(self, keys, vecs, threads):
+    def failing_build(self, keys, vecs, threads, *rows):
         raise MemoryError("no room for the graph")
 
     monkeypatch.setattr(hnsw.HnswCache, "build_graph", failing_build)
@@ -364,11 +386,11 @@ def test_a_failed_background_build_leaves_exact_search_working_and_can_be_retrie
     real_build = hnsw.HnswCache.build_graph
     calls = []
 
-    def flaky_build(self, keys, vecs, threads):
+    def flaky_build(self, keys, vecs, threads, *rows):
         calls.append(threading.current_thread().name)
         if len(calls) == 1:
             raise MemoryError("no room for the graph")
-        return real_build(self, keys, vecs, threads)
+        return real_build(self, keys, vecs, threads, *rows)
 
     monkeypatch.setattr(hnsw.HnswCache, "build_graph", flaky_build)
     monkeypatch.setattr(threading, "excepthook", lambda args: None)  # the thread's error is expected

@@ -50,6 +50,7 @@ PENDING_FLUSH = 1024
 FLUSH_BATCH = 8  # vectors added to the graph per hold of its lock by the background flush
 BACKGROUND_BUILD_MIN = 20_000  # HNSW builds of at least this many vectors run in a background thread
 THREADED_BUILD_MIN = 50_000  # below this a build uses one thread: the same graph every time
+BUILD_CHUNK = 8192  # vectors a build gathers and adds at a time (no copy of every vector at once)
 VERIFY_SAMPLE = 16  # stored vectors compared with the database's when a saved index is loaded
 _CHUNK = 1 << 22
 _NO_POSITIONS = np.zeros(0, dtype=np.int64)
@@ -118,11 +119,13 @@ def _new_index(dim: int) -> Any:
     return Index(ndim=dim, **HNSW_SETTINGS)
 
 
-def build_graph(dim: int, keys: np.ndarray, vecs: np.ndarray, threads: int) -> Any:
-    """A new usearch index holding ``vecs`` under ``keys`` (rowids)."""
+def build_graph(dim: int, keys: np.ndarray, vecs: np.ndarray, threads: int, rows: np.ndarray | None = None) -> Any:
+    """A new usearch index holding the vectors of ``keys`` (rowids): ``vecs[rows]`` (the
+    first ``len(keys)`` rows of ``vecs`` when ``rows`` is None), gathered a chunk at a time."""
     index = _new_index(dim)
-    if keys.size:
-        index.add(keys, vecs, threads=threads)
+    for a in range(0, keys.size, BUILD_CHUNK):
+        b = min(a + BUILD_CHUNK, keys.size)
+        index.add(keys[a:b], vecs[a:b] if rows is None else vecs[rows[a:b]], threads=threads)
     return index
 
 
@@ -195,17 +198,21 @@ class HnswCache:
             return True
         m = self._mirror()
         alive = m.live_positions()
-        keys, vecs = m.rowid[alive].astype(np.uint64), m.vecs[alive]
+        keys = m.rowid[alive].astype(np.uint64)
+        # No copy of the vectors under the lock: a mirror row, once written, never changes
+        # (appends take new rows; a compaction or a growth makes new arrays), so the build
+        # reads the rows of this matrix from its own thread, a chunk at a time.
+        vecs, rows = m.vecs, (None if alive.size == m.n else alive)
         self.failed = None
         if alive.size < BACKGROUND_BUILD_MIN:
             # A threaded build inserts in a racy order; small builds are quick anyway.
             small = 1 if alive.size < THREADED_BUILD_MIN else (os.cpu_count() or 1)
             self.rebuilds += 1
-            self._install(self.build_graph(keys, vecs, small), set(), set())
+            self._install(self.build_graph(keys, vecs, small, rows), set(), set())
             return True
         self._build_log = (set(), set())
         builder = threading.Thread(target=self._build_in_background,
-                                   args=(keys, vecs, threads or max(1, (os.cpu_count() or 1) - 1)),
+                                   args=(keys, vecs, threads or max(1, (os.cpu_count() or 1) - 1), rows),
                                    name="vxmem-index-build", daemon=True)
         self._builder = builder
         self.rebuilds += 1
@@ -218,10 +225,10 @@ class HnswCache:
         if failed is not None and self.index is None:
             raise failed
 
-    def build_graph(self, keys: np.ndarray, vecs: np.ndarray, threads: int) -> Any:
+    def build_graph(self, keys: np.ndarray, vecs: np.ndarray, threads: int, rows: np.ndarray | None = None) -> Any:
         """The graph of a build (a method, so a test can hold or fail a build)."""
         assert self._database.dim is not None
-        return build_graph(self._database.dim, keys, vecs, threads)
+        return build_graph(self._database.dim, keys, vecs, threads, rows)
 
     def wait(self, closing: bool = False) -> None:
         """Wait for a background build, and then a background flush, to finish (call it
@@ -235,9 +242,10 @@ class HnswCache:
         if flusher is not None:
             flusher.join()
 
-    def _build_in_background(self, keys: np.ndarray, vecs: np.ndarray, threads: int) -> None:
+    def _build_in_background(self, keys: np.ndarray, vecs: np.ndarray, threads: int,
+                             rows: np.ndarray | None) -> None:
         try:
-            index = self.build_graph(keys, vecs, threads)
+            index = self.build_graph(keys, vecs, threads, rows)
         except BaseException as exc:  # searches keep scanning exactly; the next one may try again
             with self._lock:
                 if self._builder is threading.current_thread():

@@ -5,11 +5,11 @@ each at an offset aligned to a page. The header holds the caller's fields, each 
 dtype, shape and offset, and the size and CRC-32 of everything after it, so a file cut
 short or changed is refused whole (``None``), never half read.
 
-The file is checked by reading it, then read through a private (copy-on-write) memory map:
-the arrays are views of the page cache until written (only the pages read count towards the
-process's memory), and the last array may carry zero *headroom* rows past its
-shape, a hole in the file that takes no disk and no memory until rows are written there
-(so a mirror opened from it grows without copying its vectors).
+The file is read through a private (copy-on-write) memory map: the arrays are views of the
+page cache until written (the pages its check read are unmapped again, so only the pages
+read since count towards the process's memory), and the last array may carry zero
+*headroom* rows past its shape, a hole in the file that takes no disk and no memory until
+rows are written there (so a mirror opened from it grows without copying its vectors).
 
 Writing goes to ``path + ".tmp"`` and moves it into place, so a reader sees the old file
 or the new one, whole; a save killed halfway leaves only the temporary file.
@@ -28,7 +28,6 @@ import numpy as np
 MAGIC = b"VXSNAPSHOT1\n"
 _ALIGN = 4096
 _MAX_HEADER = 1 << 26
-_CHUNK = 1 << 22  # bytes read at a time to check a file
 
 
 def _aligned(offset: int) -> int:
@@ -99,12 +98,14 @@ def read(path: str) -> tuple[dict[str, Any], dict[str, np.ndarray]] | None:
             body, crc = header["size"], header["crc32"]
             if type(body) is not int or start + body > size:
                 return None
-            if _crc(f, start, body) != crc:
-                return None
             mm = mmap.mmap(f.fileno(), size, access=mmap.ACCESS_COPY)
     except (OSError, ValueError, KeyError, TypeError):
         return None
+    view = memoryview(mm)
     try:
+        if zlib.crc32(view[start:start + body]) != crc:
+            return None
+        _forget_pages(mm)
         arrays: dict[str, np.ndarray] = {}
         layout = header["arrays"]
         names = list(layout)
@@ -124,25 +125,17 @@ def read(path: str) -> tuple[dict[str, Any], dict[str, np.ndarray]] | None:
             return None
     except (ValueError, KeyError, TypeError):
         return None
+    finally:
+        view.release()
     return fields, arrays
 
 
-def _crc(f: Any, start: int, length: int) -> int | None:
-    """The CRC-32 of ``length`` bytes of the open file ``f`` from ``start``, read in chunks
-    into one buffer (None if the file ends first). Read, not through the map: checking the
-    file then leaves none of its pages in the process's memory (at 1M memories a mirror
-    file holds 3 GB), only the pages the arrays are later read from."""
-    buf = bytearray(min(_CHUNK, max(length, 1)))
-    view = memoryview(buf)
-    crc = 0
-    f.seek(start)
-    while length > 0:
-        got = f.readinto(view[: min(length, len(buf))])
-        if not got:
-            return None
-        crc = zlib.crc32(view[:got], crc)
-        length -= got
-    return crc
+def _forget_pages(mm: mmap.mmap) -> None:
+    """Unmap the pages the check read (nothing was written yet, so nothing is lost): the
+    file stays in the page cache, and only the pages the arrays are later read from count
+    towards the process's memory (a mirror file holds 3 GB at 1M memories)."""
+    if hasattr(mmap, "MADV_DONTNEED"):
+        mm.madvise(mmap.MADV_DONTNEED)
 
 
 def remove(path: str) -> None:
