@@ -385,10 +385,11 @@ class Collection:
         background flush of pending vectors into it).
 
         Searches never need this: the index is built on first need, in the background
-        when the collection is large, while searches scan exactly. A large build runs
-        here on every core, in a thread that holds no lock: other threads keep reading
-        and writing meanwhile (their writes join the index when it is installed). What a
-        failed build raised is raised here.
+        when the collection is large, while searches scan exactly. A large build started
+        here runs on every core (one a search started keeps its one core free), in a
+        thread that holds no lock: other threads keep reading and writing meanwhile
+        (their writes join the index when it is installed). What a failed build raised
+        is raised here.
         """
         with self._locked():
             self._hnsw.ensure(threads=os.cpu_count() or 1)
