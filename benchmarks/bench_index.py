@@ -4,8 +4,10 @@
     python benchmarks/bench_index.py --trees before=/path/to/old/checkout,after=.
 
 The data is bench_memory's ``--scale`` directory (texts, their precomputed vectors and a
-database of N memories over 50 sessions). For each tree in turn, one child process that
-imports vxmem from that tree, on its own copy of the database without any index file:
+database of N memories over 50 sessions). For each tree in turn, a copy of the database
+without any index file is opened, asked one recall and closed once, in a process of its own
+(an everyday session before: a newer schema upgrades the copy there), then one child process
+that imports vxmem from that tree:
 
 1. opens it and calls ``build_index()`` in a thread, timed (wall and the process's CPU);
 2. meanwhile, on the main thread, does what a chat product does (one ``remember()`` and one
@@ -156,6 +158,13 @@ def main() -> None:
         try:
             path = os.path.join(work, "db.vxdb")
             shutil.copy(os.path.join(args.data, "base.vxdb"), path)  # no index file: every tree builds its own
+            # An everyday session first (open, one recall, close), in a process of its own: a tree
+            # with a newer schema upgrades the copy there (storing every token count fills the WAL,
+            # which the measured run would otherwise rewind), and one that saves files at close saves
+            # them there.
+            subprocess.run([sys.executable, os.path.join(HERE, "bench_memory.py"), "--_scale_first_open",
+                            json.dumps({"data": args.data, "path": path})], check=True, capture_output=True,
+                           env=dict(os.environ, PYTHONPATH=os.path.abspath(tree)))
             spec = {"tree": os.path.abspath(tree), "path": path, "data": args.data, "gap_s": args.gap}
             res = subprocess.run([sys.executable, os.path.abspath(__file__), "--_child", json.dumps(spec)],
                                  capture_output=True, text=True)
