@@ -653,7 +653,7 @@ def print_scale(head_text: str, results: dict[str, list[dict]]) -> None:
                 vals.append(x)
         return float(np.median(vals)) if vals else None
 
-    rows = [("index build, once, by the last tree (foreground) s", ("build_s",)),
+    rows = [("index build, once per graph settings (foreground) s", ("build_s",)),
             ("  its CPU s (all threads)", ("build_cpu_s",)),
             ("first open of the copy s (a newer schema upgrades it)", ("first_open_s",)),
             ("  that open and its close s", ("first_open_close_s",)), ("open s", ("open_s",)),
