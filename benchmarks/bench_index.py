@@ -58,15 +58,10 @@ def child(tree: str, path: str, data: str, gap_s: float) -> dict:
     sys.path.insert(1, HERE)
     import bench_memory as bm
 
-    import vxmem
     from vxmem import Vectrix
 
-    if not os.path.abspath(vxmem.__file__).startswith(os.path.abspath(tree)):
-        raise SystemExit(f"vxmem came from {vxmem.__file__}, not {tree}")
-    with open(os.path.join(data, "texts.json")) as f:
-        t = json.load(f)
-    vecs = np.load(os.path.join(data, "vecs.npy"))
-    emb = bm.Lookup(t["corpus"] + t["queries"] + t["writes"], vecs)
+    bm.vxmem_from(tree)
+    t, vecs, emb = bm.scale_corpus(data)
     n, qs, writes = len(t["corpus"]), t["queries"], t["writes"]
     qv = vecs[n: n + len(qs)]
     now = bm.T0 + bm.SPAN + 3600.0
@@ -107,12 +102,7 @@ def child(tree: str, path: str, data: str, gap_s: float) -> dict:
                                                                       float(np.percentile(ms, 99)), float(ms.max()))
     out["rem_max_at"] = float(rem_at[int(np.argmax(rem))]) if rem else float("nan")
     db._hnsw.flush()  # what was written during the build joins the graph, as it would in time
-    with db._locked() as m:
-        live = m.live_positions()
-        sims = qv @ m.vecs[live].T
-        ids = [m.ids[p] for p in live]
-    thr = np.partition(sims, -10, axis=1)[:, -10] - 1e-5
-    good = [{ids[j] for j in np.flatnonzero(sims[k] >= thr[k])} for k in range(len(qv))]
+    good = bm.exact_top10(db, qv)
     for k in range(20):
         db.search(qs[k], limit=10)
     lat, found = [], []

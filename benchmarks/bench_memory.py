@@ -425,14 +425,12 @@ def scale_index(data: str) -> None:
     keep = graph_dir(data)
     if os.path.exists(os.path.join(keep, "index.json")):
         return
-    with open(os.path.join(data, "texts.json")) as f:
-        t = json.load(f)
-    vecs = np.load(os.path.join(data, "vecs.npy"))
+    _, _, emb = scale_corpus(data)
     work = tempfile.mkdtemp(prefix="vxmem-scale-index-", dir=data)
     try:
         path = os.path.join(work, "base.vxdb")
         shutil.copy(os.path.join(data, "base.vxdb"), path)
-        db = Vectrix(path, embedder=Lookup(t["corpus"] + t["queries"] + t["writes"], vecs))
+        db = Vectrix(path, embedder=emb)
         t0, c0 = time.perf_counter(), time.process_time()
         db.build_index()
         built = {"build_s": time.perf_counter() - t0, "build_cpu_s": time.process_time() - c0,
@@ -458,6 +456,33 @@ class Lookup:
         return self.vecs[[self.rows[t] for t in texts]]
 
 
+def scale_corpus(data: str) -> tuple[dict, np.ndarray, Lookup]:
+    """The texts, their vectors and the embedder over them of a ``--scale`` directory."""
+    with open(os.path.join(data, "texts.json")) as f:
+        t = json.load(f)
+    vecs = np.load(os.path.join(data, "vecs.npy"))
+    return t, vecs, Lookup(t["corpus"] + t["queries"] + t["writes"], vecs)
+
+
+def exact_top10(db, qv: np.ndarray) -> list[set]:
+    """Per query vector, the ids whose exact cosine reaches the 10th best over every live row
+    (ties at the 10th count as found)."""
+    with db._locked() as m:
+        live = m.live_positions()
+        sims = qv @ m.vecs[live].T
+        ids = [m.ids[p] for p in live]
+    thr = np.partition(sims, -10, axis=1)[:, -10] - 1e-5
+    return [{ids[j] for j in np.flatnonzero(sims[i] >= thr[i])} for i in range(len(qv))]
+
+
+def vxmem_from(tree: str) -> None:
+    """Refuse to measure a vxmem imported from anywhere but ``tree``."""
+    import vxmem
+
+    if not os.path.abspath(vxmem.__file__).startswith(os.path.abspath(tree)):
+        raise SystemExit(f"vxmem came from {vxmem.__file__}, not {tree}")
+
+
 def _pcts(samples_s: list[float]) -> dict:
     ms = np.asarray(samples_s) * 1e3
     return {"p50": float(np.median(ms)), "p99": float(np.percentile(ms, 99)),
@@ -470,9 +495,7 @@ def scale_first_open(data: str, path: str) -> dict:
     at close saves them here, so the worker's open is an everyday one."""
     from vxmem import Vectrix
 
-    with open(os.path.join(data, "texts.json")) as f:
-        t = json.load(f)
-    emb = Lookup(t["corpus"] + t["queries"] + t["writes"], np.load(os.path.join(data, "vecs.npy")))
+    t, _, emb = scale_corpus(data)
     t0 = time.perf_counter()
     db = Vectrix(path, embedder=emb)
     opened = time.perf_counter() - t0
@@ -487,11 +510,7 @@ def scale_worker(data: str, reps: int) -> dict:
     once before, in another process: see :func:`scale_first_open`)."""
     from vxmem import Vectrix
 
-    with open(os.path.join(data, "texts.json")) as f:
-        t = json.load(f)
-    vecs = np.load(os.path.join(data, "vecs.npy"))
-    allt = t["corpus"] + t["queries"] + t["writes"]
-    emb = Lookup(allt, vecs)
+    t, vecs, emb = scale_corpus(data)
     n = len(t["corpus"])
     qv = vecs[n: n + len(t["queries"])]
     work = tempfile.mkdtemp(prefix="vxmem-scale-")
@@ -525,12 +544,7 @@ def scale_worker(data: str, reps: int) -> dict:
         db.build_index()  # a background load or build finished before the steady figures
         out["session_steady_ms"] = _pcts(timed(lambda i: db.recall(t["queries"][i], session=f"s{i % SESSIONS}",
                                                                    now=now), 200)[0])["p50"]
-        with db._locked() as m:
-            live = m.live_positions()
-            sims = qv @ m.vecs[live].T
-            ids = [m.ids[p] for p in live]
-        thr = np.partition(sims, -10, axis=1)[:, -10] - 1e-5
-        good = [{ids[j] for j in np.flatnonzero(sims[i] >= thr[i])} for i in range(len(qv))]
+        good = exact_top10(db, qv)
         qs = t["queries"]
         got: list = [None] * len(qs)
 
@@ -550,7 +564,7 @@ def scale_worker(data: str, reps: int) -> dict:
         index.expansion_search = 128
         rowid_of = {}
         with db._locked() as m:
-            for p in live:
+            for p in m.live_positions().tolist():
                 rowid_of[int(m.rowid[p])] = m.ids[p]
         ug: list = [None] * len(qs)
 

@@ -47,14 +47,10 @@ def child(tree: str, path: str, data: str, mode: str | None, reps: int, prepare:
     sys.path.insert(1, HERE)
     import bench_memory as bm
 
-    import vxmem
     from vxmem import Vectrix
 
-    if not os.path.abspath(vxmem.__file__).startswith(os.path.abspath(tree)):
-        raise SystemExit(f"vxmem came from {vxmem.__file__}, not {tree}")
-    with open(os.path.join(data, "texts.json")) as f:
-        t = json.load(f)
-    emb = bm.Lookup(t["corpus"] + t["queries"] + t["writes"], np.load(os.path.join(data, "vecs.npy")))
+    bm.vxmem_from(tree)
+    t, _, emb = bm.scale_corpus(data)
     now = bm.T0 + bm.SPAN + 3600.0
     q, kw = t["queries"], ({} if mode is None else {"mode": mode})
     if prepare:  # the everyday session before
