@@ -48,8 +48,7 @@ from .mirror import Mirror, rowdot, spread_sample
 # the buffer exactly and merge it in, so a new document is found at once.
 PENDING_FLUSH = 1024
 FLUSH_BATCH = 8  # vectors added to the graph per hold of its lock by the background flush
-BACKGROUND_BUILD_MIN = 20_000  # HNSW builds of at least this many vectors run in a background thread
-THREADED_BUILD_MIN = 50_000  # below this a build uses one thread: the same graph every time
+BACKGROUND_BUILD_MIN = 20_000  # builds of this many vectors run in a thread of their own; smaller ones on one thread
 BUILD_CHUNK = 8192  # vectors a build gathers and adds at a time (no copy of every vector at once)
 VERIFY_SAMPLE = 16  # stored vectors compared with the database's when a saved index is loaded
 _CHUNK = 1 << 22
@@ -205,10 +204,10 @@ class HnswCache:
         vecs, rows = m.vecs, (None if alive.size == m.n else alive)
         self.failed = None
         if alive.size < BACKGROUND_BUILD_MIN:
-            # A threaded build inserts in a racy order; small builds are quick anyway.
-            small = 1 if alive.size < THREADED_BUILD_MIN else (os.cpu_count() or 1)
+            # One thread: a threaded build inserts in a racy order (a small build gives the
+            # same graph every time), and a small build is quick anyway.
             self.rebuilds += 1
-            self._install(self.build_graph(keys, vecs, small, rows), set(), set())
+            self._install(self.build_graph(keys, vecs, 1, rows), set(), set())
             return True
         self._build_log = (set(), set())
         builder = threading.Thread(target=self._build_in_background,
