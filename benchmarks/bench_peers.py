@@ -189,13 +189,20 @@ def ts_of(i: int, n: int) -> float:
 
 
 class Lookup:
-    """The embedder every system is handed: a dict look-up of the precomputed vectors."""
+    """The embedder every system is handed: a dict look-up of the precomputed vectors.
 
-    def __init__(self, texts, vecs):
+    A text not among them (vxmem embeds one stored text at an open, to check that the
+    embedder is the one that wrote the vectors) is embedded by ``fallback``, the embedder
+    that made them, so a phase's child needs only its own texts' vectors in memory."""
+
+    def __init__(self, texts, vecs, fallback: Embedder | None = None):
         self.rows = {t: i for i, t in reversed(list(enumerate(texts)))}
         self.vecs = vecs
+        self.fallback = fallback
 
     def __call__(self, texts) -> np.ndarray:
+        if self.fallback is not None and any(t not in self.rows for t in texts):
+            return np.stack([self.vecs[self.rows[t]] if t in self.rows else self.fallback([t])[0] for t in texts])
         return self.vecs[[self.rows[t] for t in texts]]
 
 
@@ -707,7 +714,7 @@ def child(spec: dict) -> dict:
         truth = {"session": qs["truth_session"], "cross": qs["truth_cross"]}
         q_vecs = np.load(os.path.join(work, "q_vecs.npy"))
         imports()
-        adapter = ADAPTERS[system](sysdir, Lookup(q_texts, q_vecs))
+        adapter = ADAPTERS[system](sysdir, Lookup(q_texts, q_vecs, Embedder(spec["embedder"])))
         t = time.perf_counter()
         adapter.open()
         out["open_s"] = time.perf_counter() - t
@@ -749,7 +756,7 @@ def child(spec: dict) -> dict:
         n, w_texts = writes["n"], writes["texts"][: spec["remember_calls"]]
         w_vecs = np.load(os.path.join(work, "w_vecs.npy"))
         imports()
-        adapter = ADAPTERS[system](sysdir, Lookup(w_texts, w_vecs))
+        adapter = ADAPTERS[system](sysdir, Lookup(w_texts, w_vecs, Embedder(spec["embedder"])))
         adapter.open()
         adapter.index()  # vxmem: the saved HNSW index is loaded, so new memories go through its pending buffer
         base = n + spec["round"] * len(w_texts)
@@ -838,7 +845,8 @@ def run_size(n: int, systems: list[str], args, tmp_root: str) -> dict:
     make_data(n, args.queries, args.remember_calls, args.embedder, work)
     log(f"[{n:,}] data made in {time.perf_counter() - t:.1f} s ({work})")
     res: dict = {s: {"build": None, "serve": [], "write": [], "disk": None} for s in systems}
-    base = {"work": work, "remember_calls": args.remember_calls, "remember_seconds": args.remember_seconds}
+    base = {"work": work, "remember_calls": args.remember_calls, "remember_seconds": args.remember_seconds,
+            "embedder": args.embedder}
     for s in systems:
         out = run_child(dict(base, system=s, phase="build", round=0), args.timeout)
         res[s]["build"] = out
