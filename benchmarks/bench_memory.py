@@ -469,7 +469,7 @@ def exact_top10(db, qv: np.ndarray) -> list[set]:
     (ties at the 10th count as found)."""
     with db._locked() as m:
         live = m.live_positions()
-        sims = qv @ m.vecs[live].T
+        sims = qv @ m.vectors(live).T
         ids = [m.ids[p] for p in live]
     thr = np.partition(sims, -10, axis=1)[:, -10] - 1e-5
     return [{ids[j] for j in np.flatnonzero(sims[i] >= thr[i])} for i in range(len(qv))]

@@ -52,4 +52,4 @@ def fts_count(db, word: str) -> int:
 def vector_of(db, id: str) -> list:
     """The vector the collection holds for ``id``, as a list."""
     with db._locked() as m:
-        return m.vecs[m.pos_of_id[id]].tolist()
+        return m.vector(m.pos_of_id[id]).tolist()

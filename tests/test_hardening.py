@@ -535,7 +535,7 @@ def test_embeddings_scaled_far_up_or_down_keep_their_direction(scale):
     with Vectrix(None, embedder=embedder) as db:
         (i,) = db.add(["x"])
         with db._locked() as m:
-            assert np.allclose(m.vecs[m.pos_of_id[i]], [0.6, 0.8, 0.0, 0.0])
+            assert np.allclose(m.vector(m.pos_of_id[i]), [0.6, 0.8, 0.0, 0.0])
         assert db.search("x")[0].score == pytest.approx(1.0, abs=1e-6)
 
 

@@ -42,7 +42,7 @@ def test_a_graph_is_saved_reused_and_gives_the_exact_scores(tmp_path, monkeypatc
             for r in got:
                 p = m.pos_of_id[r.id]
                 q = db._embed(["coffee paris report"])[0]
-                assert r.score == pytest.approx(float(m.vecs[p] @ q), abs=1e-6)
+                assert r.score == pytest.approx(float(m.vector(p) @ q), abs=1e-6)
     with _open(path) as again:
         assert again._hnsw.load_saved() and again._hnsw.rebuilds == 0
         assert again._hnsw.index.dtype.name.lower() == dtype
@@ -76,5 +76,5 @@ def test_a_saved_graph_of_other_vectors_is_refused(tmp_path, monkeypatch, dtype)
             assert db._hnsw._holds_mirror(db._hnsw.index, m, np.sort(m.rowid[m.live_positions()]))
             index = hnsw._new_index(64)
             alive = m.live_positions()
-            index.add(m.rowid[alive].astype(np.uint64), -m.vecs[alive])
+            index.add(m.rowid[alive].astype(np.uint64), -m.vectors(alive))
             assert not db._hnsw._holds_mirror(index, m, np.sort(m.rowid[alive]))

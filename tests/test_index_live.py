@@ -270,10 +270,10 @@ def test_the_first_write_after_open_does_not_grow_the_mirror(tmp_path):
         db.add([f"row {i}" for i in range(500)])
     with Vectrix(path, embedder=WordHashEmbedder(dim=16)) as db:
         with db._locked() as m:
-            before = m.vecs
+            before = m.heap
         db.add(["one more"])
         with db._locked() as m:
-            assert m.vecs is before and len(m.rowid) >= 1000
+            assert m.heap is before and len(m.rowid) >= 1000
 
 
 def test_close_saves_every_pending_vector_even_while_the_background_flush_runs(tmp_path, monkeypatch):

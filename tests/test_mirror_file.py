@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from vxmem import Vectrix
 from vxmem.store import database, mirror_file, snapshot
 from vxmem.store.database import Database
+from vxmem.store.mirror import rowdot
 
 from helpers import DAY, T0, WordHashEmbedder
 
@@ -67,7 +68,7 @@ def _state(m):
         assert m.feedback[p] == bool(m.metas[p].get("_vx_feedback"))  # the column says what the metadata does
         assert m.session_value(int(m.session[p])) == m.metas[p].get("_vx_session")
         cols = tuple(float(getattr(m, c)[p]) for c in _COLUMNS)
-        rows.append((m.ids[p], m.texts[p], m.metas[p], m.vecs[p].tobytes(), sessions.get(int(m.session[p])),
+        rows.append((m.ids[p], m.texts[p], m.metas[p], m.vector(p).tobytes(), sessions.get(int(m.session[p])),
                      users.get(int(m.user[p])), tuple("nan" if math.isnan(c) else c for c in cols)))
     blocks = {sessions[c]: sorted(m.ids[p] for p in m.session_positions(c).tolist()) for c in sessions}
     blocks = {k: v for k, v in blocks.items() if v}  # a session whose memories all went keeps its code
@@ -362,6 +363,20 @@ def test_the_snapshot_format_round_trips_and_refuses_damage(tmp_path):
     assert snapshot.read(str(tmp_path / "missing")) is None
 
 
+def test_rows_gathered_as_they_are_written_read_back_in_their_order(tmp_path, monkeypatch):
+    """``snapshot.Rows`` writes another order of an array's rows a chunk at a time (no copy
+    of the whole): the file holds exactly the gathered array, and its CRC covers it."""
+    monkeypatch.setattr(snapshot.Rows, "CHUNK", 3)
+    name = str(tmp_path / "rows.snap")
+    source = np.arange(40, dtype=np.float32).reshape(10, 4)
+    order = np.array([7, 2, 9, 0, 1, 8, 3, 6, 5, 4])
+    snapshot.write(name, {}, {"a": np.arange(3), "r": snapshot.Rows(source, order)}, headroom=2)
+    _, got = snapshot.read(name)
+    assert got["r"].shape == (12, 4) and np.array_equal(got["r"][:10], source[order]) and not got["r"][10:].any()
+    _damage(name)
+    assert snapshot.read(name) is None
+
+
 def _resident_kb(path):
     """The resident kB of this process's mappings of ``path`` (from /proc/self/smaps)."""
     total, inside = 0, False
@@ -385,6 +400,51 @@ def test_reading_a_snapshot_leaves_only_the_pages_read_since_in_memory(tmp_path)
     assert _resident_kb(name) < 256
     assert float(got["v"][:1024].sum()) == 1024 * 1024  # the arrays still read the file...
     assert _resident_kb(name) >= 4000  # ...and what they read counts from then on
+
+
+def _dense(db, q, session, now):
+    got = db.recall(q, session=session, mode="dense", now=now, limit=10)
+    return got.ids, [round(r.score, 12) for r in got]
+
+
+def test_an_open_from_the_file_scans_each_sessions_rows_in_place(tmp_path):
+    """The file keeps each session's vectors together: after an open a session's block is a
+    view of the file's pages (nothing gathered at its first recall), rows written since join
+    it, a removal splits it, and every recall scores as before the close."""
+    path = str(tmp_path / "db.vxdb")
+    db = _open(path)
+    ids = _fill(db, 450)  # sessions s0, s1, s2 interleaved: 150 rows each
+    now = T0 + 30 * DAY
+    queries = [("cat tea river", "s0"), ("paris piano", "s1"), ("green garden", "s2")]
+    want = [_dense(db, q, s, now) for q, s in queries]
+    db.close()
+    db = _open(path)
+    try:
+        assert _used_file(db)
+        assert [_dense(db, q, s, now) for q, s in queries] == want
+        with db._locked() as m:
+            for code in range(3):
+                rows = m.slot[m.session_positions(code)]
+                assert np.array_equal(rows, np.arange(rows[0], rows[0] + 150))  # together in the heap
+                blk = m.session_block(code)
+                assert blk.views == 1
+        new = db.remember("cat tea river again", session="s0", timestamp=now)
+        db.forget(ids=[ids[3 * 75 + 1]])  # the middle of s1
+        with db._locked() as m:
+            q = m.vector(m.pos_of_id[new])
+            for code in range(3):
+                blk = m.session_block(code)
+                assert blk.views == (2 if code == 1 else 1)
+                assert np.array_equal(blk.dots(q), rowdot(m.vectors(blk.positions), q))
+        assert _dense(db, "cat tea river again", "s0", now)[0][0] == new
+        assert ids[3 * 75 + 1] not in _dense(db, "paris piano", "s1", now)[0]
+        db.close()
+        db = _open(path)  # saved again: the new row lies with its session
+        with db._locked() as m:
+            assert m.session_block(0).views == 1 and m.session_block(0).n == 151
+        assert _state(db._mirror) == _full_state(path)[0]
+    finally:
+        db.close()
 
 
 def test_an_open_whose_first_position_is_a_hole_checks_the_embedder_on_a_live_one(tmp_path):

@@ -8,6 +8,7 @@ import pytest
 from vxmem import DatabaseLockedError, InvalidDatabaseError, Vectrix
 from vxmem.embed import HashingEmbedder
 from vxmem.store import hnsw
+from vxmem.store.mirror import rowdot
 
 from helpers import run_python, vector_of
 
@@ -275,7 +276,8 @@ def test_session_blocks_follow_appends_removals_and_moves():
     assert ids[0] not in {r.id for r in db.recall("note 0 about llamas", session="s", now=10)}
     with db._locked() as m:
         blk = m.session_block(m.session_code("s"))
-        assert np.array_equal(blk.vectors, m.vecs[blk.positions])
+        q = m.vector(int(blk.positions[0]))
+        assert np.array_equal(blk.dots(q), rowdot(m.vectors(blk.positions), q))
 
 
 def test_a_large_index_builds_in_the_background_while_searches_scan_exactly(monkeypatch, tmp_path):
@@ -355,7 +357,7 @@ def test_a_build_over_holes_gives_each_rowid_its_own_vector(monkeypatch, backgro
         assert live.size < m.n  # holes: the gather path
         assert sorted(int(k) for k in index.keys) == sorted(m.rowid[live].tolist())
         got = np.asarray(index.get(m.rowid[live].astype(np.uint64)), dtype=np.float32)
-        want, atol = hnsw.stored_form(m.vecs[live], hnsw.HNSW_SETTINGS["dtype"])
+        want, atol = hnsw.stored_form(m.vectors(live), hnsw.HNSW_SETTINGS["dtype"])
         assert np.allclose(got, want, rtol=0.0, atol=atol)
     assert db.search("chunked doc 250 about 3", limit=1)[0].id == ids[250]
     db.close()

@@ -100,13 +100,13 @@ def exact_topk(m: Mirror, q: np.ndarray, positions: np.ndarray, k: int,
     if session is not ANY_SESSION:
         blk = m.session_block(m.session_code(session))
         if n_sel == blk.n:  # a subset of the block as large as the block is the block
-            sims = rowdot(blk.vectors, q)
+            sims = blk.dots(q)
         else:
             idx = np.searchsorted(blk.positions, positions)
             if idx[-1] < blk.n and np.array_equal(blk.positions[idx], positions):
-                sims = rowdot(blk.vectors, q)[idx]
+                sims = blk.dots(q)[idx]
     if sims is None:
-        sims = rowdot(m.vecs[: m.n], q)[positions] if n_sel * 4 > m.n else rowdot(m.vecs[positions], q)
+        sims = rowdot(m.heap[: m.n], q)[m.slot[positions]] if n_sel * 4 > m.n else rowdot(m.vectors(positions), q)
     if k < n_sel:
         part = np.argpartition(-sims, k - 1)[:k]
         edge = sims[part].min()
@@ -221,7 +221,7 @@ class Collection:
     def _compare_one_vector(self, where: str, recorded: str | None, name: str | None) -> None:
         m = self._mirror
         first = int(m.live_positions()[0])  # an open from the mirror file may start with a hole
-        text, stored = m.texts[first], m.vecs[first]
+        text, stored = m.texts[first], m.vector(first)
         this = name or type(self.embedder).__name__
         fresh = np.asarray(self.embedder([text]), dtype=np.float32).reshape(1, -1)[0]
         same = fresh.shape == stored.shape and float(l2_normalize(fresh[None])[0] @ stored) >= SAME_EMBEDDER_COSINE
@@ -585,7 +585,7 @@ class Collection:
         q = self._query_vector(query)
         dpos, _ = self._topk(q, positions, k, session)
         pos = np.array(list(dict.fromkeys(dpos.tolist() + lpos.tolist())), dtype=np.int64)
-        dense = rowdot(m.vecs[pos], q).astype(np.float64)  # row by row: the same cosine whatever the union
+        dense = rowdot(m.vectors(pos), q).astype(np.float64)  # row by row: the same cosine whatever the union
         lexical = seen(pos) if seen is not None else np.zeros(pos.size)
         order = np.argsort(pos, kind="stable")  # slots in position order, which does not depend on the weight
         pos, dense, lexical = pos[order], dense[order], lexical[order]

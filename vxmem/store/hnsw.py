@@ -200,8 +200,8 @@ class HnswCache:
         keys = m.rowid[alive].astype(np.uint64)
         # No copy of the vectors under the lock: a mirror row, once written, never changes
         # (appends take new rows; a compaction or a growth makes new arrays), so the build
-        # reads the rows of this matrix from its own thread, a chunk at a time.
-        vecs, rows = m.vecs, (None if alive.size == m.n else alive)
+        # reads the rows of the heap from its own thread, a chunk at a time.
+        vecs, rows = m.heap, m.slot[alive]
         self.failed = None
         if alive.size < BACKGROUND_BUILD_MIN:
             # One thread: a threaded build inserts in a racy order (a small build gives the
@@ -325,7 +325,7 @@ class HnswCache:
                         continue
                     m = self._mirror()
                     keys = np.array(batch, dtype=np.int64)
-                    vecs = m.vecs[m.rowid_pos[keys]]  # a copy: the mirror may grow meanwhile
+                    vecs = m.vectors(m.rowid_pos[keys])  # a copy: the mirror may grow meanwhile
                 self.add_to_graph(index, keys.astype(np.uint64), vecs)
                 with self._lock:
                     if self.index is not index:  # reset meanwhile: the batch went into an old graph
@@ -350,7 +350,7 @@ class HnswCache:
         if self.pending and self.index is not None:
             m = self._mirror()
             keys = np.array(sorted(self.pending), dtype=np.int64)
-            self.add_to_graph(self.index, keys.astype(np.uint64), m.vecs[m.rowid_pos[keys]], os.cpu_count() or 1)
+            self.add_to_graph(self.index, keys.astype(np.uint64), m.vectors(m.rowid_pos[keys]), os.cpu_count() or 1)
         self.pending.clear()
 
     def reset(self) -> None:
@@ -396,7 +396,7 @@ class HnswCache:
             fetch *= 4
         if pend.size:  # the graph's keys are unique, so without a pending row pos already is
             pos = np.union1d(pos, pend)  # a row being flushed can be in both
-        sims = rowdot(m.vecs[pos], q)
+        sims = rowdot(m.vectors(pos), q)
         order = np.lexsort((pos, -sims))[:k]
         return pos[order], sims[order]
 
@@ -472,7 +472,7 @@ class HnswCache:
         if np.any(pos < 0):
             return False
         got = np.asarray(index.get(sample.astype(np.uint64)), dtype=np.float32).reshape(len(sample), -1)
-        want, atol = stored_form(m.vecs[pos], HNSW_SETTINGS["dtype"])
+        want, atol = stored_form(m.vectors(pos), HNSW_SETTINGS["dtype"])
         return got.shape == want.shape and bool(np.allclose(got, want, rtol=0.0, atol=atol))
 
     def close(self) -> None:

@@ -3,10 +3,11 @@
 Reading every row of ``vx_docs`` is most of an open (1.7 s of CPU at 100k memories: SQLite
 walks 200 MB of pages, then each row becomes Python objects). A writer's ``close()``
 saves its mirror's live documents in a :mod:`~vxmem.store.snapshot` file instead: the
-numpy columns and the vectors as they lie in memory, the ids, texts and metadata texts as
-JSON arrays. The next open maps that file, parses the metadata only as it is read, and
-takes in what was committed since from the change log, the way a read-only handle
-follows writers.
+numpy columns as they lie in memory, the vectors with each session's rows together (so a
+session's first recall after an open scans the file's pages in place instead of gathering
+its rows from all over the file), the ids, texts and metadata texts as JSON arrays. The
+next open maps that file, parses the metadata only as it is read, and takes in what was
+committed since from the change log, the way a read-only handle follows writers.
 
 The file is a cache. It is used only when it is provably this database's at a state the
 change log reaches from: the same ``uid``, dimension, schema version and token counter,
@@ -26,7 +27,7 @@ import numpy as np
 
 from .jsonio import dumps_strings, loads, loads_strings, long_digit_runs
 from .mirror import Metas, Mirror, spread_sample
-from .snapshot import read, write
+from .snapshot import Rows, read, write
 
 MIN_DOCUMENTS = 10_000  # below this many documents an open reads the rows (in well under 0.2 s)
 _SAVED = ("rowid", "kind", "session", "user", "ts", "expires", "superseded", "superseded_at", "tokens", "turn",
@@ -38,7 +39,7 @@ def save(path: str, m: Mirror, fields: dict[str, Any]) -> None:
     n = m.n_alive
     live = m.live_positions()
     whole = live.size == m.n  # no holes: the columns as they are, no copy
-    arrays: dict[str, np.ndarray] = {}
+    arrays: dict[str, np.ndarray | Rows] = {}
     for name in _SAVED:
         col = getattr(m, name)
         arrays[name] = col[:n] if whole else col[live]
@@ -51,7 +52,15 @@ def save(path: str, m: Mirror, fields: dict[str, Any]) -> None:
     arrays["metas_at"] = at = np.r_[0, np.cumsum([len(t) for t in metas], dtype=np.int64)]
     runs = np.asarray(long_digit_runs(joined), dtype=np.int64)  # the few texts only json reads exactly
     arrays["metas_long"] = np.unique(np.searchsorted(at, runs, side="right") - 1)
-    arrays["vecs"] = m.vecs[:n] if whole else m.vecs[live]  # last: it gets the headroom
+    # Each session's vectors together (in position order), so an open's session blocks are
+    # views of the file's pages: ``slot`` gives each position its row of ``heap``.
+    order = np.argsort(m.session[live], kind="stable")
+    rows = m.slot[live][order]
+    slot = np.empty(n, dtype=np.int64)
+    slot[order] = np.arange(n)
+    arrays["slot"] = slot
+    in_place = bool(np.array_equal(rows, np.arange(n)))  # already laid out so: no gather
+    arrays["heap"] = m.heap[:n] if in_place else Rows(m.heap, rows)  # last: it gets the headroom
     sessions = m.session_keys  # by code
     users = sorted(m.user_codes, key=m.user_codes.__getitem__)
     latest = m.latest if math.isfinite(m.latest) else None
@@ -82,9 +91,12 @@ def _mirror(fields: dict[str, Any], arrays: dict[str, np.ndarray]) -> Mirror:
     n, dim = fields["n"], fields["dim"]
     if type(n) is not int or type(dim) is not int or n <= 0 or dim <= 0:
         raise ValueError("no documents")
-    vecs = arrays["vecs"]
-    if vecs.dtype != np.float32 or vecs.ndim != 2 or vecs.shape[1] != dim or vecs.shape[0] < n:
+    heap, slot = arrays["heap"], arrays["slot"]
+    if heap.dtype != np.float32 or heap.ndim != 2 or heap.shape[1] != dim or heap.shape[0] < n:
         raise ValueError("vectors")
+    if slot.dtype != np.int64 or slot.shape != (n,) or slot.min() < 0 or slot.max() >= n \
+            or np.any(np.bincount(slot, minlength=n) != 1):
+        raise ValueError("slots")
     ids = loads_strings(arrays["ids"].data)
     texts = loads_strings(arrays["texts"].data)
     at = arrays["metas_at"]
@@ -94,7 +106,7 @@ def _mirror(fields: dict[str, Any], arrays: dict[str, np.ndarray]) -> Mirror:
     if not len(ids) == len(texts) == n:
         raise ValueError("lists")
     m = Mirror(dim)
-    cap = vecs.shape[0]
+    cap = heap.shape[0]
     m.reserve(cap)  # the small columns, with the file's headroom
     for name in _SAVED:
         saved = arrays[name]
@@ -104,9 +116,10 @@ def _mirror(fields: dict[str, Any], arrays: dict[str, np.ndarray]) -> Mirror:
         col[:n] = saved
     if len(m.rowid) > cap:  # a small file: less headroom than a fresh mirror's columns have
         grown = np.zeros((len(m.rowid), dim), dtype=np.float32)
-        grown[:n] = vecs[:n]
-        vecs = grown
-    m.vecs = vecs  # the map itself: pages of the file until written, zero pages past n
+        grown[:n] = heap[:n]
+        heap = grown
+    m.heap = heap  # the map itself: pages of the file until written, zero pages past n
+    m.slot[:n] = slot
     rowid = m.rowid[:n]
     if np.any(rowid[1:] <= rowid[:-1]) or rowid[0] <= 0:
         raise ValueError("rowids")
@@ -153,6 +166,6 @@ def agrees(m: Mirror, conn: sqlite3.Connection) -> bool:
         if row is None:
             return False
         id, text, meta, blob = row
-        if id != m.ids[p] or text != m.texts[p] or blob != m.vecs[p].tobytes() or loads(meta) != m.metas[p]:
+        if id != m.ids[p] or text != m.texts[p] or blob != m.vector(p).tobytes() or loads(meta) != m.metas[p]:
             return False
     return True

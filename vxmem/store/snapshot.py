@@ -21,6 +21,7 @@ import json
 import mmap
 import os
 import zlib
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -34,42 +35,73 @@ def _aligned(offset: int) -> int:
     return -(-offset // _ALIGN) * _ALIGN
 
 
-def write(path: str, fields: dict[str, Any], arrays: dict[str, np.ndarray], headroom: int = 0) -> None:
+class Rows:
+    """The rows ``rows`` of ``source`` as an array to :func:`write`: gathered a chunk at a
+    time as they are written, never all at once (a mirror's vectors in another order)."""
+
+    CHUNK = 8192
+
+    def __init__(self, source: np.ndarray, rows: np.ndarray):
+        self.source, self.rows = source, rows
+        self.shape = (len(rows),) + source.shape[1:]
+        self.dtype = source.dtype
+        self.nbytes = len(rows) * (source[:1].nbytes if len(source) else 0)
+
+    def chunks(self) -> Iterator[np.ndarray]:
+        for a in range(0, len(self.rows), self.CHUNK):
+            yield np.ascontiguousarray(self.source[self.rows[a:a + self.CHUNK]])
+
+
+def _chunks(arr: np.ndarray | Rows) -> Iterator[np.ndarray]:
+    if isinstance(arr, Rows):
+        yield from arr.chunks()
+    elif arr.nbytes:
+        yield arr
+
+
+def write(path: str, fields: dict[str, Any], arrays: dict[str, np.ndarray | Rows], headroom: int = 0) -> None:
     """Write ``arrays`` (in this order) and ``fields`` to ``path``, atomically; the last
     array gets ``headroom`` rows of zeros past its shape (a hole in the file)."""
     layout: dict[str, list[Any]] = {}
     offset = 0
-    crc = 0
-    parts: list[tuple[int, np.ndarray]] = []
+    parts: list[tuple[int, np.ndarray | Rows]] = []
     for name, arr in arrays.items():
-        arr = np.ascontiguousarray(arr)
+        if not isinstance(arr, Rows):
+            arr = np.ascontiguousarray(arr)
         offset = _aligned(offset)
         layout[name] = [arr.dtype.str, list(arr.shape), offset]
         parts.append((offset, arr))
         offset += arr.nbytes
     body = offset
-    # The CRC covers the body as it lies in the file, the zero padding between arrays included.
-    at = 0
-    for start, arr in parts:
-        crc = zlib.crc32(bytes(start - at), crc)
-        crc = zlib.crc32(arr.data.cast("B") if arr.nbytes else b"", crc)
-        at = start + arr.nbytes
-    last = list(arrays)[-1] if arrays else None
+    last = parts[-1][1] if parts else None
     room = 0
-    if last is not None and headroom:
-        arr = arrays[last]
-        room = headroom * (arr.nbytes // max(arr.shape[0], 1)) if arr.ndim else 0
-    header = json.dumps({"fields": fields, "arrays": layout, "size": body, "crc32": crc,
-                         "headroom": headroom if room else 0}).encode()
-    start = _aligned(len(MAGIC) + 8 + len(header))
+    if last is not None and headroom and len(last.shape):
+        room = headroom * (last.nbytes // max(last.shape[0], 1))
+
+    def header(crc: int) -> bytes:
+        return json.dumps({"fields": fields, "arrays": layout, "size": body, "crc32": crc,
+                           "headroom": headroom if room else 0}).encode()
+
+    # The body is written (and its CRC taken) in one pass, then the header: its room is the
+    # header's with the widest CRC, and a shorter one is padded with spaces.
+    length = len(header(0xFFFFFFFF))
+    start = _aligned(len(MAGIC) + 8 + length)
     tmp = path + ".tmp"
     try:
         with open(tmp, "wb") as f:
-            f.write(MAGIC + len(header).to_bytes(8, "little") + header)
+            crc, at = 0, 0
             for off, arr in parts:
+                # The CRC covers the body as it lies in the file, the zero padding between arrays included.
+                crc = zlib.crc32(bytes(off - at), crc)
                 f.seek(start + off)
-                f.write(arr.data.cast("B") if arr.nbytes else b"")
+                for chunk in _chunks(arr):
+                    data = chunk.data.cast("B")
+                    crc = zlib.crc32(data, crc)
+                    f.write(data)
+                at = off + arr.nbytes
             f.truncate(start + body + room)
+            f.seek(0)
+            f.write(MAGIC + length.to_bytes(8, "little") + header(crc).ljust(length))
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
