@@ -285,9 +285,9 @@ def test_a_large_index_builds_in_the_background_while_searches_scan_exactly(monk
     release = __import__("threading").Event()
     real_build = hnsw.HnswCache.build_graph
 
-    def slow_build(self, keys, vecs, threads, *rows):
+    def slow_build(self, keys, vecs, threads, rows):
         release.wait(30)  # hold the build until the test has written meanwhile
-        return real_build(self, keys, vecs, threads, *rows)
+        return real_build(self, keys, vecs, threads, rows)
 
     monkeypatch.setattr(hnsw.HnswCache, "build_graph", slow_build)
     db = Vectrix(tmp_path / "bg.vxdb", exact_threshold=10)
@@ -318,11 +318,11 @@ def test_build_index_builds_on_every_core_beside_readers_and_writers(monkeypatch
     real_build = hnsw.HnswCache.build_graph
     used = []
 
-    def held_build(self, keys, vecs, threads, *rows):
+    def held_build(self, keys, vecs, threads, rows):
         used.append((threading.current_thread().name, threads))
         started.set()
         release.wait(30)  # held until the test has read and written meanwhile
-        return real_build(self, keys, vecs, threads, *rows)
+        return real_build(self, keys, vecs, threads, rows)
 
     monkeypatch.setattr(hnsw.HnswCache, "build_graph", held_build)
     db = Vectrix(tmp_path / "bi.vxdb", exact_threshold=10)
@@ -368,7 +368,7 @@ def test_build_index_raises_what_its_build_raised(monkeypatch):
 
     monkeypatch.setattr(hnsw, "BACKGROUND_BUILD_MIN", 100)
 
-    def failing_build(self, keys, vecs, threads, *rows):
+    def failing_build(self, keys, vecs, threads, rows):
         raise MemoryError("no room for the graph")
 
     monkeypatch.setattr(hnsw.HnswCache, "build_graph", failing_build)
@@ -388,11 +388,11 @@ def test_a_failed_background_build_leaves_exact_search_working_and_can_be_retrie
     real_build = hnsw.HnswCache.build_graph
     calls = []
 
-    def flaky_build(self, keys, vecs, threads, *rows):
+    def flaky_build(self, keys, vecs, threads, rows):
         calls.append(threading.current_thread().name)
         if len(calls) == 1:
             raise MemoryError("no room for the graph")
-        return real_build(self, keys, vecs, threads, *rows)
+        return real_build(self, keys, vecs, threads, rows)
 
     monkeypatch.setattr(hnsw.HnswCache, "build_graph", flaky_build)
     monkeypatch.setattr(threading, "excepthook", lambda args: None)  # the thread's error is expected

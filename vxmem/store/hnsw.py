@@ -118,13 +118,13 @@ def _new_index(dim: int) -> Any:
     return Index(ndim=dim, **HNSW_SETTINGS)
 
 
-def build_graph(dim: int, keys: np.ndarray, vecs: np.ndarray, threads: int, rows: np.ndarray | None = None) -> Any:
+def build_graph(dim: int, keys: np.ndarray, vecs: np.ndarray, threads: int, rows: np.ndarray) -> Any:
     """A new usearch index holding the vectors of ``keys`` (rowids): ``vecs[rows]`` (the
-    first ``len(keys)`` rows of ``vecs`` when ``rows`` is None), gathered a chunk at a time."""
+    mirror's heap at each position's slot), gathered a chunk at a time."""
     index = _new_index(dim)
     for a in range(0, keys.size, BUILD_CHUNK):
         b = min(a + BUILD_CHUNK, keys.size)
-        index.add(keys[a:b], vecs[a:b] if rows is None else vecs[rows[a:b]], threads=threads)
+        index.add(keys[a:b], vecs[rows[a:b]], threads=threads)
     return index
 
 
@@ -224,7 +224,7 @@ class HnswCache:
         if failed is not None and self.index is None:
             raise failed
 
-    def build_graph(self, keys: np.ndarray, vecs: np.ndarray, threads: int, rows: np.ndarray | None = None) -> Any:
+    def build_graph(self, keys: np.ndarray, vecs: np.ndarray, threads: int, rows: np.ndarray) -> Any:
         """The graph of a build (a method, so a test can hold or fail a build)."""
         assert self._database.dim is not None
         return build_graph(self._database.dim, keys, vecs, threads, rows)
@@ -242,7 +242,7 @@ class HnswCache:
             flusher.join()
 
     def _build_in_background(self, keys: np.ndarray, vecs: np.ndarray, threads: int,
-                             rows: np.ndarray | None) -> None:
+                             rows: np.ndarray) -> None:
         try:
             index = self.build_graph(keys, vecs, threads, rows)
         except BaseException as exc:  # searches keep scanning exactly; the next one may try again
