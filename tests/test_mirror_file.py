@@ -115,11 +115,13 @@ def test_a_writers_close_saves_the_files_and_the_next_open_reads_no_rows(tmp_pat
     for read_only in (True, False):
         db = _open(path, read_only=read_only)
         assert _used_file(db)
+        last = int(max(r for r in db._database.conn.execute("SELECT rowid FROM vx_docs").fetchall())[0])
+        # The open took the postings from the file (not FTS5), before any search asked.
+        assert db._lexical._index is not None and db._lexical._index.saved_upto == last
         with db._locked() as m:
             assert _state(m) == full
         assert _recalls(db) == want
-        assert db._lexical._index.saved_upto == int(max(r for r in db._database.conn.execute(
-            "SELECT rowid FROM vx_docs").fetchall())[0])  # the postings came from the file, not FTS5
+        assert db._lexical._index.saved_upto == last
         db.close()
 
 

@@ -182,6 +182,7 @@ class Collection:
         self._hnsw = HnswCache(self._database, lambda: self._mirror, self._lock)
         self._lexical = LexicalSearch(self._database.conn, lambda: self._database.generation, self.path,
                                       self._database.uid)
+        self._lexical.warm(self._mirror)  # the saved postings now, not in the first recall
 
     @property
     def token_counter(self) -> Callable[[str], int]:
