@@ -2,11 +2,12 @@
 
     python benchmarks/bench_memory.py --scale 100000        # makes the data (once), see there
     python benchmarks/bench_open.py --trees before=/path/to/old/checkout,after=. --rounds 3
+    python benchmarks/bench_open.py --trees f32=.,f16=.@float16      # vector_dtype="float16" beside float32
 
 The data is bench_memory's ``--scale`` directory (texts, their precomputed vectors and a
 database of N memories over 50 sessions). Each tree gets its own copy of the database, and
-an "everyday session" runs on it once, in a process of its own: open, one recall, close
-(a tree that saves files beside the database at close saves them there). Then, each round,
+an "everyday session" runs on it once, in a process of its own: open, one recall, an index
+build, close (a tree that saves files beside the database at close saves them there). Then, each round,
 for each tree in turn, one child process that imports vxmem from that tree:
 
 1. warms itself on a small in-memory collection (imports, numpy's lazy modules, regexes),
@@ -15,7 +16,11 @@ for each tree in turn, one child process that imports vxmem from that tree:
 3. times the first recall in one session, then the first in another session (CPU time);
 4. times ``--reps`` session recalls round-robin over the sessions after 50 warm-up calls:
    the steady CPU p50; the first recalls are printed as ratios to it;
-5. prints the RSS after the open and the peak RSS of the process.
+5. prints the RSS after the open and the peak RSS of the process;
+6. then (after the peak is read) times 100 dense searches across every session (the HNSW
+   path) and measures dense recall@10 against the exact top 10 of the float32 vectors,
+   across sessions and within one: what ``vector_dtype="float16"`` (``name=path@float16``)
+   costs in ranking.
 
 CPU time of the process, not wall time: on a machine other work shares, wall time also
 counts the waits for a core. Rounds alternate the trees so that drift hits both.
@@ -39,10 +44,47 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 FIGURES = (("open CPU s", "open_s", 1.0), ("first session recall CPU ms", "first_ms", 1e3),
            ("first recall in another session CPU ms", "second_ms", 1e3),
            ("steady session recall CPU p50 ms", "steady_ms", 1e3), ("RSS after open MB", "rss_open_mb", 1.0),
-           ("peak RSS MB", "peak_mb", 1.0))
+           ("peak RSS MB", "peak_mb", 1.0), ("dense search across sessions CPU p50 ms", "cross_ms", 1e3),
+           ("dense recall@10 across sessions", "recall_cross", 1.0),
+           ("dense recall@10 within a session", "recall_session", 1.0))
+QUALITY_QUERIES = 100
 
 
-def child(tree: str, path: str, data: str, mode: str | None, reps: int, prepare: bool) -> dict:
+def dense_quality(db, emb, queries: list[str]) -> dict:
+    """The CPU p50 of dense searches across sessions, and dense recall@10 of searches across
+    sessions and within one against the exact top 10 of the float32 vectors (ties at the
+    10th count as found), whatever dtype ``db`` holds. The searches are timed before the
+    exact scores are computed: BLAS threads spin on after a matrix product, and CPU time
+    would count them."""
+    queries = queries[:QUALITY_QUERIES]
+    cross, local, times = [], [], []
+    for i, query in enumerate(queries):
+        c = time.process_time()
+        cross.append(db.search(query, limit=10, mode="dense").ids)
+        times.append(time.process_time() - c)
+        local.append(db.search(query, limit=10, mode="dense", filter={"_vx_session": f"s{i % 50}"}).ids)
+    with db._locked() as m:
+        live = m.live_positions()
+        ids = [m.ids[p] for p in live]
+        truth_vecs = emb.vecs[[emb.rows[m.texts[p]] for p in live.tolist()]].astype(np.float64)
+        codes = m.session[live].copy()
+        code_of = {j: m.session_code(f"s{j}") for j in range(50)}
+    truth_vecs /= np.linalg.norm(truth_vecs, axis=1, keepdims=True)
+    qv = np.asarray(emb(queries), dtype=np.float64)
+    sims = (qv / np.linalg.norm(qv, axis=1, keepdims=True)) @ truth_vecs.T
+    found: dict[str, list[float]] = {"cross": [], "session": []}
+    for i in range(len(queries)):
+        inside = codes == code_of[i % 50]
+        for key, got, scope in (("cross", cross[i], None), ("session", local[i], inside)):
+            s = sims[i] if scope is None else np.where(scope, sims[i], -np.inf)
+            tenth = np.partition(s, -10)[-10] - 1e-6
+            truth = {ids[j] for j in np.flatnonzero(s >= tenth)}
+            found[key].append(len(set(got) & truth) / 10)
+    return {"cross_ms": float(np.median(times)), "recall_cross": float(np.mean(found["cross"])),
+            "recall_session": float(np.mean(found["session"]))}
+
+
+def child(tree: str, path: str, data: str, mode: str | None, reps: int, prepare: bool, dtype: str | None) -> dict:
     sys.path.insert(0, tree)
     sys.path.insert(1, HERE)
     import bench_memory as bm
@@ -53,9 +95,11 @@ def child(tree: str, path: str, data: str, mode: str | None, reps: int, prepare:
     t, _, emb = bm.scale_corpus(data)
     now = bm.T0 + bm.SPAN + 3600.0
     q, kw = t["queries"], ({} if mode is None else {"mode": mode})
+    opts = {} if dtype is None else {"vector_dtype": dtype}
     if prepare:  # the everyday session before
-        db = Vectrix(path, embedder=emb)
+        db = Vectrix(path, embedder=emb, **opts)
         db.recall(q[0], session="s1", now=now, **kw)
+        db.build_index()  # so the close saves it, and searches across sessions load it (step 6)
         db.close()
         return {}
     warm = Vectrix(None, embedder=emb)
@@ -65,7 +109,7 @@ def child(tree: str, path: str, data: str, mode: str | None, reps: int, prepare:
     warm.recall(q[1], now=now, **kw)
     warm.close()
     c = time.process_time()
-    db = Vectrix(path, embedder=emb)
+    db = Vectrix(path, embedder=emb, **opts)
     out = {"open_s": time.process_time() - c, "rss_open_mb": bm.rss_now_mb()}
     c = time.process_time()
     db.recall(q[2], session="s3", now=now, **kw)
@@ -81,8 +125,9 @@ def child(tree: str, path: str, data: str, mode: str | None, reps: int, prepare:
         db.recall(q[(50 + i) % len(q)], session=f"s{i % 50}", now=now, **kw)
         ts.append(time.process_time() - c)
     out["steady_ms"] = float(np.median(ts))
-    db.close()
     out["peak_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    out.update(dense_quality(db, emb, q))
+    db.close()
     return out
 
 
@@ -90,7 +135,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", default=os.path.join(tempfile.gettempdir(), "vxmem-bench-scale", "n100000"),
                     help="a bench_memory --scale directory")
-    ap.add_argument("--trees", default="this=.", help="name=path,... code trees side by side")
+    ap.add_argument("--trees", default="this=.",
+                    help="name=path[@float16],... code trees side by side (@dtype: that vector_dtype)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--reps", type=int, default=250, help="steady session recalls timed")
     ap.add_argument("--mode", choices=("dense", "lexical", "hybrid"), default=None, help="default: the library's")
@@ -101,12 +147,16 @@ def main() -> None:
         return
     if not os.path.exists(os.path.join(args.data, "done")):
         raise SystemExit(f"no data in {args.data}: run benchmarks/bench_memory.py --scale N first")
-    trees = dict(item.split("=", 1) for item in args.trees.split(","))
+    trees, dtypes = {}, {}
+    for item in args.trees.split(","):
+        name, where = item.split("=", 1)
+        trees[name], _, dtype = where.partition("@")
+        dtypes[name] = dtype or None
     work = tempfile.mkdtemp(prefix="vxmem-open-")
 
     def run(name: str, prepare: bool) -> dict:
         spec = {"tree": os.path.abspath(trees[name]), "path": os.path.join(work, name, "db.vxdb"),
-                "data": args.data, "mode": args.mode, "reps": args.reps, "prepare": prepare}
+                "data": args.data, "mode": args.mode, "reps": args.reps, "prepare": prepare, "dtype": dtypes[name]}
         got = subprocess.run([sys.executable, os.path.abspath(__file__), "--_child", json.dumps(spec)],
                              capture_output=True, text=True, check=True)
         return json.loads(got.stdout.strip().splitlines()[-1])

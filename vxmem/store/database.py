@@ -202,6 +202,7 @@ class Database:
         self.path = path
         self.read_only = read_only
         self.dim: int | None = None
+        self.vector_dtype = np.dtype(np.float32)  # the mirror's (SQLite always holds float32)
         self.generation = 0
         self.uid: str | None = None
         self.embedder: str | None = None
@@ -444,7 +445,8 @@ class Database:
                 or not self._has_changes or self.schema_version != SCHEMA_VERSION:
             return None
         got = mirror_file.load(mirror_path(self.path),
-                               {"uid": meta.get("uid"), "dim": self.dim, "schema": SCHEMA_VERSION, "counter": counter})
+                               {"uid": meta.get("uid"), "dim": self.dim, "schema": SCHEMA_VERSION, "counter": counter},
+                               self.vector_dtype)
         if got is None:
             return None
         m, fields = got
@@ -544,7 +546,7 @@ class Database:
     def _mirror_of(self, rows: list[tuple[Any, ...]]) -> tuple[Mirror, list[Any] | None]:
         """A mirror of ``rows`` (rowid, id, text, metadata, vector, stored token count) and the
         rows' stored counts (None when there are no rows)."""
-        m = Mirror(self.dim)
+        m = Mirror(self.dim, self.vector_dtype)
         if not rows:
             if self.dim is not None:
                 m.set_dim(self.dim)

@@ -1,10 +1,11 @@
 """The in-memory mirror of the database: columns by position, filters, and selection.
 
-The process keeps a copy of every live document: a float32 matrix of the vectors, the
-ids, texts and metadata dicts, and numpy columns for the reserved keys that filters hit
-most (kind, session, time, expiry, superseded, turn). A filtered search is then an exact
-scan of just the selected rows, and the memory layer selects its candidates with a few
-vectorised compares instead of reading JSON.
+The process keeps a copy of every live document: a matrix of the vectors (float32, or
+float16 at half the memory: see :data:`VECTOR_DTYPES`), the ids, texts and metadata
+dicts, and numpy columns for the reserved keys that filters hit most (kind, session,
+time, expiry, superseded, turn). A filtered search is then an exact scan of just the
+selected rows, and the memory layer selects its candidates with a few vectorised
+compares instead of reading JSON.
 
 Positions are append-only within a process: a deleted document leaves a hole
 (``alive`` False) until :meth:`Mirror.compacted` drops the holes. Positions are therefore
@@ -53,13 +54,36 @@ _NO_POSITIONS = np.zeros(0, dtype=np.int64)
 _UNSEEN = object()
 
 
+# The dtypes the mirror can hold its vectors in (``vector_dtype=``). SQLite always keeps
+# float32: float16 is a copy at half the memory whose dot products are off by about 1e-4
+# (it rounds each component to 11 bits), and an open in float32 reads the rows again.
+VECTOR_DTYPES: dict[str, np.dtype] = {"float32": np.dtype(np.float32), "float16": np.dtype(np.float16)}
+
+
+def check_vector_dtype(value: Any) -> np.dtype:
+    """The numpy dtype of ``vector_dtype=`` (a name of :data:`VECTOR_DTYPES`)."""
+    dtype = VECTOR_DTYPES.get(value) if isinstance(value, str) else None
+    if dtype is None:
+        raise ValueError(f"vector_dtype must be one of {', '.join(map(repr, VECTOR_DTYPES))}, not {value!r}")
+    return dtype
+
+
 def rowdot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Row-wise dot products on this thread.
+    """Row-wise dot products on this thread (float32), each row's the same whatever the batch.
 
     Not ``@``: BLAS runs a matrix-vector product of a few thousand rows on worker threads
     that keep spinning afterwards, and on a busy machine the whole recall then waits for a
     scheduler time slice (measured with one core loaded: 8 ms per recall instead of 0.4).
+    float16 rows go to SimSIMD's kernels (numpy has no float16 arithmetic of its own: it
+    converts every component, 15-30x slower), with ``b`` rounded to float16 too.
     """
+    if a.dtype == np.float16:
+        if a.shape[0] == 0:
+            return np.zeros(0, dtype=np.float32)
+        import simsimd  # only a float16 mirror needs it
+
+        return np.asarray(simsimd.cdist(np.asarray(b, dtype=np.float16)[None], a, metric="dot",
+                                        out_dtype="float32"))[0]
     vecdot = getattr(np, "vecdot", None)
     return vecdot(a, b) if vecdot is not None else np.einsum("ij,j->i", a, b)
 
@@ -278,7 +302,7 @@ class SessionBlock:
                 short.append(rows[a:b])
         tail = np.concatenate(short) if short else _NO_POSITIONS
         self._tail_n = tail.size
-        self._tail = np.empty((max(16, 2 * tail.size), heap.shape[1]), dtype=np.float32)  # written before read
+        self._tail = np.empty((max(16, 2 * tail.size), heap.shape[1]), dtype=heap.dtype)  # written before read
         np.take(heap, tail, axis=0, out=self._tail[: tail.size])
 
     @property
@@ -312,8 +336,9 @@ class Mirror:
     """Every live document, by position.
 
     Columns (numpy arrays, read ``[: n]``): ``slot`` the row of each position's unit vector
-    in ``heap`` (n, dim) (a permutation of the positions: a mirror file lays each session's
-    rows out together; read vectors through :meth:`vector` and :meth:`vectors`), ``rowid`` the
+    in ``heap`` (n, dim) of ``dtype`` (float32 or float16) (a permutation of the positions: a
+    mirror file lays each session's rows out together; read vectors through :meth:`vector` and
+    :meth:`vectors`), ``rowid`` the
     SQLite rowid, ``alive``, ``kind`` (a :data:`~vxmem.keys.KIND_CODES` code, ``NO_KIND``
     for a plain document), ``session`` (a code, -1 for none), ``user`` (a code of
     ``user_codes``, -1 for none), ``ts`` and ``expires``
@@ -329,11 +354,12 @@ class Mirror:
     sees the mirror as it is, so it skips the as-of checks.
     """
 
-    def __init__(self, dim: int | None):
+    def __init__(self, dim: int | None, dtype: np.dtype | type = np.float32):
         self.dim = dim
+        self.dtype = np.dtype(dtype)
         self.n = 0
         cap = 64
-        self.heap = np.zeros((cap, dim or 1), dtype=np.float32)
+        self.heap = np.zeros((cap, dim or 1), dtype=self.dtype)
         self.slot = np.zeros(cap, dtype=np.int64)
         self.rowid = np.zeros(cap, dtype=np.int64)
         self.alive = np.zeros(cap, dtype=bool)
@@ -386,7 +412,7 @@ class Mirror:
     def set_dim(self, dim: int) -> None:
         """Fix the vector dimension (an empty mirror's, at the first vector)."""
         self.dim = dim
-        self.heap = np.zeros((len(self.rowid), dim), dtype=np.float32)
+        self.heap = np.zeros((len(self.rowid), dim), dtype=self.dtype)
 
     def append(self, rowid: int, id: str, text: str, meta: dict[str, Any], vec: np.ndarray, tokens: int) -> None:
         """Add a committed document at the next position."""
@@ -577,7 +603,7 @@ class Mirror:
 
     def compacted(self) -> Mirror:
         """A new mirror of the live documents only, positions renumbered."""
-        new = Mirror(self.dim)
+        new = Mirror(self.dim, self.dtype)
         if self.dim:
             new.set_dim(self.dim)
         new.reserve(self.n_alive)

@@ -68,9 +68,12 @@ def save(path: str, m: Mirror, fields: dict[str, Any]) -> None:
           arrays, headroom=n)
 
 
-def load(path: str, expect: dict[str, Any]) -> tuple[Mirror, dict[str, Any]] | None:
+def load(path: str, expect: dict[str, Any],
+         dtype: np.dtype | type = np.float32) -> tuple[Mirror, dict[str, Any]] | None:
     """The mirror saved at ``path`` and its fields, if its fields hold ``expect``'s values
-    and it reads whole; otherwise None."""
+    and it reads whole; otherwise None. Its vectors are ``dtype``'s: a float32 file is
+    rounded into a float16 mirror (a copy), a float16 file cannot make a float32 one (None:
+    the rows are read)."""
     got = read(path)
     if got is None:
         return None
@@ -78,7 +81,7 @@ def load(path: str, expect: dict[str, Any]) -> tuple[Mirror, dict[str, Any]] | N
     if any(fields.get(k) != v for k, v in expect.items()):
         return None
     try:
-        return _mirror(fields, arrays), fields
+        return _mirror(fields, arrays, np.dtype(dtype)), fields
     except (ValueError, KeyError, TypeError, IndexError):  # a file that reads whole but does not hold a mirror
         return None
 
@@ -87,12 +90,12 @@ def _bytes(data: bytes) -> np.ndarray:
     return np.frombuffer(data, dtype=np.uint8)
 
 
-def _mirror(fields: dict[str, Any], arrays: dict[str, np.ndarray]) -> Mirror:
+def _mirror(fields: dict[str, Any], arrays: dict[str, np.ndarray], dtype: np.dtype) -> Mirror:
     n, dim = fields["n"], fields["dim"]
     if type(n) is not int or type(dim) is not int or n <= 0 or dim <= 0:
         raise ValueError("no documents")
     heap, slot = arrays["heap"], arrays["slot"]
-    if heap.dtype != np.float32 or heap.ndim != 2 or heap.shape[1] != dim or heap.shape[0] < n:
+    if heap.dtype not in (np.float32, dtype) or heap.ndim != 2 or heap.shape[1] != dim or heap.shape[0] < n:
         raise ValueError("vectors")
     if slot.dtype != np.int64 or slot.shape != (n,) or slot.min() < 0 or slot.max() >= n \
             or np.any(np.bincount(slot, minlength=n) != 1):
@@ -105,7 +108,7 @@ def _mirror(fields: dict[str, Any], arrays: dict[str, np.ndarray]) -> Mirror:
         raise ValueError("metadata")
     if not len(ids) == len(texts) == n:
         raise ValueError("lists")
-    m = Mirror(dim)
+    m = Mirror(dim, dtype)
     cap = heap.shape[0]
     m.reserve(cap)  # the small columns, with the file's headroom
     for name in _SAVED:
@@ -114,8 +117,8 @@ def _mirror(fields: dict[str, Any], arrays: dict[str, np.ndarray]) -> Mirror:
         if saved.shape != (n,) or saved.dtype != col.dtype:
             raise ValueError(name)
         col[:n] = saved
-    if len(m.rowid) > cap:  # a small file: less headroom than a fresh mirror's columns have
-        grown = np.zeros((len(m.rowid), dim), dtype=np.float32)
+    if len(m.rowid) > cap or heap.dtype != dtype:  # a small file (less headroom than a fresh mirror's
+        grown = np.zeros((len(m.rowid), dim), dtype=dtype)  # columns have), or float32 for a float16 mirror
         grown[:n] = heap[:n]
         heap = grown
     m.heap = heap  # the map itself: pages of the file until written, zero pages past n
@@ -166,6 +169,8 @@ def agrees(m: Mirror, conn: sqlite3.Connection) -> bool:
         if row is None:
             return False
         id, text, meta, blob = row
-        if id != m.ids[p] or text != m.texts[p] or blob != m.vector(p).tobytes() or loads(meta) != m.metas[p]:
+        stored = np.frombuffer(blob, dtype=np.float32).astype(m.dtype) if len(blob) == 4 * (m.dim or 0) else None
+        if id != m.ids[p] or text != m.texts[p] or stored is None or stored.tobytes() != m.vector(p).tobytes() \
+                or loads(meta) != m.metas[p]:
             return False
     return True
