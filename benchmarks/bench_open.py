@@ -16,7 +16,8 @@ for each tree in turn, one child process that imports vxmem from that tree:
 3. times the first recall in one session, then the first in another session (CPU time);
 4. times ``--reps`` session recalls round-robin over the sessions after 50 warm-up calls:
    the steady CPU p50; the first recalls are printed as ratios to it;
-5. prints the RSS after the open and the peak RSS of the process;
+5. prints the RSS before the open (the harness: interpreter, texts, vectors), after it, and
+   the peak RSS of the process;
 6. then (after the peak is read) times 100 dense searches across every session (the HNSW
    path) and measures dense recall@10 against the exact top 10 of the float32 vectors,
    across sessions and within one: what ``vector_dtype="float16"`` (``name=path@float16``)
@@ -43,7 +44,8 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIGURES = (("open CPU s", "open_s", 1.0), ("first session recall CPU ms", "first_ms", 1e3),
            ("first recall in another session CPU ms", "second_ms", 1e3),
-           ("steady session recall CPU p50 ms", "steady_ms", 1e3), ("RSS after open MB", "rss_open_mb", 1.0),
+           ("steady session recall CPU p50 ms", "steady_ms", 1e3),
+           ("RSS before open (the harness) MB", "rss_base_mb", 1.0), ("RSS after open MB", "rss_open_mb", 1.0),
            ("peak RSS MB", "peak_mb", 1.0), ("dense search across sessions CPU p50 ms", "cross_ms", 1e3),
            ("dense recall@10 across sessions", "recall_cross", 1.0),
            ("dense recall@10 within a session", "recall_session", 1.0))
@@ -108,9 +110,10 @@ def child(tree: str, path: str, data: str, mode: str | None, reps: int, prepare:
     warm.recall(q[1], session="s1", now=now, **kw)
     warm.recall(q[1], now=now, **kw)
     warm.close()
+    base = bm.rss_now_mb()  # the harness: the interpreter, the texts and their vectors
     c = time.process_time()
     db = Vectrix(path, embedder=emb, **opts)
-    out = {"open_s": time.process_time() - c, "rss_open_mb": bm.rss_now_mb()}
+    out = {"open_s": time.process_time() - c, "rss_base_mb": base, "rss_open_mb": bm.rss_now_mb()}
     c = time.process_time()
     db.recall(q[2], session="s3", now=now, **kw)
     out["first_ms"] = time.process_time() - c

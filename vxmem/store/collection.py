@@ -153,7 +153,7 @@ class Collection:
         holds in memory for its searches. ``"float16"`` halves that memory (the largest
         part: 768 MB of 1.5 GB at a million 384-d memories) and rounds each dot product by
         about 1e-4, so near ties may order otherwise; SQLite keeps float32 either way, and
-        every handle may choose its own. Its scans run on SimSIMD's float16 kernels.
+        every handle may choose its own. Its scans run on NumKong's float16 kernels (usearch's SIMD library).
     """
 
     _results = Results  # the type searches return (the memory's face shows memory columns)

@@ -74,15 +74,17 @@ def rowdot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     Not ``@``: BLAS runs a matrix-vector product of a few thousand rows on worker threads
     that keep spinning afterwards, and on a busy machine the whole recall then waits for a
     scheduler time slice (measured with one core loaded: 8 ms per recall instead of 0.4).
-    float16 rows go to SimSIMD's kernels (numpy has no float16 arithmetic of its own: it
-    converts every component, 15-30x slower), with ``b`` rounded to float16 too.
+    float16 rows go to NumKong's kernels (usearch's own SIMD library, installed with it;
+    numpy has no float16 arithmetic of its own and converts every component, 15-30x
+    slower), with ``b`` rounded to float16 too. (Not the older SimSIMD package: once usearch
+    has loaded NumKong, SimSIMD's own symbols resolve to NumKong's and it refuses float16.)
     """
     if a.dtype == np.float16:
         if a.shape[0] == 0:
             return np.zeros(0, dtype=np.float32)
-        import simsimd  # only a float16 mirror needs it
+        import numkong  # only a float16 mirror needs it
 
-        return np.asarray(simsimd.cdist(np.asarray(b, dtype=np.float16)[None], a, metric="dot",
+        return np.asarray(numkong.cdist(np.asarray(b, dtype=np.float16)[None], a, metric="dot",
                                         out_dtype="float32"))[0]
     vecdot = getattr(np, "vecdot", None)
     return vecdot(a, b) if vecdot is not None else np.einsum("ij,j->i", a, b)
