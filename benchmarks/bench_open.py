@@ -19,9 +19,9 @@ for each tree in turn, one child process that imports vxmem from that tree:
 5. prints the RSS before the open (the harness: interpreter, texts, vectors), after it, and
    the peak RSS of the process;
 6. then (after the peak is read) times 100 dense searches across every session (the HNSW
-   path) and measures dense recall@10 against the exact top 10 of the float32 vectors,
-   across sessions and within one: what ``vector_dtype="float16"`` (``name=path@float16``)
-   costs in ranking.
+   path), prints the RSS with the index loaded, and measures dense recall@10 against the
+   exact top 10 of the float32 vectors, across sessions and within one: what
+   ``vector_dtype="float16"`` (``name=path@float16``) costs in ranking.
 
 CPU time of the process, not wall time: on a machine other work shares, wall time also
 counts the waits for a core. Rounds alternate the trees so that drift hits both.
@@ -47,12 +47,13 @@ FIGURES = (("open CPU s", "open_s", 1.0), ("first session recall CPU ms", "first
            ("steady session recall CPU p50 ms", "steady_ms", 1e3),
            ("RSS before open (the harness) MB", "rss_base_mb", 1.0), ("RSS after open MB", "rss_open_mb", 1.0),
            ("peak RSS MB", "peak_mb", 1.0), ("dense search across sessions CPU p50 ms", "cross_ms", 1e3),
+           ("RSS after those searches (the index loaded) MB", "rss_index_mb", 1.0),
            ("dense recall@10 across sessions", "recall_cross", 1.0),
            ("dense recall@10 within a session", "recall_session", 1.0))
 QUALITY_QUERIES = 100
 
 
-def dense_quality(db, emb, queries: list[str]) -> dict:
+def dense_quality(db, emb, queries: list[str], rss_now_mb) -> dict:
     """The CPU p50 of dense searches across sessions, and dense recall@10 of searches across
     sessions and within one against the exact top 10 of the float32 vectors (ties at the
     10th count as found), whatever dtype ``db`` holds. The searches are timed before the
@@ -65,6 +66,7 @@ def dense_quality(db, emb, queries: list[str]) -> dict:
         cross.append(db.search(query, limit=10, mode="dense").ids)
         times.append(time.process_time() - c)
         local.append(db.search(query, limit=10, mode="dense", filter={"_vx_session": f"s{i % 50}"}).ids)
+    rss_index = rss_now_mb()  # the graph loaded too, before the exact scores take their memory
     with db._locked() as m:
         live = m.live_positions()
         ids = [m.ids[p] for p in live]
@@ -82,8 +84,8 @@ def dense_quality(db, emb, queries: list[str]) -> dict:
             tenth = np.partition(s, -10)[-10] - 1e-6
             truth = {ids[j] for j in np.flatnonzero(s >= tenth)}
             found[key].append(len(set(got) & truth) / 10)
-    return {"cross_ms": float(np.median(times)), "recall_cross": float(np.mean(found["cross"])),
-            "recall_session": float(np.mean(found["session"]))}
+    return {"cross_ms": float(np.median(times)), "rss_index_mb": rss_index,
+            "recall_cross": float(np.mean(found["cross"])), "recall_session": float(np.mean(found["session"]))}
 
 
 def child(tree: str, path: str, data: str, mode: str | None, reps: int, prepare: bool, dtype: str | None) -> dict:
@@ -129,7 +131,7 @@ def child(tree: str, path: str, data: str, mode: str | None, reps: int, prepare:
         ts.append(time.process_time() - c)
     out["steady_ms"] = float(np.median(ts))
     out["peak_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    out.update(dense_quality(db, emb, q))
+    out.update(dense_quality(db, emb, q, bm.rss_now_mb))
     db.close()
     return out
 

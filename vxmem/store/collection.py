@@ -153,7 +153,8 @@ class Collection:
         holds in memory for its searches. ``"float16"`` halves that memory (the largest
         part: 768 MB of 1.5 GB at a million 384-d memories) and rounds each dot product by
         about 1e-4, so near ties may order otherwise; SQLite keeps float32 either way, and
-        every handle may choose its own. Its scans run on NumKong's float16 kernels (usearch's SIMD library).
+        every handle may choose its own. Its scans run on NumKong's float16 kernels
+        (usearch's SIMD library) at about float32's speed.
     """
 
     _results = Results  # the type searches return (the memory's face shows memory columns)
@@ -165,8 +166,8 @@ class Collection:
         self._token_counter = check_token_counter(token_counter)
         self.exact_threshold = check_int(exact_threshold, "exact_threshold", minimum=0)
         self.read_only = bool(read_only)
-        self.vector_dtype = vector_dtype
         dtype = check_vector_dtype(vector_dtype)
+        self.vector_dtype = vector_dtype
         if path is not None and not isinstance(path, (str, os.PathLike)):
             raise TypeError(f"path must be a str, a PathLike or None, not {type(path).__name__}")
         self.path = None if path is None or str(path) == ":memory:" else os.fspath(path)

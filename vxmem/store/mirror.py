@@ -56,7 +56,7 @@ _UNSEEN = object()
 
 # The dtypes the mirror can hold its vectors in (``vector_dtype=``). SQLite always keeps
 # float32: float16 is a copy at half the memory whose dot products are off by about 1e-4
-# (it rounds each component to 11 bits), and an open in float32 reads the rows again.
+# (it rounds each component to 11 bits); a float32 open of a float16 mirror file reads the rows.
 VECTOR_DTYPES: dict[str, np.dtype] = {"float32": np.dtype(np.float32), "float16": np.dtype(np.float16)}
 
 
