@@ -2,13 +2,14 @@
 their float16 values; SQLite keeps float32, so handles of either dtype share one database
 and its files."""
 
+import sys
 import zlib
 
 import numpy as np
 import pytest
 
 from vxmem import Vectrix
-from vxmem.store import database, mirror_file
+from vxmem.store import database, mirror, mirror_file
 from vxmem.store.mirror import rowdot
 
 from helpers import DAY, T0, run_python
@@ -63,6 +64,16 @@ def test_a_bad_vector_dtype_is_refused_before_anything_is_written(tmp_path, bad)
     with pytest.raises(ValueError, match="vector_dtype must be one of 'float32', 'float16'"):
         _open(str(path), bad)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_without_numkong_a_float16_open_is_refused_before_anything_is_written(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "numkong", None)  # import numkong raises ImportError
+    monkeypatch.setattr(mirror, "_numkong", None)
+    path = tmp_path / "db.vxdb"
+    with pytest.raises(ImportError, match="vector_dtype='float16' needs NumKong: pip install"):
+        _open(str(path), "float16")
+    assert list(tmp_path.iterdir()) == []
+    _open(str(path), "float32").close()  # float32 needs no NumKong
 
 
 def test_float16_rows_dot_as_their_values_do_and_each_row_alike_in_any_batch():

@@ -55,7 +55,7 @@ from .database import Database, Transaction, resave_rows
 from .errors import ForkedHandleError, VectrixError
 from .hnsw import HnswCache
 from .lexical import LexicalSearch
-from .mirror import ANY_SESSION, Mirror, SessionArg, check_vector_dtype, rowdot
+from .mirror import ANY_SESSION, Mirror, SessionArg, check_vector_dtype, float16_kernels, rowdot
 from .results import Result, Results
 
 EXACT_THRESHOLD = 20_000  # selections above this many rows go through the HNSW index
@@ -167,6 +167,8 @@ class Collection:
         self.exact_threshold = check_int(exact_threshold, "exact_threshold", minimum=0)
         self.read_only = bool(read_only)
         dtype = check_vector_dtype(vector_dtype)
+        if dtype == np.float16:
+            float16_kernels()  # loaded with the open, not in the first search; missing: refused before any file
         self.vector_dtype = vector_dtype
         if path is not None and not isinstance(path, (str, os.PathLike)):
             raise TypeError(f"path must be a str, a PathLike or None, not {type(path).__name__}")

@@ -68,6 +68,22 @@ def check_vector_dtype(value: Any) -> np.dtype:
     return dtype
 
 
+_numkong: Any = None
+
+
+def float16_kernels() -> Any:
+    """NumKong, whose kernels scan float16 rows (imported once: a float32 process never
+    loads it); a clear ``ImportError`` when it is missing."""
+    global _numkong
+    if _numkong is None:
+        try:
+            import numkong
+        except ImportError as exc:
+            raise ImportError(f"vector_dtype='float16' needs NumKong: pip install 'numkong>=7.5' ({exc})") from None
+        _numkong = numkong
+    return _numkong
+
+
 def rowdot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Row-wise dot products on this thread (float32), each row's the same whatever the batch.
 
@@ -82,10 +98,8 @@ def rowdot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if a.dtype == np.float16:
         if a.shape[0] == 0:
             return np.zeros(0, dtype=np.float32)
-        import numkong  # only a float16 mirror needs it
-
-        return np.asarray(numkong.cdist(np.asarray(b, dtype=np.float16)[None], a, metric="dot",
-                                        out_dtype="float32"))[0]
+        return np.asarray(float16_kernels().cdist(np.asarray(b, dtype=np.float16)[None], a, metric="dot",
+                                                  out_dtype="float32"))[0]
     vecdot = getattr(np, "vecdot", None)
     return vecdot(a, b) if vecdot is not None else np.einsum("ij,j->i", a, b)
 
