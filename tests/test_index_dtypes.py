@@ -78,3 +78,22 @@ def test_a_saved_graph_of_other_vectors_is_refused(tmp_path, monkeypatch, dtype)
             alive = m.live_positions()
             index.add(m.rowid[alive].astype(np.uint64), -m.vectors(alive))
             assert not db._hnsw._holds_mirror(index, m, np.sort(m.rowid[alive]))
+
+
+def test_the_search_expansion_grows_with_the_graph(tmp_path, monkeypatch):
+    base = hnsw.HNSW_SETTINGS["expansion_search"]
+    assert [hnsw.expansion_for(n) for n in (1, 100_000)] == [base, base]
+    assert hnsw.expansion_for(1_000_000) == 1529  # about 4x: recall@10 0.951 -> 0.993 at 1M (see hnsw.py)
+    sizes = [100_000, 100_001, 200_000, 500_000, 1_000_000, 4_000_000]
+    assert all(a < b for a, b in zip(map(hnsw.expansion_for, sizes), map(hnsw.expansion_for, sizes[1:])))
+    monkeypatch.setattr(hnsw, "EXPANSION_FROM", 100)  # so 300 vectors count as a large graph
+    path = tmp_path / "g.db"
+    with _open(path) as db:
+        db.add([_text(i) for i in range(300)])
+        got = db.search("coffee paris report", limit=5)
+        assert db._hnsw.index is not None and db._hnsw.index.expansion_search == hnsw.expansion_for(300) > base
+        db.exact_threshold = 0
+        assert got.ids == db.search("coffee paris report", limit=5).ids
+    with _open(path) as again:  # a loaded graph searches with the expansion its size asks for too
+        again.search("tea dark mode", limit=5)
+        assert again._hnsw.rebuilds == 0 and again._hnsw.index.expansion_search == hnsw.expansion_for(300)
