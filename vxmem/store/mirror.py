@@ -20,6 +20,7 @@ from types import EllipsisType
 from typing import Any
 
 import numpy as np
+import numpy.ma  # noqa: F401 - np.unique imports it at its first call (7 ms): with vxmem, not in a first recall
 
 from ..keys import (
     K_EXPIRES,
