@@ -149,6 +149,11 @@ def test_handles_of_either_dtype_share_the_database_and_its_mirror_file(tmp_path
     db.close()  # a float16 mirror file
     assert mirror_file.load(path + ".mirror", {}, np.float16) is not None
     assert mirror_file.load(path + ".mirror", {}, np.float32) is None  # float16 cannot give float32 back
+    db = _open(path, "float16", read_only=True)  # a float16 file, opened in float16: its pages, as written
+    assert db._database._saved_at is not None and _held(db)[0] == np.float16
+    got_ids, got_scores = _dense(db, "s2")
+    assert got_ids == want16[0] and np.array_equal(got_scores, want16[1])
+    db.close()
 
     db = _open(path, "float32")
     assert db._database._saved_at is None  # so this open read the rows
@@ -198,3 +203,16 @@ def test_the_index_over_a_float16_mirror_proposes_what_the_exact_scan_finds(tmp_
     assert got_ids == ids and np.array_equal(got_scores, scores)
     assert again._hnsw.rebuilds == 0
     again.close()
+
+
+def test_a_compacted_float16_mirror_stays_float16_and_ranks_the_same():
+    db = _open(None, "float16", exact_threshold=0)
+    ids = db.add([f"memory {i} about topic {i % 11}" for i in range(2400)], ids=[f"m{i}" for i in range(2400)])
+    db.delete(ids[:1300])  # more holes than live documents, and over 1,024: the mirror is compacted
+    with db._locked() as m:
+        assert m.n == m.n_alive == 1100 and m.heap.dtype == np.float16
+    got = _dense(db)
+    again = _open(None, "float16", exact_threshold=0)
+    again.add([f"memory {i} about topic {i % 11}" for i in range(1300, 2400)], ids=ids[1300:])
+    want = _dense(again)
+    assert got[0] == want[0] and np.array_equal(got[1], want[1])
