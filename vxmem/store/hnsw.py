@@ -81,7 +81,7 @@ HNSW_SETTINGS: dict[str, Any] = {"metric": "ip", "dtype": "i8", "connectivity": 
 # above, top 20 re-scored, one thread, 300 queries: benchmarks/bench_hnsw_settings.py
 # --scale 1000000 --connectivity 16 --expansion 384,768,1024,1216,1536, load 0.6):
 #
-#   expansion_search   384     768     1,024   1,216   1,536 (what the rule gives: 1,530)
+#   expansion_search   384     768     1,024   1,216   1,536 (what the rule gives: 1,529)
 #   recall@10          0.951   0.979   0.985   0.989   0.993
 #   p50 ms             1.4     3.4     4.8     5.7     6.5
 EXPANSION_FROM = 100_000
