@@ -227,6 +227,7 @@ def test_postings_that_disagree_with_fts5_are_not_used(tmp_path):
     snapshot.write(path + ".lexical", fields, arrays)
     db = _open(path, read_only=True)
     assert _used_file(db)  # the mirror file is good
+    assert not db._lexical._index._ready  # the open read nothing (no FTS5 either): the first search does
     assert _recalls(db) == want
     assert db._lexical._index.saved_upto == -1
     db.close()
