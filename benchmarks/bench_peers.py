@@ -262,7 +262,9 @@ class VxmemSystem:
     def _open(self):
         from vxmem import Vectrix
 
-        return Vectrix(self.path, embedder=self.embed, recency_weight=0.0, feedback_weight=0.0)
+        return Vectrix(self.path, embedder=self.embed, recency_weight=0.0, feedback_weight=0.0, **self.options)
+
+    options: dict = {}  # more Vectrix() arguments
 
     def build(self, n, texts, vecs):
         db = self._open()
@@ -309,11 +311,7 @@ class VxmemHybridSystem(VxmemSystem):
 
 
 class VxmemF16System(VxmemSystem):
-    def _open(self):
-        from vxmem import Vectrix
-
-        return Vectrix(self.path, embedder=self.embed, recency_weight=0.0, feedback_weight=0.0,
-                       vector_dtype="float16")
+    options = {"vector_dtype": "float16"}
 
 
 class FloorSystem:

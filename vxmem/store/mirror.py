@@ -374,10 +374,9 @@ class Mirror:
 
     def __init__(self, dim: int | None, dtype: np.dtype | type = np.float32):
         self.dim = dim
-        self.dtype = np.dtype(dtype)
         self.n = 0
         cap = 64
-        self.heap = np.zeros((cap, dim or 1), dtype=self.dtype)
+        self.heap = np.zeros((cap, dim or 1), dtype=dtype)
         self.slot = np.zeros(cap, dtype=np.int64)
         self.rowid = np.zeros(cap, dtype=np.int64)
         self.alive = np.zeros(cap, dtype=bool)
@@ -426,6 +425,11 @@ class Mirror:
             arr[: self.n] = old[: self.n]
             setattr(self, name, arr)
         self._blocks.clear()  # their views would keep the old heap alive
+
+    @property
+    def dtype(self) -> np.dtype:
+        """The vectors' dtype (float32 or float16): the heap's."""
+        return self.heap.dtype
 
     def set_dim(self, dim: int) -> None:
         """Fix the vector dimension (an empty mirror's, at the first vector)."""
