@@ -43,8 +43,11 @@ def run_python(code: str, *args: str, timeout: float = 60) -> subprocess.Complet
                           text=True, timeout=timeout)
 
 
-def fts_count(db, word: str) -> int:
-    """How many documents FTS5 itself says hold ``word``."""
+def fts_count(db, word: str, pending: bool = True) -> int:
+    """How many documents FTS5 itself says hold ``word``, once a writer has indexed the ones
+    it holds back for its next batch (``pending=False``: as FTS5 stands)."""
+    if pending:
+        db._database.index_pending()
     return db._database.conn.execute("SELECT count(*) FROM vx_fts WHERE vx_fts MATCH ?",
                                      (f'"{word}"',)).fetchone()[0]
 

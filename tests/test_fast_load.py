@@ -68,6 +68,7 @@ def test_the_lexical_postings_read_per_term_equal_those_read_per_token(tmp_path,
                       "one", "the the the the", "nothing in common here", "cat café running"])
         db.delete([ids[3]])
         db.add(["added after a delete: cat"])
+        db._database.index_pending()  # FTS5 holds them all
         conn = db._database.conn
         per_token = LexicalIndex(conn)
         per_token._ensure_temp()

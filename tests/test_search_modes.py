@@ -198,7 +198,8 @@ def test_opening_a_database_made_before_fts_builds_the_index_once(tmp_path):
 
 
 def _fts5_scores(db, m, query, session=ANY_SESSION):
-    """BM25 straight from FTS5 for every match: {position: score}."""
+    """BM25 straight from FTS5 for every match, once it holds every document: {position: score}."""
+    db._database.index_pending()
     rows = db._database.conn.execute("SELECT rowid, -bm25(vx_fts, 1.0, 0.0) FROM vx_fts WHERE vx_fts MATCH ?",
                                      (fts_match(query, session),)).fetchall()
     return {m.pos_of_rowid[r]: s for r, s in rows if r in m.pos_of_rowid}

@@ -132,11 +132,11 @@ def test_a_damaged_stored_count_is_counted_again(tmp_path):
 
 
 def _make_previous_schema(path):
-    """What a vxmem of the previous schema left: no token column, no counter named."""
+    """What a vxmem of schema 4 left: no token column, no counter named (and every document in FTS5)."""
     conn = sqlite3.connect(path)
     conn.execute("ALTER TABLE vx_docs DROP COLUMN tokens")
-    conn.execute("DELETE FROM vx_meta WHERE key = 'token_counter'")
-    conn.execute("UPDATE vx_meta SET value = ? WHERE key = 'schema_version'", (str(database.SCHEMA_VERSION - 1),))
+    conn.execute("DELETE FROM vx_meta WHERE key IN ('token_counter', 'fts_upto')")
+    conn.execute("UPDATE vx_meta SET value = '4' WHERE key = 'schema_version'")
     conn.commit()
     conn.close()
 

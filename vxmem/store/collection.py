@@ -25,6 +25,7 @@ parent's writer lock and connection alone.
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 import uuid
@@ -74,17 +75,31 @@ class Candidates(NamedTuple):
     lexical: np.ndarray
 
 
+_TINY = np.nextafter(0.0, 1.0)
+
+
 def unit_rows(x: np.ndarray) -> np.ndarray:
     """Rows of a float64 matrix scaled to unit length, as float32; all-zero rows stay zero.
 
     Each row is first divided by its largest magnitude, so a row of 1e20s or 1e-25s keeps
     its direction (in float32, or squared in float64, it would overflow or vanish).
     """
-    peak = np.max(np.abs(x), axis=1, keepdims=True) if x.size else np.zeros((x.shape[0], 1))
-    peak[peak == 0] = 1.0
+    # ndarray methods and ufuncs, not np.max / np.linalg.norm: their Python wrappers were a
+    # third of the time of one remember()'s row (norm computes this very sum of squares).
+    if x.shape[0] == 1 and x.shape[1]:  # one row (a remember()): the same steps on a vector, half the time
+        row = x[0]
+        top = float(np.abs(row).max())
+        if top == 0.0:
+            return np.zeros(x.shape, dtype=np.float32)
+        y = row / top
+        return (y / math.sqrt(float(np.square(y).sum()))).astype(np.float32)[None, :]
+    # An all-zero row's 0 becomes the smallest float64 (0 / it is 0), no other row's changes:
+    # its peak is at least that, and its norm at least 1.
+    peak = np.abs(x).max(axis=1, keepdims=True) if x.size else np.zeros((x.shape[0], 1))
+    np.maximum(peak, _TINY, out=peak)
     y = x / peak
-    norms = np.linalg.norm(y, axis=1, keepdims=True)
-    norms[norms == 0] = 1.0
+    norms = np.sqrt(np.square(y).sum(axis=1, keepdims=True))
+    np.maximum(norms, _TINY, out=norms)
     return (y / norms).astype(np.float32)
 
 
@@ -191,9 +206,13 @@ class Collection:
             self._database.close()
             raise
         self._hnsw = HnswCache(self._database, lambda: self._mirror, self._lock)
-        self._lexical = LexicalSearch(self._database.conn, lambda: self._database.generation, self.path,
-                                      self._database.uid)
+        self._lexical = self._new_lexical()
         self._lexical.warm(self._mirror)  # the saved postings now, not in the first recall
+
+    def _new_lexical(self) -> LexicalSearch:
+        db = self._database
+        return LexicalSearch(db.conn, lambda: db.generation, self.path, db.uid, db.indexed_upto,
+                             None if db.read_only else db.index_pending)
 
     @property
     def token_counter(self) -> Callable[[str], int]:
@@ -494,8 +513,7 @@ class Collection:
             self._hnsw.reset()
             self._mirror = got
             if self._database.uid != uid:  # another database at this path: its rowids mean other rows
-                self._lexical = LexicalSearch(self._database.conn, lambda: self._database.generation, self.path,
-                                      self._database.uid)
+                self._lexical = self._new_lexical()
         else:
             self._follow(got)
 
@@ -522,7 +540,7 @@ class Collection:
         vecs = raw.astype(np.float64)
         if vecs.ndim != 2 or vecs.shape[0] != len(texts):
             raise ValueError(f"embedder returned shape {vecs.shape} for {len(texts)} texts; expected (n, d)")
-        if not np.all(np.isfinite(vecs)):
+        if not np.isfinite(vecs).all():
             raise ValueError("embedder returned non-finite values")
         dim = self._database.dim
         if dim is not None and vecs.shape[1] != dim:

@@ -2,8 +2,11 @@
 
 The FTS5 table ``vx_fts`` (see :mod:`vxmem.store.database`) indexes each document's text
 plus a "scope" column holding one token per session, so a session's FTS5 search is an
-index intersection in C. It is written in the documents' own transactions, so a crash
-never leaves the two apart, and it stays the source of truth.
+index intersection in C. The writer indexes new documents in batches
+(:data:`~vxmem.store.database.FTS_BATCH`), each batch in the transaction that brings the
+unindexed ones to that many, and the rest when it closes or before FTS5 ranks a query
+itself; vx_meta's ``fts_upto`` says which documents FTS5 holds, so a crash never leaves the
+two apart (the next writable open indexes what a killed writer left).
 
 SQLite's FTS5 evaluates ``bm25()`` for every document that matches any query word (about
 1 µs each) and cannot stop early, so a lexical recall over 100k memories whose words follow
@@ -11,13 +14,16 @@ Zipf's law took 34 ms. :class:`LexicalIndex` keeps the FTS5 index's postings (te
 rowids and term frequencies, read through ``fts5vocab`` and tokenised by FTS5 itself, so the
 terms are FTS5's own) as numpy arrays and computes the very same score, with FTS5's formula
 and constants, term at a time over whole posting arrays. Documents added since the last
-search are tokenised in one batch by a TEMP FTS5 table with the same tokenizer. A query word
-that FTS5 splits into several tokens (a phrase) is left to FTS5 itself, which
-:class:`LexicalSearch` then asks with an over-fetch.
+search, and those FTS5 does not hold yet, are tokenised in one batch by a TEMP FTS5 table
+with the same tokenizer. A query word that FTS5 splits into several tokens (a phrase) is
+left to FTS5 itself, which :class:`LexicalSearch` then asks with an over-fetch (a
+read-only handle's FTS5 lacks the writer's last unindexed batch, under
+:data:`~vxmem.store.database.FTS_BATCH` documents).
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -25,7 +31,7 @@ import math
 import os
 import re
 import sqlite3
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -77,8 +83,15 @@ def scope_token(meta: Mapping[str, Any]) -> str:
     """The FTS token standing for a document's session ('' for a plain document)."""
     if K_SESSION not in meta and K_KIND not in meta:
         return ""
-    digest = hashlib.blake2b(json.dumps(meta.get(K_SESSION)).encode(), digest_size=8).hexdigest()
-    return "vxs" + digest
+    session = meta.get(K_SESSION)
+    return _session_token(session) if session is None or type(session) is str else _token_of(session)
+
+
+def _token_of(session: Any) -> str:
+    return "vxs" + hashlib.blake2b(json.dumps(session).encode(), digest_size=8).hexdigest()
+
+
+_session_token = functools.lru_cache(maxsize=4096)(_token_of)  # a batch of FTS5 rows is mostly a few sessions
 
 
 def fts_match(query: str, session: SessionArg = ANY_SESSION) -> str | None:
@@ -89,6 +102,21 @@ def fts_match(query: str, session: SessionArg = ANY_SESSION) -> str | None:
     if session is ANY_SESSION:
         return f"text : ({terms})"
     return f'scope : "{scope_token({K_SESSION: session})}" AND text : ({terms})'
+
+
+@contextlib.contextmanager
+def snapshot_read(conn: sqlite3.Connection) -> Iterator[None]:
+    """The reads inside see one committed state: a read transaction of their own, or the
+    one already open."""
+    if conn.in_transaction:
+        yield
+        return
+    conn.execute("BEGIN")
+    try:
+        yield
+    finally:
+        if conn.in_transaction:
+            conn.execute("COMMIT")
 
 
 class _Postings:
@@ -122,12 +150,16 @@ class LexicalIndex:
 
     ``saved`` names a file (see :meth:`save`) the first read takes the postings from
     instead of FTS5, when it is this database's (``uid``) and agrees with FTS5's
-    tokens on a sample of documents; the rest are read after it.
+    tokens on a sample of documents; the rest are read after it. ``indexed_upto()`` is the
+    rowid FTS5 holds every document up to, as the current transaction sees it (None: all
+    of them); the documents above it are tokenised, not read from FTS5.
     """
 
-    def __init__(self, conn: sqlite3.Connection, saved: str | None = None, uid: str | None = None):
+    def __init__(self, conn: sqlite3.Connection, saved: str | None = None, uid: str | None = None,
+                 indexed_upto: Callable[[], int | None] | None = None):
         self._conn = conn
         self._saved, self._uid = saved, uid
+        self._indexed_upto = indexed_upto
         self.saved_upto = -1  # the last rowid the saved file holds, when this index read or wrote it
         self._postings: dict[str, _Postings] = {}
         self._text_len = np.zeros(16, dtype=np.int64)  # by rowid: tokens in the text column
@@ -223,12 +255,16 @@ class LexicalIndex:
         if not self._ready:
             self._ensure_temp()
             # Only up to max_rowid: on a read-only handle FTS5 may already hold rows its
-            # mirror has not taken in yet, and those are tokenised when it does.
-            self._add_grouped(self._conn.execute(
-                "SELECT term, group_concat(doc) FROM temp.vx_fts_i WHERE col = 'text' AND doc <= ? GROUP BY term",
-                (max_rowid,)).fetchall())
-            self._ready = True
-        else:
+            # mirror has not taken in yet, and those are tokenised when it does. And only up
+            # to what FTS5 holds (read in the same transaction): the rest are tokenised below.
+            with snapshot_read(self._conn):
+                held = None if self._indexed_upto is None else self._indexed_upto()
+                upto = max_rowid if held is None else min(max_rowid, held)
+                rows = self._conn.execute("SELECT term, group_concat(doc) FROM temp.vx_fts_i "
+                                          "WHERE col = 'text' AND doc <= ? GROUP BY term", (upto,)).fetchall()
+            self._add_grouped(rows)
+            self._upto, self._ready = upto, True
+        if max_rowid > self._upto:
             self._add(self.tokenize(texts_after(self._upto)))
         self._grow_lengths(max_rowid)
         self._upto = max_rowid
@@ -479,15 +515,21 @@ class LexicalSearch:
     Holds the :class:`LexicalIndex` (made on the first search) and the document lengths
     of the current data version. ``version()`` names the data's version (it changes with
     every committed write), so lengths and document frequencies are counted once per
-    version; ``path`` names the database in errors.
+    version; ``path`` names the database in errors. ``indexed_upto`` (see
+    :class:`LexicalIndex`) and ``index_pending()``, which makes FTS5 hold every document
+    before it ranks a query itself (a writer's; None for a read-only handle), are the
+    database's.
     """
 
     def __init__(self, conn: sqlite3.Connection, version: Callable[[], Any], path: str | None = None,
-                 uid: str | None = None):
+                 uid: str | None = None, indexed_upto: Callable[[], int | None] | None = None,
+                 index_pending: Callable[[], None] | None = None):
         self._conn = conn
         self._version = version
         self._path = path
         self._uid = uid
+        self._indexed_upto = indexed_upto
+        self._index_pending = index_pending
         self._index: LexicalIndex | None = None
         self._lengths: tuple[Any, np.ndarray, float] | None = None  # (data version, lengths, their average)
         self._as_of: _AsOf | None = None  # the statistics as of a moment, for the same data version
@@ -516,7 +558,8 @@ class LexicalSearch:
         document lengths and their average (``saved_only``: see :meth:`LexicalIndex.sync`; the
         lengths are left uncounted when it read nothing)."""
         if self._index is None:
-            self._index = LexicalIndex(self._conn, postings_path(self._path) if self._path else None, self._uid)
+            self._index = LexicalIndex(self._conn, postings_path(self._path) if self._path else None, self._uid,
+                                       self._indexed_upto)
         index = self._index
         # Rowids grow with position (rows are appended), so the last one is the largest.
         max_rowid = int(m.rowid[m.n - 1]) if m.n else 0
@@ -563,6 +606,8 @@ class LexicalSearch:
         fast = self.numpy_scores(m, query, allowed, k, as_of)
         if fast is not None:
             return fast
+        if self._index_pending is not None:
+            self._index_pending()  # FTS5 ranks what it holds: every document, then
         scope_n = m.n_alive if session is ANY_SESSION else max(m.session_positions(m.session_code(session)).size, 1)
         fetch = max(4 * k, int(math.ceil(k * scope_n / positions.size * 2)))
         while True:

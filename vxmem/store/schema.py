@@ -8,9 +8,11 @@ from __future__ import annotations
 
 from .lexical import TOKENIZE
 
-# 2: the FTS5 lexical index; 3: the change log; 4: the access log; 5: each text's token count
-# (older files gain them on a writable open)
-SCHEMA_VERSION = 5
+# 2: the FTS5 lexical index; 3: the change log; 4: the access log; 5: each text's token count;
+# 6: the FTS5 rows written in batches, vx_meta's "fts_upto" saying how far (older files gain
+# them on a writable open; an older vxmem refuses a file of schema 6, whose FTS5 table it
+# would damage by deleting rows never indexed)
+SCHEMA_VERSION = 6
 FORMAT_NAME = "vxmem"
 
 _SCHEMA = (
@@ -48,7 +50,9 @@ _ACCESS_SCHEMA = (
 # The lexical index: a contentless FTS5 table over each document's text plus a "scope"
 # column holding one token per session (see vxmem.store.lexical). Porter stemming over
 # unicode61 with diacritics removed: case, accents, punctuation and inflections
-# ("running" ~ "run", "Café" ~ "cafe") match.
+# ("running" ~ "run", "Café" ~ "cafe") match. It holds every document whose rowid is at
+# most vx_meta's "fts_upto" and none above: the writer indexes the newer ones in batches
+# (see vxmem.store.database.FTS_BATCH).
 _FTS_SCHEMA = (
     f"CREATE VIRTUAL TABLE IF NOT EXISTS vx_fts USING fts5(text, scope, content='', tokenize='{TOKENIZE}')",
     "INSERT INTO vx_fts (vx_fts, rank) VALUES ('rank', 'bm25(1.0, 0.0)')",
