@@ -21,9 +21,12 @@ _DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
 _LONG_DIGITS = b"0" * 19
 
 
+_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False)  # json.dumps makes one per call
+
+
 def dumps(meta: dict[str, Any]) -> str:
-    """The stored text of a metadata dict."""
-    return json.dumps(meta, ensure_ascii=False, allow_nan=False)
+    """The stored text of a metadata dict (``json.dumps(meta, ensure_ascii=False, allow_nan=False)``)."""
+    return _ENCODER.encode(meta)
 
 
 def _long_digits(text: str) -> bool:

@@ -14,6 +14,7 @@ valid only while the collection's lock is held (see ``Collection._locked``).
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from types import EllipsisType
@@ -124,7 +125,15 @@ def _columns_of(meta: dict[str, Any]) -> tuple[int, float, float, bool, float, s
     turn = meta.get(K_TURN)
     return (code, ts, _number(meta.get(K_EXPIRES), math.inf), meta.get(K_SUPERSEDED_BY) is not None,
             float(turn) if isinstance(turn, int) and not isinstance(turn, bool) else math.nan,
-            json.dumps(meta.get(K_SESSION)) if code != NO_KIND or K_SESSION in meta else None)
+            session_key(meta.get(K_SESSION)) if code != NO_KIND or K_SESSION in meta else None)
+
+
+_str_key = functools.lru_cache(maxsize=4096)(json.dumps)  # a remember() names a session it named before
+
+
+def session_key(session: Any) -> str:
+    """A session's key in the mirror: its JSON text (cached for a str or None)."""
+    return _str_key(session) if session is None or type(session) is str else json.dumps(session)
 
 
 def _numbers(values: list[Any], default: float, ints_only: bool = False) -> np.ndarray:
