@@ -48,7 +48,7 @@ from .files import (
 )
 from .jsonio import dumps as _dumps
 from .jsonio import loads_all
-from .lexical import scope_token
+from .lexical import scope_token, snapshot_read
 from .mirror import Mirror
 from .schema import (
     _ACCESS_SCHEMA,
@@ -412,15 +412,10 @@ class Database:
 
     # ------------------------------------------------------------------ reading
 
-    @contextmanager
-    def _snapshot(self) -> Iterator[None]:
-        """One read transaction: every read inside sees the same committed state."""
-        self.conn.execute("BEGIN")
-        try:
-            yield
-        finally:
-            if self.conn.in_transaction:
-                self.conn.execute("COMMIT")
+    def _snapshot(self) -> contextlib.AbstractContextManager[None]:
+        """One read transaction: every read inside sees the same committed state (inside a
+        write transaction of this handle, a search made while writing, that transaction's)."""
+        return snapshot_read(self.conn)
 
     def load(self, token_counter: Callable[[str], int]) -> Mirror:
         """Every document, read into a fresh :class:`Mirror`, in one read transaction with ``vx_meta``.
@@ -619,10 +614,7 @@ class Database:
             return set(), set()
         if not self._has_changes:
             return None
-        # Inside a write transaction of this handle (a search made while writing) the reads
-        # are that transaction's; otherwise one read transaction of their own.
-        snapshot = self._snapshot() if not self.conn.in_transaction else contextlib.nullcontext()
-        with self._damage_is_invalid(), snapshot:
+        with self._damage_is_invalid(), self._snapshot():
             row = self.conn.execute("SELECT value FROM vx_meta WHERE key = 'changes_since'").fetchone()
             if row is None or generation < int(row[0]):
                 return None

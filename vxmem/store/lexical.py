@@ -26,7 +26,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
-import json
 import math
 import os
 import re
@@ -40,7 +39,7 @@ from ..keys import K_KIND, K_SESSION, NO_KIND
 from . import snapshot
 from .files import postings_path
 from .jsonio import dumps_strings, loads_strings
-from .mirror import ANY_SESSION, Mirror, SessionArg, spread_sample
+from .mirror import ANY_SESSION, Mirror, SessionArg, session_key, spread_sample
 
 K1, B = 1.2, 0.75  # FTS5's bm25() constants
 TOKENIZE = "porter unicode61 remove_diacritics 2"
@@ -88,7 +87,7 @@ def scope_token(meta: Mapping[str, Any]) -> str:
 
 
 def _token_of(session: Any) -> str:
-    return "vxs" + hashlib.blake2b(json.dumps(session).encode(), digest_size=8).hexdigest()
+    return "vxs" + hashlib.blake2b(session_key(session).encode(), digest_size=8).hexdigest()
 
 
 _session_token = functools.lru_cache(maxsize=4096)(_token_of)  # a batch of FTS5 rows is mostly a few sessions
