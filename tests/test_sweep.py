@@ -3,9 +3,11 @@
 import dataclasses
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from vxmem import ConversationMemory, scoring
+from vxmem import sweep as sweep_module
 from vxmem.policies import POLICIES, rank_pool
 from vxmem.pool import CandidatePool
 from vxmem.replay import replay
@@ -316,6 +318,53 @@ def test_a_reranked_replay_sweeps_exactly_as_recall_with_rerank(hashing_embedder
     plain = replay(generate("knowledge_update"), {"pool_limit": 20}, embedder=hashing_embedder)
     with pytest.raises(ValueError, match="sweep replays recorded with one pipeline together"):
         sweep([rep, plain], {})
+
+
+SWEPT = {"half_life_days": [1.0, 7.0, 60.0], "recency_weight": [0.0, 0.5, 1.0], "feedback_weight": [0.0, 1.0],
+         "token_budget": [None, 30]}
+
+
+@pytest.mark.parametrize("mode", ["hybrid", "dense"])
+@pytest.mark.parametrize("grid", [SWEPT, dict(SWEPT, limit=[3, 10]), {"limit": [5, 12, 20]}])
+def test_a_reranked_sweep_ranks_only_the_reranked_slots_to_the_same_metrics(hashing_embedder, monkeypatch, mode,
+                                                                              grid):
+    # A reranked pool ranks max(2 x limit, 20) of its candidates: the sweep drops the slots no
+    # point ranks before scoring (half the work), and every probe's metrics at every point stay.
+    rep = replay(generate("knowledge_update"), {"rerank": True, "reranker": _Overlap(), "mode": mode,
+                                                "pool_limit": 20}, embedder=hashing_embedder)
+    narrowed = []
+    real = sweep_module._compacted
+
+    def spy(s, kmax):
+        out = real(s, kmax)
+        narrowed.append(out.valid.shape[-1] < s.valid.shape[-1])
+        if narrowed[-1]:  # each probe's slots valid at some point first, in slot order (the tie rule's last key)
+            union = s.valid.reshape(-1, *s.valid.shape[-2:]).any(axis=0)
+            for i, v in enumerate(union):
+                n = int(v.sum())
+                for k in ("ts", "tokens", "grade", "feedback_signs"):
+                    np.testing.assert_array_equal(out.c[k][i, :n], s.c[k][i][v])
+                np.testing.assert_array_equal(out.valid[..., i, :n], s.valid[..., i, v])
+                np.testing.assert_array_equal(np.asarray(out.relevance)[..., i, :n],
+                                              np.asarray(s.relevance)[..., i, v])
+                assert not out.valid[..., i, n:].any()
+        return out
+
+    monkeypatch.setattr(sweep_module, "_compacted", spy)
+    got = sweep(rep, grid).per_probe
+    assert narrowed and all(narrowed)  # pools of 80 slots (pool_limit 20); 20 reranked up to limit 10, 40 at 20
+    monkeypatch.setattr(sweep_module, "_compacted", lambda s, kmax: s)
+    pd.testing.assert_frame_equal(got, sweep(rep, grid).per_probe)
+
+
+def test_a_sweep_that_ranks_every_recorded_slot_drops_none(hashing_embedder, monkeypatch):
+    rep = replay(generate("knowledge_update"), {"mode": "dense"}, embedder=hashing_embedder)
+    narrowed = []
+    real = sweep_module._compacted
+    monkeypatch.setattr(sweep_module, "_compacted",
+                        lambda s, kmax: narrowed.append(real(s, kmax) is not s) or real(s, kmax))
+    sweep(rep, SWEPT)
+    assert narrowed and not any(narrowed)
 
 
 def test_a_reranked_replays_pool_is_the_pool_its_recall_reranked(hashing_embedder):

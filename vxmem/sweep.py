@@ -50,6 +50,9 @@ METRIC_COLUMNS = ("hit", "recall", "rr", "ndcg", "stale_leak", "foreign_leak", "
 _CHUNK_ARRAYS = ("relevance", "dense", "lexical", "ts", "age_days", "tokens", "grade", "stale", "foreign",
                  "session_bits", "feedback_signs", "feedback_ages", "n", "ideal", "n_relevant", "n_sessions",
                  "rerank_score")
+# The chunk arrays that hold a value per pool slot (and, for the feedback ones, per event too).
+_SLOT_ARRAYS = frozenset(("relevance", "dense", "lexical", "ts", "age_days", "tokens", "grade", "stale", "foreign",
+                          "session_bits", "feedback_signs", "feedback_ages", "rerank_score"))
 
 
 class SweepResult:
@@ -469,7 +472,29 @@ def _take(x: np.ndarray, top: np.ndarray) -> np.ndarray:
 
 def _metrics_of_chunk(pools: Mapping[str, np.ndarray], sl: slice, g: _Grid) -> dict[str, np.ndarray]:
     """Every metric of one slice of probes at every grid point, shape (*grid, probes)."""
-    return _metrics_of_ranked(_rank_chunk(pools, sl, g))
+    return _metrics_of_ranked(_rank_searched(_compacted(_search_chunk(pools, sl, g), g.kmax), g))
+
+
+def _compacted(s: _Searched, kmax: int) -> _Searched:
+    """``s`` with only the slots some grid point ranks.
+
+    A reranked pool ranks only the candidates its limit reranks (``max(2 x limit, 20)`` of
+    the pool's 40 or more), so half of every score, sort and gather of a sweep went to slots
+    no point could return. Each probe keeps the slots valid at some point, first and in slot
+    order (the tie rule's last key), so the ranking and every metric are the uncompacted
+    ones; the slots are those of the compacted arrays (the metrics do not name slots;
+    rankings use :func:`_rank_chunk`). A pool whose recorded slots all count is left as it is.
+    """
+    valid = s.valid
+    n_probes, width = valid.shape[-2:]
+    union = valid.reshape(-1, n_probes, width).any(axis=0)  # valid at some grid point
+    m = int(union.sum(axis=1).max(initial=0))
+    if m >= width or m <= kmax:  # nothing to drop, or fewer columns than the ranked lists hold
+        return s
+    rows = np.arange(n_probes)[:, None]
+    slots = np.argsort(~union, axis=1, kind="stable")[:, :m]  # kept first, each group in slot order
+    c = {k: v[rows, slots] if k in _SLOT_ARRAYS else v for k, v in s.c.items()}
+    return s._replace(c=c, valid=valid[..., rows, slots], relevance=np.asarray(s.relevance)[..., rows, slots])
 
 
 def _metrics_of_ranked(r: _Ranked) -> dict[str, np.ndarray]:
