@@ -7,7 +7,6 @@ memory found by id, and one feedback event added to a memory's metadata.
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Any
 
@@ -18,7 +17,7 @@ from .clock import DAY
 from .keys import K_EXPIRES, K_FEEDBACK, K_FEEDBACK_FOLDED, K_KIND, K_ROLE, K_SESSION, K_TS, KIND_TURN
 from .store.checks import check_id
 from .store.database import Transaction
-from .store.mirror import Mirror
+from .store.mirror import Mirror, session_key
 
 # A memory keeps at most this many feedback events; past it the oldest are folded into one
 # decayed sum (``_vx_feedback_folded``), which leaves the score as it was.
@@ -55,7 +54,7 @@ def claim_turn(m: Mirror, tx: Transaction, session: str | None, turn: int | None
     counter is refused, as is one a live turn holds). It moves in the caller's
     transaction, so a call that fails consumes nothing.
     """
-    name = "turn:" + json.dumps(session)
+    name = "turn:" + session_key(session)  # json.dumps(session), cached
     if turn is None:
         return tx.take_counter(name)
     if np.any(m.turn[m.select(session, (KIND_TURN,))] == turn):

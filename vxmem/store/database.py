@@ -120,8 +120,9 @@ class Transaction:
         if dim is not None and vec.shape[0] != dim:  # embedded outside the lock, before another thread's first write
             raise ValueError(f"a {vec.shape[0]}-d vector for a collection of {dim}-d vectors")
         self.database.set_dim(self, vec.shape[0])
+        blob = np.asarray(vec, dtype=np.float32).tobytes()  # a float32 vector as it is, no copy first
         cur = self.conn.execute("INSERT INTO vx_docs (id, text, metadata, vector, tokens) VALUES (?, ?, ?, ?, ?)",
-                                (id, text, _dumps(meta), vec.astype(np.float32).tobytes(), self._stored(tokens)))
+                                (id, text, _dumps(meta), blob, self._stored(tokens)))
         rowid = self.last_rowid = int(cur.lastrowid or 0)  # FTS5 gets it with its batch (see Database.transaction)
         self.conn.execute("INSERT INTO vx_changes (generation, doc, op) VALUES (?, ?, 'insert')",
                           (self.generation, rowid))
