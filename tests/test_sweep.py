@@ -361,8 +361,13 @@ def test_a_sweep_that_ranks_every_recorded_slot_drops_none(hashing_embedder, mon
     rep = replay(generate("knowledge_update"), {"mode": "dense"}, embedder=hashing_embedder)
     narrowed = []
     real = sweep_module._compacted
-    monkeypatch.setattr(sweep_module, "_compacted",
-                        lambda s, kmax: narrowed.append(real(s, kmax) is not s) or real(s, kmax))
+
+    def spy(s, kmax):
+        out = real(s, kmax)
+        narrowed.append(out is not s)
+        return out
+
+    monkeypatch.setattr(sweep_module, "_compacted", spy)
     sweep(rep, SWEPT)
     assert narrowed and not any(narrowed)
 

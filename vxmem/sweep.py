@@ -50,9 +50,8 @@ METRIC_COLUMNS = ("hit", "recall", "rr", "ndcg", "stale_leak", "foreign_leak", "
 _CHUNK_ARRAYS = ("relevance", "dense", "lexical", "ts", "age_days", "tokens", "grade", "stale", "foreign",
                  "session_bits", "feedback_signs", "feedback_ages", "n", "ideal", "n_relevant", "n_sessions",
                  "rerank_score")
-# The chunk arrays that hold a value per pool slot (and, for the feedback ones, per event too).
-_SLOT_ARRAYS = frozenset(("relevance", "dense", "lexical", "ts", "age_days", "tokens", "grade", "stale", "foreign",
-                          "session_bits", "feedback_signs", "feedback_ages", "rerank_score"))
+# The chunk arrays that hold a value per pool slot (the feedback ones per event too): all but the per-probe ones.
+_SLOT_ARRAYS = frozenset(_CHUNK_ARRAYS) - {"n", "ideal", "n_relevant", "n_sessions"}
 
 
 class SweepResult:
