@@ -3,7 +3,7 @@
     streamlit run app.py        (or: make app, which prints the URL to open)
 
 Eight pages, each a thin script in app_pages/: every number and chart comes from a
-DataFrame that vxmem returned (vxmem.views reshapes them; no ranking happens here). One
+DataFrame that vxmem returned (vxmem.workbench.views reshapes them; no ranking happens here). One
 parameter state is shared by every page and mirrored in the URL (app_pages/shared.py);
 what the pages offer (slider ranges, labels, the playground's seed) is in app_pages/config.py.
 """

@@ -8,7 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from app_pages import config, shared
-from vxmem import views
+from vxmem.workbench import views
 
 st.title("A/B")
 st.caption("A is the shared settings; B is set here. Every probe is ranked under both from the cached pools "

@@ -4,7 +4,7 @@ import altair as alt
 import streamlit as st
 
 from app_pages import config, shared
-from vxmem import views
+from vxmem.workbench import views
 
 st.title("Budget")
 st.caption("`context()` at a probe of the dataset: pinned facts first (never cut), then the most recent turns "

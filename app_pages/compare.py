@@ -6,7 +6,7 @@ import altair as alt
 import streamlit as st
 
 from app_pages import config, shared
-from vxmem import views
+from vxmem.workbench import views
 
 st.title("Compare")
 st.caption("The spec's blend against plain cosine, multiplicative decay, LangChain's time-weighted retriever, "

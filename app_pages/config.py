@@ -1,7 +1,7 @@
 """What the workbench offers on its pages: slider ranges, labels, the playground's seed, budgets.
 
-App configuration only; the library (:mod:`vxmem.views`) knows none of it. Defaults come
-from the library's own (:data:`vxmem.views.DEFAULT_POINT`), so a slider starts where the
+App configuration only; the library (:mod:`vxmem.workbench.views`) knows none of it. Defaults come
+from the library's own (:data:`vxmem.workbench.views.DEFAULT_POINT`), so a slider starts where the
 memory does.
 """
 
@@ -11,12 +11,12 @@ import os
 from pathlib import Path
 from typing import Any
 
-from vxmem import views
-from vxmem.clock import DAY
-from vxmem.datasets import CHAT_FORMATS, FILE_FORMATS
-from vxmem.scoring import HYBRID_WEIGHT, RECENCY_FROM  # noqa: F401  (config.RECENCY_FROM: the choices)
+from vxmem.core.clock import DAY
+from vxmem.ranking.scoring import HYBRID_WEIGHT, RECENCY_FROM  # noqa: F401  (config.RECENCY_FROM: the choices)
 from vxmem.store import SEARCH_MODES
-from vxmem.views import DEFAULT_POINT, MAX_LIMIT
+from vxmem.workbench import views
+from vxmem.workbench.datasets import CHAT_FORMATS, FILE_FORMATS
+from vxmem.workbench.views import DEFAULT_POINT, MAX_LIMIT
 
 ICON = Path(__file__).resolve().parent / "icon.png"  # the favicon: a local file, never fetched
 
@@ -35,7 +35,7 @@ PARAMS: dict[str, tuple[str, float, float, float, float]] = {
 RANKING_PARAMS = tuple(PARAMS)  # the ranking point every page shares (a sweep re-ranks pools for it)
 HYBRID = ("hybrid weight (dense share)", 0.0, 1.0, HYBRID_WEIGHT, 0.05)
 
-# Embedders: label -> the name vxmem.views.embedder_for knows. The first is the default: Vectrix()'s
+# Embedders: label -> the name vxmem.workbench.views.embedder_for knows. The first is the default: Vectrix()'s
 # own pipeline (bge-small, hybrid, the cross-encoder rerank; embeddings and rerank scores kept in
 # the replay cache file, so only a dataset's first replay pays for them).
 EMBEDDERS: dict[str, str] = {"default (bge-small + rerank)": "default", "hashing (fast)": "hashing"}

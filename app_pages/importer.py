@@ -6,9 +6,9 @@ import hashlib
 import streamlit as st
 
 from app_pages import config, shared
-from vxmem import views
-from vxmem.datasets import DatasetError
-from vxmem.datasets.chatlogs import add_probe
+from vxmem.workbench import views
+from vxmem.workbench.datasets import DatasetError
+from vxmem.workbench.datasets.chatlogs import add_probe
 
 state = st.session_state
 

@@ -11,9 +11,9 @@ import pandas as pd
 import streamlit as st
 
 from app_pages import config, shared
-from vxmem import views
-from vxmem.datasets import DatasetError
-from vxmem.rules import RuleKeyValueJudge
+from vxmem.memory.rules import RuleKeyValueJudge
+from vxmem.workbench import views
+from vxmem.workbench.datasets import DatasetError
 
 state = st.session_state
 # What the widgets show, kept outside them: Streamlit drops a widget's state on a page that
@@ -162,7 +162,7 @@ with left:
     st.button("Remember", on_click=remember, type="primary", key="pg_remember")
     judge = st.checkbox("Supersede contradicted facts with the rule-based key-value judge", key=kept("judge"),
                         on_change=keep, args=("judge",),
-                        help="vxmem.rules.RuleKeyValueJudge: reads 'X lives in Y'-style facts; no model.")
+                        help="vxmem.memory.rules.RuleKeyValueJudge: reads 'X lives in Y'-style facts; no model.")
     with st.expander("Correct a memory"):
         labels = [e["label"] for e in state.pg_events if e.get("label")]
         st.selectbox("Memory", labels, key="pg_target")
@@ -210,7 +210,7 @@ with right:
 if not out["why"].empty:
     st.subheader("Why (not) recalled")
     st.caption("Every memory of the playground and why this recall did or did not return it "
-               "(vxmem.analysis.why_recalled_live, the same reasons as the Replay page's).")
+               "(vxmem.workbench.analysis.why_recalled_live, the same reasons as the Replay page's).")
     shared.why_table(out["why"], key="pg_why")
 with st.expander(f"All {len(out['memories'])} memories"):
     st.dataframe(out["memories"].drop(columns=["id"]), hide_index=True, width="stretch")

@@ -11,7 +11,7 @@ saved Playground), and opening such a URL, on any page, starts from them.
 process-wide cache here rather than behind ``st.cache_resource``: a cached function replays
 the elements it drew, and a replay draws its progress bar (``st.progress``, fed by the
 same callback that feeds the CLI's tqdm bar). Frames computed from them sit behind
-``st.cache_data``. Pages compute their frames through :mod:`vxmem.views`; what they offer
+``st.cache_data``. Pages compute their frames through :mod:`vxmem.workbench.views`; what they offer
 (slider ranges, labels, defaults) is in :mod:`app_pages.config`.
 """
 
@@ -28,9 +28,9 @@ import pandas as pd
 import streamlit as st
 
 from app_pages import config
-from vxmem import views
-from vxmem.datasets import Conversation, DatasetError, load
-from vxmem.replay import Replay
+from vxmem.workbench import views
+from vxmem.workbench.datasets import Conversation, DatasetError, load
+from vxmem.workbench.record import Replay
 
 SETTINGS = "settings"
 _QUERY_EXTRA = ("dataset", "pg")  # what the URL carries besides the settings
@@ -351,7 +351,7 @@ def why_table(why: pd.DataFrame, key: str) -> None:
     """The why (not) recalled table: one row per memory, with its reason and the parts."""
     st.dataframe(views.why_table(why), hide_index=True, width="stretch", key=key,
                  column_config={**RESULT_COLUMNS, "detail": st.column_config.TextColumn(width="large"),
-                                "reason": st.column_config.TextColumn(help="vxmem.reasons.REASONS")})
+                                "reason": st.column_config.TextColumn(help="vxmem.core.reasons.REASONS")})
 
 
 def chart(c: alt.Chart) -> None:

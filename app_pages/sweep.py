@@ -9,8 +9,8 @@ import pandas as pd
 import streamlit as st
 
 from app_pages import config, shared
-from vxmem import views
-from vxmem.metrics import LOWER_IS_BETTER
+from vxmem.workbench import views
+from vxmem.workbench.metrics import LOWER_IS_BETTER
 
 st.title("Sweep")
 st.caption("Every point of the grid re-ranks every probe's cached pool; the other parameters stay at "

@@ -99,8 +99,8 @@ def single_latency_ms(embed, texts: list[str]) -> float:
 def _onnx_intra_op(threads: int):
     """The default model with ``threads`` intra-op threads and one input at a time (not what
     vxmem does: shown for comparison)."""
-    from vxmem.models import BGE_SMALL
-    from vxmem.onnx import OnnxEmbedder
+    from vxmem.models.onnx import OnnxEmbedder
+    from vxmem.models.packaged import BGE_SMALL
 
     emb = OnnxEmbedder(BGE_SMALL, dim=384, threads=1)
     emb.load()
@@ -117,8 +117,8 @@ def _onnx_intra_op(threads: int):
 
 def rerank_rows(threads: list[int], texts: list[str], queries: list[str]) -> list[tuple[str, float, float, float]]:
     """(label, pairs/s, ms per rerank of 20, load s) of the default cross-encoder."""
-    from vxmem.models import MS_MARCO_MINILM_L12
-    from vxmem.rerank import OnnxCrossEncoder
+    from vxmem.models.packaged import MS_MARCO_MINILM_L12
+    from vxmem.models.rerank import OnnxCrossEncoder
 
     rows = []
     for th in threads:
@@ -146,9 +146,9 @@ def main(argv=None) -> int:
     texts = [sentence(rng) for _ in range(args.n)]
     singles = [query(rng) + f" #{i}" for i in range(200)]
 
-    from vxmem.embed import HashingEmbedder
-    from vxmem.models import BGE_SMALL
-    from vxmem.onnx import OnnxEmbedder
+    from vxmem.models.embed import HashingEmbedder
+    from vxmem.models.onnx import OnnxEmbedder
+    from vxmem.models.packaged import BGE_SMALL
 
     rows = []
     t = time.perf_counter()
@@ -173,7 +173,7 @@ def main(argv=None) -> int:
         import torch
 
         torch.set_num_threads(1)
-        from vxmem.embed import SemanticEmbedder
+        from vxmem.models.embed import SemanticEmbedder
 
         t = time.perf_counter()
         semantic = SemanticEmbedder()

@@ -32,7 +32,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from vxmem import HashingEmbedder, Vectrix  # noqa: E402
+from vxmem import HashingEmbedder, Vectrix
 
 WORDS = ("tea coffee paris london dark light mode pdf csv report cat dog blue red green river mountain piano "
          "violin chess garden winter summer bread cheese train bicycle meeting invoice deadline holiday doctor "

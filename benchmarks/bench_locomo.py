@@ -4,7 +4,7 @@
     python benchmarks/bench_locomo.py PATH --systems default,bm25 --date-in-text --csv out.csv
 
 LoCoMo (snap-research/locomo, CC BY-NC 4.0) is not shipped with vxmem: pass the path of its
-JSON file. Each conversation is loaded with ``vxmem.datasets.load_locomo`` (turns stored as
+JSON file. Each conversation is loaded with ``vxmem.workbench.datasets.load_locomo`` (turns stored as
 ``"Speaker: text"`` with photo captions, dated by their sessions, adversarial questions left out)
 and replayed into a fresh in-memory ``Vectrix``; every question is asked across the whole
 conversation at ``now`` = the last turn + 1 day (``--now-days``). The metrics are turn-level:
@@ -40,11 +40,11 @@ from typing import Any
 import numpy as np
 
 from vxmem import Vectrix
-from vxmem.clock import DAY
-from vxmem.datasets import Conversation, load_locomo
-from vxmem.datasets.locomo import RETRIEVAL_CATEGORIES
-from vxmem.embed import default_embedder, get_embedder
-from vxmem.rerank import default_reranker
+from vxmem.core.clock import DAY
+from vxmem.models.embed import default_embedder, get_embedder
+from vxmem.models.rerank import default_reranker
+from vxmem.workbench.datasets import Conversation, load_locomo
+from vxmem.workbench.datasets.locomo import RETRIEVAL_CATEGORIES
 
 SYSTEMS = ("default", "bge-hybrid", "bge-dense", "hashing-rerank", "hashing-hybrid", "hashing-dense", "lexical",
            "bm25")

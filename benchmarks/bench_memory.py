@@ -17,7 +17,7 @@ Each (embedder, size) runs in its own child process, so its peak RSS is its own.
 
 Three embedders: ``default`` (bge-small-en-v1.5 on onnxruntime, what ``Vectrix()`` uses; its
 recall also runs the cross-encoder rerank, and two more rows time recall with
-``rerank=False``), ``hashing`` (``vxmem.embed.HashingEmbedder``) and ``trivial`` (a table
+``rerank=False``), ``hashing`` (``vxmem.models.embed.HashingEmbedder``) and ``trivial`` (a table
 lookup: crc32 of the text picks two of 4,096 fixed random unit vectors; ~5 us a call), so
 the ``trivial`` rows time the memory layer itself. Recall runs the default mode, hybrid
 (``--mode dense`` gives the mode issue 2's targets were set for). The
@@ -144,11 +144,11 @@ def make_embedder(name: str):
     if name == "trivial":
         return TrivialEmbedder()
     if name == "hashing":
-        from vxmem.embed import HashingEmbedder
+        from vxmem.models.embed import HashingEmbedder
 
         return HashingEmbedder()
     if name == "default":
-        from vxmem.embed import get_embedder
+        from vxmem.models.embed import get_embedder
 
         return get_embedder("bge-small")
     raise SystemExit(f"unknown embedder {name!r}; expected default, trivial or hashing")

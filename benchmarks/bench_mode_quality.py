@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from vxmem import metrics as M
-from vxmem.datasets import load
-from vxmem.replay import replay
+from vxmem.workbench import metrics as M
+from vxmem.workbench.datasets import load
+from vxmem.workbench.replay import replay
 
 ROOT = Path(__file__).resolve().parents[1] / "datasets"
 MODES = ("dense", "lexical", "hybrid")
@@ -36,7 +36,7 @@ def main() -> None:
     args = ap.parse_args()
     embedder = {"hashing": "hashing", "default": "bge-small"}.get(args.embedder)  # default: with its rerank
     if args.embedder == "semantic":
-        from vxmem.embed import SemanticEmbedder
+        from vxmem.models.embed import SemanticEmbedder
 
         embedder = SemanticEmbedder()
     rows = []

@@ -14,9 +14,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from vxmem.replay import replay
-from vxmem.sweep import sweep
-from vxmem.synth import SCENARIOS, generate
+from vxmem.workbench.replay import replay
+from vxmem.workbench.sweep import sweep
+from vxmem.workbench.synth import SCENARIOS, generate
 
 PIPELINES = {"default (bge + rerank)": None, "hashing (hybrid)": "hashing"}
 

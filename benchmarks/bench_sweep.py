@@ -16,10 +16,11 @@ import time
 
 import numpy as np
 
-from vxmem.policies import rank_pool
-from vxmem.replay import Replay, replay
-from vxmem.sweep import sweep
-from vxmem.synth import generate
+from vxmem.workbench.policies import rank_pool
+from vxmem.workbench.record import Replay
+from vxmem.workbench.replay import replay
+from vxmem.workbench.sweep import sweep
+from vxmem.workbench.synth import generate
 
 PROBES = 500
 

@@ -13,7 +13,7 @@ os.environ.setdefault("VXMEM_CACHE_DIR", tempfile.mkdtemp(prefix="vxmem-test-cac
 import pytest  # noqa: E402
 from hypothesis import settings  # noqa: E402
 
-from vxmem.embed import get_embedder  # noqa: E402
+from vxmem.models.embed import get_embedder
 
 from helpers import WordHashEmbedder  # noqa: E402
 

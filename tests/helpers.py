@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from vxmem.clock import DAY
+from vxmem.core.clock import DAY
 
 T0 = 1_700_000_000.0  # a fixed "now" for tests that pass time explicitly
 TESTS = str(Path(__file__).resolve().parent)

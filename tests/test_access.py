@@ -8,11 +8,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from vxmem import ConversationMemory, Vectrix
-from vxmem.policies import POLICIES
-from vxmem.replay import replay
 from vxmem.store import database
-from vxmem.sweep import rankings, sweep
-from vxmem.synth import generate
+from vxmem.workbench.policies import POLICIES
+from vxmem.workbench.replay import replay
+from vxmem.workbench.sweep import rankings, sweep
+from vxmem.workbench.synth import generate
 
 from helpers import DAY, T0, WordHashEmbedder
 
@@ -58,7 +58,7 @@ def test_an_access_counts_from_the_moment_after_it(word_embedder):
 
 
 def test_the_access_log_of_probes_at_one_moment_matches_the_memory():
-    from vxmem.pool import AccessLog
+    from vxmem.ranking.pool import AccessLog
 
     log = AccessLog()
     log.returned(["a"], 10.0)
@@ -251,7 +251,7 @@ def test_langchain_and_generative_agents_age_from_their_own_accesses(drift, hash
 
 
 def test_langchain_ages_count_from_the_probe_that_last_returned_the_memory(hashing_embedder):
-    from vxmem.datasets import Conversation, Event
+    from vxmem.workbench.datasets import Conversation, Event
 
     events = [
         Event(type="turn", time=T0, session="s", text="my cat is called Miso", label="miso"),
@@ -282,7 +282,7 @@ def test_a_narrowed_replay_still_sees_the_accesses_of_the_probes_left_out(drift,
 
 
 def test_probes_at_one_moment_sweep_as_the_live_recall_ranks_them(hashing_embedder):
-    from vxmem.datasets import Conversation, Event
+    from vxmem.workbench.datasets import Conversation, Event
 
     t = T0 + 10 * DAY
     events = [
@@ -307,7 +307,7 @@ def test_probes_at_one_moment_sweep_as_the_live_recall_ranks_them(hashing_embedd
 
 
 def test_why_recalled_of_a_replay_aging_from_access_returns_what_its_recall_returned(drift, hashing_embedder):
-    from vxmem.analysis import why_recalled
+    from vxmem.workbench.why import why_recalled
 
     rep = replay(drift, {"recency_from": "accessed", "recency_weight": 1.0, "half_life_days": 1.0, "limit": 4},
                  embedder=hashing_embedder)

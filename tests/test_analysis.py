@@ -8,7 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from vxmem.analysis import (
+from vxmem.core.reasons import REASONS
+from vxmem.workbench.analysis import (
     ProbeSplit,
     ab_compare,
     ab_summary,
@@ -22,12 +23,12 @@ from vxmem.analysis import (
     stale_above_replacement_rate,
     stale_replacement_pairs,
     tune_holdout,
-    why_recalled,
 )
-from vxmem.reasons import REASONS
-from vxmem.replay import Replay, replay
-from vxmem.sweep import rankings, sweep
-from vxmem.synth import generate
+from vxmem.workbench.record import Replay
+from vxmem.workbench.replay import replay
+from vxmem.workbench.sweep import rankings, sweep
+from vxmem.workbench.synth import generate
+from vxmem.workbench.why import why_recalled
 
 DAY = 86400.0
 SETTINGS = {"half_life_days": 7.0, "recency_weight": 0.5, "feedback_weight": 0.25, "feedback_half_life_days": 30.0,

@@ -6,10 +6,10 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from vxmem import views
-from vxmem.datasets import load_jsonl
 from vxmem.memory import ConversationMemory
-from vxmem.replay import replay
+from vxmem.workbench import views
+from vxmem.workbench.datasets import load_jsonl
+from vxmem.workbench.replay import replay
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = str(ROOT / "app.py")

@@ -8,9 +8,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from vxmem import ConversationMemory, Vectrix
-from vxmem.replay import replay
-from vxmem.sweep import rankings
-from vxmem.synth import generate
+from vxmem.workbench.replay import replay
+from vxmem.workbench.sweep import rankings
+from vxmem.workbench.synth import generate
 
 from helpers import DAY, T0, WordHashEmbedder
 
@@ -183,7 +183,7 @@ def test_a_probe_before_a_later_correction_ranks_as_recall_as_of_its_moment(hash
 
 
 def test_bm25_statistics_as_of_a_moment_are_the_same_counted_directly_or_by_binary_search(word_embedder):
-    from vxmem.keys import NO_KIND
+    from vxmem.core.keys import NO_KIND
     from vxmem.store.lexical import _AsOf
 
     db = Vectrix(None, embedder=word_embedder)

@@ -5,9 +5,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from vxmem.chatlogs import CHAT_FORMATS, add_probe, detect_chat_format, load_chatlog, loads_chatlog
-from vxmem.datasets import Conversation, DatasetError, load_jsonl
-from vxmem.replay import replay
+from vxmem.workbench.datasets import Conversation, DatasetError, load_jsonl
+from vxmem.workbench.datasets.chatlogs import CHAT_FORMATS, add_probe, detect_chat_format, load_chatlog, loads_chatlog
+from vxmem.workbench.replay import replay
 
 
 def _t(iso: str) -> float:

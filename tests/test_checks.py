@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from vxmem import Vectrix
-from vxmem.checks import check_bool, check_choice, check_int, check_kinds, check_number, check_session
-from vxmem.policies import check_param, get_policy
-from vxmem.replay import check_settings
+from vxmem.core.checks import check_bool, check_choice, check_int, check_kinds, check_number, check_session
+from vxmem.workbench.policies import check_param, get_policy
+from vxmem.workbench.replay import check_settings
 
 from helpers import T0
 

@@ -6,8 +6,8 @@ import pandas as pd
 import pytest
 
 from vxmem.cli import main
-from vxmem.datasets import load_jsonl
-from vxmem.synth import generate
+from vxmem.workbench.datasets import load_jsonl
+from vxmem.workbench.synth import generate
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "datasets" / "fixtures"
@@ -75,7 +75,7 @@ def test_replay_of_locomo_leaves_adversarial_questions_out_unless_asked(tmp_path
 
 def test_the_cli_embedder_names_are_the_librarys(monkeypatch):
     from vxmem import cli
-    from vxmem.embed import get_embedder
+    from vxmem.models.embed import get_embedder
 
     assert cli._embedder("default") is None  # Vectrix()'s own, whatever it is
     assert cli._embedder("hashing") == "hashing"  # by name: never the default model instead
@@ -180,12 +180,12 @@ def test_replay_of_a_chat_log_says_to_write_probes_first(tmp_path, capsys):
     (["sweep", "DATA", "--per-probe", "pp.json"], "--per-probe 'pp.json': use a .csv or .parquet"),
 ])
 def test_output_names_are_refused_before_the_replay_runs(tmp_path, capsys, argv, message, monkeypatch):
-    import vxmem.replay
+    import vxmem.workbench.replay
 
     def no_replay(*a, **k):  # the check must come first: a replay here fails the test
         raise AssertionError("replayed before checking the output name")
 
-    monkeypatch.setattr(vxmem.replay, "replay_many", no_replay)
+    monkeypatch.setattr(vxmem.workbench.replay, "replay_many", no_replay)
     argv = [str(tmp_path / "missing-but-never-read.jsonl") if a == "DATA" else a for a in argv]
     assert main(argv) == 2
     assert message in _error_line(capsys)

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from vxmem.datasets import (
+from vxmem.workbench.datasets import (
     Conversation,
     DatasetError,
     Event,

@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 
 from vxmem import Vectrix
-from vxmem.embed import default_embedder, get_embedder
-from vxmem.models import BGE_SMALL, MS_MARCO_MINILM_L12, ModelFileError, package_file
-from vxmem.onnx import OnnxEmbedder
-from vxmem.rerank import default_reranker
+from vxmem.models.embed import default_embedder, get_embedder
+from vxmem.models.onnx import OnnxEmbedder
+from vxmem.models.packaged import BGE_SMALL, MS_MARCO_MINILM_L12, ModelFileError, package_file
+from vxmem.models.rerank import default_reranker
 
 from helpers import T0, TESTS
 
@@ -218,7 +218,7 @@ def test_the_cross_encoder_scores_a_pair_the_same_alone_or_among_others():
 
 
 def test_the_playground_warns_when_the_best_result_matches_nothing(monkeypatch):
-    from vxmem import views
+    from vxmem.workbench import views
 
     monkeypatch.delenv("VXMEM_EMBEDDER")  # the dashboard's default pipeline: Vectrix()'s own
     events = [{"time": T0 + 60 * i, "type": "turn", "label": f"m{i}", "session": "s", "text": t}

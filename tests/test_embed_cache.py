@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from vxmem import HashingEmbedder, Vectrix
-from vxmem.embed_cache import CachedEmbedder, EmbeddingCache, open_cache
-from vxmem.replay import replay
-from vxmem.synth import generate
+from vxmem.models.cache import CachedEmbedder, EmbeddingCache, open_cache
+from vxmem.workbench.replay import replay
+from vxmem.workbench.synth import generate
 
 from helpers import WordHashEmbedder
 

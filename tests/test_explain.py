@@ -5,13 +5,14 @@ recall() blends, and the events that made and deleted each memory."""
 import numpy as np
 import pytest
 
-from vxmem import Vectrix, scoring
-from vxmem.analysis import why_recalled_live
-from vxmem.reasons import REASONS
-from vxmem.replay import replay
-from vxmem.sweep import rankings
-from vxmem.synth import generate
-from vxmem.views import memory_timeline
+from vxmem import Vectrix
+from vxmem.core.reasons import REASONS
+from vxmem.ranking import scoring
+from vxmem.workbench.replay import replay
+from vxmem.workbench.sweep import rankings
+from vxmem.workbench.synth import generate
+from vxmem.workbench.views import memory_timeline
+from vxmem.workbench.why import why_recalled_live
 
 from helpers import DAY, T0
 

@@ -17,7 +17,6 @@ from hypothesis import settings
 
 from vxmem import ForkedHandleError, Vectrix
 from vxmem.cli import main as cli_main
-from vxmem.datasets import DatasetError, load
 from vxmem.memory import (
     K_CONSOLIDATED_FROM,
     K_FEEDBACK,
@@ -27,8 +26,9 @@ from vxmem.memory import (
     K_TURN,
     feedback_score,
 )
-from vxmem.scoring import OUTCOME_SIGN, decay
-from vxmem.views import load_bytes
+from vxmem.ranking.scoring import OUTCOME_SIGN, decay
+from vxmem.workbench.datasets import DatasetError, load
+from vxmem.workbench.views import load_bytes
 
 from helpers import DAY, T0, WordHashEmbedder, run_python
 

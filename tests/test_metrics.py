@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from vxmem.metrics import (
+from vxmem.workbench.metrics import (
     aggregate,
     budget_fill,
     dcg_at_k,

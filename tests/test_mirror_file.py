@@ -470,7 +470,7 @@ def test_an_open_whose_first_position_is_a_hole_checks_the_embedder_on_a_live_on
 
 
 def test_a_handle_whose_counter_was_swapped_saves_no_mirror_of_mixed_counts(tmp_path):
-    from vxmem.tokens import count_tokens
+    from vxmem.core.tokens import count_tokens
 
     path = str(tmp_path / "db.vxdb")
     db = _open(path)

@@ -4,9 +4,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from vxmem.clock import DAY, to_epoch
-from vxmem.datasets import Conversation, Event
-from vxmem.replay import Replay, replay, replay_many
+from vxmem.core.clock import DAY, to_epoch
+from vxmem.workbench.datasets import Conversation, Event
+from vxmem.workbench.record import Replay
+from vxmem.workbench.replay import replay, replay_many
 
 T0 = to_epoch("2024-03-01T09:00:00Z")
 

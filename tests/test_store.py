@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from vxmem import DatabaseLockedError, InvalidDatabaseError, Vectrix
-from vxmem.embed import HashingEmbedder
+from vxmem.models.embed import HashingEmbedder
 from vxmem.store import hnsw
 from vxmem.store.mirror import rowdot
 
@@ -214,7 +214,8 @@ def test_index_file_is_reused_when_fresh_and_rebuilt_when_stale(tmp_path):
 
 
 def test_hashing_embedder_is_deterministic_across_processes():
-    code = "from vxmem.embed import HashingEmbedder; print(HashingEmbedder()(['dark mode please'])[0][:8].tolist())"
+    code = ("from vxmem.models.embed import HashingEmbedder; "
+            "print(HashingEmbedder()(['dark mode please'])[0][:8].tolist())")
     a, b = run_python(code).stdout, run_python(code).stdout
     assert a and a.startswith("[")
     assert a == b

@@ -6,13 +6,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from vxmem import ConversationMemory, scoring
-from vxmem import sweep as sweep_module
-from vxmem.policies import POLICIES, rank_pool
-from vxmem.pool import CandidatePool
-from vxmem.replay import replay
-from vxmem.sweep import rankings, sweep
-from vxmem.synth import generate
+from vxmem import ConversationMemory
+from vxmem.ranking import scoring
+from vxmem.ranking.pool import CandidatePool
+from vxmem.workbench import sweep as sweep_module
+from vxmem.workbench.policies import POLICIES, rank_pool
+from vxmem.workbench.replay import replay
+from vxmem.workbench.sweep import rankings, sweep
+from vxmem.workbench.synth import generate
 
 POINTS = [
     {"half_life_days": 7.0, "recency_weight": 0.5, "feedback_weight": 0.25, "feedback_half_life_days": 30.0,
@@ -240,7 +241,7 @@ def test_lexical_mode_sweep_equals_recall(hashing_embedder):
 
 
 def test_mode_as_a_grid_dimension_ranks_as_recall_in_each_mode(hashing_embedder):
-    from vxmem.sweep import sweep_modes
+    from vxmem.workbench.sweep import sweep_modes
 
     points = [{"half_life_days": 3.0, "recency_weight": 0.2}, {"half_life_days": 30.0, "recency_weight": 1.0}]
     modes = ("dense", "lexical", "hybrid")

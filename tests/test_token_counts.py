@@ -8,8 +8,8 @@ import sqlite3
 import numpy as np
 
 from vxmem import Vectrix
+from vxmem.core.tokens import DEFAULT_COUNTER_NAME, count_tokens
 from vxmem.store import database
-from vxmem.tokens import DEFAULT_COUNTER_NAME, count_tokens
 
 from helpers import DAY, T0, WordHashEmbedder
 

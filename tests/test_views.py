@@ -1,4 +1,4 @@
-"""The dashboard's frames and helpers (vxmem.views), without Streamlit."""
+"""The dashboard's frames and helpers (vxmem.workbench.views), without Streamlit."""
 
 import math
 
@@ -6,10 +6,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from vxmem import views
-from vxmem.datasets import DatasetError
-from vxmem.replay import replay
-from vxmem.synth import generate
+from vxmem.workbench import views
+from vxmem.workbench.datasets import DatasetError
+from vxmem.workbench.replay import replay
+from vxmem.workbench.synth import generate
 
 RANGES = {"half_life_days": (0.5, 180.0), "recency_weight": (0.0, 2.0), "feedback_weight": (0.0, 2.0),
           "feedback_half_life_days": (1.0, 180.0), "limit": (1, 20), "token_budget": (0, 2000),
@@ -60,7 +60,7 @@ def test_the_snippet_is_python_that_ranks_the_same_way():
     assert "Vectrix(" in code and "half_life_days=3.0" in code and "hybrid_weight=0.25" in code
     assert "limit=4" in code and "mode='hybrid'" in code and "HashingEmbedder()" in code
     from vxmem import Vectrix
-    from vxmem.embed import HashingEmbedder
+    from vxmem.models.embed import HashingEmbedder
 
     scope = {"Vectrix": Vectrix, "HashingEmbedder": HashingEmbedder, "query": "dark mode", "session": "s"}
     exec(code.replace('"chat.vxdb"', "None"), scope)  # runs: a real memory, a real recall
@@ -183,7 +183,7 @@ def test_ages_from_access_travel_through_the_settings_into_the_replay_and_the_sn
     code = views.settings_snippet(s)
     assert "recency_from='accessed'" in code
     from vxmem import Vectrix
-    from vxmem.embed import HashingEmbedder
+    from vxmem.models.embed import HashingEmbedder
 
     scope = {"Vectrix": Vectrix, "HashingEmbedder": HashingEmbedder, "query": "dark mode", "session": "s"}
     exec(code.replace('"chat.vxdb"', "None"), scope)
@@ -191,7 +191,7 @@ def test_ages_from_access_travel_through_the_settings_into_the_replay_and_the_sn
 
 
 def test_the_budget_blocks_of_a_replay_aging_from_access_are_looks_not_events(hashing_embedder):
-    from vxmem.synth import generate
+    from vxmem.workbench.synth import generate
 
     conv = generate("preference_drift", users=1)
     s = {**views.DEFAULT_SETTINGS, "recency_from": "accessed", "mode": "dense"}
@@ -203,7 +203,7 @@ def test_the_budget_blocks_of_a_replay_aging_from_access_are_looks_not_events(ha
 
 def test_a_look_at_a_memory_aging_from_access_ranks_by_it_and_records_nothing(word_embedder):
     from vxmem import Vectrix
-    from vxmem.view_replays import _look
+    from vxmem.workbench.views.replays import _look
 
     db = Vectrix(None, embedder=word_embedder, recency_from="accessed")
     a = db.remember("my cat is called Miso", session="s", timestamp=0.0)
@@ -220,7 +220,7 @@ def test_a_look_at_a_memory_aging_from_access_ranks_by_it_and_records_nothing(wo
 def test_a_reranking_default_embedder_replays_per_hybrid_weight(monkeypatch):
     # with vxmem's own default (bge-small, which reranks) the hybrid weight decides which
     # candidates a replay's pools rerank, so the workbench records one replay per weight
-    from vxmem import view_settings
+    from vxmem.workbench.views import settings as view_settings
 
     monkeypatch.setattr(view_settings, "reranks_by_default", lambda embedder: True)
     s = {**views.DEFAULT_SETTINGS, "mode": "hybrid", "hybrid_weight": 0.3, "embedder": "default"}
@@ -231,8 +231,8 @@ def test_a_reranking_default_embedder_replays_per_hybrid_weight(monkeypatch):
 
 
 def test_the_pages_views_of_a_reranked_hybrid_replay_keep_its_own_weight(hashing_embedder):
-    from vxmem.replay import replay
-    from vxmem.synth import generate
+    from vxmem.workbench.replay import replay
+    from vxmem.workbench.synth import generate
 
     def overlap(query, texts):  # a deterministic word-overlap reranker
         q = set(query.lower().split())

@@ -30,14 +30,15 @@ __all__ = [
     "K_SUPERSEDED_AT", "K_SCORING", "K_EXPIRES", "K_CONSOLIDATED_FROM", "KIND_TURN", "KIND_FACT", "KIND_PINNED",
     "KINDS", "OUTCOMES",
 ]
-# Where each name lives; the constants (upper-case names) all live in vxmem.keys.
+# Where each name lives; the constants (upper-case names) all live in vxmem.core.keys.
 _HOME = {
     "Vectrix": "vectrix", "ConversationMemory": "memory", "HistoryEntry": "memory", "feedback_score": "memory",
-    "ContextBlock": "context", "ConsolidationReport": "consolidation", "Result": "store", "Results": "store",
-    "VectrixError": "store", "DatabaseLockedError": "store", "InvalidDatabaseError": "store",
-    "ReadOnlyError": "store", "ForkedHandleError": "store", "HashingEmbedder": "embed",
-    "SemanticEmbedder": "embed", "count_tokens": "tokens", "OnnxEmbedder": "onnx", "OnnxCrossEncoder": "rerank",
-    **{name: "keys" for name in __all__ if name.isupper()},
+    "ContextBlock": "memory", "ConsolidationReport": "memory", "Result": "store", "Results": "store",
+    "VectrixError": "core.errors", "DatabaseLockedError": "core.errors", "InvalidDatabaseError": "core.errors",
+    "ReadOnlyError": "core.errors", "ForkedHandleError": "core.errors", "HashingEmbedder": "models.embed",
+    "SemanticEmbedder": "models.embed", "count_tokens": "core.tokens", "OnnxEmbedder": "models.onnx",
+    "OnnxCrossEncoder": "models.rerank",
+    **{name: "core.keys" for name in __all__ if name.isupper()},
 }
 
 
@@ -55,10 +56,8 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # what type checkers and editors see
-    from .consolidation import ConsolidationReport
-    from .context import ContextBlock
-    from .embed import HashingEmbedder, SemanticEmbedder
-    from .keys import (
+    from .core.errors import DatabaseLockedError, ForkedHandleError, InvalidDatabaseError, ReadOnlyError, VectrixError
+    from .core.keys import (
         K_CONSOLIDATED_FROM,
         K_EXPIRES,
         K_FEEDBACK,
@@ -77,17 +76,14 @@ if TYPE_CHECKING:  # what type checkers and editors see
         KINDS,
         OUTCOMES,
     )
-    from .memory import ConversationMemory, HistoryEntry, feedback_score
-    from .onnx import OnnxEmbedder
-    from .rerank import OnnxCrossEncoder
-    from .store import (
-        DatabaseLockedError,
-        ForkedHandleError,
-        InvalidDatabaseError,
-        ReadOnlyError,
-        Result,
-        Results,
-        VectrixError,
-    )
-    from .tokens import count_tokens
+    from .core.tokens import count_tokens
+    from .memory.consolidation import ConsolidationReport
+    from .memory.context import ContextBlock
+    from .memory.conversation import ConversationMemory
+    from .memory.supersession import HistoryEntry
+    from .models.embed import HashingEmbedder, SemanticEmbedder
+    from .models.onnx import OnnxEmbedder
+    from .models.rerank import OnnxCrossEncoder
+    from .ranking.scoring import feedback_score
+    from .store.results import Result, Results
     from .vectrix import Vectrix

@@ -11,9 +11,9 @@ arguments and bad files get one line on stderr and exit code 2, before any long 
 starts. ``python -m vxmem`` is the same command.
 
 Formats, search modes, settings and sweepable parameters are the library's own
-(:data:`vxmem.datasets.FORMATS`, :data:`vxmem.store.SEARCH_MODES`,
-:data:`vxmem.replay.SETTINGS_KEYS`, each policy's parameters and
-:data:`vxmem.sweep.SWEEP_KEYS`), so a flag exists exactly where the library has the name.
+(:data:`vxmem.workbench.datasets.FORMATS`, :data:`vxmem.store.SEARCH_MODES`,
+:data:`vxmem.workbench.replay.SETTINGS_KEYS`, each policy's parameters and
+:data:`vxmem.workbench.sweep.SWEEP_KEYS`), so a flag exists exactly where the library has the name.
 """
 
 from __future__ import annotations
@@ -23,12 +23,14 @@ import os
 import sys
 from typing import Any
 
-from .datasets import CHAT_FORMATS, FORMATS, Conversation, DatasetError
-from .policies import BLEND_DEFAULTS, POLICIES
-from .replay import SETTINGS_KEYS, Replay
-from .scoring import RECENCY_FROM
-from .store import SEARCH_MODES
-from .sweep import SWEEP_KEYS
+from .ranking.scoring import BLEND_DEFAULTS, RECENCY_FROM
+from .store.checks import SEARCH_MODES
+from .workbench.datasets.formats import CHAT_FORMATS, FORMATS
+from .workbench.datasets.model import Conversation, DatasetError
+from .workbench.policies import POLICIES
+from .workbench.record import Replay
+from .workbench.replay import SETTINGS_KEYS
+from .workbench.sweep import SWEEP_KEYS
 
 EXIT_USAGE = 2
 DEFAULT_POLICY = "blend"
@@ -147,7 +149,7 @@ def _embedder(name: str):
     if name == "hashing":
         return "hashing"
     try:
-        from .embed import SemanticEmbedder
+        from .models.embed import SemanticEmbedder
 
         return SemanticEmbedder()
     except ImportError as exc:
@@ -155,7 +157,7 @@ def _embedder(name: str):
 
 
 def _load(path: str, fmt: str | None) -> list[Conversation]:
-    from .datasets import guess_format, load
+    from .workbench.datasets.formats import guess_format, load
 
     if not os.path.exists(path):
         raise CliError(f"{path}: no such file")
@@ -238,7 +240,7 @@ def _select_categories(reps: list[Replay], spec: str | None) -> tuple[list[Repla
 
 
 def _parser() -> _Parser:
-    from .synth import SCENARIOS
+    from .workbench.synth import SCENARIOS
 
     top = _Parser(prog="vxmem", description="Conversation memory workbench: synth, import, replay, sweep.")
     top.add_argument("--version", action="version", version=f"vxmem {_version()}")
@@ -321,8 +323,8 @@ def _add_grid(parser: argparse.ArgumentParser) -> None:
 
 
 def _synth(args, extra: list[str]) -> int:
-    from .datasets import dumps_jsonl, save_jsonl
-    from .synth import generate
+    from .workbench.datasets.jsonl import dumps_jsonl, save_jsonl
+    from .workbench.synth import generate
 
     conv = generate(args.scenario, seed=args.seed, **_sizes(args.scenario, extra))
     if not args.output:
@@ -343,7 +345,7 @@ def _synth(args, extra: list[str]) -> int:
 
 def _sizes(scenario: str, extra: list[str]) -> dict[str, int]:
     """The ``--SIZE N`` options after a scenario, checked against its size knobs."""
-    from .synth import SCENARIOS
+    from .workbench.synth import SCENARIOS
 
     knobs = SCENARIOS[scenario][1]
     sizes = {}
@@ -366,7 +368,7 @@ def _sizes(scenario: str, extra: list[str]) -> dict[str, int]:
 
 
 def _import(args) -> int:
-    from .datasets.chatlogs import load_chatlog
+    from .workbench.datasets.chatlogs import load_chatlog
 
     if args.output and not args.output.endswith(".jsonl"):
         raise CliError(f"output {args.output!r}: a dataset is written as .jsonl")
@@ -391,7 +393,7 @@ def _import(args) -> int:
 
 
 def _replays(args, settings: dict[str, Any]) -> list[Replay]:
-    from .replay import replay_many
+    from .workbench.replay import replay_many
 
     convs = _load(args.dataset, args.format)
     emb = _embedder(args.embedder)
@@ -443,7 +445,7 @@ def _print_replay_summary(reps: list[Replay], probes) -> None:
     """Metrics by category, overall, and the tokens consolidation saved."""
     import pandas as pd
 
-    from . import metrics as M
+    from .workbench import metrics as M
 
     print(f"{len(reps)} conversation(s), {len(probes)} probes, policy {reps[0].meta['policy']}")
     print(_table(M.aggregate(probes, category=True), 50))
@@ -477,7 +479,7 @@ def _grid(args) -> dict[str, list]:
 
 
 def _sweep(args) -> int:
-    from .sweep import sweep
+    from .workbench.sweep import sweep
 
     _check_table_path(args.output)
     _check_table_path(args.per_probe, "--per-probe")

@@ -1,7 +1,7 @@
 """Vectrix: a collection with a conversation memory over it, the face of the spec.
 
 ``Vectrix`` is a :class:`~vxmem.store.Collection` (``add``, ``search``, ``get``, filters...)
-plus ``db.memory``, a :class:`~vxmem.memory.ConversationMemory`. The spec's memory verbs
+plus ``db.memory``, a :class:`~vxmem.memory.conversation.ConversationMemory`. The spec's memory verbs
 are on the database itself, with the memory's own signatures and docstrings (so
 ``help(db.recall)`` documents recall); each hands its arguments to ``db.memory``.
 """
@@ -13,15 +13,16 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
-from .clock import TimeLike
-from .consolidation import ConsolidationReport, Summarizer
-from .context import ContextBlock
-from .embed import EmbedderArg
-from .keys import FORGET_KINDS, KINDS
-from .memory import ConversationMemory, HistoryEntry
-from .recall import MemoryResults
-from .store import Collection, Result
-from .store.collection import EXACT_THRESHOLD
+from .core.clock import TimeLike
+from .core.keys import FORGET_KINDS, KINDS
+from .memory.consolidation import ConsolidationReport, Summarizer
+from .memory.context import ContextBlock
+from .memory.conversation import ConversationMemory
+from .memory.recall import MemoryResults
+from .memory.supersession import HistoryEntry
+from .models.embed import EmbedderArg
+from .store.collection import EXACT_THRESHOLD, Collection
+from .store.results import Result
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -40,11 +41,11 @@ class Vectrix(Collection):
     ``path=None`` keeps everything in memory; a path opens or creates a database file.
     ``embedder`` is a name (``"bge-small"``, the default: bge-small-en-v1.5 on onnxruntime,
     shipped inside a PyPI package, offline; ``"hashing"``: the model-free
-    :class:`~vxmem.embed.HashingEmbedder`, fastest) or any callable ``list[str] -> (n, d)``
+    :class:`~vxmem.models.embed.HashingEmbedder`, fastest) or any callable ``list[str] -> (n, d)``
     array; a database records its embedder's name and refuses another one.
     ``token_counter`` is any ``str -> int``; ``read_only``, ``exact_threshold`` and
     ``vector_dtype`` are the collection's (see :class:`~vxmem.store.Collection`). The remaining keyword arguments
-    configure :class:`~vxmem.memory.ConversationMemory`, reached as ``db.memory``: the
+    configure :class:`~vxmem.memory.conversation.ConversationMemory`, reached as ``db.memory``: the
     blend, TTLs, the judge, ``hybrid_weight``, ``rerank``, ``reranker`` and ``min_relevance``.
     """
 

@@ -1,6 +1,6 @@
 """The collection's argument checks: ids, JSON metadata, filters, search modes.
 
-Built from the shared helpers in :mod:`vxmem.checks` (``TypeError`` for a wrong type,
+Built from the shared helpers in :mod:`vxmem.core.checks` (``TypeError`` for a wrong type,
 ``ValueError`` for a bad value, the argument named). Every verb checks all of its
 arguments before it takes the lock, so bad input never changes anything.
 """
@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from ..checks import check_choice, check_int, check_number, check_positive, check_text
-from ..keys import KINDS, OUTCOMES, RESERVED_PREFIX, RESERVED_TYPES, TS_RANGE, TURN_LIMIT
+from ..core.checks import check_choice, check_int, check_number, check_positive, check_text
+from ..core.keys import KINDS, OUTCOMES, RESERVED_PREFIX, RESERVED_TYPES, TS_RANGE, TURN_LIMIT
 
 SEARCH_MODES = ("dense", "lexical", "hybrid")
 MAX_JSON_DEPTH = 32
@@ -148,7 +148,7 @@ def _check_reserved_value(kind: str, value: Any, name: str) -> None:
 def check_reserved(meta: Mapping[str, Any], name: str = "metadata") -> None:
     """Refuse reserved ``_vx_*`` keys that are unknown or hold the wrong type of value.
 
-    The types are :data:`vxmem.keys.RESERVED_TYPES`: a session is a str or None, a turn an
+    The types are :data:`vxmem.core.keys.RESERVED_TYPES`: a session is a str or None, a turn an
     int, a time a finite number, and so on. A plain document may carry them (a memory
     written through the collection), but never one the memory layer cannot read back.
     """

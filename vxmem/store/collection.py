@@ -8,8 +8,8 @@ A few obvious verbs (``add``, ``get``, ``search``, ``scan``, ``count``, ``delete
 one SQLite transaction; the mirror and the caches follow only once it commits.
 
 The collection imports nothing of the memory layer: it knows the reserved keys
-(:mod:`vxmem.keys`) only as columns it mirrors and selects on. The memory above it
-(:mod:`vxmem.memory`) uses a small internal surface, documented in one section below:
+(:mod:`vxmem.core.keys`) only as columns it mirrors and selects on. The memory above it
+(:mod:`vxmem.memory.conversation`) uses a small internal surface, documented in one section below:
 ``_locked()``, ``_transaction()``, ``_embed()``, ``_count_tokens()``, ``_prepare_query()``,
 ``_topk()``, ``_candidates()``, ``_record_access()``, ``_last_access()`` and the
 :class:`~vxmem.store.mirror.Mirror` that ``_locked()`` gives.
@@ -19,7 +19,7 @@ outside the lock: a verb takes it to read a snapshot and again to write, so a sl
 embedder never holds up another thread's read.
 
 A handle belongs to the process that opened it: used in a forked child it raises
-:class:`~vxmem.store.errors.ForkedHandleError`, and ``close()`` there leaves the
+:class:`~vxmem.core.errors.ForkedHandleError`, and ``close()`` there leaves the
 parent's writer lock and connection alone.
 """
 
@@ -35,11 +35,12 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ..checks import check_int, check_limit, check_text
-from ..embed import EmbedderArg, check_embedder, embedder_name, get_embedder, l2_normalize
-from ..keys import K_SESSION
-from ..scoring import HYBRID_WEIGHT, fuse_relevance
-from ..tokens import check_token_counter, token_counter_name
+from ..core.checks import check_int, check_limit, check_text
+from ..core.errors import ForkedHandleError, VectrixError
+from ..core.keys import K_SESSION
+from ..core.tokens import check_token_counter, token_counter_name
+from ..models.embed import EmbedderArg, check_embedder, embedder_name, get_embedder, l2_normalize
+from ..ranking.scoring import HYBRID_WEIGHT, fuse_relevance
 from .checks import (
     check_filter,
     check_hybrid_weight,
@@ -53,7 +54,6 @@ from .checks import (
     json_copy,
 )
 from .database import Database, Transaction, resave_rows
-from .errors import ForkedHandleError, VectrixError
 from .hnsw import HnswCache
 from .lexical import LexicalSearch
 from .mirror import ANY_SESSION, Mirror, SessionArg, check_vector_dtype, float16_kernels, rowdot
@@ -156,11 +156,11 @@ class Collection:
     :param path: a database file to open or create; None (or ``":memory:"``) keeps
         everything in memory.
     :param embedder: any callable ``list[str] -> (n, d)`` array, or a name of
-        :data:`vxmem.embed.EMBEDDERS` (default: :func:`vxmem.embed.default_embedder`). The
+        :data:`vxmem.models.embed.EMBEDDERS` (default: :func:`vxmem.models.embed.default_embedder`). The
         database records the embedder's ``name`` with its first vector and refuses to open
         with another one (a database with no recorded name: one stored vector is compared
         with a fresh embedding of its text).
-    :param token_counter: any ``str -> int`` (default: :func:`~vxmem.tokens.count_tokens`).
+    :param token_counter: any ``str -> int`` (default: :func:`~vxmem.core.tokens.count_tokens`).
     :param read_only: open without the writer lock and see what writers commit.
     :param exact_threshold: above this many selected rows a search goes through the HNSW
         index; at or below it, an exact scan (0: always exact).
@@ -331,7 +331,7 @@ class Collection:
             the SQLite FTS5 index (only documents sharing a word with the query); ``"hybrid"``
             by ``hybrid_weight * dense + (1 - hybrid_weight) * lexical``, each min-max
             normalised over the union of both candidate lists
-            (:func:`vxmem.scoring.fuse_relevance`).
+            (:func:`vxmem.ranking.scoring.fuse_relevance`).
         :param hybrid_weight: the dense share of a hybrid score, in [0, 1].
         """
         check_text(query, "query")

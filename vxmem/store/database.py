@@ -3,7 +3,7 @@
 SQLite (WAL) is the source of truth for text, metadata and vectors; everything else the
 process holds (the mirror, the HNSW index, the lexical postings) is rebuilt from it. One
 process writes a database file at a time: a second writer gets
-:class:`~vxmem.store.errors.DatabaseLockedError` at open. ``read_only=True`` opens without
+:class:`~vxmem.core.errors.DatabaseLockedError` at open. ``read_only=True`` opens without
 the lock and sees what writers have committed.
 
 Every committed write moves ``generation`` on and lists the rows it touched in
@@ -31,11 +31,11 @@ from typing import Any
 
 import numpy as np
 
-from ..tokens import token_counter_name
+from ..core.errors import InvalidDatabaseError, ReadOnlyError
+from ..core.tokens import token_counter_name
 from . import mirror_file
 from .checkpoint import JOURNAL_SIZE_LIMIT, Checkpointer
 from .checks import check_token_count
-from .errors import InvalidDatabaseError, ReadOnlyError
 from .files import (
     _WRITER_LOCKS,
     close_connection,
@@ -50,15 +50,7 @@ from .jsonio import dumps as _dumps
 from .jsonio import loads_all
 from .lexical import scope_token, snapshot_read
 from .mirror import Mirror
-from .schema import (
-    _ACCESS_SCHEMA,
-    _CHANGES_SCHEMA,
-    _FTS_SCHEMA,
-    _SCHEMA,
-    _TOKENS_SCHEMA,
-    FORMAT_NAME,
-    SCHEMA_VERSION,
-)
+from .schema import _ACCESS_SCHEMA, _CHANGES_SCHEMA, _FTS_SCHEMA, _SCHEMA, _TOKENS_SCHEMA, FORMAT_NAME, SCHEMA_VERSION
 from .snapshot import remove as remove_file
 
 __all__ = ["CHANGE_WINDOW", "FORMAT_NAME", "FTS_BATCH", "JOURNAL_SIZE_LIMIT", "PRUNE_EVERY", "SCHEMA_VERSION",
@@ -422,7 +414,7 @@ class Database:
         """Every document, read into a fresh :class:`Mirror`, in one read transaction with ``vx_meta``.
 
         Each text's token count is the stored one when ``token_counter`` is the counter that
-        stored it (see :func:`~vxmem.tokens.token_counter_name`), otherwise counted now; a
+        stored it (see :func:`~vxmem.core.tokens.token_counter_name`), otherwise counted now; a
         writer then stores the counts its counter made where none of that counter's were
         (once: an older file, or rows a handle with another counter wrote). A damaged row or
         ``vx_meta`` value is an :class:`InvalidDatabaseError`; a token counter that returns

@@ -19,7 +19,7 @@ import threading
 import urllib.parse
 from typing import Any
 
-from .errors import DatabaseLockedError
+from ..core.errors import DatabaseLockedError
 
 try:  # POSIX advisory locks keep a second writer out.
     import fcntl

@@ -119,7 +119,7 @@ def _new_index(dim: int) -> Any:
     # interpreter: load it first, here, where vxmem first needs usearch. Not at import time: a
     # process that loaded onnxruntime hangs in a forked child's exit, and a hashing-only one
     # that never builds an index need not pay that.
-    from ..onnx import preload
+    from ..models.onnx import preload
 
     preload()
     from usearch.index import Index

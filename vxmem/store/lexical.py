@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from ..keys import K_KIND, K_SESSION, NO_KIND
+from ..core.keys import K_KIND, K_SESSION, NO_KIND
 from . import snapshot
 from .files import postings_path
 from .jsonio import dumps_strings, loads_strings

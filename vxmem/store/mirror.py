@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import numpy.ma  # noqa: F401 - np.unique imports it at its first call (7 ms): with vxmem, not in a first recall
 
-from ..keys import (
+from ..core.keys import (
     K_EXPIRES,
     K_FEEDBACK,
     K_FEEDBACK_FOLDED,
@@ -366,7 +366,7 @@ class Mirror:
     in ``heap`` (n, dim) of ``dtype`` (float32 or float16) (a permutation of the positions: a
     mirror file lays each session's rows out together; read vectors through :meth:`vector` and
     :meth:`vectors`), ``rowid`` the
-    SQLite rowid, ``alive``, ``kind`` (a :data:`~vxmem.keys.KIND_CODES` code, ``NO_KIND``
+    SQLite rowid, ``alive``, ``kind`` (a :data:`~vxmem.core.keys.KIND_CODES` code, ``NO_KIND``
     for a plain document), ``session`` (a code, -1 for none), ``user`` (a code of
     ``user_codes``, -1 for none), ``ts`` and ``expires``
     (epoch seconds; NaN and inf when absent), ``superseded`` and ``superseded_at`` (inf

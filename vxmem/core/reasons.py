@@ -1,0 +1,34 @@
+"""Why a memory was or was not returned by a recall: one vocabulary for every explainer.
+
+A primitive with no imports, so the workbench's replay explainer
+(:func:`vxmem.workbench.analysis.why_recalled`) and an explainer over a live memory can share it
+without the memory layer importing the workbench.
+"""
+
+from __future__ import annotations
+
+RETURNED = "returned"
+CUT_BY_SCORE_GAP = "cut_by_score_gap"
+CUT_BY_BUDGET = "cut_by_budget"
+OUT_RANKED = "out_ranked"
+OUTSIDE_POOL = "outside_pool"
+EXPIRED = "expired"
+SUPERSEDED = "superseded"
+OTHER_SESSION = "other_session"
+KIND_EXCLUDED = "kind_excluded"
+DELETED = "deleted"
+
+# Best outcome first. An explainer checks the recorded facts (deleted, kind, session,
+# superseded) before the ranking, and the first reason that holds is the memory's.
+REASONS = (
+    RETURNED,          # shipped, at rank r
+    CUT_BY_SCORE_GAP,  # within the limit, after the score cliff score_gap cuts at
+    CUT_BY_BUDGET,     # within the limit, but it did not fit the token budget
+    OUT_RANKED,        # in the candidate pool, ranked below the limit
+    OUTSIDE_POOL,      # eligible, but not among the max(4 x limit, 40) most relevant
+    EXPIRED,           # past its time to live
+    SUPERSEDED,        # replaced by a correction or a contradicting fact
+    OTHER_SESSION,     # in a session the probe does not recall from
+    KIND_EXCLUDED,     # of a kind the recall does not ask for
+    DELETED,           # forgotten, consolidated or expired away before the moment asked about
+)

@@ -1,0 +1,157 @@
+"""The context block: pinned facts, recent turns and recalled memories under one token budget.
+
+``ConversationMemory.context()`` checks its arguments and calls :func:`assemble`. Tokens
+are counted on the lines the block renders, headers included, so ``tokens_used`` is the
+cost of ``.text``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..core.keys import K_ROLE, KIND_PINNED, KIND_TURN
+from ..store.checks import FilterValues
+from ..store.collection import Collection
+from ..store.mirror import ANY_SESSION, Mirror
+from ..store.results import Result, Results
+
+SECTIONS = ("pinned", "recent", "recalled")
+HEADERS = {"pinned": "Pinned facts:", "recent": "Recent conversation:", "recalled": "Relevant memories:"}
+
+
+def render(section: str, r: Result) -> str:
+    """One memory's line in ``section``: a turn as ``role: text``, anything else as ``- text``."""
+    text = " ".join(r.text.split())
+    if section == "recent":
+        return f"{r.metadata.get(K_ROLE) or 'user'}: {text}"
+    return f"- {text}"
+
+
+@dataclass
+class ContextBlock:
+    """A ready-to-inject slice of memory, assembled under one token budget.
+
+    Order is deliberate: pinned facts first because they always apply, then the most
+    recent turns so the model has the thread, then whatever else the query pulled in
+    with the tokens that remain.
+    """
+
+    pinned: list[Result]
+    recent: list[Result]
+    recalled: list[Result]
+    token_budget: int
+    tokens_used: int = 0
+    tokens_by_section: dict[str, int] = field(default_factory=dict)
+    over_budget: bool = False
+    cut_recent: int = 0
+    cut_recalled: int = 0
+    note: str = ""
+
+    @property
+    def text(self) -> str:
+        """The block as plain text, ready to prepend to a prompt."""
+        sections = []
+        for name, items in (("pinned", self.pinned), ("recent", self.recent), ("recalled", self.recalled)):
+            if items:
+                sections.append(HEADERS[name] + "\n" + "\n".join(render(name, r) for r in items))
+        return "\n\n".join(sections)
+
+    @property
+    def ids(self) -> list[str]:
+        """Every memory in the block, in block order."""
+        return [r.id for r in self.pinned + self.recent + self.recalled]
+
+    def __str__(self) -> str:
+        return self.text
+
+
+class _Budget:
+    """Tokens left, and what each section took; a section's header is paid with its first line."""
+
+    def __init__(self, total: int, count: Callable[[str], int]):
+        self.left = total
+        self.count = count
+        self.used = dict.fromkeys(SECTIONS, 0)
+
+    def take(self, section: str, r: Result, first: bool) -> bool:
+        cost = self.count(render(section, r)) + (self.count(HEADERS[section]) if first else 0)
+        if cost > self.left:
+            return False
+        self.left -= cost
+        self.used[section] += cost
+        return True
+
+
+def assemble(db: Collection, recall: Callable[..., Results], query: str, session: str | None, token_budget: int,
+             recent_turns: int, limit: int, now_ts: float, recall_kwargs: dict[str, Any], *,
+             user: str | None = None, flt: FilterValues | None = None) -> ContextBlock:
+    """The block for checked arguments; ``recall`` is the memory's ``recall()``.
+
+    Pinned facts are never cut, even over budget (the block says so); recent turns are cut
+    oldest first; recalled memories that do not fit are left out. With ``user``, the
+    user's pinned facts join the session's and recall spans the user's every session;
+    ``flt`` narrows every section.
+    """
+    budget = _Budget(token_budget, db.token_counter)
+    with db._locked() as m:
+        pinned = _pinned(m, session, now_ts, user, flt)
+        if pinned:  # never cut: paid for even past the budget
+            budget.used["pinned"] = budget.count(HEADERS["pinned"]) + sum(
+                budget.count(render("pinned", r)) for r in pinned)
+            budget.left -= budget.used["pinned"]
+        over = budget.left < 0
+        recent, cut_recent = _recent(m, session, recent_turns, now_ts, budget, flt)
+        exclude = tuple(recall_kwargs.pop("exclude_ids", ())) + tuple(r.id for r in pinned + recent)
+        recalled: list[Result] = []
+        cut_recalled = 0
+        if budget.left > 0:
+            scope = {"session": session} if user is None else {"session": None, "user": user}
+            for r in recall(query, limit=limit, now=now_ts, exclude_ids=exclude, filter=flt, **scope,
+                            **recall_kwargs):
+                if budget.take("recalled", r, first=not recalled):
+                    recalled.append(r)
+                else:
+                    cut_recalled += 1
+    note = ""
+    if over:
+        note = (f"pinned facts alone take {budget.used['pinned']} tokens, over the budget of "
+                f"{token_budget}; none were dropped")
+    return ContextBlock(pinned=pinned, recent=recent, recalled=recalled, token_budget=token_budget,
+                        tokens_used=sum(budget.used.values()), tokens_by_section=budget.used, over_budget=over,
+                        cut_recent=cut_recent, cut_recalled=cut_recalled, note=note)
+
+
+def _pinned(m: Mirror, session: str | None, now_ts: float, user: str | None = None,
+            flt: FilterValues | None = None) -> list[Result]:
+    """Live pinned facts of ``session`` (None: every session), and of ``user`` from any
+    session, oldest first."""
+    def live(scope: Any, of_user: str | None = None) -> list[int]:
+        return m.keep_matching(m.select(scope, (KIND_PINNED,), live_at=now_ts, include_superseded=False,
+                                        as_of=now_ts, user=of_user), flt).tolist()
+
+    if user is None:
+        pos = live(ANY_SESSION if session is None else session)
+    elif session is None:
+        pos = live(ANY_SESSION, user)
+    else:
+        pos = sorted(set(live(session)) | set(live(ANY_SESSION, user)))
+    return [m.result(p) for p in sorted(pos, key=lambda p: (m.ts[p], p))]
+
+
+def _recent(m: Mirror, session: str | None, recent_turns: int, now_ts: float,
+            budget: _Budget, flt: FilterValues | None = None) -> tuple[list[Result], int]:
+    """The last ``recent_turns`` live turns of ``session`` that fit, and how many were cut."""
+    if session is None or not recent_turns:
+        return [], 0
+    pos = m.keep_matching(m.select(session, (KIND_TURN,), live_at=now_ts, include_superseded=False, as_of=now_ts),
+                          flt)
+    last = m.in_turn_order(pos)[-recent_turns:]
+    recent: list[Result] = []
+    for p in reversed(last):  # newest first, so the oldest are the ones cut
+        r = m.result(p)
+        if not budget.take("recent", r, first=not recent):
+            return recent, len(last) - len(recent)
+        recent.insert(0, r)
+    return recent, 0

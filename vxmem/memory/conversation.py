@@ -1,0 +1,423 @@
+"""Conversation memory on top of a collection.
+
+A vector store remembers everything as equally true forever, which is the wrong shape
+for a conversation. Here relevance is blended with a half-life recency and time-decayed
+feedback; corrections and contradictions supersede old facts without deleting them;
+memories expire by TTL; old turns consolidate into standalone facts through a summarizer
+the caller brings; ``context()`` assembles pinned facts, recent turns and recalled
+memories under one token budget.
+
+Everything is stored as ordinary documents with reserved ``_vx_*`` metadata keys
+(:mod:`vxmem.core.keys`), so a memory collection is still a plain collection: ``search()``,
+``delete()`` and filters all work on it unchanged. The memory reads and writes the
+collection only through its documented internal surface: ``_locked()`` (the lock and the
+:class:`~vxmem.store.mirror.Mirror`), ``_transaction()``, ``_embed()``, ``_topk()`` and
+``_candidates()``.
+
+:class:`ConversationMemory` inherits its reading verbs (``turns``, ``history``, ``recall``,
+``candidate_pool``, ``pipeline``, ``low_relevance``, ``context``) and ``settings`` from
+:class:`~vxmem.memory.reading.MemoryReading`; its argument checks are in
+:mod:`vxmem.memory.checks` and its bookkeeping helpers in :mod:`vxmem.memory.bookkeeping`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+
+from ..core.checks import (
+    check_bool,
+    check_choice,
+    check_int,
+    check_kinds,
+    check_limit,
+    check_positive,
+    check_session,
+    check_text,
+    check_weight,
+)
+from ..core.clock import TimeLike, days_to_seconds, to_epoch
+from ..core.keys import (
+    FORGET_KINDS,
+    K_KIND,
+    K_ROLE,
+    K_SESSION,
+    K_SUPERSEDED_AT,
+    K_SUPERSEDED_BY,
+    K_SUPERSEDES,
+    K_TURN,
+    K_USER,
+    KIND_FACT,
+    KIND_PINNED,
+    KIND_TURN,
+    KINDS,
+    OUTCOMES,
+    TURN_LIMIT,
+)
+from ..models.rerank import Reranker, check_reranker
+from ..ranking import scoring
+from ..store.checks import check_hybrid_weight, check_id, check_ids
+from ..store.collection import Collection
+from ..store.mirror import ANY_SESSION
+from . import consolidation
+from .bookkeeping import (
+    claim_turn,
+    memory_pos,
+    new_memory_id,
+    record_feedback,
+    refuse_taken,
+    stamp,
+)
+from .checks import (
+    any_if_none,
+    check_caller_metadata,
+    check_memory_filter,
+    check_min_relevance,
+    check_ttl_map,
+    check_user,
+    check_verdicts,
+)
+from .consolidation import ConsolidationReport, Summarizer
+from .reading import MemoryReading
+from .supersession import live_heads, mark_superseded
+
+Judge = Callable[[str, list[str]], Sequence[bool]]
+
+class ConversationMemory(MemoryReading):
+    """Remember, recall, grade, forget, consolidate and assemble memory.
+
+    Reached as ``db.memory``; ``db.remember()``, ``db.recall()``, ``db.feedback()``,
+    ``db.context()``, ``db.forget()`` and ``db.consolidate()`` delegate here.
+
+    :param db: the collection memories live in.
+    :param half_life_days: relevance of a memory halves every this many days. Seven suits a
+        chat product; a knowledge base wants longer.
+    :param recency_weight: how much a brand-new memory gains over a very old one, on the
+        same 0-to-1 scale relevance is measured on. At 0.5 a memory must be clearly more
+        relevant, not slightly, to beat a fresher one; ties go to the newer.
+    :param feedback_weight: how much one unit of feedback moves the result on that scale,
+        bounded to plus or minus two units.
+    :param feedback_half_life_days: feedback ages too: a dead end reported last month should
+        not still bury a memory today.
+    :param ttl_days: time to live per kind, e.g. ``{"turn": 30}``; missing or None means
+        forever. A memory past its TTL is invisible to recall and context at once and is
+        deleted by ``expire()``.
+    :param judge: contradiction detector for facts, called as ``judge(new_text, [nearest
+        stored fact texts])``; it returns one bool per candidate, True where the old fact is
+        contradicted. Any LLM call fits; nothing is bundled.
+    :param judge_candidates: how many nearest facts the judge sees.
+    :param hybrid_weight: the dense share of hybrid relevance (``mode="hybrid"``, the default).
+    :param rerank: whether ``recall()`` reranks its most relevant candidates with
+        ``reranker`` by default. None: yes with vxmem's default embedder (the pipeline it
+        was measured with), no with ``"hashing"`` or an embedder of your own.
+    :param reranker: any ``(query, texts) -> scores`` callable, or a name (default: the
+        bundled ms-marco-MiniLM-L-12-v2 cross-encoder; its model loads on first use).
+    :param min_relevance: the default of ``recall(min_relevance=...)`` (raw scale; None:
+        keep every candidate).
+    :param recency_from: what a memory's age counts from. ``"created"`` (the spec's): when
+        it was stored. ``"accessed"``: when a ``recall()`` or ``context()`` last returned it
+        (LangChain's time-weighted retriever; Generative Agents), so what keeps being used
+        stays fresh. Accesses are recorded durably in the database (one small write per
+        recall, about 12 bytes per returned memory) and read as of ``now``, so an as-of
+        recall sees the accesses made up to that moment; a read-only handle reads them but
+        records none.
+    """
+
+    def __init__(self, db: Collection, half_life_days: float = scoring.HALF_LIFE_DAYS,
+                 recency_weight: float = scoring.RECENCY_WEIGHT, feedback_weight: float = scoring.FEEDBACK_WEIGHT,
+                 feedback_half_life_days: float = scoring.FEEDBACK_HALF_LIFE_DAYS,
+                 ttl_days: dict[str, float | None] | None = None, judge: Judge | None = None,
+                 judge_candidates: int = 5, hybrid_weight: float = scoring.HYBRID_WEIGHT, *,
+                 rerank: bool | None = None, reranker: Reranker | str | None = None,
+                 min_relevance: float | None = None, recency_from: str = "created"):
+        self.db = db
+        self.recency_from = check_choice(recency_from, "recency_from", scoring.RECENCY_FROM)
+        self.rerank = None if rerank is None else check_bool(rerank, "rerank")
+        self.reranker = check_reranker(reranker)
+        self.min_relevance = check_min_relevance(min_relevance)
+        self.hybrid_weight = check_hybrid_weight(hybrid_weight)
+        self.half_life_days = check_positive(half_life_days, "half_life_days")
+        self.recency_weight = check_weight(recency_weight, "recency_weight")
+        self.feedback_weight = check_weight(feedback_weight, "feedback_weight")
+        self.feedback_half_life_days = check_positive(feedback_half_life_days, "feedback_half_life_days")
+        self.ttl_days = check_ttl_map(ttl_days)
+        if judge is not None and not callable(judge):
+            raise TypeError("judge must be a callable (new_text, [old_texts]) -> [bool, ...]")
+        self.judge = judge
+        self.judge_candidates = check_int(judge_candidates, "judge_candidates", minimum=1)
+
+    # ------------------------------------------------------------------ writing
+
+    def remember(self, text: str, session: str | None = None, role: str = "user", turn: int | None = None,
+                 timestamp: TimeLike = None, pinned: bool = False, kind: str | None = None,
+                 metadata: dict[str, Any] | None = None, id: str | None = None, ttl_days: float | None = None,
+                 check: bool | None = None, user: str | None = None) -> str:
+        """Store one memory and return its id.
+
+        A turn is numbered automatically within its session when not given.
+        ``pinned=True`` stores a fact that ``context()`` always includes; ``kind="fact"``
+        stores a standalone fact that is recalled by relevance but not pinned.
+
+        :param text: what was said, or the fact.
+        :param session: the conversation it belongs to (None: the unnamed one).
+        :param role: who said it (``"user"``, ``"assistant"``, ...).
+        :param turn: the turn number (a turn only). Numbers are never reused: one a live turn
+            holds, or one below the session's next number (a forgotten or consolidated turn's),
+            is refused.
+        :param timestamp: when it was said (default: now).
+        :param kind: ``"turn"`` (default), ``"fact"`` or ``"pinned"``.
+        :param metadata: the caller's own JSON keys (none may start with ``_vx_``).
+        :param id: the memory's id (default: a new random one).
+        :param ttl_days: overrides the per-kind TTL for this memory (``math.inf``: never).
+        :param check: runs the contradiction judge (default: when one is configured and the
+            memory is a fact or pinned); ``check=False`` skips it for a memory you know is new.
+            The judge runs outside the handle's lock, on the facts live when it is called; a
+            fact it names that another write superseded or deleted meanwhile is left as it is.
+        :param user: the user it belongs to, across their sessions (``_vx_user``), so
+            ``recall(user=...)`` finds it from any session and ``context(user=...)`` includes
+            it when pinned.
+        """
+        check_text(text, "text")
+        if not text.strip():
+            raise ValueError("text must not be empty or only whitespace")
+        session = check_session(session)
+        check_text(role, "role")
+        if not role:
+            raise ValueError("role must be a non-empty str")
+        check_bool(pinned, "pinned")
+        if kind is not None:
+            check_choice(kind, "kind", KINDS)
+        if pinned and kind not in (None, KIND_PINNED):
+            raise ValueError(f"pinned=True stores a pinned fact; it cannot also be kind={kind!r}")
+        kind = KIND_PINNED if pinned else (kind or KIND_TURN)
+        if turn is not None:
+            turn = check_int(turn, "turn", minimum=0, below=TURN_LIMIT)
+            if kind != KIND_TURN:
+                raise ValueError(f"turn numbers belong to turns, not to a {kind}")
+        ts = to_epoch(timestamp, "timestamp")
+        meta = check_caller_metadata(metadata)
+        user = check_user(user)
+        if id is not None:
+            check_id(id)
+        ttl = self._ttl_for(kind, ttl_days)
+        if check is not None:
+            check_bool(check, "check")
+        run_judge = check if check is not None else (self.judge is not None and kind != KIND_TURN)
+        if run_judge and self.judge is None:
+            raise ValueError("check=True needs a judge; pass judge= to ConversationMemory")
+
+        db = self.db
+        if id is not None:
+            with db._locked() as m:  # fail fast, before the embedder runs
+                refuse_taken(m, id)
+        # The callables (embedder, token counter, judge) run outside the lock, on a snapshot.
+        vec = db._embed([text])[0]
+        tokens = db._count_tokens([text])[0]
+        contradicted = self._judge(text, vec, session, ts) if run_judge else []
+        with db._locked() as m:
+            if id is not None:
+                refuse_taken(m, id)
+            # A fact the judge named that a write meanwhile superseded or deleted is left as it is.
+            contradicted = [c for c in contradicted if (p := m.memory_position(c)) is not None and not m.superseded[p]]
+            new_id = id or new_memory_id()
+            meta.update(stamp(kind, session, role, ts, ttl))
+            if user is not None:
+                meta[K_USER] = user
+            if contradicted:
+                meta[K_SUPERSEDES] = contradicted
+            with db._transaction() as tx:
+                if kind == KIND_TURN:
+                    meta[K_TURN] = claim_turn(m, tx, session, turn)
+                tx.insert(new_id, text, meta, vec, tokens)
+                for old in contradicted:
+                    mark_superseded(m, tx, old, new_id, ts)
+            return new_id
+
+    def _ttl_for(self, kind: str, ttl_days: Any) -> float | None:
+        ttl = check_positive(ttl_days, "ttl_days", allow_inf=True) if ttl_days is not None else self.ttl_days.get(kind)
+        return None if ttl is None or math.isinf(ttl) else ttl
+
+    def _judge(self, text: str, vec: np.ndarray, session: str | None, ts: float) -> list[str]:
+        """Ids of the live facts nearest to ``text`` that the judge says it contradicts.
+
+        The candidates are read under the lock; the judge is called after it is released.
+        """
+        with self.db._locked() as m:
+            pos = m.select(session, (KIND_FACT, KIND_PINNED), live_at=ts, include_superseded=False)
+            if pos.size == 0 or self.judge is None:
+                return []
+            top, _ = self.db._topk(vec, pos, self.judge_candidates, session)
+            ids = [m.ids[p] for p in top]
+            texts = [m.texts[p] for p in top]
+        verdicts = check_verdicts(self.judge(text, texts), len(ids))
+        return [i for i, v in zip(ids, verdicts) if v]
+
+    def feedback(self, id: str, outcome: str, correction: str | None = None, timestamp: TimeLike = None) -> str | None:
+        """Record how a recalled memory turned out.
+
+        ``useful`` lifts it in later recall, ``dead_end`` lowers it, and ``corrected``
+        lowers it and, when correction text is given, stores the corrected fact as a new
+        memory that supersedes this one (and any correction of it still live, so only the
+        newest correction stays live). Returns the new memory's id in that case, otherwise None.
+
+        A memory keeps its last 64 events as they are; older ones are folded into one
+        decayed sum dated at the newest of them, which scores exactly as they did under
+        this memory's ``feedback_half_life_days`` (see :func:`vxmem.ranking.scoring.fold_feedback`).
+
+        :param id: the memory recalled.
+        :param outcome: ``"useful"``, ``"dead_end"`` or ``"corrected"``.
+        :param correction: the corrected fact (with ``"corrected"`` only).
+        :param timestamp: when the outcome was seen (default: now).
+        """
+        check_choice(outcome, "outcome", OUTCOMES)
+        if correction is not None:
+            if outcome != "corrected":
+                raise ValueError("correction text goes with outcome='corrected' only")
+            check_text(correction, "correction")
+            if not correction.strip():
+                raise ValueError("correction must not be empty")
+        ts = to_epoch(timestamp, "timestamp")
+        db = self.db
+        with db._locked() as m:  # fail fast, before the embedder runs
+            memory_pos(m, id)
+        vec = tokens = None
+        if correction is not None:  # the callables run outside the lock
+            vec = db._embed([correction])[0]
+            tokens = db._count_tokens([correction])[0]
+        with db._locked() as m:
+            old_meta = dict(m.metas[memory_pos(m, id)])
+            record_feedback(old_meta, outcome, ts, self.feedback_half_life_days)
+            if correction is None:
+                with db._transaction() as tx:
+                    tx.update_meta(id, old_meta)
+                return None
+            assert vec is not None and tokens is not None
+            kind = KIND_FACT if old_meta[K_KIND] == KIND_TURN else old_meta[K_KIND]
+            heads = live_heads(m, id)
+            new_id = new_memory_id()
+            new_meta = stamp(kind, old_meta.get(K_SESSION), old_meta.get(K_ROLE, "user"), ts,
+                             self._ttl_for(kind, None))
+            new_meta[K_SUPERSEDES] = list(dict.fromkeys([id] + heads))
+            if K_USER in old_meta:  # the corrected fact belongs to whom the old one did
+                new_meta[K_USER] = old_meta[K_USER]
+            if old_meta.get(K_SUPERSEDED_BY) is None:
+                old_meta[K_SUPERSEDED_BY] = new_id
+                old_meta[K_SUPERSEDED_AT] = ts
+            with db._transaction() as tx:
+                tx.update_meta(id, old_meta)
+                tx.insert(new_id, correction, new_meta, vec, tokens)
+                for h in heads:
+                    if h != id:
+                        mark_superseded(m, tx, h, new_id, ts)
+            return new_id
+
+    # ------------------------------------------------------------------ deleting
+
+    def forget(self, session: str | None = None, kinds: Sequence[str] = FORGET_KINDS,
+               older_than: float | datetime | None = None, ids: Sequence[str] | None = None,
+               superseded: bool = False, now: TimeLike = None, filter: dict[str, Any] | None = None,
+               user: str | None = None) -> int:
+        """Delete memories and return how many went.
+
+        Deleting is real: this is the one memory operation that loses information on purpose.
+
+        :param ids: names the memories outright; an id that is not a memory is left alone,
+            and so is one outside the selection the other arguments make: ``session``,
+            ``older_than`` and ``superseded`` narrow the named memories, and so does
+            ``kinds`` when it is given (by default ids of every kind go). Otherwise the
+            selection is:
+        :param session: the session (None: every session),
+        :param kinds: the kinds it holds (default: turns),
+        :param older_than: older than this many days, or than a datetime,
+        :param superseded: only memories a correction or a contradiction already replaced,
+            the audit trail you may keep or clear,
+        :param now: the moment ``older_than`` counts back from (default: now),
+        :param filter: only memories whose own metadata match it (the collection's filter
+            syntax, e.g. ``{"topic": "billing"}``),
+        :param user: only memories of this user (any session unless ``session`` is given).
+        """
+        named = None if ids is None else check_ids(ids)
+        flt = check_memory_filter(filter)
+        user = check_user(user)
+        session = check_session(session)
+        # With ids, only kinds the caller passed narrow them: the default (turns) is the selection's.
+        kinds = KINDS if named is not None and kinds is FORGET_KINDS else check_kinds(kinds)
+        check_bool(superseded, "superseded")
+        now_ts = to_epoch(now)
+        cutoff = days_to_seconds(older_than, now_ts)
+        with self.db._locked() as m:
+            pos = m.keep_matching(m.select(any_if_none(session), kinds, user=user), flt)
+            if cutoff is not None:
+                pos = pos[m.ts[pos] < cutoff]
+            if superseded:
+                pos = pos[m.superseded[pos]]
+            chosen = [m.ids[p] for p in pos.tolist()]
+            if named is not None:
+                wanted = set(named)
+                chosen = [i for i in chosen if i in wanted]
+            return self._delete(chosen)
+
+    def _delete(self, ids: list[str]) -> int:
+        if not ids:
+            return 0
+        with self.db._transaction() as tx:
+            tx.delete(ids)
+        return len(ids)
+
+    def expire(self, now: TimeLike = None) -> int:
+        """Delete every memory past its time to live. Returns the count.
+
+        Recall and context already skip expired memories, so this is about space and the
+        audit trail, not correctness; run it whenever suits.
+        """
+        now_ts = to_epoch(now)
+        with self.db._locked() as m:
+            pos = m.select(ANY_SESSION, KINDS)
+            return self._delete([m.ids[p] for p in pos[m.expires[pos] <= now_ts].tolist()])
+
+    def consolidate(self, session: str | None, summarize: Summarizer, keep_recent: int = 6,
+                    older_than: float | datetime | None = None, batch_turns: int = 40, delete: bool = True,
+                    pinned: bool = False, now: TimeLike = None) -> ConsolidationReport:
+        """Turn old turns into standalone facts and drop the turns.
+
+        ``summarize`` receives ``{"role", "text", "ts"}`` dicts, oldest first, and returns
+        the facts worth keeping as separate, self-contained strings ("The user prefers PDF
+        reports", not "they said PDF"). Any LLM call fits. Facts are dated at the newest
+        turn they summarise and stamped with the turn ids they came from, so recency keeps
+        meaning something. Each batch is one transaction: if ``summarize`` raises, finished
+        batches stay done, the rest stay untouched, and the error carries the partial
+        report as ``.report``.
+
+        A batch the summarizer returns no fact for (``[]``) keeps its turns: nothing is
+        stored or deleted, and the report lists them in ``turns_kept``. Turns are summarised
+        once: those a ``delete=False`` call consolidated are marked (``_vx_consolidated_into``)
+        and never offered to ``summarize`` again; a later ``delete=True`` call deletes them.
+        ``summarize`` runs outside the handle's lock, so other threads are not held up; a
+        batch whose turns another write changed meanwhile is skipped (``batches_skipped``).
+
+        :param session: whose turns.
+        :param summarize: ``list[dict] -> list[str]``.
+        :param keep_recent: the last this many turns stay, so ``context()`` keeps its thread.
+        :param older_than: only turns older than this many days (or a datetime).
+        :param batch_turns: turns per ``summarize`` call, so a long history is never one prompt.
+        :param delete: False keeps the turns, marked as consolidated (a dry run that still
+            stores the facts).
+        :param pinned: store the facts pinned rather than as plain facts.
+        :param now: the moment ``older_than`` counts back from (default: now).
+        """
+        session = check_session(session)
+        if not callable(summarize):
+            raise TypeError("summarize must be a callable list[dict] -> list[str]")
+        keep_recent = check_int(keep_recent, "keep_recent", minimum=0)
+        batch_turns = check_limit(batch_turns, "batch_turns")
+        check_bool(delete, "delete")
+        check_bool(pinned, "pinned")
+        now_ts = to_epoch(now)
+        kind = KIND_PINNED if pinned else KIND_FACT
+        return consolidation.consolidate(
+            self.db, session, summarize, keep_recent=keep_recent, cutoff=days_to_seconds(older_than, now_ts),
+            batch_turns=batch_turns, delete=delete, kind=kind, ttl_days=self._ttl_for(kind, None), now_ts=now_ts)

@@ -1,0 +1,163 @@
+"""Recall's stages: gather a candidate pool from the collection, rerank it, and rank it into results.
+
+:func:`gather` asks the collection for the mode's top candidates among the eligible
+memories and reads what ranking needs (time, feedback, tokens) into a
+:class:`~vxmem.ranking.pool.CandidatePool`. :func:`rerank_pool` keeps the pool's most relevant
+candidates and replaces their relevance with a reranker's score; :func:`drop_below` leaves
+out candidates whose raw relevance is under ``min_relevance``. :func:`rank` blends the pool with
+:meth:`CandidatePool.blend <vxmem.ranking.pool.CandidatePool.blend>`, the one scoring path the
+sweep engine uses too, then applies the limit, the score gap and the token budget.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from ..core.clock import DAY
+from ..core.keys import K_FEEDBACK, K_KIND, K_ROLE, K_SCORING, K_SESSION, K_TS, K_TURN, KINDS, NO_KIND, RESERVED_PREFIX
+from ..models.rerank import Reranker, rerank_scores
+from ..ranking import scoring
+from ..ranking.pool import CandidatePool
+from ..store.collection import Collection
+from ..store.mirror import Mirror, SessionArg
+from ..store.results import Result, Results
+
+_FRAME_KEYS = (K_KIND, K_SESSION, K_ROLE, K_TURN, K_TS)
+_NONE: dict[str, Any] = {}  # the metadata of a candidate without feedback, as _feedback_matrix reads it
+
+
+class MemoryResults(Results):
+    """Results of a memory collection: ``to_frame()`` adds each result's score parts (from
+    ``_vx_scoring``: ``relevance``, ``relevance_norm``, ``recency``, ``feedback``, ``score``,
+    ``age_days``, ``recency_from``, ``mode``, ``first_stage``, ``rerank``, and ``dense`` /
+    ``lexical`` outside dense mode) and its kind, session, role, turn and time as columns."""
+
+    def frame_columns(self, result: Result) -> dict[str, Any]:
+        """The score parts and the reserved columns of ``result``'s row."""
+        meta = result.metadata
+        row = dict(meta.get(K_SCORING) or {})
+        for k in _FRAME_KEYS:
+            if k in meta:
+                row[k[len(RESERVED_PREFIX):]] = meta[k]
+        return row
+
+
+def gather(db: Collection, m: Mirror, query: str, positions: np.ndarray, *, size: int, mode: str,
+           hybrid_weight: float, session: SessionArg, now_ts: float, limit: int) -> CandidatePool:
+    """The pool of the ``size`` best candidates of ``mode`` among ``positions``, at ``now_ts``
+    (lexical scores and feedback as they stood then).
+
+    Call it inside ``db._locked()`` (``m`` is the mirror it yields): the pool's
+    ``positions`` are valid only there.
+    """
+    cand = db._candidates(query, positions, size, mode, hybrid_weight, session=session, as_of=now_ts)
+    pos = cand.positions
+    plist = pos.tolist()
+    # The columns say what the metadata would (a memory's kind and session; whether it has
+    # feedback), so only the few metadata with feedback are read.
+    metas: list[Any] = [m.metas[p] if f else _NONE for p, f in zip(plist, m.feedback[pos].tolist())]
+    signs, ages = _feedback_matrix(metas, now_ts)
+    ts = m.ts[pos]
+    codes = m.kind[pos].tolist()
+    kinds: list[Any] = [KINDS[c] if c != NO_KIND else m.metas[p].get(K_KIND) for p, c in zip(plist, codes)]
+    sessions = [m.session_value(s) if c != NO_KIND else m.metas[p].get(K_SESSION)
+                for p, c, s in zip(plist, codes, m.session[pos].tolist())]
+    return CandidatePool(
+        relevance=cand.relevance, ts=ts, age_days=(now_ts - ts) / DAY, feedback_signs=signs, feedback_ages=ages,
+        tokens=m.tokens[pos].copy(), dense=cand.dense, lexical=cand.lexical, ids=[m.ids[p] for p in plist],
+        kinds=kinds, sessions=sessions, limit=limit, now=now_ts, mode=mode, hybrid_weight=hybrid_weight,
+        positions=pos)
+
+
+def rerank_pool(pool: CandidatePool, m: Mirror, query: str, reranker: Reranker, name: str) -> CandidatePool:
+    """The pool's ``max(2 x limit, 20)`` most relevant candidates (by the mode's relevance,
+    not by the blend), their relevance replaced by ``reranker``'s score of (query, text).
+
+    The first stage's relevance stays beside it as ``first_stage``; ``name`` goes to
+    ``rerank``. Call it inside ``db._locked()``, like :func:`gather`.
+    """
+    if pool.positions is None:
+        raise ValueError("only a live pool (made under the lock) can be reranked")
+    slots = scoring.rank_order(pool.relevance, pool.ts)[: scoring.rerank_depth(pool.limit)]
+    texts = [m.texts[p] for p in pool.positions[slots].tolist()]
+    scores = rerank_scores(reranker, query, texts)
+    return pool.take(slots, relevance=scores, first_stage=np.asarray(pool.relevance)[slots], rerank=name)
+
+
+def raw_relevance(pool: CandidatePool) -> np.ndarray:
+    """The relevance ``min_relevance`` is compared with: the reranker's score in a reranked
+    pool, the cosine in dense and hybrid mode (a fused hybrid score is normalised within
+    the pool, so it says nothing on its own), BM25 in lexical mode."""
+    if pool.rerank is None and pool.mode == "hybrid" and pool.dense is not None:
+        return np.asarray(pool.dense)
+    return np.asarray(pool.relevance)
+
+
+def drop_below(pool: CandidatePool, min_relevance: float) -> CandidatePool:
+    """The pool without the candidates whose :func:`raw_relevance` is below ``min_relevance``."""
+    keep = np.flatnonzero(raw_relevance(pool) >= min_relevance)
+    return pool if keep.size == len(pool) else pool.take(keep)
+
+
+def _feedback_matrix(metas: list[dict[str, Any]], now_ts: float) -> tuple[np.ndarray, np.ndarray]:
+    """(signs, ages in days) of every candidate's feedback, zero-padded to the longest history."""
+    graded = [(i, scoring.feedback_events(meta, now_ts)) for i, meta in enumerate(metas)
+              if meta.get(K_FEEDBACK)]  # most memories have none
+    width = max((len(s) for _, (s, _) in graded), default=0)
+    signs = np.zeros((len(metas), width))
+    ages = np.zeros((len(metas), width))
+    for i, (s, a) in graded:
+        signs[i, : len(s)] = s
+        ages[i, : len(a)] = a
+    return signs, ages
+
+
+def rank(pool: CandidatePool, m: Mirror, query: str, blend: Mapping[str, float], score_gap: float | None,
+         token_budget: int | None) -> MemoryResults:
+    """The pool blended with ``blend``'s four parameters, best first, cut to ``pool.limit``,
+    then at the first ``score_gap`` cliff, then to ``token_budget``.
+
+    Each result's metadata gains ``_vx_scoring``: the parts of its score. ``relevance`` is
+    raw: the reranker's score when the pool was reranked (``first_stage`` then holds the
+    mode's relevance before it, and ``rerank`` the reranker's name; both None otherwise),
+    else the mode's own (cosine, BM25 or the fused hybrid score); ``relevance_norm`` is its
+    min-max over the pool, the part the blend adds.
+    """
+    if pool.positions is None or pool.positions.size == 0:
+        return MemoryResults([], query=query, token_budget=token_budget)
+    score, rel_norm, recency, fb = pool.blend(blend["half_life_days"], blend["recency_weight"],
+                                              blend["feedback_weight"], blend["feedback_half_life_days"])
+    order, n_gap, keep = scoring.ship(score, pool.ts, pool.tokens, pool.limit, score_gap, token_budget)
+    top = order[: pool.limit]
+    shipped = top[:n_gap][keep]
+    items = []
+    for i in shipped.tolist():
+        r = m.result(int(pool.positions[i]), float(score[i]))
+        parts: dict[str, Any] = {
+            "relevance": float(pool.relevance[i]), "relevance_norm": float(rel_norm[i]),
+            "recency": float(recency[i]), "feedback": float(fb[i]), "score": float(score[i]),
+            "age_days": float(pool.age_days[i]), "mode": pool.mode,
+            "first_stage": None if pool.first_stage is None else float(pool.first_stage[i]), "rerank": pool.rerank,
+            "recency_from": pool.recency_from,
+        }
+        if pool.mode != "dense":  # which relevance parts contributed
+            parts.update(_relevance_parts(pool, i))
+        r.metadata[K_SCORING] = parts
+        items.append(r)
+    cut = int(top.size - shipped.size)
+    return MemoryResults(items, query=query, truncated=cut > 0, cut_count=cut,
+                         token_estimate=int(pool.tokens[shipped].sum()), token_budget=token_budget)
+
+
+def _relevance_parts(pool: CandidatePool, i: int) -> dict[str, Any]:
+    assert pool.dense is not None and pool.lexical is not None
+    dense, lexical = float(pool.dense[i]), float(pool.lexical[i])
+    parts: dict[str, Any] = {"dense": None if math.isnan(dense) else dense,
+                             "lexical": None if math.isnan(lexical) else lexical}
+    if pool.mode == "hybrid":
+        parts["hybrid_weight"] = pool.hybrid_weight
+    return parts

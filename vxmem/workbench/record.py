@@ -1,0 +1,313 @@
+"""The record of one replay: :class:`Replay`, its cached pools, and its ``.npz`` file.
+
+:func:`vxmem.workbench.replay.replay` makes one; :meth:`Replay.pool` gives a probe's cached
+:class:`~vxmem.ranking.pool.LabelledPool` back, :meth:`Replay.rank` ranks every probe under a
+policy, and :meth:`Replay.save` / :meth:`Replay.load` write and read it as arrays plus a
+JSON part (no pickle). :mod:`vxmem.workbench.sweep` re-ranks the pools of many at once.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import zipfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..core.checks import check_choice, check_limit
+from ..core.keys import KINDS
+from ..ranking import scoring
+from ..ranking.pool import AccessLog, LabelledPool
+from ..ranking.scoring import HYBRID_WEIGHT, RECENCY_FROM, pool_size
+from .datasets.model import DatasetError
+from .policies import Policy, get_policy, rank_pool, resolve_params
+
+POOL_COLUMNS = ["probe", "slot", "id", "label", "kind", "relevance", "relevance_norm", "age_days", "recency",
+                "feedback", "score", "rank", "tokens", "n_feedback", "grade", "stale", "foreign"]
+FORMAT = "vxmem-replay/1"
+
+
+# The pool arrays a replay saves, one row per probe (see Replay).
+SLOT_ARRAYS = ("relevance", "dense", "lexical", "ts", "age_days", "tokens", "grade", "stale", "foreign",
+               "session_bits")
+
+
+@dataclass
+class Replay:
+    """What a replay saw: events, memories over time, probe results and cached pools.
+
+    ``pools`` holds the probes' :class:`~vxmem.ranking.pool.LabelledPool` s as padded arrays (the
+    form :meth:`save` writes), one row per probe and one column per pool slot
+    (``relevance``, ``dense``, ``lexical``, ``ts``, ``age_days``, ``tokens``, ``kind``,
+    ``grade``, ``stale``, ``foreign``, ``session_bits``, ``n``, and ``feedback_signs`` /
+    ``feedback_ages`` with a third axis), plus per-probe ``ideal`` grades, ``n_relevant``,
+    ``n_sessions``, ``limit`` and ``now``. :meth:`pool` gives one back;
+    :mod:`vxmem.workbench.sweep` re-ranks them all at once.
+    """
+
+    name: str
+    settings: dict[str, Any]
+    events: list[dict[str, Any]]
+    memories: list[dict[str, Any]]
+    probes: list[dict[str, Any]]
+    pools: dict[str, np.ndarray]
+    pool_ids: list[list[str]]
+    meta: dict[str, Any] = field(default_factory=dict)
+    extras: list[Any] = field(default_factory=list)
+    # A replay narrowed by select(): the whole one and which of its probes these are, so
+    # ages counted from access still see the accesses of the probes left out.
+    source: Replay | None = field(default=None, repr=False, compare=False)
+    source_index: list[int] | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def n_probes(self) -> int:
+        """How many probes the replay recorded."""
+        return len(self.probes)
+
+    def pool(self, i: int, limit: int | None = None) -> LabelledPool:
+        """Probe ``i``'s cached pool, unpadded, with the replay's labels (``grade``,
+        ``stale``, ``foreign``, ``session_bits``). In a reranked replay, the candidates the
+        probe's recall reranked, in first-stage order, their ``relevance`` the reranker's
+        score (the recorded arrays hold every candidate of ``pool_limit``).
+
+        With ``limit``, only the pool ``recall(limit=limit)`` would have blended: the first
+        ``max(4 x limit, 40)`` slots by relevance (of a hybrid pool, the members within that
+        limit's two top lists, fused again over them; of a reranked one, the candidates that
+        limit reranks).
+        """
+        n = int(self.pools["n"][i])
+        if limit is not None and self.mode != "hybrid" and self.rerank is None:
+            n = min(n, pool_size(limit))
+        row: dict[str, Any] = {k: self.pools[k][i, :n] for k in SLOT_ARRAYS}
+        pool = LabelledPool(
+            **row, feedback_signs=self.pools["feedback_signs"][i, :n], feedback_ages=self.pools["feedback_ages"][i, :n],
+            kinds=[KINDS[c] for c in self.pools["kind"][i, :n]], ids=list(self.pool_ids[i][:n]),
+            limit=int(self.pools["limit"][i]), now=float(self.pools["now"][i]),
+            mode=self.mode, hybrid_weight=self.hybrid_weight)
+        if self.rerank is not None:
+            return _reranked(pool, self.pools["rerank_score"][i, :n], self.rerank, limit)
+        if limit is not None and self.mode == "hybrid":  # the members within that limit's two top lists, fused
+            valid, fused = scoring.searched_slots(pool.dense, pool.lexical, pool.relevance, n, check_limit(limit),
+                                                  True, pool.hybrid_weight)
+            slots = np.flatnonzero(valid)
+            return pool.take(slots, relevance=fused[slots])
+        return pool
+
+    @property
+    def mode(self) -> str:
+        """The search mode the probes recalled with (a replay records it resolved; None in
+        older files' settings: the one the memory used, else dense)."""
+        return self.settings.get("mode") or self.meta.get("mode") or "dense"
+
+    @property
+    def rerank(self) -> str | None:
+        """The reranker the probes' pools were reranked with (its name), or None: a reranked
+        pool's ``relevance`` is the reranker's score."""
+        return self.meta.get("rerank")
+
+    @property
+    def hybrid_weight(self) -> float:
+        """The hybrid weight the probes recalled with (the default when not set)."""
+        w = self.settings.get("hybrid_weight")
+        if w is None:
+            w = self.meta.get("hybrid_weight")
+        return HYBRID_WEIGHT if w is None else float(w)
+
+    def to_frames(self) -> dict[str, Any]:
+        """DataFrames: ``events``, ``memories`` (one row per memory, with when it was
+        created, superseded and deleted), ``probes`` (the recorded recall and its metrics)
+        and ``pools`` (one row per probe and candidate, with the blend's score parts at the
+        replay's settings)."""
+        import pandas as pd
+
+        def times(frame: Any, cols: list[str]) -> Any:
+            for c in cols:
+                if c in frame:
+                    frame[c] = pd.to_datetime(frame[c], unit="s", utc=True)
+            return frame
+
+        events = times(pd.DataFrame(self.events), ["time"])
+        memories = times(pd.DataFrame(self.memories), ["created", "deleted", "superseded_at"])
+        probes = times(pd.DataFrame(self.probes), ["time"])
+        accessed = self._recorded_accesses() if self.recency_for("blend") == "accessed" else None
+        rows = [pd.DataFrame(self._pool_rows(i, accessed)) for i in range(self.n_probes) if self.pools["n"][i]]
+        pools = pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=POOL_COLUMNS)
+        return {"events": events, "memories": memories, "probes": probes, "pools": pools}
+
+    def _recorded_accesses(self) -> list[dict[str, float]]:
+        """For each probe, its pool's latest accesses before it: what the live recall of the
+        probes before it returned (a replay that ages from access; its memory recorded them so)."""
+        whole, index = self.history()
+        wanted = {j: k for k, j in enumerate(index)}
+        out: list[dict[str, float]] = [{} for _ in index]
+        log = AccessLog()
+        for j, probe in enumerate(whole.probes):
+            now = float(whole.pools["now"][j])
+            if j in wanted:
+                ids = list(whole.pool_ids[j][: int(whole.pools["n"][j])])
+                out[wanted[j]] = dict(zip(ids, log.seen(ids, now).tolist()))
+            log.returned(list(probe["recalled_ids"]), now)
+        return out
+
+    def _pool_rows(self, i: int, accessed: list[dict[str, float]] | None = None) -> dict[str, Any]:
+        """Probe ``i``'s pool as columns, scored at the replay's settings (aged from the
+        recorded accesses when ``accessed`` holds them)."""
+        pool, s = self.pool(i), self.settings
+        if accessed is not None:
+            pool = pool.aged_from_access(np.array([accessed[i][m] for m in pool.ids], dtype=np.float64))
+        n = len(pool)
+        score, rel_norm, rec, fb = pool.blend(s["half_life_days"], s["recency_weight"], s["feedback_weight"],
+                                              s["feedback_half_life_days"])
+        rank = np.empty(n, dtype=np.int64)
+        rank[pool.rank_order(score)] = np.arange(1, n + 1)
+        labels = {m["id"]: m["labels"] for m in self.memories}
+        return {"probe": i, "slot": np.arange(n), "id": pool.ids, "label": [labels.get(x) for x in pool.ids],
+                "kind": pool.kinds, "relevance": pool.relevance, "relevance_norm": rel_norm, "age_days": pool.age_days,
+                "recency": rec, "feedback": fb, "score": score, "rank": rank, "tokens": pool.tokens,
+                "n_feedback": np.count_nonzero(pool.feedback_signs, axis=-1), "grade": pool.grade,
+                "stale": pool.stale, "foreign": pool.foreign}
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Write the replay to one ``.npz`` file (arrays plus a JSON part; no pickle)."""
+        blob = {"format": FORMAT, "name": self.name, "settings": self.settings, "events": self.events,
+                "memories": self.memories, "probes": self.probes, "pool_ids": self.pool_ids, "meta": self.meta}
+        data = json.dumps(blob, default=_json_default).encode("utf-8")
+        buf = io.BytesIO()
+        arrays: dict[str, Any] = dict(self.pools)
+        np.savez_compressed(buf, _json=np.frombuffer(data, dtype=np.uint8), **arrays)
+        tmp = f"{os.fspath(path)}.tmp"
+        with open(tmp, "wb") as f:
+            f.write(buf.getvalue())
+        os.replace(tmp, path)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> Replay:
+        """Read a replay written by :meth:`save`."""
+        spath = os.fspath(path)
+        try:
+            with np.load(spath, allow_pickle=False) as z:
+                arrays = {k: z[k] for k in z.files}
+        except FileNotFoundError:
+            raise DatasetError("no such file", path=spath) from None
+        except (OSError, ValueError, EOFError, zipfile.BadZipFile):
+            # Not numpy's message: it suggests allow_pickle=True, which would run code from the file.
+            raise DatasetError("not a saved replay (an .npz archive of arrays, written by vxmem replay --save)",
+                               path=spath) from None
+        try:
+            blob = json.loads(arrays.pop("_json").tobytes().decode("utf-8"))
+        except (KeyError, ValueError):
+            raise DatasetError("not a saved replay (no JSON part)", path=spath) from None
+        if blob.get("format") != FORMAT:
+            raise DatasetError(f"not a {FORMAT} file", path=spath)
+        if "rerank_score" not in arrays and "relevance" in arrays:  # saved before reranked replays
+            arrays["rerank_score"] = np.full(arrays["relevance"].shape, np.nan)
+        return cls(name=blob["name"], settings=blob["settings"], events=blob["events"], memories=blob["memories"],
+                   probes=blob["probes"], pools=arrays, pool_ids=blob["pool_ids"], meta=blob.get("meta", {}))
+
+    def recency_for(self, policy: str | Policy = "blend", recency_from: str | None = None) -> str:
+        """What ages count from when ``policy`` ranks this replay's pools: ``recency_from``
+        if given, else the replay's own ``recency_from`` setting for the blend (what its
+        ``recall()`` used) and the policy's own for the others (``"accessed"`` for LangChain's
+        and Generative Agents')."""
+        if recency_from is not None:
+            return check_choice(recency_from, "recency_from", RECENCY_FROM)
+        pol = get_policy(policy)
+        if pol.name == "blend":
+            return str(self.settings.get("recency_from") or "created")
+        return pol.recency_from
+
+    def history(self) -> tuple[Replay, list[int]]:
+        """The whole replay these probes come from and their indices in it (this one and
+        ``range(n_probes)`` unless narrowed by :meth:`select`)."""
+        if self.source is not None and self.source_index is not None:
+            return self.source, list(self.source_index)
+        return self, list(range(self.n_probes))
+
+    def rank(self, policy: str | Policy = "blend", limit: int | None = None, token_budget: Any = ...,
+             recency_from: str | None = None, **params: Any) -> list[list[str]]:
+        """Ids each probe's cached pool ships under ``policy`` (default parameters: the replay's).
+
+        With ages counted from access (:meth:`recency_for`), the probes are ranked in order
+        and each one's ages count from the last probe whose ranking here returned the memory.
+
+        :param limit: how many per probe (default: each probe's own).
+        :param token_budget: the budget to cut to (default: the replay's; None: no budget).
+        :param recency_from: ``"created"`` or ``"accessed"`` (default: :meth:`recency_for`).
+        :param params: the policy's parameters.
+        """
+        pol = get_policy(policy)
+        p = resolve_params(pol, params, self.settings)
+        budget = self.settings["token_budget"] if token_budget is ... else token_budget
+        accessed = self.recency_for(pol, recency_from) == "accessed"
+        whole, index = self.history() if accessed else (self, list(range(self.n_probes)))
+        wanted = {j: k for k, j in enumerate(index)}
+        out: list[list[str]] = [[] for _ in index]
+        log = AccessLog()  # when each memory was last returned
+        for i in range(whole.n_probes):  # whole is self unless ages count from access
+            # the pool recall() blends for this limit, as the sweep ranks it: relevance is
+            # normalised across exactly those candidates
+            pool = whole.pool(i, limit=limit if limit is not None else int(whole.pools["limit"][i]))
+            if accessed:
+                pool = pool.aged_from_access(log.seen(pool.ids, pool.now))
+            shipped = [pool.ids[j] for j in rank_pool(pool, pol, limit=limit, token_budget=budget, **p)]
+            if accessed:
+                log.returned(shipped, pool.now)
+            if i in wanted:
+                out[wanted[i]] = shipped
+        return out
+
+    def select(self, keep: Sequence[bool]) -> Replay:
+        """A replay with only the probes where ``keep`` is True (events and memories unchanged).
+
+        Pools, probe rows and their numbering follow, so a sweep of the result scores only
+        those probes (``vxmem sweep --categories`` uses it). Ages counted from access still
+        see the accesses of every probe (the whole replay is kept beside it, in memory only:
+        a narrowed replay that was saved and loaded again has only its own).
+        """
+        mask = np.asarray(keep, dtype=bool)
+        if mask.shape != (self.n_probes,):
+            raise ValueError(f"keep must hold one bool per probe ({self.n_probes}), got shape {mask.shape}")
+        idx = np.nonzero(mask)[0]
+        pools = {k: (v[idx] if v.ndim and v.shape[0] == self.n_probes and k != "pool_limit" else v)
+                 for k, v in self.pools.items()}
+        probes = [dict(self.probes[i], probe=j) for j, i in enumerate(idx.tolist())]
+        whole, index = self.history()
+        return Replay(name=self.name, settings=dict(self.settings), events=self.events, memories=self.memories,
+                      probes=probes, pools=pools, pool_ids=[self.pool_ids[i] for i in idx.tolist()],
+                      meta=dict(self.meta), extras=[self.extras[i] for i in idx.tolist()] if
+                      len(self.extras) == self.n_probes else list(self.extras),
+                      source=whole, source_index=[index[i] for i in idx.tolist()])
+
+    def __repr__(self) -> str:
+        return (f"Replay({self.name!r}, {len(self.events)} events, {len(self.memories)} memories, "
+                f"{self.n_probes} probes)")
+
+
+def _reranked(pool: LabelledPool, scores: np.ndarray, name: str, limit: int | None = None) -> LabelledPool:
+    """Of a recorded first-stage pool, the candidates a recall with ``limit`` (default: the
+    probe's own) reranked, in first-stage order, with the reranker's ``scores`` as their
+    relevance."""
+    lim = pool.limit if limit is None else check_limit(limit)
+    valid, first = scoring.searched_slots(pool.dense, pool.lexical, pool.relevance, len(pool), lim,
+                                          pool.mode == "hybrid", pool.hybrid_weight)
+    slots = np.flatnonzero(scoring.rerank_slots(first, pool.ts, valid, lim))
+    slots = slots[scoring.rank_order(first[slots], pool.ts[slots])]
+    if np.isnan(scores[slots]).any():
+        raise ValueError(f"limit {lim} reranks candidates this replay did not score: replay with pool_limit={lim}")
+    return pool.take(slots, relevance=scores[slots], first_stage=first[slots], rerank=name)
+
+
+def _json_default(o: Any) -> Any:
+    if isinstance(o, (np.integer,)):
+        return int(o)
+    if isinstance(o, (np.floating,)):
+        return float(o)
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    if callable(o):
+        return getattr(o, "name", type(o).__name__)
+    raise TypeError(f"cannot save {type(o).__name__} in a replay")

@@ -1,0 +1,89 @@
+"""The DataFrames the dashboard (``app.py``) and the notebooks share.
+
+Every function calls the library (replay, sweep, metrics, the memory itself) and reshapes
+what it returns into a tidy DataFrame a chart or a table can draw; no ranking happens here.
+Nothing imports Streamlit. :mod:`~vxmem.workbench.views.settings` holds the datasets and the
+one parameter state, :mod:`~vxmem.workbench.views.replays` the Tune, Sweep, Compare, A/B,
+Replay and Budget frames, :mod:`~vxmem.workbench.views.playground` the Playground's.
+"""
+
+from .playground import (
+    dumps_events,
+    low_relevance_of,
+    next_label,
+    playground_conversation,
+    playground_jsonl,
+    playground_recall,
+    playground_state,
+    relevance_note,
+    score_parts,
+    to_csv,
+)
+from .replays import (
+    POINT_METRICS,
+    POLICY_GRIDS,
+    REPORT_METRICS,
+    ab_frames,
+    best_row,
+    budget_replay,
+    compare_policies,
+    context_budgets,
+    explain,
+    inert_at,
+    memory_timeline,
+    missed_at,
+    missed_relevant,
+    pareto_points,
+    point_metrics,
+    point_report,
+    probe_metrics,
+    probe_metrics_at,
+    probe_results,
+    probe_table,
+    rank_movement,
+    ranking_at,
+    returned,
+    stale_above_at,
+    sweep_grid,
+    sweep_holdout,
+    why_table,
+)
+from .settings import (
+    DEFAULT_MODE,
+    DEFAULT_POINT,
+    DEFAULT_SETTINGS,
+    EMBEDDER_NAMES,
+    MAX_LIMIT,
+    REPLAY_SETTINGS,
+    SETTINGS_KEYS,
+    chatlog_from_bytes,
+    check_settings,
+    conversation_summary,
+    embedder_for,
+    grid_point,
+    load_bytes,
+    param_values,
+    point_of,
+    probe_list,
+    replay_all,
+    replay_settings,
+    settings_from_json,
+    settings_json,
+    settings_snippet,
+    settings_to_query,
+    shipped_datasets,
+    turn_table,
+)
+
+__all__ = [
+    "DEFAULT_MODE", "DEFAULT_POINT", "DEFAULT_SETTINGS", "EMBEDDER_NAMES", "MAX_LIMIT", "POINT_METRICS",
+    "POLICY_GRIDS", "REPLAY_SETTINGS", "REPORT_METRICS", "SETTINGS_KEYS", "ab_frames", "best_row", "budget_replay",
+    "chatlog_from_bytes", "check_settings", "compare_policies", "context_budgets", "conversation_summary",
+    "dumps_events", "embedder_for", "explain", "grid_point", "inert_at", "load_bytes", "low_relevance_of",
+    "memory_timeline", "missed_at", "missed_relevant", "next_label", "param_values", "pareto_points",
+    "playground_conversation", "playground_jsonl", "playground_recall", "playground_state", "point_metrics",
+    "point_of", "point_report", "probe_list", "probe_metrics", "probe_metrics_at", "probe_results", "probe_table",
+    "rank_movement", "ranking_at", "relevance_note", "replay_all", "replay_settings", "returned", "score_parts",
+    "settings_from_json", "settings_json", "settings_snippet", "settings_to_query", "shipped_datasets",
+    "stale_above_at", "sweep_grid", "sweep_holdout", "to_csv", "turn_table", "why_table",
+]

@@ -1,0 +1,219 @@
+"""The Playground's frames: a live memory built from the events a user typed, recalled and explained.
+
+What the pages offer (slider ranges, the playground's seed) is the app's, in ``app_pages/config.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+
+from ...core.clock import to_epoch
+from ...core.keys import K_SUPERSEDED_BY, K_SUPERSEDES
+from ...memory.conversation import ConversationMemory
+from ...models.embed import Embedder
+from ...ranking import scoring
+from ...ranking.scoring import BLEND_DEFAULTS
+from .. import analysis
+from ..datasets.jsonl import loads_jsonl
+from ..datasets.model import Conversation, Event
+from ..replay import replay
+from .replays import _WHY_SHOWN, memory_timeline
+from .settings import DEFAULT_SETTINGS
+
+# ---------------------------------------------------------------------------- Playground
+
+
+def next_label(events: Sequence[Mapping[str, Any]]) -> str:
+    """A fresh ``m<n>`` label for the next memory of a playground session."""
+    used = {e.get("label") for e in events}
+    n = len(events) + 1
+    while f"m{n}" in used:
+        n += 1
+    return f"m{n}"
+
+
+def playground_conversation(events: Sequence[Mapping[str, Any]], query: str, session: str | None,
+                            now: float, limit: int = 10, relevant: Sequence[str] = ()) -> Conversation:
+    """The playground's events plus one probe (the query at ``now``) as a conversation."""
+    evs = [Event.from_dict(dict(e)) for e in events]
+    if query.strip():
+        evs.append(Event.from_dict({"time": float(now), "type": "probe", "label": "query", "query": query,
+                                    "session": session, "limit": int(limit), "relevant": list(relevant)}))
+    return Conversation(name="playground", events=evs, description="typed into the workbench playground")
+
+
+def _playground_replay_settings(settings: Mapping[str, Any], judge: str | None) -> dict[str, Any]:
+    s = {**DEFAULT_SETTINGS, **dict(settings)}
+    out: dict[str, Any] = {k: float(s[k]) for k in BLEND_DEFAULTS}
+    out.update(limit=int(s["limit"]), mode=s["mode"], judge=judge)
+    if s["mode"] == "hybrid":
+        out["hybrid_weight"] = float(s["hybrid_weight"])
+    if s["recency_from"] != "created":
+        out["recency_from"] = s["recency_from"]
+    if int(s["token_budget"] or 0):
+        out["token_budget"] = int(s["token_budget"])
+    return out
+
+
+def playground_recall(events: Sequence[Mapping[str, Any]], query: str, session: str | None, now: float,
+                      settings: Mapping[str, Any], judge: str | None = None,
+                      embedder: Embedder | None = None) -> dict[str, Any]:
+    """Build the playground memory from ``events`` and ask it ``query`` at ``now``.
+
+    ``settings`` are the workbench's (the blend, ``limit``, ``token_budget``, ``mode``,
+    ``hybrid_weight``). Returns ``ranking`` (``recall()``'s results with their
+    ``_vx_scoring`` parts, raw ``relevance`` beside ``relevance_norm``), ``parts``
+    (relevance / recency / feedback contributions, long format), ``why`` (every memory and
+    why it was or was not returned, :func:`vxmem.workbench.analysis.why_recalled_live`),
+    ``memories`` (every memory with its label and fate), ``history`` (every supersession
+    chain) and ``low_relevance`` (the memory's threshold for a weak best match, or None).
+    """
+    rs = _playground_replay_settings(settings, judge)
+    limit = rs["limit"]
+    conv = playground_conversation(events, query, session, now, limit)
+    captured: dict[str, Any] = {}
+
+    def at_probe(memory, event, t):
+        kw = {"limit": limit, "token_budget": rs.get("token_budget"), "mode": rs["mode"],
+              "hybrid_weight": rs.get("hybrid_weight")}
+        res = memory.recall(event.query, session=event.session, now=t, **kw)
+        captured["ranking"] = res.to_frame()
+        captured["why"] = analysis.why_recalled_live(memory, event.query, event.session, now=t, **kw)
+        captured["history"] = _supersession_chains(memory)
+        captured["low_relevance"] = low_relevance_of(memory, rs["mode"])
+        return None
+
+    rep = replay(conv, rs, embedder, on_probe=at_probe if query.strip() else None)
+    labels = {m["id"]: ", ".join(m["labels"]) for m in rep.memories}
+    ranking = captured.get("ranking", pd.DataFrame())
+    if not ranking.empty:
+        ranking.insert(1, "label", ranking["id"].map(labels))
+    why = captured.get("why", pd.DataFrame(columns=_WHY_SHOWN))
+    if not why.empty:  # the playground names memories by label: so do the details
+        why = why.assign(label=why["id"].map(labels), versus_label=why["versus"].map(labels))
+        for mid, lab in labels.items():
+            why["detail"] = why["detail"].str.replace(mid, lab, regex=False)
+    return {"ranking": ranking, "parts": score_parts(ranking, {**BLEND_DEFAULTS, **rs}), "why": why,
+            "memories": memory_timeline(rep) if rep.memories else pd.DataFrame(),
+            "history": _labelled_chains(captured.get("history", pd.DataFrame()), labels),
+            "low_relevance": captured.get("low_relevance"), "mode": rep.mode, "rerank": rep.rerank}
+
+
+def playground_jsonl(events: Sequence[Mapping[str, Any]], now: float, query: str, session: str | None,
+                     settings: Mapping[str, Any], judge: str | None = None, relevant: Sequence[str] = ()) -> str:
+    """The playground as a vxmem JSONL conversation the Replay page (and ``vxmem replay``)
+    loads: its events, the query as a probe at the clock's time (``relevant`` the labels it
+    should return), the judge and the settings in the header."""
+    conv = playground_conversation(events, query, session, now, int(settings.get("limit", 10)), relevant)
+    rs = _playground_replay_settings(settings, judge)
+    head = {k: v for k, v in rs.items() if k != "judge"}
+    conv.meta = {"settings": head, **({"judge": judge} if judge else {})}
+    conv.description = "typed into the vxmem workbench playground (load it on the Replay page)"
+    return conv.to_jsonl()
+
+
+def playground_state(text: str) -> dict[str, Any]:
+    """A playground saved by :func:`playground_jsonl`, read back: ``events`` (dicts), the
+    clock ``now``, ``query``, ``session``, ``relevant``, ``judge`` and ``settings``."""
+    conv = loads_jsonl(text)
+    probes = conv.probes
+    events = [e.to_dict() for e in conv.events if e.type != "probe"]
+    for e in events:
+        e["time"] = to_epoch(e["time"])
+    last = probes[-1] if probes else None
+    settings = dict(conv.meta.get("settings") or {})
+    return {"events": events, "now": last.time if last else (conv.events[-1].time if conv.events else 0.0),
+            "query": last.query if last else "", "session": last.session if last else None,
+            "relevant": sorted(last.relevant) if last else [], "judge": conv.meta.get("judge"),
+            "settings": settings}
+
+
+def low_relevance_of(memory: Any, mode: str | None) -> float | None:
+    """The raw relevance below which ``memory`` calls its best match weak
+    (``ConversationMemory.low_relevance``), or None where the memory cannot say."""
+    fn = getattr(memory, "low_relevance", None)
+    if fn is None:
+        return None
+    value = fn(mode=mode, rerank=None)
+    return None if value is None else float(value)
+
+
+def relevance_note(best_raw: float | None, threshold: float | None, mode: str,
+                   rerank: str | None = None) -> tuple[str, str]:
+    """What to say about the best candidate's raw relevance: ``(level, text)``, level
+    ``"warning"`` when it is below ``threshold``, else ``"caption"``. ``rerank`` names the
+    reranker whose score the relevance is, if any."""
+    scale = f"{rerank} logit" if rerank else \
+        {"dense": "cosine", "lexical": "BM25", "hybrid": "fused dense + BM25"}.get(mode, mode)
+    if best_raw is None or (isinstance(best_raw, float) and math.isnan(best_raw)):
+        return "caption", "No candidate: nothing to rank."
+    if threshold is not None and best_raw < threshold:
+        return "warning", (f"Weak match: the best candidate's raw relevance is {best_raw:.3f} ({scale}), below "
+                           f"{threshold:.3f}, where this memory's matches are noise. relevance_norm rescales the "
+                           "pool to 0-1, so the top shows 1.0 however little matches: nothing here may answer "
+                           "the query.")
+    known = "" if threshold is None else f"; below {threshold:.3f} this pipeline calls a match weak"
+    return "caption", (f"Raw relevance of the best candidate: {best_raw:.3f} ({scale}){known}. relevance_norm "
+                       "rescales each pool to 0-1, so the best candidate always shows 1.0.")
+
+
+def _supersession_chains(memory: ConversationMemory) -> pd.DataFrame:
+    """Every chain of corrections in ``memory``, oldest first, one row per memory in it."""
+    rows: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for r in memory.db.scan():
+        meta = r.metadata
+        if r.id in seen or not (meta.get(K_SUPERSEDES) or meta.get(K_SUPERSEDED_BY)):
+            continue
+        chain = memory.history(r.id)
+        seen.update(h.id for h in chain)
+        for h in chain:
+            rows.append({"chain": chain[0].id, "id": h.id, "text": h.text, "kind": h.kind, "ts": h.ts,
+                         "live": h.live, "superseded_at": h.superseded_at})
+    return pd.DataFrame(rows)
+
+
+def _labelled_chains(history: pd.DataFrame, labels: Mapping[str, str]) -> pd.DataFrame:
+    """Chains named by their members' labels (``"m2 -> m4"``) rather than by memory ids."""
+    if history.empty:
+        return history
+    history = history.copy()
+    history["label"] = history["id"].map(labels)
+    names = history.groupby("chain", sort=False)["label"].agg(" -> ".join)
+    history["chain"] = history["chain"].map(names)
+    return history[["chain", "label", "text", "kind", "ts", "live", "superseded_at"]]
+
+
+def score_parts(ranking: pd.DataFrame, settings: Mapping[str, Any]) -> pd.DataFrame:
+    """Each result's score split into what relevance, recency and feedback contributed.
+
+    The parts are the ones ``recall()`` reported (``relevance_norm``, ``recency``,
+    ``feedback`` from :func:`vxmem.ranking.scoring.score_pool`); each part's term is
+    :func:`vxmem.ranking.scoring.blend` of that part alone, so the weights and the feedback clamp
+    stay in one place and the three terms sum to ``score``.
+    """
+    if ranking.empty:
+        return pd.DataFrame(columns=["rank", "label", "text", "part", "contribution"])
+    frame = ranking.copy()
+    w = (float(settings["recency_weight"]), float(settings["feedback_weight"]))
+    frame["relevance"] = scoring.blend(frame["relevance_norm"], 0.0, 0.0, *w)
+    frame["recency"] = scoring.blend(0.0, frame["recency"], 0.0, *w)
+    frame["feedback"] = scoring.blend(0.0, 0.0, frame["feedback"], *w)
+    cols = ["rank", "label", "text"] if "label" in frame else ["rank", "text"]
+    return frame.melt(id_vars=cols, value_vars=["relevance", "recency", "feedback"], var_name="part",
+                      value_name="contribution")
+
+
+def to_csv(frame: pd.DataFrame) -> bytes:
+    """A frame as UTF-8 CSV bytes (for download buttons)."""
+    return frame.to_csv(index=False).encode("utf-8")
+
+
+def dumps_events(events: Sequence[Mapping[str, Any]]) -> str:
+    """Playground events as JSON (stable key order), a cache key and a download."""
+    return json.dumps(list(events), sort_keys=True)
