@@ -101,7 +101,7 @@ def child(tree: str, path: str, data: str, gap_s: float) -> dict:
         out[f"{name}_p50"], out[f"{name}_p99"], out[f"{name}_max"] = (float(np.median(ms)),
                                                                       float(np.percentile(ms, 99)), float(ms.max()))
     out["rem_max_at"] = float(rem_at[int(np.argmax(rem))]) if rem else float("nan")
-    db._hnsw.flush()  # what was written during the build joins the graph, as it would in time
+    db.engine.index.flush()  # what was written during the build joins the graph, as it would in time
     good = bm.exact_top10(db, qv)
     for k in range(20):
         db.search(qs[k], limit=10)
@@ -112,7 +112,7 @@ def child(tree: str, path: str, data: str, gap_s: float) -> dict:
         lat.append(time.perf_counter() - t0)
         found.append(len({r.id for r in got} & good[k]) / 10)
     out["search_p50"], out["recall10"] = float(np.median(lat)) * 1e3, float(np.mean(found))
-    index = db._hnsw.index
+    index = db.engine.index.index
     for k in range(20):
         index.search(qv[k], 10, threads=1)
     lat = []

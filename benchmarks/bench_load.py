@@ -92,14 +92,14 @@ def reader(path: str, embedder_name: str, sessions: int, mode: str, ready, stop,
     idle: list[float] = []
     lags: list[int] = []
     taken = 0
-    gen = db._database.generation
+    gen = db.engine.database.generation
     ready.set()
     while not stop.is_set():
         session = f"user-{rng.randrange(sessions)}"
         t = time.perf_counter()
         db.recall(sentence(rng), session=session, limit=10, now=1_800_000_000)
         dt = time.perf_counter() - t
-        now_gen = db._database.generation
+        now_gen = db.engine.database.generation
         lags.append(_file_generation(probe) - now_gen)  # commits the reader's answer did not see
         if now_gen != gen:
             after_commit.append(dt)
@@ -109,7 +109,7 @@ def reader(path: str, embedder_name: str, sessions: int, mode: str, ready, stop,
             idle.append(dt)
     # The writer has stopped and closed: one more read must see everything.
     db.count()
-    final = {"generation": db._database.generation, "count": db.count()}
+    final = {"generation": db.engine.database.generation, "count": db.count()}
     probe.close()
     db.close()
     out.put({"mode": mode, "after_commit": after_commit, "idle": idle, "lags": lags, "catch_ups": taken,

@@ -326,10 +326,10 @@ def worker(size: int, embedder_name: str, reps: int, tmp: str, mode: str | None 
     if db.count() > db.exact_threshold:
         db.build_index()  # and waits for it, timed apart
     first_cross = time.perf_counter() - t
-    info["index_built"] = db._hnsw.index is not None
+    info["index_built"] = db.engine.index.index is not None
     cross_samples = timed(lambda i: db.recall(qs[i], now=now, mode=mode), reps)
     info["first_cross_ms"] = first_cross * 1e3
-    row("recall(session=None), limit 10" + (" [HNSW]" if db._hnsw.index is not None else " [exact]"),
+    row("recall(session=None), limit 10" + (" [HNSW]" if db.engine.index.index is not None else " [exact]"),
         cross_samples, TARGET_CROSS_RECALL_100K if trivial else None)
     if reranking:
         row("recall(session=None, rerank=False), limit 10",
@@ -339,7 +339,7 @@ def worker(size: int, embedder_name: str, reps: int, tmp: str, mode: str | None 
         timed(lambda i: db.context(qs[i], session=f"user{i % SESSIONS}", now=now, mode=mode), reps), None,
         ref("context"))
 
-    if db._hnsw.index is not None:  # every later write also goes into the live index
+    if db.engine.index.index is not None:  # every later write also goes into the live index
         texts2 = [sentence(rng) for _ in range(reps)]
 
         def remember_live(i):
@@ -467,7 +467,7 @@ def scale_corpus(data: str) -> tuple[dict, np.ndarray, Lookup]:
 def exact_top10(db, qv: np.ndarray) -> list[set]:
     """Per query vector, the ids whose exact cosine reaches the 10th best over every live row
     (ties at the 10th count as found)."""
-    with db._locked() as m:
+    with db.engine.locked() as m:
         live = m.live_positions()
         sims = qv @ m.vectors(live).T
         ids = [m.ids[p] for p in live]
@@ -559,11 +559,11 @@ def scale_worker(data: str, reps: int) -> dict:
         out["search_cpu"] = _pcts(cpu)
         wall, cpu = timed(lambda i: db.recall(qs[i], now=now), len(qs))
         out["recall"], out["recall_cpu"] = _pcts(wall), _pcts(cpu)
-        index = db._hnsw.index
+        index = db.engine.index.index
         es = index.expansion_search
         index.expansion_search = 128
         rowid_of = {}
-        with db._locked() as m:
+        with db.engine.locked() as m:
             for p in m.live_positions().tolist():
                 rowid_of[int(m.rowid[p])] = m.ids[p]
         ug: list = [None] * len(qs)
@@ -605,8 +605,8 @@ def scale_worker(data: str, reps: int) -> dict:
         t0 = time.perf_counter()
         db.recall(qs[3], now=now)
         out["reuse_first_cross_s"] = time.perf_counter() - t0
-        out["reuse_index_ready"] = float(db._hnsw.index is not None)
-        out["reuse_building"] = float(bool(getattr(db._hnsw, "building", False)))
+        out["reuse_index_ready"] = float(db.engine.index.index is not None)
+        out["reuse_building"] = float(bool(getattr(db.engine.index, "building", False)))
         out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     finally:
         shutil.rmtree(work, ignore_errors=True)

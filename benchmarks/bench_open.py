@@ -67,7 +67,7 @@ def dense_quality(db, emb, queries: list[str], rss_now_mb) -> dict:
         times.append(time.process_time() - c)
         local.append(db.search(query, limit=10, mode="dense", filter={"_vx_session": f"s{i % 50}"}).ids)
     rss_index = rss_now_mb()  # the graph loaded too, before the exact scores take their memory
-    with db._locked() as m:
+    with db.engine.locked() as m:
         live = m.live_positions()
         ids = [m.ids[p] for p in live]
         truth_vecs = emb.vecs[[emb.rows[m.texts[p]] for p in live.tolist()]].astype(np.float64)

@@ -47,12 +47,12 @@ def fts_count(db, word: str, pending: bool = True) -> int:
     """How many documents FTS5 itself says hold ``word``, once a writer has indexed the ones
     it holds back for its next batch (``pending=False``: as FTS5 stands)."""
     if pending:
-        db._database.index_pending()
-    return db._database.conn.execute("SELECT count(*) FROM vx_fts WHERE vx_fts MATCH ?",
+        db.engine.database.index_pending()
+    return db.engine.database.conn.execute("SELECT count(*) FROM vx_fts WHERE vx_fts MATCH ?",
                                      (f'"{word}"',)).fetchone()[0]
 
 
 def vector_of(db, id: str) -> list:
     """The vector the collection holds for ``id``, as a list."""
-    with db._locked() as m:
+    with db.engine.locked() as m:
         return m.vector(m.pos_of_id[id]).tolist()

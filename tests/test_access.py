@@ -21,7 +21,7 @@ MODES = ("dense", "lexical", "hybrid")
 
 
 def _access_rows(db):
-    return db._database.conn.execute("SELECT doc, at FROM vx_access ORDER BY doc, at").fetchall()
+    return db.engine.database.conn.execute("SELECT doc, at FROM vx_access ORDER BY doc, at").fetchall()
 
 
 def _two_twins(db):
@@ -124,7 +124,7 @@ def test_context_records_the_recalled_memories_that_made_the_block_only(word_emb
         db.remember(f"filler turn number {i}", session="s", timestamp=T0 + (i + 1) * HOUR)
     block = db.context("cat Miso", session="s", recent_turns=2, now=T0 + DAY)
     assert old in [r.id for r in block.recalled] and pin in [r.id for r in block.pinned]
-    recorded = {db._mirror.ids[db._mirror.pos_of_rowid[doc]] for doc, _ in _access_rows(db)}
+    recorded = {db.engine.mirror.ids[db.engine.mirror.pos_of_rowid[doc]] for doc, _ in _access_rows(db)}
     assert recorded == {r.id for r in block.recalled}
     assert not recorded & {r.id for r in block.pinned + block.recent}
 
@@ -163,7 +163,8 @@ def test_a_version_3_file_gains_the_access_log_on_a_writable_open(tmp_path, word
     with Vectrix(path, embedder=word_embedder, read_only=True, recency_from="accessed") as ro:  # read as it is
         assert ro.recall("Miso", session="s", now=T0 + DAY).ids[0] == a
     with Vectrix(path, embedder=word_embedder, recency_from="accessed") as db:
-        version = db._database.conn.execute("SELECT value FROM vx_meta WHERE key = 'schema_version'").fetchone()[0]
+        conn = db.engine.database.conn
+        version = conn.execute("SELECT value FROM vx_meta WHERE key = 'schema_version'").fetchone()[0]
         assert version == str(database.SCHEMA_VERSION)
         db.recall("Miso", session="s", limit=1, now=T0 + DAY)
         assert len(_access_rows(db)) == 1
@@ -332,7 +333,7 @@ def test_the_pools_frame_of_a_replay_aging_from_access_ranks_as_its_recall(drift
 def test_a_full_disk_leaves_the_accesses_out_with_a_warning_and_the_recall_answers(tmp_path, word_embedder):
     with Vectrix(tmp_path / "full.vxdb", embedder=word_embedder, recency_from="accessed") as db:
         a, b = _two_twins(db)
-        conn = db._database.conn
+        conn = db.engine.database.conn
         pages = conn.execute("PRAGMA page_count").fetchone()[0]
         conn.execute(f"PRAGMA max_page_count = {pages}")  # SQLite now reports SQLITE_FULL on growth
         before = _access_rows(db)

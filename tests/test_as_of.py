@@ -89,7 +89,7 @@ def test_history_as_of_shows_the_chain_as_it_stood(db):
 def test_recall_at_the_present_is_unchanged_by_the_as_of_checks(db):
     ids = [db.remember(f"note {i} about tea", session="s", timestamp=T0 + i * HOUR) for i in range(5)]
     db.feedback(ids[1], "useful", timestamp=T0 + 5 * HOUR)
-    m = db._mirror
+    m = db.engine.mirror
     assert not m.is_past(T0 + 5 * HOUR)  # the moment of the last write: no as-of work to do
     assert m.is_past(T0 + 4.5 * HOUR)
     assert db.recall("tea", session="s", now=T0 + 6 * HOUR).ids == db.recall("tea", session="s").ids
@@ -195,7 +195,7 @@ def test_bm25_statistics_as_of_a_moment_are_the_same_counted_directly_or_by_bina
     db.add(["a plain document with no memory keys"])
     ids = [r.id for r in db.turns("s")]
     db.forget(ids=ids[:40])  # some dead positions too
-    with db._locked() as m:
+    with db.engine.locked() as m:
         doc_len = rng.integers(1, 30, m.n).astype(np.float64)
         pos = np.flatnonzero(rng.random(m.n) < 0.3)
         pos = np.where(rng.random(pos.size) < 0.1, -1, pos)  # a deleted posting reads -1

@@ -174,7 +174,7 @@ CHILD = """
     from vxmem import Vectrix
     with Vectrix(sys.argv[1], embedder=WordHashEmbedder(dim=64), exact_threshold=8) as db:
         hnsw = db.search(sys.argv[2], limit=5)
-        size = len(db._hnsw)
+        size = len(db.engine.index)
         db.exact_threshold = 0
         exact = db.search(sys.argv[2], limit=5)
         print(json.dumps({"count": db.count(), "index_size": size,
@@ -251,10 +251,10 @@ def test_an_older_index_file_is_reused_with_the_documents_written_since(original
     assert Path(str(path) + ".usearch.json").read_text() == stale_side
     with Vectrix(path, embedder=_embedder(), exact_threshold=8) as db:
         assert db.search("newcomer quokkas", limit=1)[0].text == "a newcomer about quokkas"
-        assert db._hnsw.rebuilds == 0 and len(db._hnsw) == N and len(db._hnsw.pending) == 1
-        with db._locked():
-            db._hnsw.flush()
-        assert len(db._hnsw) == N + 1 and not db._hnsw.pending
+        assert db.engine.index.rebuilds == 0 and len(db.engine.index) == N and len(db.engine.index.pending) == 1
+        with db.engine.locked():
+            db.engine.index.flush()
+        assert len(db.engine.index) == N + 1 and not db.engine.index.pending
 
 
 def test_an_index_file_that_cannot_be_saved_does_not_make_close_fail(original, tmp_path):

@@ -243,14 +243,14 @@ def _check_index(path, docs):
         assert not [n for n in os.listdir(os.path.dirname(path)) if n.endswith(".tmp")]
         assert db.count() == len(docs)
         hnsw = db.search("tea coffee paris", limit=5)
-        index = db._hnsw.index
+        index = db.engine.index.index
         assert index is not None, "the index path was not taken"
         rowids = sorted(r for r, _, _ in docs.values())
         # A loaded index takes the rows written since its save as pending (scanned exactly)...
-        graph, pending = {int(k) for k in index.keys}, set(db._hnsw.pending)
+        graph, pending = {int(k) for k in index.keys}, set(db.engine.index.pending)
         assert not graph & pending and sorted(graph | pending) == rowids
-        with db._locked():
-            db._hnsw.flush()  # ...until they join the graph
+        with db.engine.locked():
+            db.engine.index.flush()  # ...until they join the graph
         assert sorted(int(k) for k in index.keys) == rowids
         for r in db.scan():
             vec = index.get(np.array([docs[r.id][0]], dtype=np.uint64))[0]

@@ -68,8 +68,8 @@ def test_the_lexical_postings_read_per_term_equal_those_read_per_token(tmp_path,
                       "one", "the the the the", "nothing in common here", "cat café running"])
         db.delete([ids[3]])
         db.add(["added after a delete: cat"])
-        db._database.index_pending()  # FTS5 holds them all
-        conn = db._database.conn
+        db.engine.database.index_pending()  # FTS5 holds them all
+        conn = db.engine.database.conn
         per_token = LexicalIndex(conn)
         per_token._ensure_temp()
         per_token._add(conn.execute("SELECT term, doc FROM temp.vx_fts_i WHERE col = 'text'").fetchall())

@@ -16,7 +16,7 @@ from helpers import T0, WordHashEmbedder, fts_count, run_python
 
 def _held(db) -> tuple[int, int]:
     """(documents FTS5 holds, vx_meta's fts_upto), as the file stands."""
-    conn = db._database.conn
+    conn = db.engine.database.conn
     n = conn.execute("SELECT count(*) FROM vx_fts_docsize").fetchone()[0]
     return n, int(conn.execute("SELECT value FROM vx_meta WHERE key = 'fts_upto'").fetchone()[0])
 
@@ -24,13 +24,13 @@ def _held(db) -> tuple[int, int]:
 def _intact(db, word: str = "kiwi") -> None:
     """FTS5's own BM25 of ``word`` equals the numpy BM25 over the collection's documents: its
     row count and token totals (which a delete of a row FTS5 never held would skew) are right."""
-    db._database.index_pending()
-    conn = db._database.conn
+    db.engine.database.index_pending()
+    conn = db.engine.database.conn
     conn.execute("INSERT INTO vx_fts (vx_fts, rank) VALUES ('integrity-check', 1)")
     fts5 = dict(conn.execute("SELECT rowid, -bm25(vx_fts, 1.0, 0.0) FROM vx_fts WHERE vx_fts MATCH ?",
                              (f'text : "{word}"',)).fetchall())
-    with db._locked() as m:
-        got = db._lexical.numpy_scores(m, word, m.alive[: m.n].copy(), k=10_000)
+    with db.engine.locked() as m:
+        got = db.engine.lexical.numpy_scores(m, word, m.alive[: m.n].copy(), k=10_000)
         assert got is not None
         ours = {int(m.rowid[p]): s for p, s in zip(got[0].tolist(), got[1].tolist())}
     assert fts5.keys() == ours.keys() and fts5
@@ -85,7 +85,7 @@ def test_a_failed_transaction_indexes_nothing_and_leaves_fts_upto_as_it_was(monk
     with pytest.raises(OSError):
         db.remember("the failed one", session="s", timestamp=T0 + 99)
     monkeypatch.undo()
-    assert db._database.fts_upto == 0 and fts_count(db, "mango", pending=False) == 0
+    assert db.engine.database.fts_upto == 0 and fts_count(db, "mango", pending=False) == 0
     db.remember("the next one", session="s", timestamp=T0 + 100)  # fills the batch again
     assert fts_count(db, "mango", pending=False) == FTS_BATCH - 1
     assert fts_count(db, "failed", pending=False) == 0
@@ -96,7 +96,7 @@ def test_a_reader_finds_what_fts5_does_not_hold_yet(tmp_path):
     path = str(tmp_path / "r.vxdb")
     writer = Vectrix(path, embedder=WordHashEmbedder())
     writer.remember("an indexed durian", session="s", timestamp=T0)
-    writer._database.index_pending()
+    writer.engine.database.index_pending()
     for k in range(3):
         writer.remember(f"durian not indexed yet {k}", session="s", timestamp=T0 + 1 + k)
     with Vectrix(path, embedder=WordHashEmbedder(), read_only=True) as reader:
@@ -112,8 +112,8 @@ def test_the_writers_phrase_search_sees_the_documents_fts5_did_not_hold_yet(tmp_
     db = Vectrix(str(tmp_path / "p.vxdb"), embedder=WordHashEmbedder())
     db.add(["send it by e_mail today", "mail the letter"])
     assert fts_count(db, "mail", pending=False) == 0
-    with db._locked() as m:  # FTS5 reads "e_mail" as a phrase: FTS5 ranks it
-        assert db._lexical.numpy_scores(m, "e_mail", np.ones(m.n, dtype=bool), 5) is None
+    with db.engine.locked() as m:  # FTS5 reads "e_mail" as a phrase: FTS5 ranks it
+        assert db.engine.lexical.numpy_scores(m, "e_mail", np.ones(m.n, dtype=bool), 5) is None
     assert [r.text for r in db.search("e_mail", mode="lexical")] == ["send it by e_mail today"]
     assert fts_count(db, "mail", pending=False) == 2  # indexed first
     db.close()
@@ -150,7 +150,7 @@ def test_a_file_of_schema_5_reads_as_fully_indexed_and_a_writable_open_records_f
     conn.commit()
     conn.close()
     with Vectrix(path, embedder=WordHashEmbedder(), read_only=True) as db:
-        assert db._database.indexed_upto() is None
+        assert db.engine.database.indexed_upto() is None
         assert len(db.recall("walrus", session="s", mode="lexical", now=T0 + 9, limit=10)) == 5
     with Vectrix(path, embedder=WordHashEmbedder()) as db:
         assert _held(db) == (5, 5)
@@ -166,12 +166,12 @@ def test_a_document_moved_to_another_session_before_or_after_fts5_held_it_is_fou
 
     db = Vectrix(embedder=WordHashEmbedder())
     (early,) = db.add(["otter indexed first"], metadata=[{"_vx_session": "a"}])
-    db._database.index_pending()
+    db.engine.database.index_pending()
     (late,) = db.add(["otter not indexed yet"], metadata=[{"_vx_session": "a"}])
     db.update_metadata(early, {"_vx_session": "b"})  # FTS5 row moved: deleted with scope a, added with b
     db.update_metadata(late, {"_vx_session": "b"})  # no FTS5 row yet: indexed with scope b
-    db._database.index_pending()
-    conn = db._database.conn
+    db.engine.database.index_pending()
+    conn = db.engine.database.conn
 
     def in_fts5(session):
         return {r for (r,) in conn.execute("SELECT rowid FROM vx_fts WHERE vx_fts MATCH ?",

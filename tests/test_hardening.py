@@ -161,7 +161,7 @@ CHILD = """
         db.exact_threshold = 0
         exact = db.search(sys.argv[2], limit=5)
         print(json.dumps({"hnsw": [[r.id, round(r.score, 5)] for r in hnsw],
-                          "exact": [[r.id, round(r.score, 5)] for r in exact], "size": len(db._hnsw)}))
+                          "exact": [[r.id, round(r.score, 5)] for r in exact], "size": len(db.engine.index)}))
 """
 
 
@@ -218,8 +218,8 @@ def test_an_index_file_that_is_not_this_databases_is_rebuilt_never_trusted(index
 def test_a_saved_index_that_is_this_databases_is_loaded_not_rebuilt(indexed, tmp_path):
     path = _copy_ours(indexed, tmp_path)
     with Vectrix(path, embedder=WordHashEmbedder(dim=64), exact_threshold=8) as db:
-        assert db._hnsw.load_saved()
-        assert len(db._hnsw) == INDEX_N
+        assert db.engine.index.load_saved()
+        assert len(db.engine.index) == INDEX_N
 
 
 # ------------------------------------------------------------------ 6. forget's selection narrows ids
@@ -247,7 +247,7 @@ def test_a_full_disk_raises_the_real_error_and_changes_nothing(tmp_path):
     path = tmp_path / "full.db"
     with Vectrix(path, embedder=_embedder()) as db:
         db.add(["seed"], ids=["seed"])
-        conn = db._database.conn
+        conn = db.engine.database.conn
         pages = conn.execute("PRAGMA page_count").fetchone()[0]
         conn.execute(f"PRAGMA max_page_count = {pages}")  # SQLite now reports SQLITE_FULL
         with pytest.raises(sqlite3.OperationalError, match="full") as info:
@@ -534,7 +534,7 @@ def test_embeddings_scaled_far_up_or_down_keep_their_direction(scale):
 
     with Vectrix(None, embedder=embedder) as db:
         (i,) = db.add(["x"])
-        with db._locked() as m:
+        with db.engine.locked() as m:
             assert np.allclose(m.vector(m.pos_of_id[i]), [0.6, 0.8, 0.0, 0.0])
         assert db.search("x")[0].score == pytest.approx(1.0, abs=1e-6)
 

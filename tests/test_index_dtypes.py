@@ -33,19 +33,19 @@ def test_a_graph_is_saved_reused_and_gives_the_exact_scores(tmp_path, monkeypatc
     with _open(path) as db:
         db.add([_text(i) for i in range(300)])
         db.build_index()
-        assert db._hnsw.index.dtype.name.lower() == dtype
+        assert db.engine.index.index.dtype.name.lower() == dtype
         got = db.search("coffee paris report", limit=5)
         db.exact_threshold = 0
         exact = db.search("coffee paris report", limit=5)
         assert [r.id for r in got][:1] == [r.id for r in exact][:1]
-        with db._locked() as m:  # the scores are the mirror's float32 cosines, not the graph's
+        with db.engine.locked() as m:  # the scores are the mirror's float32 cosines, not the graph's
             for r in got:
                 p = m.pos_of_id[r.id]
-                q = db._embed(["coffee paris report"])[0]
+                q = db.engine.embed(["coffee paris report"])[0]
                 assert r.score == pytest.approx(float(m.vector(p) @ q), abs=1e-6)
     with _open(path) as again:
-        assert again._hnsw.load_saved() and again._hnsw.rebuilds == 0
-        assert again._hnsw.index.dtype.name.lower() == dtype
+        assert again.engine.index.load_saved() and again.engine.index.rebuilds == 0
+        assert again.engine.index.index.dtype.name.lower() == dtype
 
 
 @pytest.mark.parametrize(("saved", "opened"), [("f32", "i8"), ("i8", "f16")])
@@ -57,9 +57,9 @@ def test_a_graph_saved_with_another_dtype_is_rebuilt(tmp_path, monkeypatch, save
         db.build_index()
     monkeypatch.setitem(hnsw.HNSW_SETTINGS, "dtype", opened)
     with _open(path) as db:
-        assert db._hnsw.load_saved() is False  # other settings: not this graph
+        assert db.engine.index.load_saved() is False  # other settings: not this graph
         db.build_index()
-        assert db._hnsw.index.dtype.name.lower() == opened
+        assert db.engine.index.index.dtype.name.lower() == opened
         assert np.isfinite([r.score for r in db.search("tea cat", limit=3)]).all()
 
 
@@ -72,12 +72,12 @@ def test_a_saved_graph_of_other_vectors_is_refused(tmp_path, monkeypatch, dtype)
     with _open(path) as db:
         db.add([_text(i) for i in range(300)])
         db.build_index()
-        with db._locked() as m:
-            assert db._hnsw._holds_mirror(db._hnsw.index, m, np.sort(m.rowid[m.live_positions()]))
+        with db.engine.locked() as m:
+            assert db.engine.index._holds_mirror(db.engine.index.index, m, np.sort(m.rowid[m.live_positions()]))
             index = hnsw._new_index(64)
             alive = m.live_positions()
             index.add(m.rowid[alive].astype(np.uint64), -m.vectors(alive))
-            assert not db._hnsw._holds_mirror(index, m, np.sort(m.rowid[alive]))
+            assert not db.engine.index._holds_mirror(index, m, np.sort(m.rowid[alive]))
 
 
 def test_the_search_expansion_grows_with_the_graph(tmp_path, monkeypatch):
@@ -91,9 +91,10 @@ def test_the_search_expansion_grows_with_the_graph(tmp_path, monkeypatch):
     with _open(path) as db:
         db.add([_text(i) for i in range(300)])
         got = db.search("coffee paris report", limit=5)
-        assert db._hnsw.index is not None and db._hnsw.index.expansion_search == hnsw.expansion_for(300) > base
+        graph = db.engine.index.index
+        assert graph is not None and graph.expansion_search == hnsw.expansion_for(300) > base
         db.exact_threshold = 0
         assert got.ids == db.search("coffee paris report", limit=5).ids
     with _open(path) as again:  # a loaded graph searches with the expansion its size asks for too
         again.search("tea dark mode", limit=5)
-        assert again._hnsw.rebuilds == 0 and again._hnsw.index.expansion_search == hnsw.expansion_for(300)
+        assert again.engine.index.rebuilds == 0 and again.engine.index.index.expansion_search == hnsw.expansion_for(300)

@@ -52,12 +52,12 @@ def _hnsw_and_exact(db, query, limit=10):
 
 
 def _graph_keys(db):
-    with db._hnsw._graph_lock:
-        return sorted(int(k) for k in db._hnsw.index.keys)
+    with db.engine.index._graph_lock:
+        return sorted(int(k) for k in db.engine.index.index.keys)
 
 
 def _live_rowids(db):
-    with db._locked() as m:
+    with db.engine.locked() as m:
         return sorted(int(r) for r in m.rowid[m.live_positions()])
 
 
@@ -68,13 +68,13 @@ def test_a_saved_index_is_reused_after_writes_made_before_the_first_search(tmp_p
         gone = db.scan().__next__().id
         db.delete([gone])
         got, exact = _hnsw_and_exact(db, "quokka newcomer")
-        assert db._hnsw.rebuilds == 0 and db._hnsw.index is not None
+        assert db.engine.index.rebuilds == 0 and db.engine.index.index is not None
         assert got == exact and {i for i, _ in got[:2]} == set(new)
-        with db._locked():
-            db._hnsw.flush()
+        with db.engine.locked():
+            db.engine.index.flush()
         assert _graph_keys(db) == _live_rowids(db)
     with _open(path) as again:  # and the file saved then holds them
-        assert again._hnsw.load_saved() and _graph_keys(again) == _live_rowids(again)
+        assert again.engine.index.load_saved() and _graph_keys(again) == _live_rowids(again)
 
 
 def test_a_saved_index_is_reused_by_a_later_process_after_writes_of_a_process_that_never_searched(tmp_path):
@@ -85,7 +85,7 @@ def test_a_saved_index_is_reused_by_a_later_process_after_writes_of_a_process_th
         db.delete([db.scan().__next__().id])
     with _open(path) as db:
         got, exact = _hnsw_and_exact(db, "platypus arrives")
-        assert db._hnsw.rebuilds == 0 and got == exact and db.get(got[0][0]).text == "a platypus arrives"
+        assert db.engine.index.rebuilds == 0 and got == exact and db.get(got[0][0]).text == "a platypus arrives"
 
 
 def test_a_saved_index_older_than_the_change_log_reaches_is_rebuilt(tmp_path, monkeypatch):
@@ -98,20 +98,20 @@ def test_a_saved_index_older_than_the_change_log_reaches_is_rebuilt(tmp_path, mo
             db.add([f"pruned away {i}"])
     with _open(path) as db:
         got, exact = _hnsw_and_exact(db, "pruned away 4")
-        assert db._hnsw.rebuilds == 1 and got == exact and db.get(got[0][0]).text == "pruned away 4"
+        assert db.engine.index.rebuilds == 1 and got == exact and db.get(got[0][0]).text == "pruned away 4"
 
 
 def test_a_saved_index_whose_graph_misses_a_row_the_log_does_not_name_is_rebuilt(tmp_path):
     path = _saved(tmp_path)
     with _open(path) as db:
         db.build_index()
-        with db._locked() as m:
+        with db.engine.locked() as m:
             victim = int(m.rowid[5])
-        with db._hnsw._graph_lock:
-            db._hnsw.index.remove(np.array([victim], dtype=np.uint64))
-        db._hnsw._dirty = True  # saved without that row, as a foreign or damaged file would be
+        with db.engine.index._graph_lock:
+            db.engine.index.index.remove(np.array([victim], dtype=np.uint64))
+        db.engine.index._dirty = True  # saved without that row, as a foreign or damaged file would be
     with _open(path) as db:
-        assert db._hnsw.load_saved() is False
+        assert db.engine.index.load_saved() is False
 
 
 def _hold_the_background_flush(monkeypatch, batch):
@@ -140,8 +140,8 @@ def test_the_background_flush_never_changes_a_result_and_never_holds_up_a_write(
     fresh = db.add([f"fresh quokka {i}" for i in range(25)])  # crosses the flush size
     assert started.wait(30)  # the flush holds its first batch
     more = db.add(["written while the flush is held"])  # a write does not wait for it
-    with db._locked() as m:
-        first = sorted(db._hnsw.pending)[0]
+    with db.engine.locked() as m:
+        first = sorted(db.engine.index.pending)[0]
         flushing = m.ids[m.rowid_pos[first]]
     db.delete([flushing, fresh[-1]])  # one in the held batch, one still waiting
     for q in ("fresh quokka 3", "written while the flush is held", "memory 17 about"):
@@ -149,7 +149,7 @@ def test_the_background_flush_never_changes_a_result_and_never_holds_up_a_write(
         assert got == exact
     release.set()
     db.build_index()
-    assert not db._hnsw.pending and _graph_keys(db) == _live_rowids(db)
+    assert not db.engine.index.pending and _graph_keys(db) == _live_rowids(db)
     for q in ("fresh quokka 3", "written while the flush is held", "memory 17 about"):
         got, exact = _hnsw_and_exact(db, q)
         assert got == exact
@@ -191,7 +191,7 @@ def test_a_writer_rewinds_its_wal_once_a_checkpoint_finds_it_large(tmp_path, mon
     monkeypatch.setattr(checkpoint, "REWIND_AT", 64 << 10)
     path = tmp_path / "rewind.db"
     db = Vectrix(path, embedder=WordHashEmbedder(dim=16))
-    cp = db._database._checkpointer
+    cp = db.engine.database._checkpointer
     for i in range(30):
         db.add([f"row {i} " + "word " * 50])
     # A checkpoint that cannot copy the newest frames (what commits made while the thread's
@@ -230,7 +230,7 @@ def test_a_rewind_waits_for_no_reader(tmp_path, monkeypatch):
     assert reader.execute("SELECT count(*) FROM vx_docs").fetchone()[0] == 1  # holds that snapshot
     for i in range(20):
         db.add([f"row {i}"])
-    conn = db._database.conn
+    conn = db.engine.database.conn
     assert checkpoint.Checkpointer.rewind(conn) is False
     assert conn.execute("PRAGMA busy_timeout").fetchone()[0] == 30_000  # the writer's own, restored
     reader.execute("COMMIT")
@@ -255,7 +255,7 @@ def test_wal_checkpoints_run_in_a_thread_of_their_own(tmp_path, monkeypatch):
 
     monkeypatch.setattr(database.Checkpointer, "checkpoint", recorded)
     with Vectrix(tmp_path / "bg.db", embedder=WordHashEmbedder(dim=16)) as db:
-        assert db._database.conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 0
+        assert db.engine.database.conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 0
         for i in range(5):
             db.add([f"row {i}"])
         assert ran.wait(30)
@@ -269,10 +269,10 @@ def test_the_first_write_after_open_does_not_grow_the_mirror(tmp_path):
     with Vectrix(path, embedder=WordHashEmbedder(dim=16)) as db:
         db.add([f"row {i}" for i in range(500)])
     with Vectrix(path, embedder=WordHashEmbedder(dim=16)) as db:
-        with db._locked() as m:
+        with db.engine.locked() as m:
             before = m.heap
         db.add(["one more"])
-        with db._locked() as m:
+        with db.engine.locked() as m:
             assert m.heap is before and len(m.rowid) >= 1000
 
 
@@ -287,5 +287,5 @@ def test_close_saves_every_pending_vector_even_while_the_background_flush_runs(t
     release.set()  # the flush is mid-way: close() stops it after this batch and adds the rest itself
     db.close()
     with _open(path) as again:
-        assert again._hnsw.load_saved() and not again._hnsw.pending
+        assert again.engine.index.load_saved() and not again.engine.index.pending
         assert _graph_keys(again) == _live_rowids(again)

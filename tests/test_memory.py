@@ -497,7 +497,7 @@ def test_one_remember_is_one_transaction_with_its_supersession_links(monkeypatch
     assert db.count() == 1
     assert K_SUPERSEDED_BY not in db.get(old).metadata
     # The database itself holds what the handle shows.
-    assert db._database.load(db.token_counter).n_alive == 1
+    assert db.engine.database.load(db.token_counter).n_alive == 1
 
 
 def test_a_judge_that_raises_writes_nothing():

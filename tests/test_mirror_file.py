@@ -81,7 +81,7 @@ def _full_state(path):
         mp.setattr(Database, "_saved_mirror", lambda self, *a: None)
         db = _open(path, read_only=True)
         try:
-            with db._locked() as m:
+            with db.engine.locked() as m:
                 return _state(m), m.latest
         finally:
             db.close()
@@ -100,7 +100,7 @@ def _recalls(db, queries=("cat tea", "paris piano river", "green")):
 
 
 def _used_file(db):
-    return db._database._saved_at is not None
+    return db.engine.database._saved_at is not None
 
 
 def test_a_writers_close_saves_the_files_and_the_next_open_reads_no_rows(tmp_path):
@@ -115,13 +115,13 @@ def test_a_writers_close_saves_the_files_and_the_next_open_reads_no_rows(tmp_pat
     for read_only in (True, False):
         db = _open(path, read_only=read_only)
         assert _used_file(db)
-        last = int(max(r for r in db._database.conn.execute("SELECT rowid FROM vx_docs").fetchall())[0])
+        last = int(max(r for r in db.engine.database.conn.execute("SELECT rowid FROM vx_docs").fetchall())[0])
         # The open took the postings from the file (not FTS5), before any search asked.
-        assert db._lexical._index is not None and db._lexical._index.saved_upto == last
-        with db._locked() as m:
+        assert db.engine.lexical._index is not None and db.engine.lexical._index.saved_upto == last
+        with db.engine.locked() as m:
             assert _state(m) == full
         assert _recalls(db) == want
-        assert db._lexical._index.saved_upto == last
+        assert db.engine.lexical._index.saved_upto == last
         db.close()
 
 
@@ -137,7 +137,7 @@ def test_writes_after_the_save_are_taken_from_the_change_log(tmp_path):
     want = _recalls(db)
     reader = _open(path, read_only=True)
     assert _used_file(reader)
-    with reader._locked() as m:
+    with reader.engine.locked() as m:
         assert _state(m) == _full_state(path)[0]
     assert _recalls(reader) == want
     reader.close()
@@ -152,7 +152,7 @@ def test_the_saved_latest_bounds_the_times_from_above(tmp_path):
     db.close()
     db = _open(path, read_only=True)
     _, exact = _full_state(path)
-    with db._locked() as m:
+    with db.engine.locked() as m:
         assert m.latest >= exact
     db.close()
 
@@ -193,7 +193,7 @@ def test_a_file_that_is_not_provably_this_databases_is_never_used(tmp_path, how)
     db = _open(path, read_only=True)
     assert not _used_file(db)
     assert _recalls(db) == want
-    assert db._lexical._index.saved_upto == -1  # read from FTS5
+    assert db.engine.lexical._index.saved_upto == -1  # read from FTS5
     db.close()
 
 
@@ -227,9 +227,9 @@ def test_postings_that_disagree_with_fts5_are_not_used(tmp_path):
     snapshot.write(path + ".lexical", fields, arrays)
     db = _open(path, read_only=True)
     assert _used_file(db)  # the mirror file is good
-    assert not db._lexical._index._ready  # the open read nothing (no FTS5 either): the first search does
+    assert not db.engine.lexical._index._ready  # the open read nothing (no FTS5 either): the first search does
     assert _recalls(db) == want
-    assert db._lexical._index.saved_upto == -1
+    assert db.engine.lexical._index.saved_upto == -1
     db.close()
 
 
@@ -244,7 +244,7 @@ def test_another_token_counter_reads_the_rows(tmp_path):
 
     db = Vectrix(path, embedder=WordHashEmbedder(), token_counter=words, read_only=True)
     assert not _used_file(db)
-    with db._locked() as m:
+    with db.engine.locked() as m:
         assert m.tokens[: m.n].tolist() == [words(t) for t in m.texts]
     db.close()
 
@@ -333,7 +333,7 @@ def test_any_history_opens_from_the_files_to_the_state_of_every_row(tmp_path, op
         want = _recalls(db, queries=("cat tea", "river"))
         reader = _open(path, read_only=True)
         try:
-            with reader._locked() as m:
+            with reader.engine.locked() as m:
                 got = _state(m)
             full = _full_state(path)[0]
             assert got[1:] == full[1:]
@@ -425,7 +425,7 @@ def test_an_open_from_the_file_scans_each_sessions_rows_in_place(tmp_path):
     try:
         assert _used_file(db)
         assert [_dense(db, q, s, now) for q, s in queries] == want
-        with db._locked() as m:
+        with db.engine.locked() as m:
             for code in range(3):
                 rows = m.slot[m.session_positions(code)]
                 assert np.array_equal(rows, np.arange(rows[0], rows[0] + 150))  # together in the heap
@@ -433,7 +433,7 @@ def test_an_open_from_the_file_scans_each_sessions_rows_in_place(tmp_path):
                 assert blk.views == 1
         new = db.remember("cat tea river again", session="s0", timestamp=now)
         db.forget(ids=[ids[3 * 75 + 1]])  # the middle of s1
-        with db._locked() as m:
+        with db.engine.locked() as m:
             q = m.vector(m.pos_of_id[new])
             for code in range(3):
                 blk = m.session_block(code)
@@ -443,9 +443,9 @@ def test_an_open_from_the_file_scans_each_sessions_rows_in_place(tmp_path):
         assert ids[3 * 75 + 1] not in _dense(db, "paris piano", "s1", now)[0]
         db.close()
         db = _open(path)  # saved again: the new row lies with its session
-        with db._locked() as m:
+        with db.engine.locked() as m:
             assert m.session_block(0).views == 1 and m.session_block(0).n == 151
-        assert _state(db._mirror) == _full_state(path)[0]
+        assert _state(db.engine.mirror) == _full_state(path)[0]
     finally:
         db.close()
 
@@ -461,7 +461,7 @@ def test_an_open_whose_first_position_is_a_hole_checks_the_embedder_on_a_live_on
     db.forget(ids=ids[:1])
     reader = _open(path, read_only=True)
     assert _used_file(reader) and len(reader) == 9
-    with reader._locked() as m:
+    with reader.engine.locked() as m:
         assert not m.alive[0]
     with pytest.raises(ValueError, match="another embedder"):
         Vectrix(path, embedder=lambda texts: -WordHashEmbedder()(texts), read_only=True)  # still checked
@@ -484,7 +484,7 @@ def test_a_handle_whose_counter_was_swapped_saves_no_mirror_of_mixed_counts(tmp_
     db.close()  # its mirror holds a count of the lambda's: the older file stays
     reader = _open(path, read_only=True)
     assert _used_file(reader)
-    with reader._locked() as m:
+    with reader.engine.locked() as m:
         assert m.tokens[: m.n].tolist() == [count_tokens(t) for t in m.texts]
     reader.close()
 
@@ -501,15 +501,15 @@ def test_a_close_after_a_few_writes_leaves_the_files_to_the_change_log(tmp_path,
     _, want = _session(path, 3, start=20)  # 3 changed rows: left to the log
     assert {ext: open(path + ext, "rb").read() for ext in saved} == saved
     db = _open(path, read_only=True)
-    assert db._database._saved_at is not None and len(db) == 23
-    with db._locked() as m:
+    assert db.engine.database._saved_at is not None and len(db) == 23
+    with db.engine.locked() as m:
         assert _state(m) == _full_state(path)[0]
     assert _recalls(db) == want
     db.close()
     _session(path, 10, start=23)  # 13 since the file: saved again
     assert all(open(path + ext, "rb").read() != saved[ext] for ext in saved)
     db = _open(path, read_only=True)
-    assert db._database._saved_at == db._database.generation  # the file holds this very state
+    assert db.engine.database._saved_at == db.engine.database.generation  # the file holds this very state
     db.close()
 
 

@@ -32,11 +32,11 @@ def test_an_opened_mirror_equals_the_one_the_writer_built(tmp_path, word_embedde
     db.remember("vegetarian", session=None, pinned=True, timestamp=t, ttl_days=30)
     db.add(["a plain document"], metadata=[{"topic": "x"}])
     db.forget(ids=[ids[5]])
-    with db._locked() as m:
+    with db.engine.locked() as m:
         written = _state(m)
     db.close()
     reopened = Vectrix(path, embedder=word_embedder, read_only=True)
-    with reopened._locked() as m:
+    with reopened.engine.locked() as m:
         loaded = _state(m)
     reopened.close()
     wcols, *wrest = written

@@ -95,12 +95,12 @@ def test_a_reader_takes_in_only_the_rows_a_commit_touched(tmp_path):
     with Vectrix(path, embedder=_embedder()) as writer:
         writer.add([f"doc {w}" for w in WORDS])
         with Vectrix(path, embedder=_embedder(), read_only=True) as reader:
-            with reader._locked() as before:
+            with reader.engine.locked() as before:
                 pass
             changes = []
             writer.add(["a newcomer"], ids=["new"])
             writer.update_metadata("new", {"tag": 1})
-            with reader._locked() as after:  # the same mirror, moved on: no full reload
+            with reader.engine.locked() as after:  # the same mirror, moved on: no full reload
                 assert after is before
                 changes.append(after.n_alive)
             assert changes == [len(WORDS) + 1]
@@ -115,18 +115,18 @@ def test_a_reader_further_behind_than_the_change_log_reloads_in_full(tmp_path, m
     with Vectrix(path, embedder=_embedder()) as writer:
         writer.add(["before the reader"])
         with Vectrix(path, embedder=_embedder(), read_only=True) as reader:
-            with reader._locked() as before:
+            with reader.engine.locked() as before:
                 pass
             for i in range(12):  # the log now starts past the reader's generation
                 writer.add([f"commit {i}"], ids=[f"c{i}"])
-            since = int(writer._database.conn.execute(
+            since = int(writer.engine.database.conn.execute(
                 "SELECT value FROM vx_meta WHERE key = 'changes_since'").fetchone()[0])
             assert since > 1
-            with reader._locked() as after:
+            with reader.engine.locked() as after:
                 assert after is not before  # read in full
             assert _view(reader) == _fresh_view(path)
             writer.delete(["c3"])
-            with reader._locked() as again:
+            with reader.engine.locked() as again:
                 assert again is after  # and incremental again from there
             assert "c3" not in reader and reader.count() == 12
 
@@ -164,7 +164,7 @@ def test_a_reader_follows_moves_deletes_reused_ids_corrections_and_consolidation
 
 
 def _is_memory(db, id):
-    with db._locked() as m:
+    with db.engine.locked() as m:
         return m.memory_position(id) is not None
 
 
@@ -234,15 +234,15 @@ def test_a_reader_of_a_version_2_file_reloads_in_full_and_a_writable_open_adds_t
         _old_writer_adds(path, "by-v2", "written by an older vxmem", _embedder().dim)
         assert "by-v2" in reader  # no log to follow: read in full
         with Vectrix(path, embedder=_embedder()) as writer:  # a writable open migrates the file
-            version = writer._database.conn.execute(
+            version = writer.engine.database.conn.execute(
                 "SELECT value FROM vx_meta WHERE key = 'schema_version'").fetchone()[0]
             assert version == str(database.SCHEMA_VERSION)
             assert "by-v2" in reader
-            with reader._locked() as before:
+            with reader.engine.locked() as before:
                 pass
             writer.add(["after the migration"], ids=["new"])
             assert "new" in reader
-            with reader._locked() as after:
+            with reader.engine.locked() as after:
                 assert after is before  # incremental from the migration on
         assert _view(reader) == _fresh_view(path)
 
@@ -305,7 +305,7 @@ def test_the_change_log_is_written_in_the_transaction_it_describes(tmp_path):
         (a,) = writer.add(["one"])
         writer.update_metadata(a, {"k": 1})
         writer.delete([a])
-        conn = writer._database.conn
+        conn = writer.engine.database.conn
         rows = conn.execute("SELECT generation, op FROM vx_changes ORDER BY generation").fetchall()
         generation = int(conn.execute("SELECT value FROM vx_meta WHERE key = 'generation'").fetchone()[0])
     assert rows == [(1, "insert"), (2, "update"), (3, "delete")]
@@ -319,10 +319,10 @@ def test_a_nested_block_does_not_move_the_mirror_under_the_outer_one(tmp_path):
         writer.add(["first", "second"])
     _make_version_2(path)  # no change log: a change means a whole new mirror
     with Vectrix(path, embedder=_embedder(), read_only=True) as reader:
-        with reader._locked() as outer:
+        with reader.engine.locked() as outer:
             n = outer.n
             _old_writer_adds(path, "late", "committed inside the outer block", _embedder().dim)
-            with reader._locked() as inner:  # what recall() does: candidate_pool() inside recall()'s block
+            with reader.engine.locked() as inner:  # what recall() does: candidate_pool() inside recall()'s block
                 assert inner is outer and inner.n == n
             assert reader.count() == 2  # still the outer block's snapshot
         assert reader.count() == 3 and "late" in reader

@@ -155,7 +155,7 @@ def test_a_failed_transaction_leaves_fts_and_documents_in_step(monkeypatch):
         db.remember("milan is home", session="s", kind="fact", timestamp=T0 + 1)
     monkeypatch.undo()
     assert fts_count(db, "milan") == 0 and fts_count(db, "rome") == 1
-    docs = db._database.conn.execute("SELECT count(*) FROM vx_docs").fetchone()[0]
+    docs = db.engine.database.conn.execute("SELECT count(*) FROM vx_docs").fetchone()[0]
     assert docs == 1
 
 
@@ -176,7 +176,8 @@ for k in range(300):
         n = db.count()
         assert n == 151
         assert fts_count(db, "durian") == n
-        assert db._database.conn.execute("INSERT INTO vx_fts(vx_fts, rank) VALUES ('integrity-check', 1)") is not None
+        conn = db.engine.database.conn
+        assert conn.execute("INSERT INTO vx_fts(vx_fts, rank) VALUES ('integrity-check', 1)") is not None
 
 
 def test_opening_a_database_made_before_fts_builds_the_index_once(tmp_path):
@@ -191,7 +192,8 @@ def test_opening_a_database_made_before_fts_builds_the_index_once(tmp_path):
     con.close()
     with Vectrix(path) as db:
         assert db.recall("walruses", session="s", mode="lexical", now=T0)[0].text == "legacy memory about walruses"
-        version = db._database.conn.execute("SELECT value FROM vx_meta WHERE key = 'schema_version'").fetchone()[0]
+        conn = db.engine.database.conn
+        version = conn.execute("SELECT value FROM vx_meta WHERE key = 'schema_version'").fetchone()[0]
         assert version == str(database.SCHEMA_VERSION)  # and every later migration ran too
         db.remember("new memory about walruses", session="s", timestamp=T0)
         assert fts_count(db, "walruses") == 2
@@ -199,8 +201,8 @@ def test_opening_a_database_made_before_fts_builds_the_index_once(tmp_path):
 
 def _fts5_scores(db, m, query, session=ANY_SESSION):
     """BM25 straight from FTS5 for every match, once it holds every document: {position: score}."""
-    db._database.index_pending()
-    rows = db._database.conn.execute("SELECT rowid, -bm25(vx_fts, 1.0, 0.0) FROM vx_fts WHERE vx_fts MATCH ?",
+    db.engine.database.index_pending()
+    rows = db.engine.database.conn.execute("SELECT rowid, -bm25(vx_fts, 1.0, 0.0) FROM vx_fts WHERE vx_fts MATCH ?",
                                      (fts_match(query, session),)).fetchall()
     return {m.pos_of_rowid[r]: s for r, s in rows if r in m.pos_of_rowid}
 
@@ -229,11 +231,11 @@ def test_numpy_bm25_equals_fts5_bm25(docs, deletes, query):
     db.remember("tea after the first search", session="a", timestamp=T0 + 99)  # read incrementally
     q = " ".join(query)
     for session in ("a", ANY_SESSION):
-        with db._locked() as m:
+        with db.engine.locked() as m:
             positions = m.matching(None if session is ANY_SESSION else {K_SESSION: [session]})
             allowed = np.zeros(m.n, dtype=bool)
             allowed[positions] = True
-            got = db._lexical.numpy_scores(m, q, allowed, k=1000)
+            got = db.engine.lexical.numpy_scores(m, q, allowed, k=1000)
             assert got is not None
             pos, score, _ = got
             want = _fts5_scores(db, m, q, session)
@@ -245,6 +247,6 @@ def test_numpy_bm25_equals_fts5_bm25(docs, deletes, query):
 def test_a_query_word_fts5_reads_as_a_phrase_is_ranked_by_fts5_itself():
     db = Vectrix()
     db.add(["send it by e_mail today", "mail the letter"])
-    with db._locked() as m:
-        assert db._lexical.numpy_scores(m, "e_mail", np.ones(m.n, dtype=bool), 5) is None
+    with db.engine.locked() as m:
+        assert db.engine.lexical.numpy_scores(m, "e_mail", np.ones(m.n, dtype=bool), 5) is None
     assert db.search("e_mail", mode="lexical")[0].text == "send it by e_mail today"

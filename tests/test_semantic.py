@@ -133,7 +133,7 @@ def test_vectrix_recalls_paraphrases_with_the_semantic_embedder(semantic, tmp_pa
         assert db.recall(q, session="alice", limit=1, now=now, mode="dense")[0].id == ids[key], q
         # across sessions: 6 memories > exact_threshold=3, so this goes through usearch
         assert db.recall(q, limit=1, now=now, mode="dense")[0].id == ids[key], q
-    assert db._hnsw.index is not None
+    assert db.engine.index.index is not None
     db.close()
     with Vectrix(tmp_path / "sem.vxdb", embedder=semantic) as again:
         assert again.recall(queries["trip"], session="alice", limit=1, now=now, mode="dense")[0].id == ids["trip"]

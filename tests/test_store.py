@@ -202,14 +202,14 @@ def test_index_file_is_reused_when_fresh_and_rebuilt_when_stale(tmp_path):
         db.search("doc number 7", limit=3)  # builds the index
     side = json.loads((tmp_path / "db.vxdb.usearch.json").read_text())
     with Vectrix(path, exact_threshold=10) as db:
-        assert db._hnsw.load_saved() is True
+        assert db.engine.index.load_saved() is True
         db.add(["doc number 7 again"])  # generation moves on; index follows in-process
         assert db.search("doc number 7 again", limit=1)[0].text == "doc number 7 again"
     assert json.loads((tmp_path / "db.vxdb.usearch.json").read_text())["generation"] > side["generation"]
     # A stale sidecar (as after a kill) means rebuild, never wrong answers.
     (tmp_path / "db.vxdb.usearch.json").write_text(json.dumps(side))
     with Vectrix(path, exact_threshold=10) as db:
-        assert db._hnsw.load_saved() is False
+        assert db.engine.index.load_saved() is False
         assert db.search("doc number 7 again", limit=1)[0].text == "doc number 7 again"
 
 
@@ -253,13 +253,13 @@ def test_vectors_added_after_the_index_is_built_are_found_before_and_after_they_
     db.add([f"background doc {i}" for i in range(300)])
     db.search("background doc 1", limit=1)  # builds the index
     (fresh,) = db.add(["zebra crossing at noon"])
-    assert db._hnsw.pending and db.search("zebra crossing at noon", limit=1)[0].id == fresh
+    assert db.engine.index.pending and db.search("zebra crossing at noon", limit=1)[0].id == fresh
     (gone,) = db.add(["zebra crossing at midnight"])
     db.delete([gone])
     assert gone not in {r.id for r in db.search("zebra crossing at midnight", limit=5)}
     db.add([f"more docs {i}" for i in range(60)])  # crosses the flush size: flushed in the background
     db.build_index()  # waits for the flush
-    assert not db._hnsw.pending and len(db._hnsw) == db.count()
+    assert not db.engine.index.pending and len(db.engine.index) == db.count()
     assert db.search("zebra crossing at noon", limit=1)[0].id == fresh
 
 
@@ -275,7 +275,7 @@ def test_session_blocks_follow_appends_removals_and_moves():
     db.update_metadata(ids[0], {"_vx_session": "t"})  # moves between sessions
     assert ids[0] in {r.id for r in db.recall("note 0 about llamas", session="t", now=10)}
     assert ids[0] not in {r.id for r in db.recall("note 0 about llamas", session="s", now=10)}
-    with db._locked() as m:
+    with db.engine.locked() as m:
         blk = m.session_block(m.session_code("s"))
         q = m.vector(int(blk.positions[0]))
         assert np.array_equal(blk.dots(q), rowdot(m.vectors(blk.positions), q))
@@ -294,20 +294,20 @@ def test_a_large_index_builds_in_the_background_while_searches_scan_exactly(monk
     db = Vectrix(tmp_path / "bg.vxdb", exact_threshold=10)
     ids = db.add([f"background doc {i}" for i in range(300)])
     first = db.search("background doc 17", limit=3)  # starts the build, answers exactly
-    assert first[0].text == "background doc 17" and db._hnsw.index is None and db._hnsw.building
+    assert first[0].text == "background doc 17" and db.engine.index.index is None and db.engine.index.building
     (during,) = db.add(["written during the build"])
     db.delete([ids[17]])
     release.set()
     db.build_index()
-    assert db._hnsw.index is not None and not db._hnsw.building
-    with db._locked() as m:
-        assert db._hnsw.pending == {int(m.rowid[m.pos_of_id[during]])}
-    assert len(db._hnsw) == 299  # the snapshot minus the deletion
+    assert db.engine.index.index is not None and not db.engine.index.building
+    with db.engine.locked() as m:
+        assert db.engine.index.pending == {int(m.rowid[m.pos_of_id[during]])}
+    assert len(db.engine.index) == 299  # the snapshot minus the deletion
     assert db.search("written during the build", limit=1)[0].id == during
     assert ids[17] not in {r.id for r in db.search("background doc 17", limit=5)}
     db.close()
     with Vectrix(tmp_path / "bg.vxdb", exact_threshold=10) as again:
-        assert again._hnsw.load_saved() and len(again._hnsw) == 300
+        assert again.engine.index.load_saved() and len(again.engine.index) == 300
 
 
 def test_build_index_builds_on_every_core_beside_readers_and_writers(monkeypatch, tmp_path):
@@ -333,10 +333,10 @@ def test_build_index_builds_on_every_core_beside_readers_and_writers(monkeypatch
     assert started.wait(30)
     (new,) = db.add(["written while build_index waits"])  # neither the writer...
     assert db.search("background doc 17", limit=1)[0].text == "background doc 17"  # ...nor a reader waits
-    assert builder.is_alive() and not release.is_set() and db._hnsw.index is None
+    assert builder.is_alive() and not release.is_set() and db.engine.index.index is None
     release.set()
     builder.join(30)
-    assert not builder.is_alive() and db._hnsw.index is not None
+    assert not builder.is_alive() and db.engine.index.index is not None
     assert used == [("vxmem-index-build", os.cpu_count() or 1)]
     assert db.search("written while build_index waits", limit=1)[0].id == new
     db.close()
@@ -352,8 +352,8 @@ def test_a_build_over_holes_gives_each_rowid_its_own_vector(monkeypatch, backgro
     ids = db.add([f"chunked doc {i} about {i % 13}" for i in range(300)])
     db.delete(ids[5:40] + ids[200:203])
     db.build_index()
-    index = db._hnsw.index
-    with db._locked() as m:
+    index = db.engine.index.index
+    with db.engine.locked() as m:
         live = m.live_positions()
         assert live.size < m.n  # holes: the gather path
         assert sorted(int(k) for k in index.keys) == sorted(m.rowid[live].tolist())
@@ -378,7 +378,7 @@ def test_build_index_raises_what_its_build_raised(monkeypatch):
     db.add([f"background doc {i}" for i in range(300)])
     with pytest.raises(MemoryError, match="no room"):
         db.build_index()
-    assert db._hnsw.index is None and not db._hnsw.building
+    assert db.engine.index.index is None and not db.engine.index.building
     assert db.search("background doc 5", limit=1)[0].text == "background doc 5"  # exact scan
 
 
@@ -404,6 +404,6 @@ def test_a_failed_background_build_leaves_exact_search_working_and_can_be_retrie
         if t.name == "vxmem-index-build":
             t.join()
     assert calls == ["vxmem-index-build"]
-    assert not db._hnsw.building and db._hnsw.index is None
+    assert not db.engine.index.building and db.engine.index.index is None
     db.build_index()
-    assert db._hnsw.index is not None and len(db._hnsw) == 300 and len(calls) == 2
+    assert db.engine.index.index is not None and len(db.engine.index) == 300 and len(calls) == 2

@@ -47,7 +47,7 @@ def _stored(path):
 
 
 def _mirror_tokens(db):
-    with db._locked() as m:
+    with db.engine.locked() as m:
         live = m.live_positions()
         return {m.texts[p]: int(m.tokens[p]) for p in live}
 

@@ -42,12 +42,12 @@ def _fill(db, n, start=0):
 
 def _stored(db):
     """Each live document's float32 vector as SQLite holds it, by id."""
-    rows = db._database.conn.execute("SELECT id, vector FROM vx_docs").fetchall()
+    rows = db.engine.database.conn.execute("SELECT id, vector FROM vx_docs").fetchall()
     return {id: np.frombuffer(blob, dtype=np.float32) for id, blob in rows}
 
 
 def _held(db):
-    with db._locked() as m:
+    with db.engine.locked() as m:
         return m.heap.dtype, {m.ids[p]: m.vector(p).copy() for p in m.live_positions().tolist()}
 
 
@@ -117,7 +117,7 @@ def test_a_float16_handle_holds_half_and_ranks_as_its_float16_vectors_do():
     assert all(np.array_equal(held[i], stored[i].astype(np.float16)) for i in stored)  # rounded, nothing else
     assert _stored(f32).keys() == stored.keys() and all(
         np.array_equal(_stored(f32)[i], stored[i]) for i in stored)  # SQLite: float32 whatever the handle
-    q = f16._embed(["memory 7 about topic 7 and more"])[0].astype(np.float16).astype(np.float64)
+    q = f16.engine.embed(["memory 7 about topic 7 and more"])[0].astype(np.float16).astype(np.float64)
     for session in (None, "s1"):
         ids, scores = _dense(f16, session)
         pool = [i for i in held if session is None or f16.get(i).metadata["_vx_session"] == session]
@@ -138,7 +138,7 @@ def test_handles_of_either_dtype_share_the_database_and_its_mirror_file(tmp_path
     ids = _fill(db, 120)
     db.close()  # a float32 mirror file
     db = _open(path, "float16")
-    assert db._database._saved_at is not None  # from the file, rounded as it loads
+    assert db.engine.database._saved_at is not None  # from the file, rounded as it loads
     dtype, held = _held(db)
     assert dtype == np.float16
     stored = _stored(db)
@@ -150,13 +150,13 @@ def test_handles_of_either_dtype_share_the_database_and_its_mirror_file(tmp_path
     assert mirror_file.load(path + ".mirror", {}, np.float16) is not None
     assert mirror_file.load(path + ".mirror", {}, np.float32) is None  # float16 cannot give float32 back
     db = _open(path, "float16", read_only=True)  # a float16 file, opened in float16: its pages, as written
-    assert db._database._saved_at is not None and _held(db)[0] == np.float16
+    assert db.engine.database._saved_at is not None and _held(db)[0] == np.float16
     got_ids, got_scores = _dense(db, "s2")
     assert got_ids == want16[0] and np.array_equal(got_scores, want16[1])
     db.close()
 
     db = _open(path, "float32")
-    assert db._database._saved_at is None  # so this open read the rows
+    assert db.engine.database._saved_at is None  # so this open read the rows
     dtype, held = _held(db)
     stored = _stored(db)
     assert dtype == np.float32 and held.keys() == stored.keys() == set(ids[5:] + more)
@@ -165,7 +165,7 @@ def test_handles_of_either_dtype_share_the_database_and_its_mirror_file(tmp_path
     db.close()  # float32 again
 
     db = _open(path, "float16", read_only=True)
-    assert db._database._saved_at is not None
+    assert db.engine.database._saved_at is not None
     assert _dense(db, "s2")[0] == want16[0]
     np.testing.assert_array_equal(_dense(db, "s2")[1], want16[1])
     np.testing.assert_allclose(want16[1], scores32, rtol=0, atol=2e-3)
@@ -193,7 +193,7 @@ def test_the_index_over_a_float16_mirror_proposes_what_the_exact_scan_finds(tmp_
     exact = _open(None, "float16", exact_threshold=0)
     _fill(exact, 900)
     ids, scores = _dense(graph)
-    assert graph._hnsw.index is not None and len(graph._hnsw.index) == 900
+    assert graph.engine.index.index is not None and len(graph.engine.index.index) == 900
     want_ids, want_scores = _dense(exact)
     assert ids == want_ids
     np.testing.assert_array_equal(scores, want_scores)  # re-scored on the float16 rows, as the scan scores
@@ -201,7 +201,7 @@ def test_the_index_over_a_float16_mirror_proposes_what_the_exact_scan_finds(tmp_
     again = _open(path, "float16", exact_threshold=100)  # the saved index, checked against this mirror
     got_ids, got_scores = _dense(again)
     assert got_ids == ids and np.array_equal(got_scores, scores)
-    assert again._hnsw.rebuilds == 0
+    assert again.engine.index.rebuilds == 0
     again.close()
 
 
@@ -209,7 +209,7 @@ def test_a_compacted_float16_mirror_stays_float16_and_ranks_the_same():
     db = _open(None, "float16", exact_threshold=0)
     ids = db.add([f"memory {i} about topic {i % 11}" for i in range(2400)], ids=[f"m{i}" for i in range(2400)])
     db.delete(ids[:1300])  # more holes than live documents, and over 1,024: the mirror is compacted
-    with db._locked() as m:
+    with db.engine.locked() as m:
         assert m.n == m.n_alive == 1100 and m.heap.dtype == np.float16
     got = _dense(db)
     again = _open(None, "float16", exact_threshold=0)

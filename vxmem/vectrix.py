@@ -21,7 +21,8 @@ from .memory.conversation import ConversationMemory
 from .memory.recall import MemoryResults
 from .memory.supersession import HistoryEntry
 from .models.embed import EmbedderArg
-from .store.collection import EXACT_THRESHOLD, Collection
+from .store.collection import Collection
+from .store.engine import EXACT_THRESHOLD
 from .store.results import Result
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -49,7 +50,7 @@ class Vectrix(Collection):
     blend, TTLs, the judge, ``hybrid_weight``, ``rerank``, ``reranker`` and ``min_relevance``.
     """
 
-    _results = MemoryResults  # search() on a memory collection shows the memory columns in to_frame()
+    result_type = MemoryResults  # search() on a memory collection shows the memory columns in to_frame()
 
     def __init__(self, path: str | os.PathLike[str] | None = None, embedder: EmbedderArg = None,
                  token_counter: Callable[[str], int] | None = None, *, read_only: bool = False,

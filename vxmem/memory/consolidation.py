@@ -35,8 +35,8 @@ from ..core.keys import (
     KIND_CODES,
     KIND_TURN,
 )
-from ..store.collection import Collection
 from ..store.mirror import Mirror
+from ..store.seam import MemoryStore
 
 Summarizer = Callable[[list[dict[str, Any]]], list[str]]
 
@@ -70,7 +70,7 @@ class ConsolidationReport:
         return self.tokens_before - self.tokens_after
 
 
-def consolidate(db: Collection, session: str | None, summarize: Summarizer, *, keep_recent: int,
+def consolidate(store: MemoryStore, session: str | None, summarize: Summarizer, *, keep_recent: int,
                 cutoff: float | None, batch_turns: int, delete: bool, kind: str, ttl_days: float | None,
                 now_ts: float) -> ConsolidationReport:
     """Consolidate ``session``'s live turns but the last ``keep_recent`` (and, given a
@@ -83,7 +83,7 @@ def consolidate(db: Collection, session: str | None, summarize: Summarizer, *, k
     partial report as ``.report``.
     """
     report = ConsolidationReport(session=session)
-    with db._locked() as m:
+    with store.locked() as m:
         pos = m.select(session, (KIND_TURN,), live_at=now_ts, include_superseded=False)
         ordered = np.array(m.in_turn_order(pos), dtype=np.int64)
         if keep_recent:
@@ -95,9 +95,9 @@ def consolidate(db: Collection, session: str | None, summarize: Summarizer, *, k
         ids = [m.ids[p] for p in ordered.tolist() if K_CONSOLIDATED_INTO not in m.metas[p]]
     try:
         if delete and done:
-            _drop_consolidated(db, done, report)
+            _drop_consolidated(store, done, report)
         for i in range(0, len(ids), batch_turns):
-            _batch(db, ids[i:i + batch_turns], summarize, kind, session, delete, ttl_days, report)
+            _batch(store, ids[i:i + batch_turns], summarize, kind, session, delete, ttl_days, report)
         report.completed = True
     except Exception as exc:
         exc.report = report  # type: ignore[attr-defined]
@@ -124,21 +124,21 @@ def _unconsumed(m: Mirror, id: str) -> bool:
             and K_CONSOLIDATED_INTO not in m.metas[p])
 
 
-def _drop_consolidated(db: Collection, turn_ids: list[str], report: ConsolidationReport) -> None:
+def _drop_consolidated(store: MemoryStore, turn_ids: list[str], report: ConsolidationReport) -> None:
     """Delete turns an earlier ``delete=False`` call already summarised (one transaction)."""
-    with db._locked() as m:
+    with store.locked() as m:
         gone = [i for i in turn_ids if i in m.pos_of_id and K_CONSOLIDATED_INTO in m.metas[m.pos_of_id[i]]]
         if not gone:
             return
-        with db._transaction() as tx:
+        with store.transaction() as tx:
             tx.delete(gone)
     report.batches += 1
     report.turns_deleted += len(gone)
 
 
-def _batch(db: Collection, turn_ids: list[str], summarize: Summarizer, kind: str, session: str | None,
+def _batch(store: MemoryStore, turn_ids: list[str], summarize: Summarizer, kind: str, session: str | None,
            delete: bool, ttl_days: float | None, report: ConsolidationReport) -> None:
-    with db._locked() as m:  # a snapshot of the batch; an earlier batch's commit may have replaced the mirror
+    with store.locked() as m:  # a snapshot of the batch; an earlier batch's commit may have replaced the mirror
         if not all(_unconsumed(m, i) for i in turn_ids):
             report.batches_skipped += 1
             return
@@ -153,14 +153,14 @@ def _batch(db: Collection, turn_ids: list[str], summarize: Summarizer, kind: str
     if not facts:  # nothing worth keeping, says the summarizer: the turns stay, nothing is stored
         report.turns_kept.extend(turn_ids)
         return
-    vecs = db._embed(facts)
-    fact_tokens = db._count_tokens(facts)
+    vecs = store.embed(facts)
+    fact_tokens = store.count_tokens(facts)
     ids = [uuid.uuid4().hex for _ in facts]
-    with db._locked() as m:
+    with store.locked() as m:
         if not all(_unconsumed(m, i) for i in turn_ids):  # changed while the summarizer ran
             report.batches_skipped += 1
             return
-        with db._transaction() as tx:
+        with store.transaction() as tx:
             for fid, text, vec, tokens in zip(ids, facts, vecs, fact_tokens):
                 meta = {K_KIND: kind, K_SESSION: session, K_ROLE: "summary", K_TS: newest,
                         K_CONSOLIDATED_FROM: list(turn_ids)}

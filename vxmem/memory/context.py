@@ -13,9 +13,9 @@ from typing import Any
 
 from ..core.keys import K_ROLE, KIND_PINNED, KIND_TURN
 from ..store.checks import FilterValues
-from ..store.collection import Collection
 from ..store.mirror import ANY_SESSION, Mirror
 from ..store.results import Result, Results
+from ..store.seam import MemoryStore
 
 SECTIONS = ("pinned", "recent", "recalled")
 HEADERS = {"pinned": "Pinned facts:", "recent": "Recent conversation:", "recalled": "Relevant memories:"}
@@ -84,7 +84,7 @@ class _Budget:
         return True
 
 
-def assemble(db: Collection, recall: Callable[..., Results], query: str, session: str | None, token_budget: int,
+def assemble(store: MemoryStore, recall: Callable[..., Results], query: str, session: str | None, token_budget: int,
              recent_turns: int, limit: int, now_ts: float, recall_kwargs: dict[str, Any], *,
              user: str | None = None, flt: FilterValues | None = None) -> ContextBlock:
     """The block for checked arguments; ``recall`` is the memory's ``recall()``.
@@ -94,8 +94,8 @@ def assemble(db: Collection, recall: Callable[..., Results], query: str, session
     user's pinned facts join the session's and recall spans the user's every session;
     ``flt`` narrows every section.
     """
-    budget = _Budget(token_budget, db.token_counter)
-    with db._locked() as m:
+    budget = _Budget(token_budget, store.token_counter)
+    with store.locked() as m:
         pinned = _pinned(m, session, now_ts, user, flt)
         if pinned:  # never cut: paid for even past the budget
             budget.used["pinned"] = budget.count(HEADERS["pinned"]) + sum(

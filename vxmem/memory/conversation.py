@@ -10,9 +10,7 @@ memories under one token budget.
 Everything is stored as ordinary documents with reserved ``_vx_*`` metadata keys
 (:mod:`vxmem.core.keys`), so a memory collection is still a plain collection: ``search()``,
 ``delete()`` and filters all work on it unchanged. The memory reads and writes the
-collection only through its documented internal surface: ``_locked()`` (the lock and the
-:class:`~vxmem.store.mirror.Mirror`), ``_transaction()``, ``_embed()``, ``_topk()`` and
-``_candidates()``.
+collection only through its seam, ``db.engine`` (:class:`~vxmem.store.seam.MemoryStore`).
 
 :class:`ConversationMemory` inherits its reading verbs (``turns``, ``history``, ``recall``,
 ``candidate_pool``, ``pipeline``, ``low_relevance``, ``context``) and ``settings`` from
@@ -210,15 +208,14 @@ class ConversationMemory(MemoryReading):
         if run_judge and self.judge is None:
             raise ValueError("check=True needs a judge; pass judge= to ConversationMemory")
 
-        db = self.db
         if id is not None:
-            with db._locked() as m:  # fail fast, before the embedder runs
+            with self.store.locked() as m:  # fail fast, before the embedder runs
                 refuse_taken(m, id)
         # The callables (embedder, token counter, judge) run outside the lock, on a snapshot.
-        vec = db._embed([text])[0]
-        tokens = db._count_tokens([text])[0]
+        vec = self.store.embed([text])[0]
+        tokens = self.store.count_tokens([text])[0]
         contradicted = self._judge(text, vec, session, ts) if run_judge else []
-        with db._locked() as m:
+        with self.store.locked() as m:
             if id is not None:
                 refuse_taken(m, id)
             # A fact the judge named that a write meanwhile superseded or deleted is left as it is.
@@ -229,7 +226,7 @@ class ConversationMemory(MemoryReading):
                 meta[K_USER] = user
             if contradicted:
                 meta[K_SUPERSEDES] = contradicted
-            with db._transaction() as tx:
+            with self.store.transaction() as tx:
                 if kind == KIND_TURN:
                     meta[K_TURN] = claim_turn(m, tx, session, turn)
                 tx.insert(new_id, text, meta, vec, tokens)
@@ -246,11 +243,11 @@ class ConversationMemory(MemoryReading):
 
         The candidates are read under the lock; the judge is called after it is released.
         """
-        with self.db._locked() as m:
+        with self.store.locked() as m:
             pos = m.select(session, (KIND_FACT, KIND_PINNED), live_at=ts, include_superseded=False)
             if pos.size == 0 or self.judge is None:
                 return []
-            top, _ = self.db._topk(vec, pos, self.judge_candidates, session)
+            top, _ = self.store.topk(vec, pos, self.judge_candidates, session)
             ids = [m.ids[p] for p in top]
             texts = [m.texts[p] for p in top]
         verdicts = check_verdicts(self.judge(text, texts), len(ids))
@@ -281,18 +278,17 @@ class ConversationMemory(MemoryReading):
             if not correction.strip():
                 raise ValueError("correction must not be empty")
         ts = to_epoch(timestamp, "timestamp")
-        db = self.db
-        with db._locked() as m:  # fail fast, before the embedder runs
+        with self.store.locked() as m:  # fail fast, before the embedder runs
             memory_pos(m, id)
         vec = tokens = None
         if correction is not None:  # the callables run outside the lock
-            vec = db._embed([correction])[0]
-            tokens = db._count_tokens([correction])[0]
-        with db._locked() as m:
+            vec = self.store.embed([correction])[0]
+            tokens = self.store.count_tokens([correction])[0]
+        with self.store.locked() as m:
             old_meta = dict(m.metas[memory_pos(m, id)])
             record_feedback(old_meta, outcome, ts, self.feedback_half_life_days)
             if correction is None:
-                with db._transaction() as tx:
+                with self.store.transaction() as tx:
                     tx.update_meta(id, old_meta)
                 return None
             assert vec is not None and tokens is not None
@@ -307,7 +303,7 @@ class ConversationMemory(MemoryReading):
             if old_meta.get(K_SUPERSEDED_BY) is None:
                 old_meta[K_SUPERSEDED_BY] = new_id
                 old_meta[K_SUPERSEDED_AT] = ts
-            with db._transaction() as tx:
+            with self.store.transaction() as tx:
                 tx.update_meta(id, old_meta)
                 tx.insert(new_id, correction, new_meta, vec, tokens)
                 for h in heads:
@@ -349,7 +345,7 @@ class ConversationMemory(MemoryReading):
         check_bool(superseded, "superseded")
         now_ts = to_epoch(now)
         cutoff = days_to_seconds(older_than, now_ts)
-        with self.db._locked() as m:
+        with self.store.locked() as m:
             pos = m.keep_matching(m.select(any_if_none(session), kinds, user=user), flt)
             if cutoff is not None:
                 pos = pos[m.ts[pos] < cutoff]
@@ -364,7 +360,7 @@ class ConversationMemory(MemoryReading):
     def _delete(self, ids: list[str]) -> int:
         if not ids:
             return 0
-        with self.db._transaction() as tx:
+        with self.store.transaction() as tx:
             tx.delete(ids)
         return len(ids)
 
@@ -375,7 +371,7 @@ class ConversationMemory(MemoryReading):
         audit trail, not correctness; run it whenever suits.
         """
         now_ts = to_epoch(now)
-        with self.db._locked() as m:
+        with self.store.locked() as m:
             pos = m.select(ANY_SESSION, KINDS)
             return self._delete([m.ids[p] for p in pos[m.expires[pos] <= now_ts].tolist()])
 
@@ -419,5 +415,5 @@ class ConversationMemory(MemoryReading):
         now_ts = to_epoch(now)
         kind = KIND_PINNED if pinned else KIND_FACT
         return consolidation.consolidate(
-            self.db, session, summarize, keep_recent=keep_recent, cutoff=days_to_seconds(older_than, now_ts),
+            self.store, session, summarize, keep_recent=keep_recent, cutoff=days_to_seconds(older_than, now_ts),
             batch_turns=batch_turns, delete=delete, kind=kind, ttl_days=self._ttl_for(kind, None), now_ts=now_ts)

@@ -2,11 +2,10 @@
 
 :class:`MemoryReading` holds them for :class:`~vxmem.memory.conversation.ConversationMemory`, which
 inherits them with their signatures and docstrings (``Vectrix``'s delegates document them
-from there). They read the collection through its internal surface only: ``_locked()``,
-``_prepare_query()``, ``_last_access()`` and the mirror's selection. The one write among
-them: a memory that ages from access (``recency_from="accessed"``) records what
-``recall()`` and ``context()`` returned (``_record_access()``), as LangChain's
-time-weighted retriever does.
+from there). They read the collection through its seam only (``db.engine``, a
+:class:`~vxmem.store.seam.MemoryStore`). The one write among them: a memory that ages from
+access (``recency_from="accessed"``) records what ``recall()`` and ``context()`` returned
+(``record_access()``), as LangChain's time-weighted retriever does.
 """
 
 from __future__ import annotations
@@ -38,6 +37,7 @@ from ..ranking.pool import CandidatePool
 from ..store.checks import check_hybrid_weight, check_ids, check_mode
 from ..store.collection import Collection
 from ..store.results import Result
+from ..store.seam import MemoryStore
 from .bookkeeping import memory_pos
 from .checks import any_if_none, check_memory_filter, check_min_relevance, check_user
 from .context import ContextBlock, assemble
@@ -54,6 +54,11 @@ class MemoryReading:
     the attributes below)."""
 
     db: Collection
+
+    @property
+    def store(self) -> MemoryStore:
+        """The seam this memory reaches its collection through (``db.engine``)."""
+        return self.db.engine
     half_life_days: float
     recency_weight: float
     feedback_weight: float
@@ -91,7 +96,7 @@ class MemoryReading:
         if limit is not None:
             limit = check_limit(limit)
         now_ts = to_epoch(now)
-        with self.db._locked() as m:
+        with self.store.locked() as m:
             ordered = m.in_turn_order(m.keep_matching(m.select(session, (KIND_TURN,), live_at=now_ts, as_of=now_ts),
                                                       flt))
             if limit is not None:
@@ -110,7 +115,7 @@ class MemoryReading:
             itself did not exist yet.
         """
         now_ts = to_epoch(now)
-        with self.db._locked() as m:
+        with self.store.locked() as m:
             memory_pos(m, id)
             return chain(m, id, as_of=now_ts)
 
@@ -199,7 +204,7 @@ class MemoryReading:
         if score_gap is not None:
             score_gap = check_weight(score_gap, "score_gap")
         self._prepare_query(query, mode)  # the embedder runs before the lock is taken
-        with self.db._locked() as m:  # the pool's positions stay valid only while no one else writes
+        with self.store.locked() as m:  # the pool's positions stay valid only while no one else writes
             pool = self.candidate_pool(query, session=session, limit=limit, kinds=kinds,
                                        include_superseded=include_superseded, mode=mode, now=now,
                                        exclude_ids=exclude_ids, hybrid_weight=hybrid_weight,
@@ -214,7 +219,7 @@ class MemoryReading:
         """Record ``ids`` (those still there) as accessed at ``now_ts``."""
         if not ids:
             return
-        with self.db._locked() as m:
+        with self.store.locked() as m:
             pos = [p for p in (m.pos_of_id.get(i) for i in ids) if p is not None]
             self._record(np.array(pos, dtype=np.int64), now_ts)
 
@@ -222,7 +227,7 @@ class MemoryReading:
         """Record accesses; a write that fails (a full disk, say) leaves them out with a
         warning rather than fail the read that made them: its results are already known."""
         try:
-            self.db._record_access(positions, at)
+            self.store.record_access(positions, at)
         except sqlite3.OperationalError as exc:
             warnings.warn(f"vxmem could not record this recall's accesses ({exc}); memories aging from access "
                           "miss them", RuntimeWarning, stacklevel=4)
@@ -258,19 +263,19 @@ class MemoryReading:
         now_ts = to_epoch(now)
         size = scoring.pool_size(limit) if pool is None else check_limit(pool, "pool")
         scope = any_if_none(session)
-        self.db._prepare_query(query, mode)  # a no-op when recall() prepared it already
-        with self.db._locked() as m:
+        self.store.prepare_query(query, mode)  # a no-op when recall() prepared it already
+        with self.store.locked() as m:
             pos = m.select(scope, kinds, live_at=now_ts, include_superseded=include_superseded, exclude_ids=excluded,
                            as_of=now_ts, user=user)
             pos = m.keep_matching(pos, flt)
-            found = gather(self.db, m, query, pos, size=size, mode=mode, hybrid_weight=hybrid_weight,
+            found = gather(self.store, m, query, pos, size=size, mode=mode, hybrid_weight=hybrid_weight,
                            session=scope, now_ts=now_ts, limit=limit)
             if reranking and len(found):
                 found = rerank_pool(found, m, query, self.reranker, reranker_name(self.reranker))
             if floor is not None:
                 found = drop_below(found, floor)
             if aged_from == "accessed" and found.positions is not None:
-                found = found.aged_from_access(self.db._last_access(found.positions, now_ts))
+                found = found.aged_from_access(self.store.last_access(found.positions, now_ts))
             return found
 
     def _reranking(self, rerank: Any) -> bool:
@@ -317,7 +322,7 @@ class MemoryReading:
                 check_text(query, "query")
             except ValueError:
                 return
-            self.db._prepare_query(query, check_mode(mode))
+            self.store.prepare_query(query, check_mode(mode))
 
     def context(self, query: str, session: str | None = None, token_budget: int = 1500, recent_turns: int = 6,
                 limit: int = 10, now: TimeLike = None, user: str | None = None, filter: dict[str, Any] | None = None,
@@ -372,7 +377,7 @@ class MemoryReading:
             raise TypeError(f"context() got unexpected recall arguments: {sorted(unknown)}")
         self._prepare_query(query, recall_kwargs.get("mode"))
         now_ts = to_epoch(now)
-        block = assemble(self.db, partial(self._recall, touch=False), query, session, token_budget, recent_turns,
+        block = assemble(self.store, partial(self._recall, touch=False), query, session, token_budget, recent_turns,
                          limit, now_ts, recall_kwargs, user=user, flt=flt)
         if self.recency_from == "accessed":
             self._touch([r.id for r in block.recalled], now_ts)

@@ -22,9 +22,9 @@ from ..core.keys import K_FEEDBACK, K_KIND, K_ROLE, K_SCORING, K_SESSION, K_TS, 
 from ..models.rerank import Reranker, rerank_scores
 from ..ranking import scoring
 from ..ranking.pool import CandidatePool
-from ..store.collection import Collection
 from ..store.mirror import Mirror, SessionArg
 from ..store.results import Result, Results
+from ..store.seam import MemoryStore
 
 _FRAME_KEYS = (K_KIND, K_SESSION, K_ROLE, K_TURN, K_TS)
 _NONE: dict[str, Any] = {}  # the metadata of a candidate without feedback, as _feedback_matrix reads it
@@ -46,15 +46,15 @@ class MemoryResults(Results):
         return row
 
 
-def gather(db: Collection, m: Mirror, query: str, positions: np.ndarray, *, size: int, mode: str,
+def gather(store: MemoryStore, m: Mirror, query: str, positions: np.ndarray, *, size: int, mode: str,
            hybrid_weight: float, session: SessionArg, now_ts: float, limit: int) -> CandidatePool:
     """The pool of the ``size`` best candidates of ``mode`` among ``positions``, at ``now_ts``
     (lexical scores and feedback as they stood then).
 
-    Call it inside ``db._locked()`` (``m`` is the mirror it yields): the pool's
+    Call it inside ``store.locked()`` (``m`` is the mirror it yields): the pool's
     ``positions`` are valid only there.
     """
-    cand = db._candidates(query, positions, size, mode, hybrid_weight, session=session, as_of=now_ts)
+    cand = store.candidates(query, positions, size, mode, hybrid_weight, session=session, as_of=now_ts)
     pos = cand.positions
     plist = pos.tolist()
     # The columns say what the metadata would (a memory's kind and session; whether it has
@@ -78,7 +78,7 @@ def rerank_pool(pool: CandidatePool, m: Mirror, query: str, reranker: Reranker, 
     not by the blend), their relevance replaced by ``reranker``'s score of (query, text).
 
     The first stage's relevance stays beside it as ``first_stage``; ``name`` goes to
-    ``rerank``. Call it inside ``db._locked()``, like :func:`gather`.
+    ``rerank``. Call it inside ``store.locked()``, like :func:`gather`.
     """
     if pool.positions is None:
         raise ValueError("only a live pool (made under the lock) can be reranked")

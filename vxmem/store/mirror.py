@@ -9,7 +9,7 @@ compares instead of reading JSON.
 
 Positions are append-only within a process: a deleted document leaves a hole
 (``alive`` False) until :meth:`Mirror.compacted` drops the holes. Positions are therefore
-valid only while the collection's lock is held (see ``Collection._locked``).
+valid only while the collection's lock is held (see ``Engine.locked``).
 """
 
 from __future__ import annotations

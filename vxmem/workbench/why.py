@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from .. import KINDS
+from ..core.keys import KINDS
 from ..core.reasons import REASONS
 from ..ranking import scoring
 from .policies import POLICIES, check_param, resolve_params

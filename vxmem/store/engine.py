@@ -1,0 +1,378 @@
+"""The collection's machinery, and the one seam the memory reaches the store through.
+
+An :class:`Engine` holds an open database: the SQLite file (:mod:`~vxmem.store.database`,
+the source of truth), its in-memory mirror (:mod:`~vxmem.store.mirror`, where filters and
+exact scans run), the HNSW cache (:mod:`~vxmem.store.hnsw`) and lexical search
+(:mod:`~vxmem.store.lexical`), behind one re-entrant lock. Every write is one SQLite
+transaction; the mirror and the caches follow only once it commits.
+
+:class:`~vxmem.store.seam.MemoryStore` declares what the memory layer uses of it; the
+collection's verbs use the same methods.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+
+from ..core.checks import check_int
+from ..core.errors import ForkedHandleError, VectrixError
+from ..core.tokens import check_token_counter, token_counter_name
+from ..models.embed import EmbedderArg, check_embedder, embedder_name, get_embedder, l2_normalize
+from ..ranking.scoring import HYBRID_WEIGHT, fuse_relevance
+from .checks import check_token_count
+from .database import Database, Transaction, resave_rows
+from .hnsw import HnswCache
+from .lexical import LexicalSearch
+from .mirror import ANY_SESSION, Mirror, SessionArg, check_vector_dtype, float16_kernels, rowdot
+from .search import Candidates, exact_topk, unit_rows
+
+EXACT_THRESHOLD = 20_000  # selections above this many rows go through the HNSW index
+SAME_EMBEDDER_COSINE = 0.99  # a stored vector and a fresh one of its text, from the same embedder
+
+
+class _Locked:
+    """``Engine.locked()``: a class, not a generator, because recall enters it a few
+    times per call and a generator-based context manager costs several times as much."""
+
+    __slots__ = ("_engine",)
+
+    def __init__(self, engine: Engine):
+        self._engine = engine
+
+    def __enter__(self) -> Mirror:
+        return self._engine._enter()
+
+    def __exit__(self, *exc: object) -> None:
+        c = self._engine
+        c._depth -= 1
+        c._lock.release()
+
+
+class Engine:
+    """An open database with its mirror, index and lexical search, behind one lock.
+
+    The arguments are :class:`~vxmem.store.collection.Collection`'s, which checks them
+    and documents them. ``database``, ``mirror``, ``index`` (the HNSW cache) and
+    ``lexical`` are the parts; the methods below are the seam
+    (:class:`~vxmem.store.seam.MemoryStore`).
+
+    Callers' callables (embedders, token counters, and above, judges and summarizers) run
+    outside the lock: a verb takes it to read a snapshot and again to write, so a slow
+    embedder never holds up another thread's read. A handle belongs to the process that
+    opened it: used in a forked child it raises :class:`~vxmem.core.errors.ForkedHandleError`.
+    """
+
+    def __init__(self, path: str | None, embedder: EmbedderArg, token_counter: Callable[[str], int] | None,
+                 read_only: bool, exact_threshold: int, vector_dtype: str):
+        self.embedder = check_embedder(embedder)
+        self._token_counter = check_token_counter(token_counter)
+        self.exact_threshold = check_int(exact_threshold, "exact_threshold", minimum=0)
+        self.read_only = bool(read_only)
+        dtype = check_vector_dtype(vector_dtype)
+        if dtype == np.float16:
+            float16_kernels()  # loaded with the open, not in the first search; missing: refused before any file
+        self.vector_dtype = vector_dtype
+        self.path = path
+        if self.read_only and self.path is None:
+            raise ValueError("read_only needs a database file path")
+        self._lock = threading.RLock()
+        self._depth = 0  # how deep the thread holding the lock is in locked() blocks
+        self._locked_block = _Locked(self)
+        self._closed = False
+        self._pid = os.getpid()
+        self._prepared = threading.local()  # a query embedded before the lock (see prepare_query)
+        self.database = Database(self.path, self.read_only)
+        self.database.vector_dtype = dtype
+        self.database.counted_by = token_counter_name(self._token_counter)
+        try:
+            self.mirror = self.database.load(self.token_counter)
+            self._check_embedder()
+        except BaseException:
+            self.database.close()
+            raise
+        self.index = HnswCache(self.database, lambda: self.mirror, self._lock)
+        self.lexical = self._new_lexical()
+        self.lexical.warm(self.mirror)  # the saved postings now, not in the first recall
+
+    def _new_lexical(self) -> LexicalSearch:
+        db = self.database
+        return LexicalSearch(db.conn, lambda: db.generation, self.path, db.uid, db.indexed_upto,
+                             None if db.read_only else db.index_pending)
+
+    @property
+    def token_counter(self) -> Callable[[str], int]:
+        """The ``str -> int`` that counts each text's tokens (may be replaced; the database
+        stores the counts of a counter with a ``name`` beside the texts)."""
+        return self._token_counter
+
+    @token_counter.setter
+    def token_counter(self, counter: Callable[[str], int]) -> None:
+        self._token_counter = counter
+        name = token_counter_name(counter)
+        if name != self.database.counted_by:
+            self.database.counts_mixed = True  # the mirror's counts are no longer all one counter's
+        self.database.counted_by = name
+
+    def _check_embedder(self) -> None:
+        """Refuse an embedder other than the one whose vectors the database holds.
+
+        By name when both the database and the embedder have one; otherwise by comparing the
+        first stored vector with a fresh embedding of its text. A writer records its
+        embedder's name (with the first vector, or now for a database that passed the check).
+        """
+        db, name = self.database, embedder_name(self.embedder)
+        where = self.path or ":memory:"
+        if db.embedder is not None and name is not None:
+            if db.embedder != name:
+                raise ValueError(f"{where} holds vectors of embedder {db.embedder!r}, not of {name!r}: open it "
+                                 "with the embedder that wrote it (embedder=...), or start a new database")
+            return
+        if self.mirror.n_alive:
+            self._compare_one_vector(where, db.embedder, name)
+        if name is not None and not self.read_only:
+            db.writer_embedder = name
+            if self.mirror.n_alive and db.embedder is None:
+                db.record_embedder(name)
+
+    def _compare_one_vector(self, where: str, recorded: str | None, name: str | None) -> None:
+        m = self.mirror
+        first = int(m.live_positions()[0])  # an open from the mirror file may start with a hole
+        text, stored = m.texts[first], m.vector(first)
+        this = name or type(self.embedder).__name__
+        fresh = np.asarray(self.embedder([text]), dtype=np.float32).reshape(1, -1)[0]
+        same = fresh.shape == stored.shape and float(l2_normalize(fresh[None])[0] @ stored) >= SAME_EMBEDDER_COSINE
+        if same:
+            return
+        writer = repr(recorded) if recorded else "another embedder"
+        advice = "open it with the embedder that wrote it (embedder=...), or start a new database"
+        if recorded is None and name != embedder_name(get_embedder("hashing")):
+            hashed = np.asarray(get_embedder("hashing")([text]), dtype=np.float32)[0]
+            if hashed.shape == stored.shape and float(hashed @ stored) >= SAME_EMBEDDER_COSINE:
+                writer = "the 'hashing' embedder"
+                advice = "it was written by vxmem's earlier default: open it with embedder='hashing'"
+        differ = f"{stored.shape[0]}-d vs {fresh.shape[0]}-d" + ("" if fresh.shape != stored.shape else
+                                                                 ", cosine below 0.99")
+        raise ValueError(f"{where} holds vectors of {writer}, not of this embedder ({this}): a stored vector and a "
+                         f"fresh embedding of its text differ ({differ}); {advice}")
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` has run."""
+        return self._closed
+
+    def locked(self) -> _Locked:
+        """A context manager: hold the collection's lock, check it is open, bring a
+        read-only handle up to date (in the outermost block only), and give the
+        :class:`Mirror`. Positions read from it stay valid inside the block. Re-entrant,
+        like the lock."""
+        return self._locked_block
+
+    def _enter(self) -> Mirror:
+        if os.getpid() != self._pid:  # before the lock: a fork may have copied it held
+            raise ForkedHandleError(
+                f"this {type(self).__name__} was opened by process {self._pid}, not this one ({os.getpid()}); "
+                "open a new handle in this process")
+        self._lock.acquire()
+        self._depth += 1
+        try:
+            if self._closed:
+                raise VectrixError(f"this {type(self).__name__} is closed")
+            # Only the outermost block catches up: a nested one must not move the mirror
+            # (or replace it) under positions the outer block is still holding.
+            if self._depth == 1 and self.database.read_only:
+                self._catch_up()
+        except BaseException:
+            self._depth -= 1
+            self._lock.release()
+            raise
+        return self.mirror
+
+    def _catch_up(self) -> None:
+        """A read-only handle takes in what writers committed since it last looked: the
+        changed rows only, or a whole new mirror when the change log cannot say."""
+        uid = self.database.uid
+        got = self.database.refresh(self.mirror, self.token_counter)
+        if got is None:
+            return
+        if isinstance(got, Mirror):
+            self.index.reset()
+            self.mirror = got
+            if self.database.uid != uid:  # another database at this path: its rowids mean other rows
+                self.lexical = self._new_lexical()
+        else:
+            self.follow(got)
+
+    @contextmanager
+    def transaction(self) -> Iterator[Transaction]:
+        """One SQLite transaction; the mirror and the caches follow only once it commits.
+
+        Yields a :class:`~vxmem.store.database.Transaction` (``insert``, ``update_meta``,
+        ``delete``, ``take_counter``, ``raise_counter``). Raises ``ReadOnlyError`` on a
+        read-only handle.
+        """
+        with self.locked() as m:
+            with self.database.transaction(m) as tx:
+                yield tx
+            self.follow(tx.ops)
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        """The texts' vectors, unit length (normalised in float64, then float32), after
+        checking what the embedder returned: real numbers (complex is a ``TypeError``), the
+        shape, finite values, the collection's dimension. Call it outside the lock."""
+        raw = np.asarray(self.embedder(texts))
+        if raw.dtype.kind not in "biuf":
+            raise TypeError(f"embedder must return real numbers, got an array of {raw.dtype}")
+        vecs = raw.astype(np.float64)
+        if vecs.ndim != 2 or vecs.shape[0] != len(texts):
+            raise ValueError(f"embedder returned shape {vecs.shape} for {len(texts)} texts; expected (n, d)")
+        if not np.isfinite(vecs).all():
+            raise ValueError("embedder returned non-finite values")
+        dim = self.database.dim
+        if dim is not None and vecs.shape[1] != dim:
+            raise ValueError(f"embedder returned {vecs.shape[1]}-d vectors but this collection holds "
+                             f"{dim}-d vectors")
+        return unit_rows(vecs)
+
+    def count_tokens(self, texts: list[str]) -> list[int]:
+        """The token counter's count of each text, checked (an int in [0, 2**40), never a
+        bool or a float). Call it outside the lock, before the transaction."""
+        return [check_token_count(self.token_counter(t), t) for t in texts]
+
+    def prepare_query(self, query: str, mode: str) -> None:
+        """Embed ``query`` now, before the caller takes the lock, for the next
+        :meth:`candidates` of this thread (``mode`` says whether it needs a vector)."""
+        if mode == "lexical":
+            return
+        got = getattr(self._prepared, "query", None)
+        if got is not None and got[0] == query and got[1] is self.embedder:
+            return
+        self._prepared.query = (query, self.embedder, self.embed([query])[0])
+
+    def query_vector(self, query: str) -> np.ndarray:
+        """The query's vector: the one this thread prepared, or embedded now."""
+        got = getattr(self._prepared, "query", None)
+        if got is not None:
+            self._prepared.query = None
+            vec = got[2]
+            dim = self.database.dim
+            if got[0] == query and got[1] is self.embedder and (dim is None or vec.shape[0] == dim):
+                return vec
+        return self.embed([query])[0]
+
+    def topk(self, q: np.ndarray, positions: np.ndarray, k: int,
+              session: SessionArg = ANY_SESSION) -> tuple[np.ndarray, np.ndarray]:
+        """The ``k`` best of ``positions`` by cosine to the unit vector ``q``, best first:
+        an exact scan, or the HNSW index above ``exact_threshold`` rows."""
+        k = min(k, positions.size)
+        if k == 0:
+            return positions[:0], np.zeros(0, dtype=np.float32)
+        if positions.size > self.exact_threshold > 0:
+            hit = self.index.topk(q, positions, k)
+            if hit is not None:
+                return hit
+        return exact_topk(self.mirror, q, positions, k, session)
+
+    def candidates(self, query: str, positions: np.ndarray, k: int, mode: str,
+                    hybrid_weight: float = HYBRID_WEIGHT, session: SessionArg = ANY_SESSION,
+                    as_of: float | None = None) -> Candidates:
+        """The top-``k`` candidates of one mode among ``positions`` (see :class:`Candidates`).
+
+        Hybrid takes the union of both top-``k`` lists, computes the exact cosine and the
+        BM25 of every member (0 where it shares no word with the query; on the FTS5-ranked
+        fallback, 0 also where FTS5's list did not reach it) and fuses them; its pool does
+        not depend on ``hybrid_weight``, so the sweep engine can vary the weight over a
+        cached pool. ``session`` says the positions all belong to one session, which lets
+        the scans and FTS5 look at just that session. ``as_of`` makes BM25 count only the
+        documents that existed at that moment (see ``LexicalSearch.search``).
+        """
+        m = self.mirror
+        empty = np.zeros(0)
+        if positions.size == 0:
+            return Candidates(positions[:0], empty, empty, empty)
+        k = min(k, int(positions.size))  # a limit of 10**30 asks for every row, and no more
+        if mode == "dense":
+            pos, sims = self.topk(self.query_vector(query), positions, k, session)
+            dense = sims.astype(np.float64)
+            return Candidates(pos, dense, dense, np.full(pos.size, np.nan))
+        lpos, bm25, seen = self.lexical.search(m, query, positions, k, session, as_of=as_of)
+        if mode == "lexical":
+            return Candidates(lpos, bm25, np.full(lpos.size, np.nan), bm25)
+        q = self.query_vector(query)
+        dpos, _ = self.topk(q, positions, k, session)
+        pos = np.array(list(dict.fromkeys(dpos.tolist() + lpos.tolist())), dtype=np.int64)
+        dense = rowdot(m.vectors(pos), q).astype(np.float64)  # row by row: the same cosine whatever the union
+        lexical = seen(pos) if seen is not None else np.zeros(pos.size)
+        order = np.argsort(pos, kind="stable")  # slots in position order, which does not depend on the weight
+        pos, dense, lexical = pos[order], dense[order], lexical[order]
+        return Candidates(pos, fuse_relevance(dense, lexical, hybrid_weight), dense, lexical)
+
+    def record_access(self, positions: np.ndarray, at: float) -> None:
+        """Record that the documents at mirror ``positions`` were accessed at ``at`` (durable
+        at once; no generation moves, so no reader reloads anything). A no-op on a read-only
+        handle. Call it inside ``locked()``."""
+        if positions.size and not self.database.read_only:
+            self.database.record_access(self.mirror.rowid[positions].tolist(), at)
+
+    def last_access(self, positions: np.ndarray, before: float) -> np.ndarray:
+        """Each document's latest recorded access strictly before ``before`` (epoch seconds;
+        -inf where it has none), in the order of ``positions``. Call it inside ``locked()``."""
+        rowids = self.mirror.rowid[positions].tolist()
+        got = self.database.last_access(rowids, before)
+        return np.array([got.get(r, -np.inf) for r in rowids], dtype=np.float64)
+
+    def follow(self, ops: list[tuple[Any, ...]]) -> None:
+        """Apply a committed transaction's ops to the mirror and the HNSW cache."""
+        m = self.mirror
+        added, removed = m.apply(ops)
+        self.index.follow(added, removed)
+        if m.needs_compaction():
+            self.mirror = m.compacted()
+
+    def build_index(self) -> None:
+        """Build (or finish building) the HNSW index now and wait for it (see
+        :meth:`Collection.build_index <vxmem.store.collection.Collection.build_index>`)."""
+        with self.locked():
+            self.index.ensure(threads=os.cpu_count() or 1)
+        self.index.wait()  # a build still running, then a background flush
+        with self.locked():
+            self.index.raise_failed()
+
+    def close(self) -> None:
+        """Save the vector index if it changed, and release the database.
+
+        Waits for a background index build to finish, so its work is saved, not lost.
+        The index is a cache: a failure to save it (a full disk) never makes ``close()``
+        fail; the next open rebuilds it. In a forked child, ``close()`` only marks the
+        handle closed: the lock, the connection and the index file are the parent's.
+        """
+        if os.getpid() != self._pid:
+            self._closed = True
+            self.database.close()  # leaves the parent's lock and connection alone
+            return
+        self.index.wait(closing=True)  # outside the lock: the build installs its index under it
+        with self._lock:
+            if self._closed:
+                return
+            try:
+                self.index.close()
+                if self.database.save_mirror(self.mirror):
+                    self._save_postings()
+            finally:
+                self._closed = True
+                self.database.close()
+
+    def _save_postings(self) -> None:
+        """Save the lexical postings beside the database (a cache, like the mirror file: a
+        failure to write them raises nothing)."""
+        assert self.path is not None
+        try:
+            self.lexical.save(self.path, resave_rows(self.mirror.n_alive))
+        except (OSError, ValueError):
+            pass
+
