@@ -21,6 +21,7 @@ install: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check vxmem tests benchmarks app.py app_pages docs/screenshot.py
 	$(BIN)/mypy
+	$(BIN)/python tests/house.py
 
 test: lint chromium
 	$(BIN)/python -m pytest -q

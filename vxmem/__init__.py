@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 __all__ = [
-    "Vectrix", "ConversationMemory", "Result", "Results", "ContextBlock", "ConsolidationReport",
+    "Vectrix", "ConversationMemory", "RecallRequest", "Blend", "Result", "Results", "ContextBlock",
+    "ConsolidationReport",
     "HistoryEntry", "feedback_score", "HashingEmbedder", "SemanticEmbedder", "OnnxEmbedder", "OnnxCrossEncoder",
     "count_tokens",
     "VectrixError", "DatabaseLockedError", "InvalidDatabaseError", "ReadOnlyError", "ForkedHandleError",
@@ -37,7 +38,7 @@ _HOME = {
     "VectrixError": "core.errors", "DatabaseLockedError": "core.errors", "InvalidDatabaseError": "core.errors",
     "ReadOnlyError": "core.errors", "ForkedHandleError": "core.errors", "HashingEmbedder": "models.embed",
     "SemanticEmbedder": "models.embed", "count_tokens": "core.tokens", "OnnxEmbedder": "models.onnx",
-    "OnnxCrossEncoder": "models.rerank",
+    "OnnxCrossEncoder": "models.rerank", "RecallRequest": "memory.request", "Blend": "ranking.blend",
     **{name: "core.keys" for name in __all__ if name.isupper()},
 }
 
@@ -80,10 +81,12 @@ if TYPE_CHECKING:  # what type checkers and editors see
     from .memory.consolidation import ConsolidationReport
     from .memory.context import ContextBlock
     from .memory.conversation import ConversationMemory
+    from .memory.request import RecallRequest
     from .memory.supersession import HistoryEntry
     from .models.embed import HashingEmbedder, SemanticEmbedder
     from .models.onnx import OnnxEmbedder
     from .models.rerank import OnnxCrossEncoder
+    from .ranking.blend import Blend
     from .ranking.scoring import feedback_score
     from .store.results import Result, Results
     from .vectrix import Vectrix

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any
 
 from .core.clock import TimeLike
 from .core.keys import FORGET_KINDS, KINDS
@@ -24,16 +24,6 @@ from .models.embed import EmbedderArg
 from .store.collection import Collection
 from .store.engine import EXACT_THRESHOLD
 from .store.results import Result
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def _documented_by(method: Callable[..., Any]) -> Callable[[F], F]:
-    """Give a delegate the docstring of the memory method it calls (one text, two places)."""
-    def decorate(delegate: F) -> F:
-        delegate.__doc__ = method.__doc__
-        return delegate
-    return decorate
 
 
 class Vectrix(Collection):
@@ -59,9 +49,8 @@ class Vectrix(Collection):
         memory = ConversationMemory(self, **memory_settings)
         super().__init__(path, embedder, token_counter, read_only=read_only, exact_threshold=exact_threshold,
                          vector_dtype=vector_dtype)
-        self.memory = memory
+        self.memory: ConversationMemory = memory
 
-    @_documented_by(ConversationMemory.remember)
     def remember(self, text: str, session: str | None = None, role: str = "user", turn: int | None = None,
                  timestamp: TimeLike = None, pinned: bool = False, kind: str | None = None,
                  metadata: dict[str, Any] | None = None, id: str | None = None, ttl_days: float | None = None,
@@ -69,7 +58,6 @@ class Vectrix(Collection):
         return self.memory.remember(text, session=session, role=role, turn=turn, timestamp=timestamp, pinned=pinned,
                                     kind=kind, metadata=metadata, id=id, ttl_days=ttl_days, check=check, user=user)
 
-    @_documented_by(ConversationMemory.recall)
     def recall(self, query: str, session: str | None = None, limit: int = 10, token_budget: int | None = None,
                score_gap: float | None = None, kinds: Sequence[str] = KINDS, include_superseded: bool = False,
                mode: str | None = None, now: TimeLike = None, exclude_ids: Sequence[str] = (),
@@ -82,18 +70,15 @@ class Vectrix(Collection):
                                   min_relevance=min_relevance, rerank=rerank, filter=filter, user=user,
                                   recency_from=recency_from)
 
-    @_documented_by(ConversationMemory.feedback)
     def feedback(self, id: str, outcome: str, correction: str | None = None, timestamp: TimeLike = None) -> str | None:
         return self.memory.feedback(id, outcome, correction=correction, timestamp=timestamp)
 
-    @_documented_by(ConversationMemory.context)
     def context(self, query: str, session: str | None = None, token_budget: int = 1500, recent_turns: int = 6,
                 limit: int = 10, now: TimeLike = None, user: str | None = None, filter: dict[str, Any] | None = None,
                 **recall_kwargs: Any) -> ContextBlock:
         return self.memory.context(query, session=session, token_budget=token_budget, recent_turns=recent_turns,
                                    limit=limit, now=now, user=user, filter=filter, **recall_kwargs)
 
-    @_documented_by(ConversationMemory.forget)
     def forget(self, session: str | None = None, kinds: Sequence[str] = FORGET_KINDS,
                older_than: float | datetime | None = None, ids: Sequence[str] | None = None,
                superseded: bool = False, now: TimeLike = None, filter: dict[str, Any] | None = None,
@@ -101,22 +86,23 @@ class Vectrix(Collection):
         return self.memory.forget(session=session, kinds=kinds, older_than=older_than, ids=ids, superseded=superseded,
                                   now=now, filter=filter, user=user)
 
-    @_documented_by(ConversationMemory.consolidate)
     def consolidate(self, session: str | None, summarize: Summarizer, keep_recent: int = 6,
                     older_than: float | datetime | None = None, batch_turns: int = 40, delete: bool = True,
                     pinned: bool = False, now: TimeLike = None) -> ConsolidationReport:
         return self.memory.consolidate(session, summarize, keep_recent=keep_recent, older_than=older_than,
                                        batch_turns=batch_turns, delete=delete, pinned=pinned, now=now)
 
-    @_documented_by(ConversationMemory.expire)
     def expire(self, now: TimeLike = None) -> int:
         return self.memory.expire(now=now)
 
-    @_documented_by(ConversationMemory.turns)
     def turns(self, session: str | None, limit: int | None = None, now: TimeLike = None,
               filter: dict[str, Any] | None = None) -> list[Result]:
         return self.memory.turns(session, limit=limit, now=now, filter=filter)
 
-    @_documented_by(ConversationMemory.history)
     def history(self, id: str, now: TimeLike = None) -> list[HistoryEntry]:
         return self.memory.history(id, now=now)
+
+
+# Each delegate shows the memory method's docstring (one text, two places): help(db.recall) documents recall.
+for _verb in ("remember", "recall", "feedback", "context", "forget", "consolidate", "expire", "turns", "history"):
+    getattr(Vectrix, _verb).__doc__ = getattr(ConversationMemory, _verb).__doc__

@@ -16,6 +16,7 @@ from ..store.checks import FilterValues
 from ..store.mirror import ANY_SESSION, Mirror
 from ..store.results import Result, Results
 from ..store.seam import MemoryStore
+from .request import RecallRequest
 
 SECTIONS = ("pinned", "recent", "recalled")
 HEADERS = {"pinned": "Pinned facts:", "recent": "Recent conversation:", "recalled": "Relevant memories:"}
@@ -84,16 +85,17 @@ class _Budget:
         return True
 
 
-def assemble(store: MemoryStore, recall: Callable[..., Results], query: str, session: str | None, token_budget: int,
-             recent_turns: int, limit: int, now_ts: float, recall_kwargs: dict[str, Any], *,
-             user: str | None = None, flt: FilterValues | None = None) -> ContextBlock:
-    """The block for checked arguments; ``recall`` is the memory's ``recall()``.
+def assemble(store: MemoryStore, recall: Callable[[RecallRequest], Results], request: RecallRequest,
+             session: str | None, token_budget: int, recent_turns: int) -> ContextBlock:
+    """The block for checked arguments: ``request`` is what the recalled section asks
+    (its ``user``, ``filter`` and ``now`` apply to every section) and ``recall`` runs it.
 
     Pinned facts are never cut, even over budget (the block says so); recent turns are cut
-    oldest first; recalled memories that do not fit are left out. With ``user``, the
-    user's pinned facts join the session's and recall spans the user's every session;
-    ``flt`` narrows every section.
+    oldest first; recalled memories that do not fit are left out. With a ``user``, the
+    user's pinned facts join the session's and recall spans the user's every session.
     """
+    now_ts, user, flt = request.now, request.user, request.filter
+    assert now_ts is not None  # a request's time is fixed when it is made
     budget = _Budget(token_budget, store.token_counter)
     with store.locked() as m:
         pinned = _pinned(m, session, now_ts, user, flt)
@@ -103,13 +105,11 @@ def assemble(store: MemoryStore, recall: Callable[..., Results], query: str, ses
             budget.left -= budget.used["pinned"]
         over = budget.left < 0
         recent, cut_recent = _recent(m, session, recent_turns, now_ts, budget, flt)
-        exclude = tuple(recall_kwargs.pop("exclude_ids", ())) + tuple(r.id for r in pinned + recent)
         recalled: list[Result] = []
         cut_recalled = 0
         if budget.left > 0:
-            scope = {"session": session} if user is None else {"session": None, "user": user}
-            for r in recall(query, limit=limit, now=now_ts, exclude_ids=exclude, filter=flt, **scope,
-                            **recall_kwargs):
+            shown = request.exclude_ids + tuple(r.id for r in pinned + recent)
+            for r in recall(request.replace(exclude_ids=shown)):
                 if budget.take("recalled", r, first=not recalled):
                     recalled.append(r)
                 else:

@@ -20,7 +20,6 @@ collection only through its seam, ``db.engine`` (:class:`~vxmem.store.seam.Memor
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
@@ -33,10 +32,8 @@ from ..core.checks import (
     check_int,
     check_kinds,
     check_limit,
-    check_positive,
     check_session,
     check_text,
-    check_weight,
 )
 from ..core.clock import TimeLike, days_to_seconds, to_epoch
 from ..core.keys import (
@@ -54,11 +51,11 @@ from ..core.keys import (
     KIND_TURN,
     KINDS,
     OUTCOMES,
-    TURN_LIMIT,
 )
 from ..models.rerank import Reranker, check_reranker
 from ..ranking import scoring
-from ..store.checks import check_hybrid_weight, check_id, check_ids
+from ..ranking.blend import Blend
+from ..store.checks import check_ids
 from ..store.collection import Collection
 from ..store.mirror import ANY_SESSION
 from . import consolidation
@@ -72,7 +69,6 @@ from .bookkeeping import (
 )
 from .checks import (
     any_if_none,
-    check_caller_metadata,
     check_memory_filter,
     check_min_relevance,
     check_ttl_map,
@@ -80,6 +76,7 @@ from .checks import (
     check_verdicts,
 )
 from .consolidation import ConsolidationReport, Summarizer
+from .draft import Draft, make_draft, ttl_for
 from .reading import MemoryReading
 from .supersession import live_heads, mark_superseded
 
@@ -137,11 +134,7 @@ class ConversationMemory(MemoryReading):
         self.rerank = None if rerank is None else check_bool(rerank, "rerank")
         self.reranker = check_reranker(reranker)
         self.min_relevance = check_min_relevance(min_relevance)
-        self.hybrid_weight = check_hybrid_weight(hybrid_weight)
-        self.half_life_days = check_positive(half_life_days, "half_life_days")
-        self.recency_weight = check_weight(recency_weight, "recency_weight")
-        self.feedback_weight = check_weight(feedback_weight, "feedback_weight")
-        self.feedback_half_life_days = check_positive(feedback_half_life_days, "feedback_half_life_days")
+        self.blend = Blend(half_life_days, recency_weight, feedback_weight, feedback_half_life_days, hybrid_weight)
         self.ttl_days = check_ttl_map(ttl_days)
         if judge is not None and not callable(judge):
             raise TypeError("judge must be a callable (new_text, [old_texts]) -> [bool, ...]")
@@ -179,64 +172,43 @@ class ConversationMemory(MemoryReading):
             ``recall(user=...)`` finds it from any session and ``context(user=...)`` includes
             it when pinned.
         """
-        check_text(text, "text")
-        if not text.strip():
-            raise ValueError("text must not be empty or only whitespace")
-        session = check_session(session)
-        check_text(role, "role")
-        if not role:
-            raise ValueError("role must be a non-empty str")
-        check_bool(pinned, "pinned")
-        if kind is not None:
-            check_choice(kind, "kind", KINDS)
-        if pinned and kind not in (None, KIND_PINNED):
-            raise ValueError(f"pinned=True stores a pinned fact; it cannot also be kind={kind!r}")
-        kind = KIND_PINNED if pinned else (kind or KIND_TURN)
-        if turn is not None:
-            turn = check_int(turn, "turn", minimum=0, below=TURN_LIMIT)
-            if kind != KIND_TURN:
-                raise ValueError(f"turn numbers belong to turns, not to a {kind}")
-        ts = to_epoch(timestamp, "timestamp")
-        meta = check_caller_metadata(metadata)
-        user = check_user(user)
-        if id is not None:
-            check_id(id)
-        ttl = self._ttl_for(kind, ttl_days)
-        if check is not None:
-            check_bool(check, "check")
-        run_judge = check if check is not None else (self.judge is not None and kind != KIND_TURN)
-        if run_judge and self.judge is None:
-            raise ValueError("check=True needs a judge; pass judge= to ConversationMemory")
-
-        if id is not None:
+        d = make_draft(text, session=session, role=role, turn=turn, timestamp=timestamp, pinned=pinned, kind=kind,
+                       metadata=metadata, id=id, ttl_days=ttl_days, check=check, user=user,
+                       ttl_map=self.ttl_days, has_judge=self.judge is not None)
+        if d.id is not None:
             with self.store.locked() as m:  # fail fast, before the embedder runs
-                refuse_taken(m, id)
+                refuse_taken(m, d.id)
         # The callables (embedder, token counter, judge) run outside the lock, on a snapshot.
-        vec = self.store.embed([text])[0]
-        tokens = self.store.count_tokens([text])[0]
-        contradicted = self._judge(text, vec, session, ts) if run_judge else []
+        vec = self.store.embed([d.text])[0]
+        tokens = self.store.count_tokens([d.text])[0]
+        contradicted = self._judge(d.text, vec, d.session, d.ts) if d.run_judge else []
+        return self._write(d, vec, tokens, contradicted)
+
+    def _write(self, d: Draft, vec: np.ndarray, tokens: int, contradicted: list[str]) -> str:
+        """Store the drafted memory and supersede what the judge said it contradicts, in one
+        transaction; returns its id."""
         with self.store.locked() as m:
-            if id is not None:
-                refuse_taken(m, id)
+            if d.id is not None:
+                refuse_taken(m, d.id)
             # A fact the judge named that a write meanwhile superseded or deleted is left as it is.
             contradicted = [c for c in contradicted if (p := m.memory_position(c)) is not None and not m.superseded[p]]
-            new_id = id or new_memory_id()
-            meta.update(stamp(kind, session, role, ts, ttl))
-            if user is not None:
-                meta[K_USER] = user
+            new_id = d.id or new_memory_id()
+            meta = dict(d.metadata)
+            meta.update(stamp(d.kind, d.session, d.role, d.ts, d.ttl))
+            if d.user is not None:
+                meta[K_USER] = d.user
             if contradicted:
                 meta[K_SUPERSEDES] = contradicted
             with self.store.transaction() as tx:
-                if kind == KIND_TURN:
-                    meta[K_TURN] = claim_turn(m, tx, session, turn)
-                tx.insert(new_id, text, meta, vec, tokens)
+                if d.kind == KIND_TURN:
+                    meta[K_TURN] = claim_turn(m, tx, d.session, d.turn)
+                tx.insert(new_id, d.text, meta, vec, tokens)
                 for old in contradicted:
-                    mark_superseded(m, tx, old, new_id, ts)
+                    mark_superseded(m, tx, old, new_id, d.ts)
             return new_id
 
     def _ttl_for(self, kind: str, ttl_days: Any) -> float | None:
-        ttl = check_positive(ttl_days, "ttl_days", allow_inf=True) if ttl_days is not None else self.ttl_days.get(kind)
-        return None if ttl is None or math.isinf(ttl) else ttl
+        return ttl_for(kind, ttl_days, self.ttl_days)
 
     def _judge(self, text: str, vec: np.ndarray, session: str | None, ts: float) -> list[str]:
         """Ids of the live facts nearest to ``text`` that the judge says it contradicts.

@@ -20,29 +20,41 @@ import numpy as np
 
 from ..core.checks import (
     check_bool,
-    check_choice,
     check_int,
-    check_kinds,
     check_limit,
     check_session,
     check_text,
-    check_weight,
 )
 from ..core.clock import TimeLike, to_epoch
 from ..core.keys import KIND_TURN, KINDS
 from ..models.embed import reranks_by_default
 from ..models.rerank import Reranker, reranker_name
 from ..ranking import scoring
+from ..ranking.blend import Blend
 from ..ranking.pool import CandidatePool
-from ..store.checks import check_hybrid_weight, check_ids, check_mode
+from ..store.checks import check_mode
 from ..store.collection import Collection
+from ..store.mirror import Mirror
 from ..store.results import Result
 from ..store.seam import MemoryStore
 from .bookkeeping import memory_pos
-from .checks import any_if_none, check_memory_filter, check_min_relevance, check_user
+from .checks import any_if_none, check_memory_filter
 from .context import ContextBlock, assemble
 from .recall import MemoryResults, drop_below, gather, rank, rerank_pool
+from .request import RecallRequest, request_of
 from .supersession import HistoryEntry, chain
+
+
+def blend_field(name: str) -> property:
+    """A memory attribute that reads and writes one field of its :class:`Blend`."""
+    def get(self: MemoryReading) -> float:
+        return float(getattr(self.blend, name))
+
+    def put(self: MemoryReading, value: float) -> None:
+        self.blend = self.blend.replace(**{name: value})
+
+    return property(get, put, doc=f"The blend's ``{name}``.")
+
 
 # The keyword arguments of recall() that context() passes on.
 RECALL_ARGS = ("score_gap", "kinds", "include_superseded", "mode", "exclude_ids", "hybrid_weight", "min_relevance",
@@ -54,27 +66,28 @@ class MemoryReading:
     the attributes below)."""
 
     db: Collection
-
-    @property
-    def store(self) -> MemoryStore:
-        """The seam this memory reaches its collection through (``db.engine``)."""
-        return self.db.engine
-    half_life_days: float
-    recency_weight: float
-    feedback_weight: float
-    feedback_half_life_days: float
-    hybrid_weight: float
+    blend: Blend
     min_relevance: float | None
     rerank: bool | None
     reranker: Reranker
     recency_from: str
 
     @property
+    def store(self) -> MemoryStore:
+        """The seam this memory reaches its collection through (``db.engine``)."""
+        return self.db.engine
+
+    @property
     def settings(self) -> dict[str, float]:
-        """The ranking parameters, as the sweep engine names them."""
-        return {"half_life_days": self.half_life_days, "recency_weight": self.recency_weight,
-                "feedback_weight": self.feedback_weight,
-                "feedback_half_life_days": self.feedback_half_life_days, "hybrid_weight": self.hybrid_weight}
+        """The blend's parameters by name, as the sweep engine names them."""
+        return self.blend.as_dict()
+
+    # The blend's parameters one by one (setting one replaces the blend, checked).
+    half_life_days = blend_field("half_life_days")
+    recency_weight = blend_field("recency_weight")
+    feedback_weight = blend_field("feedback_weight")
+    feedback_half_life_days = blend_field("feedback_half_life_days")
+    hybrid_weight = blend_field("hybrid_weight")
 
     # ------------------------------------------------------------------ reading
 
@@ -132,25 +145,16 @@ class MemoryReading:
         recency_weight * 0.5 ** (age / half_life_days) + feedback_weight * clamp(feedback,
         -2, 2)``; ties go to the newer. Embedding models put cosines in a narrow band;
         measured against the spread the candidates actually have, "clearly more relevant"
-        means what it says.
+        means what it says. With a rerank, the pool's ``max(2 x limit, 20)`` most relevant
+        candidates are kept and each one's relevance becomes the reranker's score.
 
-        With a rerank, the pool is first cut to its ``max(2 x limit, 20)`` most relevant
-        candidates (by the mode's relevance, not by the blend), and each one's relevance
-        becomes the reranker's score of (query, text); the blend above then ranks them
-        unchanged. On LoCoMo this lifts recall@10 from 0.65 to 0.76 (README, "Search modes").
+        Each result's ``metadata["_vx_scoring"]`` holds its score's parts: ``relevance``
+        (raw), ``relevance_norm``, ``recency``, ``feedback``, ``score``, ``age_days``,
+        ``mode``, ``first_stage`` and ``rerank`` (when reranked), ``recency_from``, and
+        outside dense mode the raw ``dense`` cosine and ``lexical`` BM25.
 
-        Each result's ``metadata["_vx_scoring"]`` holds the parts of its score:
-        ``relevance`` (raw: the reranker's logit when reranked, else the mode's score),
-        ``relevance_norm``, ``recency``, ``feedback``, ``score``, ``age_days``, ``mode``,
-        ``first_stage`` (the mode's relevance before the rerank; None when not reranked),
-        ``rerank`` (the reranker's name, or None), ``recency_from`` (what ``age_days`` counts
-        from), and outside dense mode the raw ``dense`` cosine and ``lexical`` BM25.
-
-        A memory made with ``recency_from="accessed"`` records, at ``now``, that the results
-        it returns were accessed (one small durable write; not on a read-only handle), and
-        ages each memory from its latest access before ``now`` instead of its creation. An
-        access counts from the moment after it: calls made at one moment never see each
-        other's, so they rank alike whatever their order.
+        A memory made with ``recency_from="accessed"`` records that the results were
+        accessed at ``now`` and ages each memory from its latest access before ``now``.
 
         :param query: the text to match.
         :param session: whose memories (None: every session).
@@ -159,58 +163,46 @@ class MemoryReading:
         :param score_gap: cut at the first result scoring this much below the one before it.
         :param kinds: which kinds are eligible.
         :param include_superseded: let corrected and contradicted memories back in.
-        :param mode: the relevance: ``"hybrid"`` (the default, None) fuses the cosine and
-            BM25 with ``hybrid_weight``; ``"dense"`` is the cosine alone; ``"lexical"`` BM25
-            from the FTS5 index alone. The blend on top is the same whatever the mode.
-        :param now: the moment of the recall (default: now): ages count to it, and the
-            collection is read as it stood then. A memory created after it is not there,
-            one superseded after it is live, one expired by then is left out, and only
-            feedback recorded at or before it counts.
+        :param mode: ``"hybrid"`` (the default, None) fuses the cosine and BM25 with
+            ``hybrid_weight``; ``"dense"`` is the cosine alone, ``"lexical"`` BM25 alone.
+        :param now: the moment of the recall (default: now): ages count to it and the
+            collection is read as it stood then (later memories, supersessions, expiries
+            and feedback are not there yet).
         :param exclude_ids: memories to leave out.
         :param hybrid_weight: the dense share of hybrid relevance (default: the memory's).
-        :param min_relevance: leave out candidates whose raw relevance is below this, before
-            normalising (so a query that matches nothing returns nothing). Raw means the
-            reranker's logit when reranked (about 0 is "maybe"; -5 drops what is unrelated),
-            else the cosine in dense and hybrid mode, BM25 in lexical mode. Default: the
-            memory's (None: keep every candidate). :meth:`low_relevance` gives a hint.
-        :param rerank: rerank with the memory's reranker (None: the memory's ``rerank``
-            setting; by default on with vxmem's default embedder, off otherwise).
-        :param filter: only memories whose own metadata match it, in the collection's filter
-            syntax (``{"topic": "billing"}``, ``{"topic": ["billing", "refunds"]}``). Exact:
-            the pool is drawn from the matching memories alone, so the results are the true
-            top ``limit`` among them.
-        :param user: only this user's memories (``remember(user=...)``), from every session
-            unless ``session`` narrows it to one.
-        :param recency_from: what ages count from for this recall: ``"created"`` or
-            ``"accessed"`` (None: the memory's ``recency_from``). Recording follows the
-            memory's setting alone, so a memory made with ``"created"`` can rank by the
-            recorded accesses (``recency_from="accessed"``) without adding any.
+        :param min_relevance: leave out candidates whose raw relevance (the reranker's logit
+            when reranked, else the cosine, or BM25 in lexical mode) is below this
+            (default: the memory's). :meth:`low_relevance` gives a hint.
+        :param rerank: rerank with the memory's reranker (None: the memory's setting).
+        :param filter: only memories whose own metadata match it (``{"topic": "billing"}``,
+            ``{"topic": ["billing", "refunds"]}``); exact: the pool is drawn from them alone.
+        :param user: only this user's memories, from every session unless ``session`` narrows it.
+        :param recency_from: ``"created"`` or ``"accessed"`` for this recall (None: the
+            memory's); recording accesses follows the memory's own setting alone.
         """
-        return self._recall(query, session=session, limit=limit, token_budget=token_budget, score_gap=score_gap,
-                            kinds=kinds, include_superseded=include_superseded, mode=mode, now=now,
-                            exclude_ids=exclude_ids, hybrid_weight=hybrid_weight, min_relevance=min_relevance,
-                            rerank=rerank, filter=filter, user=user, recency_from=recency_from,
-                            touch=self.recency_from == "accessed")
+        request = self.request(query, session=session, limit=limit, token_budget=token_budget, score_gap=score_gap,
+                               kinds=kinds, include_superseded=include_superseded, mode=mode, now=now,
+                               exclude_ids=exclude_ids, hybrid_weight=hybrid_weight, min_relevance=min_relevance,
+                               rerank=rerank, filter=filter, user=user, recency_from=recency_from)
+        return self.recall_request(request)
 
-    def _recall(self, query: str, *, session: str | None = None, limit: int = 10, token_budget: int | None = None,
-                score_gap: float | None = None, kinds: Sequence[str] = KINDS, include_superseded: bool = False,
-                mode: str | None = None, now: TimeLike = None, exclude_ids: Sequence[str] = (),
-                hybrid_weight: float | None = None, min_relevance: float | None = None,
-                rerank: bool | None = None, filter: dict[str, Any] | None = None, user: str | None = None,
-                recency_from: str | None = None, touch: bool) -> MemoryResults:
-        """``recall()``, recording the results as accessed when ``touch`` is set."""
-        if token_budget is not None:
-            token_budget = check_limit(token_budget, "token_budget")
-        if score_gap is not None:
-            score_gap = check_weight(score_gap, "score_gap")
-        self._prepare_query(query, mode)  # the embedder runs before the lock is taken
+    def request(self, query: str, *, hybrid_weight: float | None = None, **options: Any) -> RecallRequest:
+        """The :class:`~vxmem.memory.request.RecallRequest` that ``recall(query, **options)``
+        runs, checked; ``hybrid_weight`` gives it this memory's blend with that weight."""
+        blend = None if hybrid_weight is None else self.blend.replace(hybrid_weight=hybrid_weight)
+        return request_of(query, blend=blend, **options)
+
+    def recall_request(self, request: RecallRequest, *, touch: bool | None = None) -> MemoryResults:
+        """Run one checked :class:`~vxmem.memory.request.RecallRequest`: what ``recall()``
+        does with its arguments. ``touch`` records the results as accessed (default: when
+        this memory ages from access)."""
+        if touch is None:
+            touch = self.recency_from == "accessed"
+        self.store.prepare_query(request.query, request.search_mode)  # the embedder runs before the lock
         with self.store.locked() as m:  # the pool's positions stay valid only while no one else writes
-            pool = self.candidate_pool(query, session=session, limit=limit, kinds=kinds,
-                                       include_superseded=include_superseded, mode=mode, now=now,
-                                       exclude_ids=exclude_ids, hybrid_weight=hybrid_weight,
-                                       min_relevance=min_relevance, rerank=rerank, filter=filter, user=user,
-                                       recency_from=recency_from)
-            results = rank(pool, m, query, self.settings, score_gap, token_budget)
+            pool = self._pool(m, request)
+            results = rank(pool, m, request.query, request.blend or self.blend, request.score_gap,
+                           request.token_budget)
             if touch and len(results):
                 self._record(np.array([m.pos_of_id[r.id] for r in results], dtype=np.int64), pool.now)
             return results
@@ -246,37 +238,37 @@ class MemoryReading:
         The arguments are ``recall()``'s, plus ``pool``, which overrides the pool size
         (default ``max(4 x limit, 40)``). Reading a pool records no access.
         """
-        check_text(query, "query")
-        session = check_session(session)
-        limit = check_limit(limit)
-        kinds = check_kinds(kinds)
-        mode = scoring.DEFAULT_MODE if mode is None else check_mode(mode)
-        hybrid_weight = self.hybrid_weight if hybrid_weight is None else check_hybrid_weight(hybrid_weight)
-        check_bool(include_superseded, "include_superseded")
-        excluded = tuple(check_ids(exclude_ids, "exclude_ids"))
-        floor = self.min_relevance if min_relevance is None else check_min_relevance(min_relevance)
-        reranking = self._reranking(rerank)
-        flt = check_memory_filter(filter)
-        user = check_user(user)
-        aged_from = self.recency_from if recency_from is None else check_choice(
-            recency_from, "recency_from", scoring.RECENCY_FROM)
-        now_ts = to_epoch(now)
-        size = scoring.pool_size(limit) if pool is None else check_limit(pool, "pool")
-        scope = any_if_none(session)
-        self.store.prepare_query(query, mode)  # a no-op when recall() prepared it already
+        request = self.request(query, session=session, limit=limit, kinds=kinds,
+                               include_superseded=include_superseded, mode=mode, now=now, exclude_ids=exclude_ids,
+                               hybrid_weight=hybrid_weight, min_relevance=min_relevance, rerank=rerank,
+                               filter=filter, user=user, recency_from=recency_from)
+        size = None if pool is None else check_limit(pool, "pool")
+        self.store.prepare_query(request.query, request.search_mode)
         with self.store.locked() as m:
-            pos = m.select(scope, kinds, live_at=now_ts, include_superseded=include_superseded, exclude_ids=excluded,
-                           as_of=now_ts, user=user)
-            pos = m.keep_matching(pos, flt)
-            found = gather(self.store, m, query, pos, size=size, mode=mode, hybrid_weight=hybrid_weight,
-                           session=scope, now_ts=now_ts, limit=limit)
-            if reranking and len(found):
-                found = rerank_pool(found, m, query, self.reranker, reranker_name(self.reranker))
-            if floor is not None:
-                found = drop_below(found, floor)
-            if aged_from == "accessed" and found.positions is not None:
-                found = found.aged_from_access(self.store.last_access(found.positions, now_ts))
-            return found
+            return self._pool(m, request, size)
+
+    def _pool(self, m: Mirror, request: RecallRequest, size: int | None = None) -> CandidatePool:
+        """``request``'s candidate pool, from the mirror ``m`` (inside ``store.locked()``):
+        gathered, reranked when it reranks, cut by ``min_relevance``, aged as it asks."""
+        now_ts = request.now
+        assert now_ts is not None  # a request's time is fixed when it is made
+        scope = any_if_none(request.session)
+        pos = m.select(scope, request.kinds, live_at=now_ts, include_superseded=request.include_superseded,
+                       exclude_ids=request.exclude_ids, as_of=now_ts, user=request.user)
+        pos = m.keep_matching(pos, request.filter)
+        blend = request.blend or self.blend
+        found = gather(self.store, m, request.query, pos, size=size or scoring.pool_size(request.limit),
+                       mode=request.search_mode, hybrid_weight=blend.hybrid_weight, session=scope, now_ts=now_ts,
+                       limit=request.limit)
+        if self._reranking(request.rerank) and len(found):
+            found = rerank_pool(found, m, request.query, self.reranker, reranker_name(self.reranker))
+        floor = self.min_relevance if request.min_relevance is None else request.min_relevance
+        if floor is not None:
+            found = drop_below(found, floor)
+        aged_from = self.recency_from if request.recency_from is None else request.recency_from
+        if aged_from == "accessed" and found.positions is not None:
+            found = found.aged_from_access(self.store.last_access(found.positions, now_ts))
+        return found
 
     def _reranking(self, rerank: Any) -> bool:
         """Whether a recall with ``rerank=`` reranks: the argument, else the memory's setting,
@@ -363,22 +355,21 @@ class MemoryReading:
         made the block as accessed at ``now`` (pinned facts and recent turns are there
         whatever the query, so they are not).
         """
-        check_text(query, "query")
         session = check_session(session)
-        user = check_user(user)
-        flt = check_memory_filter(filter)
         token_budget = check_limit(token_budget, "token_budget")
         recent_turns = check_int(recent_turns, "recent_turns", minimum=0)
-        limit = check_limit(limit)
         for taken in ("token_budget", "session", "limit", "now", "query"):  # context() sets these itself
             recall_kwargs.pop(taken, None)
         unknown = set(recall_kwargs) - set(RECALL_ARGS)
         if unknown:
             raise TypeError(f"context() got unexpected recall arguments: {sorted(unknown)}")
-        self._prepare_query(query, recall_kwargs.get("mode"))
-        now_ts = to_epoch(now)
-        block = assemble(self.store, partial(self._recall, touch=False), query, session, token_budget, recent_turns,
-                         limit, now_ts, recall_kwargs, user=user, flt=flt)
+        # A user's block recalls from every session of theirs; the recent turns stay the session's.
+        request = self.request(query, session=session if user is None else None, user=user, limit=limit, now=now,
+                               filter=filter, **recall_kwargs)
+        self.store.prepare_query(request.query, request.search_mode)
+        block = assemble(self.store, partial(self.recall_request, touch=False), request, session, token_budget,
+                         recent_turns)
         if self.recency_from == "accessed":
-            self._touch([r.id for r in block.recalled], now_ts)
+            assert request.now is not None
+            self._touch([r.id for r in block.recalled], request.now)
         return block

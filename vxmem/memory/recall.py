@@ -12,7 +12,6 @@ sweep engine uses too, then applies the limit, the score gap and the token budge
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -21,6 +20,7 @@ from ..core.clock import DAY
 from ..core.keys import K_FEEDBACK, K_KIND, K_ROLE, K_SCORING, K_SESSION, K_TS, K_TURN, KINDS, NO_KIND, RESERVED_PREFIX
 from ..models.rerank import Reranker, rerank_scores
 from ..ranking import scoring
+from ..ranking.blend import Blend
 from ..ranking.pool import CandidatePool
 from ..store.mirror import Mirror, SessionArg
 from ..store.results import Result, Results
@@ -116,9 +116,9 @@ def _feedback_matrix(metas: list[dict[str, Any]], now_ts: float) -> tuple[np.nda
     return signs, ages
 
 
-def rank(pool: CandidatePool, m: Mirror, query: str, blend: Mapping[str, float], score_gap: float | None,
+def rank(pool: CandidatePool, m: Mirror, query: str, blend: Blend, score_gap: float | None,
          token_budget: int | None) -> MemoryResults:
-    """The pool blended with ``blend``'s four parameters, best first, cut to ``pool.limit``,
+    """The pool blended with ``blend``, best first, cut to ``pool.limit``,
     then at the first ``score_gap`` cliff, then to ``token_budget``.
 
     Each result's metadata gains ``_vx_scoring``: the parts of its score. ``relevance`` is
@@ -129,8 +129,8 @@ def rank(pool: CandidatePool, m: Mirror, query: str, blend: Mapping[str, float],
     """
     if pool.positions is None or pool.positions.size == 0:
         return MemoryResults([], query=query, token_budget=token_budget)
-    score, rel_norm, recency, fb = pool.blend(blend["half_life_days"], blend["recency_weight"],
-                                              blend["feedback_weight"], blend["feedback_half_life_days"])
+    score, rel_norm, recency, fb = pool.blend(blend.half_life_days, blend.recency_weight, blend.feedback_weight,
+                                              blend.feedback_half_life_days)
     order, n_gap, keep = scoring.ship(score, pool.ts, pool.tokens, pool.limit, score_gap, token_budget)
     top = order[: pool.limit]
     shipped = top[:n_gap][keep]

@@ -1,0 +1,86 @@
+"""A memory about to be stored, checked: what ``remember()`` makes of its arguments first.
+
+Every argument is checked before anything is embedded or written, so bad input changes
+nothing; the :class:`Draft` then carries the canonical values to the write.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from ..core.checks import check_bool, check_choice, check_int, check_positive, check_session, check_text
+from ..core.clock import TimeLike, to_epoch
+from ..core.keys import KIND_PINNED, KIND_TURN, KINDS, TURN_LIMIT
+from ..store.checks import check_id
+from .checks import check_caller_metadata, check_user
+
+
+@dataclass(frozen=True)
+class Draft:
+    """One memory's checked arguments: ``ttl`` in days (None: forever), ``ts`` in epoch
+    seconds, ``metadata`` the caller's own keys, ``run_judge`` whether the contradiction
+    judge sees it."""
+
+    text: str
+    session: str | None
+    role: str
+    kind: str
+    turn: int | None
+    ts: float
+    metadata: dict[str, Any]
+    user: str | None
+    id: str | None
+    ttl: float | None
+    run_judge: bool
+
+
+def ttl_for(kind: str, ttl_days: Any, ttl_map: dict[str, float | None]) -> float | None:
+    """A memory's time to live in days: ``ttl_days`` (checked) if given, else its kind's;
+    None (or infinity) means forever."""
+    ttl = check_positive(ttl_days, "ttl_days", allow_inf=True) if ttl_days is not None else ttl_map.get(kind)
+    return None if ttl is None or math.isinf(ttl) else ttl
+
+
+def _kind_of(pinned: Any, kind: Any, turn: Any) -> tuple[str, int | None]:
+    """The memory's kind and its checked turn number."""
+    check_bool(pinned, "pinned")
+    if kind is not None:
+        check_choice(kind, "kind", KINDS)
+    if pinned and kind not in (None, KIND_PINNED):
+        raise ValueError(f"pinned=True stores a pinned fact; it cannot also be kind={kind!r}")
+    kind = KIND_PINNED if pinned else (kind or KIND_TURN)
+    if turn is not None:
+        turn = check_int(turn, "turn", minimum=0, below=TURN_LIMIT)
+        if kind != KIND_TURN:
+            raise ValueError(f"turn numbers belong to turns, not to a {kind}")
+    return kind, turn
+
+
+def make_draft(text: Any, *, session: Any, role: Any, turn: Any, timestamp: TimeLike, pinned: Any, kind: Any,
+               metadata: Any, id: Any, ttl_days: Any, check: Any, user: Any,
+               ttl_map: dict[str, float | None], has_judge: bool) -> Draft:
+    """``remember()``'s arguments, checked, as a :class:`Draft` (``ttl_map``: the memory's
+    TTL per kind; ``has_judge``: whether it has a contradiction judge)."""
+    check_text(text, "text")
+    if not text.strip():
+        raise ValueError("text must not be empty or only whitespace")
+    session = check_session(session)
+    check_text(role, "role")
+    if not role:
+        raise ValueError("role must be a non-empty str")
+    kind, turn = _kind_of(pinned, kind, turn)
+    ts = to_epoch(timestamp, "timestamp")
+    meta = check_caller_metadata(metadata)
+    user = check_user(user)
+    if id is not None:
+        check_id(id)
+    ttl = ttl_for(kind, ttl_days, ttl_map)
+    if check is not None:
+        check_bool(check, "check")
+    run_judge = check if check is not None else (has_judge and kind != KIND_TURN)
+    if run_judge and not has_judge:
+        raise ValueError("check=True needs a judge; pass judge= to ConversationMemory")
+    return Draft(text=text, session=session, role=role, kind=kind, turn=turn, ts=ts, metadata=meta, user=user,
+                 id=id, ttl=ttl, run_judge=bool(run_judge))
