@@ -32,9 +32,12 @@ app: $(STAMP)
 	@echo "vxmem workbench: open http://localhost:$(APP_PORT) in a browser (Ctrl-C stops it)"
 	$(BIN)/streamlit run app.py --server.port $(APP_PORT)
 
-# JupyterLab on the project's venv (the notebooks extra installs it), opened on notebooks/.
+# JupyterLab on the project's venv (the notebooks extra installs it), opened on notebooks/. --allow-root: CI
+# and containers run as root, where JupyterLab refuses to start without it (it changes nothing for other users).
+NOTEBOOKS_PORT ?= 8888
 notebooks: $(STAMP)
-	$(BIN)/jupyter lab --notebook-dir=notebooks --ServerApp.open_browser=False
+	$(BIN)/jupyter lab --notebook-dir=notebooks --ServerApp.open_browser=False --ServerApp.port=$(NOTEBOOKS_PORT) \
+		--allow-root
 
 # The browser test drives Debian's Chromium through Playwright (never a browser download).
 # Where it cannot be installed (not root, no apt) the test skips and says why; in CI it fails.
