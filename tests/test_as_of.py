@@ -184,7 +184,7 @@ def test_a_probe_before_a_later_correction_ranks_as_recall_as_of_its_moment(hash
 
 def test_bm25_statistics_as_of_a_moment_are_the_same_counted_directly_or_by_binary_search(word_embedder):
     from vxmem.core.keys import NO_KIND
-    from vxmem.store.lexical import _AsOf
+    from vxmem.store.bm25 import BM25AsOf
 
     db = Vectrix(None, embedder=word_embedder)
     rng = np.random.default_rng(3)
@@ -200,8 +200,8 @@ def test_bm25_statistics_as_of_a_moment_are_the_same_counted_directly_or_by_bina
         pos = np.flatnonzero(rng.random(m.n) < 0.3)
         pos = np.where(rng.random(pos.size) < 0.1, -1, pos)  # a deleted posting reads -1
         moments = T0 + rng.uniform(-5, 95, 50) * DAY
-        direct = [(_AsOf(m, doc_len, 0).stats(t), _AsOf(m, doc_len, 0).df("w", pos, t)) for t in moments]
-        searched = _AsOf(m, doc_len, 0)
+        direct = [(BM25AsOf(m, doc_len, 0).stats(t), BM25AsOf(m, doc_len, 0).df("w", pos, t)) for t in moments]
+        searched = BM25AsOf(m, doc_len, 0)
         searched.stats(moments[0])  # the first moment: counted directly; the rest by binary search
         for t, (stats, df) in zip(moments, direct):
             assert searched.stats(t) == stats

@@ -34,7 +34,7 @@ from vxmem.memory import (
     K_SUPERSEDES,
     K_TURN,
 )
-from vxmem.store import hnsw as hnsw_module
+from vxmem.store import hnsw_graph
 
 from helpers import TESTS, WordHashEmbedder, vector_of
 
@@ -254,8 +254,8 @@ def _check_index(path, docs):
         assert sorted(int(k) for k in index.keys) == rowids
         for r in db.scan():
             vec = index.get(np.array([docs[r.id][0]], dtype=np.uint64))[0]
-            want, atol = hnsw_module.stored_form(np.asarray(vector_of(db, r.id), dtype=np.float32),
-                                                 hnsw_module.HNSW_SETTINGS["dtype"])
+            want, atol = hnsw_graph.stored_form(np.asarray(vector_of(db, r.id), dtype=np.float32),
+                                                hnsw_graph.HNSW_SETTINGS["dtype"])
             assert np.allclose(np.asarray(vec, dtype=np.float32), want, rtol=0.0, atol=atol)
         db.exact_threshold = 0
         exact = db.search("tea coffee paris", limit=5)

@@ -212,7 +212,7 @@ def test_the_cross_encoder_scores_a_pair_the_same_alone_or_among_others():
     q = "When did Caroline go to the support group?"
     texts = ["Caroline: I went to the support group yesterday.", "Melanie: Pizza tonight?"]
     together = ce(q, texts)
-    ce._cache.clear()  # score again from the model, one pair at a time, the other order
+    ce.clear_cache()  # score again from the model, one pair at a time, the other order
     apart = np.array([ce(q, [t])[0] for t in reversed(texts)])[::-1]
     assert np.array_equal(together, apart) and together[0] > 0 > together[1]
 

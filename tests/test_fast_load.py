@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from vxmem.core.keys import K_EXPIRES, K_KIND, K_SESSION, K_SUPERSEDED_AT, K_SUPERSEDED_BY, K_TS, K_TURN
+from vxmem.store.columns import columns_of, columns_of_all
 from vxmem.store.jsonio import loads_all
-from vxmem.store.mirror import _columns_of, _columns_of_all
 
 _SCALARS = st.one_of(st.none(), st.booleans(), st.integers(), st.integers(min_value=-2**70, max_value=2**70),
                      st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=6),
@@ -30,9 +30,9 @@ def _same(a, b):
 @settings(max_examples=300, derandomize=True, database=None, deadline=None)
 @given(_METAS)
 def test_the_columns_read_in_bulk_equal_the_per_row_columns(metas):
-    code, ts, expires, superseded, turn, sessions = _columns_of_all(metas)
+    code, ts, expires, superseded, turn, sessions = columns_of_all(metas)
     for i, meta in enumerate(metas):
-        want = _columns_of(meta)
+        want = columns_of(meta)
         got = (int(code[i]), float(ts[i]), float(expires[i]), superseded[i], float(turn[i]), sessions[i])
         assert all(_same(w, g) for w, g in zip(want, got)), (meta, want, got)
 
@@ -60,7 +60,7 @@ def test_values_orjson_reads_otherwise_are_read_as_json_reads_them():
 
 def test_the_lexical_postings_read_per_term_equal_those_read_per_token(tmp_path, word_embedder):
     from vxmem import Vectrix
-    from vxmem.store.lexical import LexicalIndex
+    from vxmem.store.bm25 import LexicalIndex
 
     path = str(tmp_path / "lex.db")
     with Vectrix(path, embedder=word_embedder) as db:
@@ -70,16 +70,16 @@ def test_the_lexical_postings_read_per_term_equal_those_read_per_token(tmp_path,
         db.add(["added after a delete: cat"])
         db.engine.database.index_pending()  # FTS5 holds them all
         conn = db.engine.database.conn
+        conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.vx_fts_i USING fts5vocab(main, vx_fts, 'instance')")
         per_token = LexicalIndex(conn)
-        per_token._ensure_temp()
-        per_token._add(conn.execute("SELECT term, doc FROM temp.vx_fts_i WHERE col = 'text'").fetchall())
+        per_token.add_tokens(conn.execute("SELECT term, doc FROM temp.vx_fts_i WHERE col = 'text'").fetchall())
         per_term = LexicalIndex(conn)
         per_term.sync(10**6, lambda rowid: [])
-        assert per_token._postings.keys() == per_term._postings.keys()
-        for term, a in per_token._postings.items():
-            b = per_term._postings[term]
+        assert per_token.postings.keys() == per_term.postings.keys()
+        for term, a in per_token.postings.items():
+            b = per_term.postings[term]
             assert a.rowids[: a.n].tolist() == b.rowids[: b.n].tolist(), term
             assert a.tf[: a.n].tolist() == b.tf[: b.n].tolist(), term
         rows = max(conn.execute("SELECT max(rowid) FROM vx_docs").fetchone()[0] + 1, 9)
-        assert per_token._text_len[:rows].tolist() == per_term._text_len[:rows].tolist()
-        assert int(per_term._text_len.sum()) == int(per_token._text_len.sum()) > 0
+        assert per_token.text_len[:rows].tolist() == per_term.text_len[:rows].tolist()
+        assert int(per_term.text_len.sum()) == int(per_token.text_len.sum()) > 0

@@ -10,7 +10,7 @@ import threading
 import numpy as np
 
 from vxmem import Vectrix
-from vxmem.store import checkpoint, database, hnsw
+from vxmem.store import checkpoint, database, hnsw, opening
 
 from helpers import WordHashEmbedder
 
@@ -52,7 +52,7 @@ def _hnsw_and_exact(db, query, limit=10):
 
 
 def _graph_keys(db):
-    with db.engine.index._graph_lock:
+    with db.engine.index.graph_lock:
         return sorted(int(k) for k in db.engine.index.index.keys)
 
 
@@ -90,7 +90,7 @@ def test_a_saved_index_is_reused_by_a_later_process_after_writes_of_a_process_th
 
 def test_a_saved_index_older_than_the_change_log_reaches_is_rebuilt(tmp_path, monkeypatch):
     path = _saved(tmp_path)
-    monkeypatch.setattr(database, "CHANGE_WINDOW", 3)
+    monkeypatch.setattr(opening, "CHANGE_WINDOW", 3)
     monkeypatch.setattr(database, "PRUNE_EVERY", 1)
     with _open(path) as db:
         db.exact_threshold = 10**9
@@ -107,9 +107,9 @@ def test_a_saved_index_whose_graph_misses_a_row_the_log_does_not_name_is_rebuilt
         db.build_index()
         with db.engine.locked() as m:
             victim = int(m.rowid[5])
-        with db.engine.index._graph_lock:
+        with db.engine.index.graph_lock:
             db.engine.index.index.remove(np.array([victim], dtype=np.uint64))
-        db.engine.index._dirty = True  # saved without that row, as a foreign or damaged file would be
+        db.engine.index.dirty = True  # saved without that row, as a foreign or damaged file would be
     with _open(path) as db:
         assert db.engine.index.load_saved() is False
 
@@ -177,7 +177,7 @@ def _frames_after(tmp_path, monkeypatch, cap, commits=60):
 
 
 def test_the_writer_checkpoints_itself_past_the_cap_when_the_background_falls_behind(tmp_path, monkeypatch):
-    monkeypatch.setattr(database.Checkpointer, "request", lambda self: None)  # a background that never runs
+    monkeypatch.setattr(checkpoint.Checkpointer, "request", lambda self: None)  # a background that never runs
     unbounded = _frames_after(tmp_path, monkeypatch, 10**9)
     capped = _frames_after(tmp_path, monkeypatch, 25)  # checkpointed at commits 25 and 50: 10 commits since
     assert capped * 3 < unbounded
@@ -187,11 +187,11 @@ def test_a_writer_rewinds_its_wal_once_a_checkpoint_finds_it_large(tmp_path, mon
     """PASSIVE checkpoints alone never rewind the WAL of a writer that keeps committing (it
     grew by 58 MB per 1,000 remember() calls, without bound): once the thread's checkpoint
     finds more than REWIND_AT bytes in use, the writer's next commit rewinds it."""
-    monkeypatch.setattr(database.Checkpointer, "request", lambda self: None)  # the thread's rounds run here, in turn
+    monkeypatch.setattr(checkpoint.Checkpointer, "request", lambda self: None)  # the thread's rounds run here, in turn
     monkeypatch.setattr(checkpoint, "REWIND_AT", 64 << 10)
     path = tmp_path / "rewind.db"
     db = Vectrix(path, embedder=WordHashEmbedder(dim=16))
-    cp = db.engine.database._checkpointer
+    cp = db.engine.database.checkpointer
     for i in range(30):
         db.add([f"row {i} " + "word " * 50])
     # A checkpoint that cannot copy the newest frames (what commits made while the thread's
@@ -221,7 +221,7 @@ def test_a_writer_rewinds_its_wal_once_a_checkpoint_finds_it_large(tmp_path, mon
 def test_a_rewind_waits_for_no_reader(tmp_path, monkeypatch):
     """A reader on an older snapshot keeps the WAL's frames: the rewind gives up at once
     (the writer's call returns without waiting) and a later round rewinds."""
-    monkeypatch.setattr(database.Checkpointer, "request", lambda self: None)
+    monkeypatch.setattr(checkpoint.Checkpointer, "request", lambda self: None)
     path = tmp_path / "held.db"
     db = Vectrix(path, embedder=WordHashEmbedder(dim=16))
     db.add(["first"])
@@ -245,7 +245,7 @@ def test_wal_checkpoints_run_in_a_thread_of_their_own(tmp_path, monkeypatch):
     monkeypatch.setattr(checkpoint, "CHECKPOINT_EVERY", 5)
     ran = threading.Event()
     where = []
-    real = database.Checkpointer.checkpoint
+    real = checkpoint.Checkpointer.checkpoint
 
     def recorded(self):
         where.append(threading.current_thread().name)
@@ -253,7 +253,7 @@ def test_wal_checkpoints_run_in_a_thread_of_their_own(tmp_path, monkeypatch):
         ran.set()
         return used
 
-    monkeypatch.setattr(database.Checkpointer, "checkpoint", recorded)
+    monkeypatch.setattr(checkpoint.Checkpointer, "checkpoint", recorded)
     with Vectrix(tmp_path / "bg.db", embedder=WordHashEmbedder(dim=16)) as db:
         assert db.engine.database.conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 0
         for i in range(5):

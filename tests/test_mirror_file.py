@@ -14,9 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from vxmem import Vectrix
-from vxmem.store import database, mirror_file, snapshot
+from vxmem.store import database, loading, mirror_file, opening, snapshot
 from vxmem.store.database import Database
-from vxmem.store.mirror import rowdot
+from vxmem.store.vectors import rowdot
 
 from helpers import DAY, T0, WordHashEmbedder
 
@@ -29,8 +29,8 @@ _COLUMNS = ("rowid", "kind", "ts", "expires", "superseded", "superseded_at", "to
 def _small_collections_keep_files(monkeypatch):
     """Files for every collection, saved again at every close that follows a write."""
     monkeypatch.setattr(mirror_file, "MIN_DOCUMENTS", 1)
-    monkeypatch.setattr(database, "RESAVE_GENERATIONS", 0)
-    monkeypatch.setattr(database, "RESAVE_ROWS", 0)
+    monkeypatch.setattr(loading, "RESAVE_GENERATIONS", 0)
+    monkeypatch.setattr(loading, "RESAVE_ROWS", 0)
 
 
 def _open(path, **kw):
@@ -100,7 +100,7 @@ def _recalls(db, queries=("cat tea", "paris piano river", "green")):
 
 
 def _used_file(db):
-    return db.engine.database._saved_at is not None
+    return db.engine.database.saved_at is not None
 
 
 def test_a_writers_close_saves_the_files_and_the_next_open_reads_no_rows(tmp_path):
@@ -117,11 +117,11 @@ def test_a_writers_close_saves_the_files_and_the_next_open_reads_no_rows(tmp_pat
         assert _used_file(db)
         last = int(max(r for r in db.engine.database.conn.execute("SELECT rowid FROM vx_docs").fetchall())[0])
         # The open took the postings from the file (not FTS5), before any search asked.
-        assert db.engine.lexical._index is not None and db.engine.lexical._index.saved_upto == last
+        assert db.engine.lexical.index is not None and db.engine.lexical.index.saved_upto == last
         with db.engine.locked() as m:
             assert _state(m) == full
         assert _recalls(db) == want
-        assert db.engine.lexical._index.saved_upto == last
+        assert db.engine.lexical.index.saved_upto == last
         db.close()
 
 
@@ -193,12 +193,12 @@ def test_a_file_that_is_not_provably_this_databases_is_never_used(tmp_path, how)
     db = _open(path, read_only=True)
     assert not _used_file(db)
     assert _recalls(db) == want
-    assert db.engine.lexical._index.saved_upto == -1  # read from FTS5
+    assert db.engine.lexical.index.saved_upto == -1  # read from FTS5
     db.close()
 
 
 def test_a_file_older_than_the_change_log_reaches_is_not_used(tmp_path, monkeypatch):
-    monkeypatch.setattr(database, "CHANGE_WINDOW", 3)
+    monkeypatch.setattr(opening, "CHANGE_WINDOW", 3)
     monkeypatch.setattr(database, "PRUNE_EVERY", 1)
     path = str(tmp_path / "db.vxdb")
     db = _open(path)
@@ -227,9 +227,9 @@ def test_postings_that_disagree_with_fts5_are_not_used(tmp_path):
     snapshot.write(path + ".lexical", fields, arrays)
     db = _open(path, read_only=True)
     assert _used_file(db)  # the mirror file is good
-    assert not db.engine.lexical._index._ready  # the open read nothing (no FTS5 either): the first search does
+    assert not db.engine.lexical.index.ready  # the open read nothing (no FTS5 either): the first search does
     assert _recalls(db) == want
-    assert db.engine.lexical._index.saved_upto == -1
+    assert db.engine.lexical.index.saved_upto == -1
     db.close()
 
 
@@ -493,15 +493,15 @@ def test_a_close_after_a_few_writes_leaves_the_files_to_the_change_log(tmp_path,
     """Saving 100k memories again for each handful of writes would make every close pay for
     the whole file: fewer changes than RESAVE_ROWS (and RESAVE_GENERATIONS) are left for the
     next open to take from the log, and only more of them save again."""
-    monkeypatch.setattr(database, "RESAVE_GENERATIONS", 1_000)
-    monkeypatch.setattr(database, "RESAVE_ROWS", 8)
+    monkeypatch.setattr(loading, "RESAVE_GENERATIONS", 1_000)
+    monkeypatch.setattr(loading, "RESAVE_ROWS", 8)
     path = str(tmp_path / "db.vxdb")
     _session(path, 20)
     saved = {ext: open(path + ext, "rb").read() for ext in (".mirror", ".lexical")}
     _, want = _session(path, 3, start=20)  # 3 changed rows: left to the log
     assert {ext: open(path + ext, "rb").read() for ext in saved} == saved
     db = _open(path, read_only=True)
-    assert db.engine.database._saved_at is not None and len(db) == 23
+    assert db.engine.database.saved_at is not None and len(db) == 23
     with db.engine.locked() as m:
         assert _state(m) == _full_state(path)[0]
     assert _recalls(db) == want
@@ -509,7 +509,7 @@ def test_a_close_after_a_few_writes_leaves_the_files_to_the_change_log(tmp_path,
     _session(path, 10, start=23)  # 13 since the file: saved again
     assert all(open(path + ext, "rb").read() != saved[ext] for ext in saved)
     db = _open(path, read_only=True)
-    assert db.engine.database._saved_at == db.engine.database.generation  # the file holds this very state
+    assert db.engine.database.saved_at == db.engine.database.generation  # the file holds this very state
     db.close()
 
 

@@ -4,16 +4,16 @@ writer built one document at a time (every reserved column, the as-of bounds, th
 import numpy as np
 
 from vxmem import Vectrix
-from vxmem.store.mirror import _COLUMNS
+from vxmem.store.mirror import COLUMNS
 
 from helpers import DAY, T0
 
 
 def _state(m):
     # Vectors by position: where each lies in the heap (``slot``) is the mirror's own affair.
-    cols = {name: getattr(m, name)[: m.n] for name in _COLUMNS if name not in ("heap", "slot")}
+    cols = {name: getattr(m, name)[: m.n] for name in COLUMNS if name not in ("heap", "slot")}
     cols["vectors"] = m.vectors(np.arange(m.n))
-    sessions = {k: sorted(v) for k, v in m._session_pos.items() if v}
+    sessions = {c: pos for c in range(len(m.session_keys)) if (pos := m.session_positions(c).tolist())}
     return cols, list(m.ids), list(m.texts), m.latest, sessions, dict(m.session_codes), dict(m.user_codes)
 
 

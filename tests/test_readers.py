@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from vxmem import InvalidDatabaseError, Vectrix
 from vxmem.memory import K_SESSION
-from vxmem.store import database
+from vxmem.store import database, opening
 
 from helpers import T0, WordHashEmbedder, run_python
 
@@ -109,7 +109,7 @@ def test_a_reader_takes_in_only_the_rows_a_commit_touched(tmp_path):
 
 
 def test_a_reader_further_behind_than_the_change_log_reloads_in_full(tmp_path, monkeypatch):
-    monkeypatch.setattr(database, "CHANGE_WINDOW", 5)
+    monkeypatch.setattr(opening, "CHANGE_WINDOW", 5)
     monkeypatch.setattr(database, "PRUNE_EVERY", 2)
     path = tmp_path / "behind.db"
     with Vectrix(path, embedder=_embedder()) as writer:

@@ -4,12 +4,10 @@
 real model from site-packages, offline. Without the extra they are skipped.
 """
 
-import copy
 import os
 import subprocess
 import sys
 import textwrap
-import threading
 
 import numpy as np
 import pytest
@@ -79,17 +77,15 @@ def test_paraphrase_pairs_score_higher_than_unrelated_pairs(semantic):
     assert paraphrase.mean() - unrelated.mean() > 0.3
 
 
-def test_a_cached_text_is_not_encoded_again(semantic, monkeypatch):
-    calls = []
-    real = semantic._encode
-    monkeypatch.setattr(semantic, "_encode", lambda texts: calls.append(list(texts)) or real(texts))
+def test_a_cached_text_is_not_encoded_again(semantic):
+    before = semantic.encoded
     first = semantic(["cache me once", "and me too", "cache me once"])
-    assert calls == [["cache me once", "and me too"]]  # duplicates in one call: encoded once
+    assert semantic.encoded == before + 2  # duplicates in one call: encoded once
     again = semantic(["and me too", "cache me once"])
-    assert calls == [["cache me once", "and me too"]]  # all hits: the model is not called
+    assert semantic.encoded == before + 2  # all hits: the model is not called
     assert np.array_equal(again, first[[1, 0]])
     semantic(["cache me once", "something new"])
-    assert calls[-1] == ["something new"]  # a mixed call encodes only the new text
+    assert semantic.encoded == before + 3  # a mixed call encodes only the new text
 
 
 def test_returned_vectors_are_copies_not_the_cache(semantic):
@@ -99,14 +95,13 @@ def test_returned_vectors_are_copies_not_the_cache(semantic):
 
 
 def test_a_full_cache_drops_its_oldest_entries_and_still_answers(semantic):
-    small = copy.copy(semantic)  # shares the loaded model
-    small._cache, small._cache_size, small._lock, small.encoded = {}, 3, threading.Lock(), 0
+    small = SemanticEmbedder(cache_size=3)  # the loaded model is shared
     texts = [f"sentence number {i}" for i in range(5)]
     v = small(texts)  # a batch larger than the whole cache
-    assert v.shape == (5, 384) and len(small._cache) <= 3
+    assert v.shape == (5, 384) and small.cached <= 3
     assert np.allclose(v, semantic(texts), atol=1e-6)
     small(["one more"])
-    assert len(small._cache) <= 3 and "one more" in small._cache
+    assert small.cached <= 3 and "one more" in small
 
 
 def test_vectrix_recalls_paraphrases_with_the_semantic_embedder(semantic, tmp_path):

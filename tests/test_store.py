@@ -7,8 +7,8 @@ import pytest
 
 from vxmem import DatabaseLockedError, InvalidDatabaseError, Vectrix
 from vxmem.models.embed import HashingEmbedder
-from vxmem.store import hnsw
-from vxmem.store.mirror import rowdot
+from vxmem.store import hnsw, hnsw_graph
+from vxmem.store.vectors import rowdot
 
 from helpers import run_python, vector_of
 
@@ -346,7 +346,7 @@ def test_build_index_builds_on_every_core_beside_readers_and_writers(monkeypatch
 def test_a_build_over_holes_gives_each_rowid_its_own_vector(monkeypatch, background):
     """A build reads the mirror's rows a chunk at a time, outside the lock, skipping the
     holes deletions left: every key the graph holds carries its own document's vector."""
-    monkeypatch.setattr(hnsw, "BUILD_CHUNK", 7)
+    monkeypatch.setattr(hnsw_graph, "BUILD_CHUNK", 7)
     monkeypatch.setattr(hnsw, "BACKGROUND_BUILD_MIN", 100 if background else 10**6)
     db = Vectrix(exact_threshold=10)
     ids = db.add([f"chunked doc {i} about {i % 13}" for i in range(300)])
@@ -358,7 +358,7 @@ def test_a_build_over_holes_gives_each_rowid_its_own_vector(monkeypatch, backgro
         assert live.size < m.n  # holes: the gather path
         assert sorted(int(k) for k in index.keys) == sorted(m.rowid[live].tolist())
         got = np.asarray(index.get(m.rowid[live].astype(np.uint64)), dtype=np.float32)
-        want, atol = hnsw.stored_form(m.vectors(live), hnsw.HNSW_SETTINGS["dtype"])
+        want, atol = hnsw_graph.stored_form(m.vectors(live), hnsw_graph.HNSW_SETTINGS["dtype"])
         assert np.allclose(got, want, rtol=0.0, atol=atol)
     assert db.search("chunked doc 250 about 3", limit=1)[0].id == ids[250]
     db.close()

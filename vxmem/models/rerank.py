@@ -69,6 +69,11 @@ class OnnxCrossEncoder(OnnxModel):
             known.update(fresh)
         return np.array([known[t] for t in texts], dtype=np.float64)
 
+    def clear_cache(self) -> None:
+        """Forget every remembered score, so the next call scores from the model again."""
+        with self._lock:
+            self._cache.clear()
+
 
 DEFAULT_RERANKER = "ms-marco-minilm-l12"
 

@@ -26,11 +26,13 @@ from ..core.tokens import check_token_counter, token_counter_name
 from ..models.embed import EmbedderArg, check_embedder, embedder_name, get_embedder, l2_normalize
 from ..ranking.scoring import HYBRID_WEIGHT, fuse_relevance
 from .checks import check_token_count
-from .database import Database, Transaction, resave_rows
+from .database import Database, Transaction
 from .hnsw import HnswCache
 from .lexical import LexicalSearch
-from .mirror import ANY_SESSION, Mirror, SessionArg, check_vector_dtype, float16_kernels, rowdot
+from .loading import resave_rows
+from .mirror import ANY_SESSION, Mirror, SessionArg
 from .search import Candidates, exact_topk, unit_rows
+from .vectors import check_vector_dtype, float16_kernels, rowdot
 
 EXACT_THRESHOLD = 20_000  # selections above this many rows go through the HNSW index
 SAME_EMBEDDER_COSINE = 0.99  # a stored vector and a fresh one of its text, from the same embedder
@@ -221,22 +223,37 @@ class Engine:
                 yield tx
             self.follow(tx.ops)
 
-    def embed(self, texts: list[str]) -> np.ndarray:
+    def embed(self, texts: list[str], *, queries: bool = False) -> np.ndarray:
         """The texts' vectors, unit length (normalised in float64, then float32), after
-        checking what the embedder returned: real numbers (complex is a ``TypeError``), the
-        shape, finite values, the collection's dimension. Call it outside the lock."""
-        raw = np.asarray(self.embedder(texts))
-        if raw.dtype.kind not in "biuf":
-            raise TypeError(f"embedder must return real numbers, got an array of {raw.dtype}")
+        checking what the embedder returned: a float array (an int or complex one is a
+        ``TypeError``) of one row per text, at least one dimension, finite values, the
+        collection's dimension, and no all-zero row for a text to store (it could never be
+        recalled by similarity; a query's may be: it matches by words alone). Every error
+        names the embedder; nothing is written. Call it outside the lock."""
+        name = embedder_name(self.embedder) or type(self.embedder).__name__
+        try:
+            raw = np.asarray(self.embedder(texts))
+        except (ValueError, TypeError) as exc:  # ragged rows, objects that are not numbers
+            raise ValueError(f"embedder {name!r} returned something that is not an (n, d) array: {exc}") from None
+        if raw.dtype.kind != "f":
+            raise TypeError(f"embedder {name!r} must return floats, got an array of {raw.dtype}")
         vecs = raw.astype(np.float64)
         if vecs.ndim != 2 or vecs.shape[0] != len(texts):
-            raise ValueError(f"embedder returned shape {vecs.shape} for {len(texts)} texts; expected (n, d)")
+            raise ValueError(f"embedder {name!r} returned shape {vecs.shape} for {len(texts)} texts; "
+                             "expected (n, d)")
+        if vecs.shape[1] == 0:
+            raise ValueError(f"embedder {name!r} returned vectors of dimension 0")
         if not np.isfinite(vecs).all():
-            raise ValueError("embedder returned non-finite values")
+            raise ValueError(f"embedder {name!r} returned non-finite values (NaN or infinity)")
         dim = self.database.dim
         if dim is not None and vecs.shape[1] != dim:
-            raise ValueError(f"embedder returned {vecs.shape[1]}-d vectors but this collection holds "
+            raise ValueError(f"embedder {name!r} returned {vecs.shape[1]}-d vectors but this collection holds "
                              f"{dim}-d vectors")
+        if not queries:
+            zero = np.flatnonzero(~vecs.any(axis=1))
+            if zero.size:
+                raise ValueError(f"embedder {name!r} returned an all-zero vector for text {int(zero[0])} "
+                                 f"({texts[zero[0]][:40]!r}): it could never be recalled by similarity")
         return unit_rows(vecs)
 
     def count_tokens(self, texts: list[str]) -> list[int]:
@@ -252,7 +269,7 @@ class Engine:
         got = getattr(self._prepared, "query", None)
         if got is not None and got[0] == query and got[1] is self.embedder:
             return
-        self._prepared.query = (query, self.embedder, self.embed([query])[0])
+        self._prepared.query = (query, self.embedder, self.embed([query], queries=True)[0])
 
     def query_vector(self, query: str) -> np.ndarray:
         """The query's vector: the one this thread prepared, or embedded now."""
@@ -263,7 +280,7 @@ class Engine:
             dim = self.database.dim
             if got[0] == query and got[1] is self.embedder and (dim is None or vec.shape[0] == dim):
                 return vec
-        return self.embed([query])[0]
+        return self.embed([query], queries=True)[0]
 
     def topk(self, q: np.ndarray, positions: np.ndarray, k: int,
               session: SessionArg = ANY_SESSION) -> tuple[np.ndarray, np.ndarray]:

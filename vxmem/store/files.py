@@ -1,23 +1,29 @@
 """The files of a database beside ``db.vxdb``, and what this process holds of them.
 
+The writer lock, the connections (opened read-only, read in one snapshot, rolled back,
+closed, or kept in a fork), and the sample of rows a check of a saved cache compares.
 A writer's close also leaves the mirror file ``db.vxdb.mirror`` and the lexical postings
 ``db.vxdb.lexical`` there (caches, like the index). The HNSW cache keeps ``db.vxdb.usearch``
 and its sidecar ``db.vxdb.usearch.json``
 (``{"uid", "generation", "count", "dim", "size", "crc32"}``), which ties the index file to
 this database (``uid``) at this state (``generation``) and to its own content (``size``,
 ``crc32``). A read-only handle opens the file through :func:`read_only_uri`. One process
-writes a database file at a time: :class:`_WriterLocks` holds the writer lock, and neither
-a lock descriptor nor a connection a fork inherited is ever closed here.
+writes a database file at a time: :func:`take_writer_lock` takes the writer lock, and
+neither a lock descriptor nor a connection a fork inherited is ever closed here.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
 import threading
 import urllib.parse
+from collections.abc import Iterator
 from typing import Any
+
+import numpy as np
 
 from ..core.errors import DatabaseLockedError
 
@@ -38,7 +44,7 @@ def mirror_path(path: str) -> str:
 
 
 def postings_path(path: str) -> str:
-    """The saved lexical postings of the database at ``path`` (see :mod:`vxmem.store.lexical`)."""
+    """The saved lexical postings of the database at ``path`` (see :mod:`vxmem.store.bm25`)."""
     return path + ".lexical"
 
 
@@ -139,6 +145,18 @@ def _locked_error(path: str) -> DatabaseLockedError:
 _WRITER_LOCKS = _WriterLocks()
 
 
+def take_writer_lock(path: str) -> int | None:
+    """Take this process's writer lock on the database file at ``path`` (see
+    :class:`_WriterLocks`): the lock descriptor to release, None where there are no POSIX
+    locks. A second writer, in this process or another, gets :class:`DatabaseLockedError`."""
+    return _WRITER_LOCKS.take(path)
+
+
+def release_writer_lock(fd: int) -> None:
+    """Release the writer lock ``fd`` holds (the descriptor stays open: see :class:`_WriterLocks`)."""
+    _WRITER_LOCKS.release(fd)
+
+
 # Connections a forked child inherited and must not close (closing one runs SQLite's
 # shutdown of a connection the parent is still using).
 _FORKED_CONNECTIONS: list[sqlite3.Connection] = []
@@ -153,3 +171,34 @@ def close_connection(conn: sqlite3.Connection, forked: bool) -> None:
         conn.close()
     except sqlite3.Error:  # pragma: no cover
         pass
+
+
+def rollback(conn: sqlite3.Connection) -> None:
+    """Roll back the open transaction, if there still is one; never masks the error being handled."""
+    if conn.in_transaction:
+        try:
+            conn.execute("ROLLBACK")
+        except sqlite3.Error:  # pragma: no cover - the error that brought us here is the one to raise
+            pass
+
+
+@contextlib.contextmanager
+def snapshot_read(conn: sqlite3.Connection) -> Iterator[None]:
+    """The reads inside see one committed state: a read transaction of their own, or the
+    one already open."""
+    if conn.in_transaction:
+        yield
+        return
+    conn.execute("BEGIN")
+    try:
+        yield
+    finally:
+        if conn.in_transaction:
+            conn.execute("COMMIT")
+
+
+def spread_sample(n: int, spread: int, newest: int) -> np.ndarray:
+    """Indices into ``n`` items, ascending and each once: up to ``spread`` spread evenly over
+    them, and the last ``newest`` (what the checks of a saved file compare)."""
+    picks = set(np.linspace(0, n - 1, min(spread, n)).astype(np.int64).tolist()) if n else set()
+    return np.array(sorted(picks | set(range(max(0, n - newest), n))), dtype=np.int64)

@@ -1,7 +1,7 @@
 """The in-memory mirror of the database: columns by position, filters, and selection.
 
 The process keeps a copy of every live document: a matrix of the vectors (float32, or
-float16 at half the memory: see :data:`VECTOR_DTYPES`), the ids, texts and metadata
+float16 at half the memory: see :data:`~vxmem.store.vectors.VECTOR_DTYPES`), the ids, texts and metadata
 dicts, and numpy columns for the reserved keys that filters hit most (kind, session,
 time, expiry, superseded, turn). A filtered search is then an exact scan of just the
 selected rows, and the memory layer selects its candidates with a few vectorised
@@ -10,37 +10,37 @@ compares instead of reading JSON.
 Positions are append-only within a process: a deleted document leaves a hole
 (``alive`` False) until :meth:`Mirror.compacted` drops the holes. Positions are therefore
 valid only while the collection's lock is held (see ``Engine.locked``).
+
+What the metadata give the columns, and a whole database read into them at once, is
+:mod:`~vxmem.store.columns`; a session's vectors laid out together, :mod:`~vxmem.store.session_blocks`.
 """
 
 from __future__ import annotations
 
-import functools
 import json
-import math
 from types import EllipsisType
 from typing import Any
 
 import numpy as np
 import numpy.ma  # noqa: F401 - np.unique imports it at its first call (7 ms): with vxmem, not in a first recall
 
-from ..core.keys import (
-    K_EXPIRES,
-    K_FEEDBACK,
-    K_FEEDBACK_FOLDED,
-    K_KIND,
-    K_SESSION,
-    K_SUPERSEDED_AT,
-    K_SUPERSEDED_BY,
-    K_TS,
-    K_TURN,
-    K_USER,
-    KIND_CODES,
-    NO_KIND,
-    TS_RANGE,
-)
+from ..core.keys import K_FEEDBACK, K_FEEDBACK_FOLDED, K_KIND, K_SESSION, K_USER, KIND_CODES, NO_KIND
 from .checks import FilterValues
-from .jsonio import dumps, loads, loads_plain
+from .columns import (
+    VALUE_COLUMNS,
+    Metas,
+    ValueColumn,
+    columns_of,
+    latest_feedback,
+    same_json,
+    session_key,
+    superseded_at,
+)
 from .results import Result
+from .session_blocks import SessionBlock
+
+# session_key is columns.py's, handed on: the memory layer imports it from here.
+__all__ = ["ANY_SESSION", "COLUMNS", "Mirror", "SessionArg", "session_key"]
 
 # ``session=ANY_SESSION`` selects every session (None is a session of its own: the one
 # with no name).
@@ -50,313 +50,11 @@ SessionArg = Any  # a session name, None, or ANY_SESSION
 _JSON_SCALARS = (str, int, float, bool, type(None))
 _FILL = {"kind": NO_KIND, "session": -1, "user": -1, "ts": np.nan, "expires": np.inf, "superseded_at": np.inf,
          "turn": np.nan}
-_COLUMNS = ("heap", "slot", "rowid", "alive", "kind", "session", "user", "ts", "expires", "superseded",
-            "superseded_at", "tokens", "turn", "feedback")
+# The numpy columns by position (see Mirror), each as long as the mirror's room.
+COLUMNS = ("heap", "slot", "rowid", "alive", "kind", "session", "user", "ts", "expires", "superseded",
+           "superseded_at", "tokens", "turn", "feedback")
 _NO_POSITIONS = np.zeros(0, dtype=np.int64)
 _UNSEEN = object()
-
-
-# The dtypes the mirror can hold its vectors in (``vector_dtype=``). SQLite always keeps
-# float32: float16 is a copy at half the memory whose dot products are off by about 1e-4
-# (it rounds each component to 11 bits); a float32 open of a float16 mirror file reads the rows.
-VECTOR_DTYPES: dict[str, np.dtype] = {"float32": np.dtype(np.float32), "float16": np.dtype(np.float16)}
-
-
-def check_vector_dtype(value: Any) -> np.dtype:
-    """The numpy dtype of ``vector_dtype=`` (a name of :data:`VECTOR_DTYPES`)."""
-    dtype = VECTOR_DTYPES.get(value) if isinstance(value, str) else None
-    if dtype is None:
-        raise ValueError(f"vector_dtype must be one of {', '.join(map(repr, VECTOR_DTYPES))}, not {value!r}")
-    return dtype
-
-
-_numkong: Any = None
-
-
-def float16_kernels() -> Any:
-    """NumKong, whose kernels scan float16 rows (imported once: a float32 process never
-    loads it); a clear ``ImportError`` when it is missing."""
-    global _numkong
-    if _numkong is None:
-        try:
-            import numkong
-        except ImportError as exc:
-            raise ImportError(f"vector_dtype='float16' needs NumKong: pip install 'numkong>=7.5' ({exc})") from None
-        _numkong = numkong
-    return _numkong
-
-
-def rowdot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Row-wise dot products on this thread (float32), each row's the same whatever the batch.
-
-    Not ``@``: BLAS runs a matrix-vector product of a few thousand rows on worker threads
-    that keep spinning afterwards, and on a busy machine the whole recall then waits for a
-    scheduler time slice (measured with one core loaded: 8 ms per recall instead of 0.4).
-    float16 rows go to NumKong's kernels (usearch's own SIMD library, installed with it;
-    numpy has no float16 arithmetic of its own and converts every component, 15-30x
-    slower), with ``b`` rounded to float16 too. (Not the older SimSIMD package: once usearch
-    has loaded NumKong, SimSIMD's own symbols resolve to NumKong's and it refuses float16.)
-    """
-    if a.dtype == np.float16:
-        if a.shape[0] == 0:
-            return np.zeros(0, dtype=np.float32)
-        # float64 out, then float32: NumKong's float32 out is 2.5-4x slower (2.2 against 0.51 ms for 20,000 rows)
-        dots = float16_kernels().cdist(np.asarray(b, dtype=np.float16)[None], a, metric="dot")
-        return np.asarray(dots)[0].astype(np.float32)
-    vecdot = getattr(np, "vecdot", None)
-    return vecdot(a, b) if vecdot is not None else np.einsum("ij,j->i", a, b)
-
-
-def spread_sample(n: int, spread: int, newest: int) -> np.ndarray:
-    """Indices into ``n`` items, ascending and each once: up to ``spread`` spread evenly over
-    them, and the last ``newest`` (what the checks of a saved file compare)."""
-    picks = set(np.linspace(0, n - 1, min(spread, n)).astype(np.int64).tolist()) if n else set()
-    return np.array(sorted(picks | set(range(max(0, n - newest), n))), dtype=np.int64)
-
-
-def _columns_of(meta: dict[str, Any]) -> tuple[int, float, float, bool, float, str | None]:
-    """A document's reserved columns from its metadata: (kind code, ts, expires, superseded,
-    turn, session key or None for no session)."""
-    kind = meta.get(K_KIND)
-    code = KIND_CODES.get(kind, NO_KIND) if isinstance(kind, str) else NO_KIND
-    ts = _number(meta.get(K_TS), math.nan)
-    if not TS_RANGE[0] <= ts <= TS_RANGE[1]:  # a time the clock can turn into a date; NaN fails
-        code = NO_KIND  # a kind without a usable time is a plain document, not a memory
-    turn = meta.get(K_TURN)
-    return (code, ts, _number(meta.get(K_EXPIRES), math.inf), meta.get(K_SUPERSEDED_BY) is not None,
-            float(turn) if isinstance(turn, int) and not isinstance(turn, bool) else math.nan,
-            session_key(meta.get(K_SESSION)) if code != NO_KIND or K_SESSION in meta else None)
-
-
-_str_key = functools.lru_cache(maxsize=4096)(json.dumps)  # a remember() names a session it named before
-
-
-def session_key(session: Any) -> str:
-    """A session's key in the mirror: its JSON text (cached for a str or None)."""
-    return _str_key(session) if session is None or type(session) is str else json.dumps(session)
-
-
-def _numbers(values: list[Any], default: float, ints_only: bool = False) -> np.ndarray:
-    """``_number`` of each value (``float(v)`` of an int only, with ``ints_only``) as one
-    float64 column; a list of plain numbers and Nones (the usual one) converts in one go."""
-    kinds = set(map(type, values))
-    if kinds <= ({int, type(None)} if ints_only else {int, float, type(None)}):
-        return np.array([default if v is None else v for v in values], dtype=np.float64)
-    if ints_only:
-        return np.array([float(v) if isinstance(v, int) and not isinstance(v, bool) else default for v in values],
-                        dtype=np.float64)
-    return np.array([_number(v, default) for v in values], dtype=np.float64)
-
-
-def _columns_of_all(metas: list[dict[str, Any]]) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[bool],
-                                                          np.ndarray, list[str | None]]:
-    """:func:`_columns_of` of every document, column by column (the same values)."""
-    kinds = [m.get(K_KIND) for m in metas]
-    code = np.array([KIND_CODES.get(k, NO_KIND) if isinstance(k, str) else NO_KIND for k in kinds], dtype=np.int8)
-    ts = _numbers([m.get(K_TS) for m in metas], math.nan)
-    with np.errstate(invalid="ignore"):
-        code[~((ts >= TS_RANGE[0]) & (ts <= TS_RANGE[1]))] = NO_KIND  # NaN fails both
-    expires = _numbers([m.get(K_EXPIRES) for m in metas], math.inf)
-    superseded = [m.get(K_SUPERSEDED_BY) is not None for m in metas]
-    turn = _numbers([m.get(K_TURN) for m in metas], math.nan, ints_only=True)
-    keys: dict[Any, str] = {}  # a session's key, made once per distinct str
-
-    def key(session: Any) -> str:
-        if type(session) is not str:
-            return json.dumps(session)
-        got = keys.get(session)
-        if got is None:
-            got = keys[session] = json.dumps(session)
-        return got
-
-    sessions = [key(m.get(K_SESSION)) if c != NO_KIND or K_SESSION in m else None
-                for m, c in zip(metas, code.tolist())]
-    return code, ts, expires, superseded, turn, sessions
-
-
-def _superseded_at(meta: dict[str, Any], superseded: bool) -> float:
-    """When a superseded document was superseded (-inf for a superseded one with no usable
-    time, so it counts as superseded at every moment); inf for a live one."""
-    return _number(meta.get(K_SUPERSEDED_AT), -np.inf) if superseded else np.inf
-
-
-def _same(a: Any, b: Any) -> bool:
-    """JSON equality: True is not 1."""
-    if isinstance(a, bool) or isinstance(b, bool):
-        return isinstance(a, bool) and isinstance(b, bool) and a == b
-    return bool(a == b)
-
-
-def _number(value: Any, default: float) -> float:
-    """A metadata value as a float column entry (``default`` for anything not a real number)."""
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else default
-
-
-def _value_key(value: Any) -> Any:
-    """``value`` as a dict key that is equal exactly when the values are JSON-equal (True is
-    not 1, 1 is 1.0); None for a list or an object, which no filter value equals."""
-    if isinstance(value, bool):
-        return ("bool", value)
-    if value is None or isinstance(value, (str, int, float)):
-        return ("value", value)
-    return None
-
-
-class ValueColumn:
-    """One metadata key as a column of small codes, one per distinct value, so a filter on it
-    is one ``np.isin`` over the selected positions instead of a read of every dict."""
-
-    def __init__(self, key: str, mirror: Mirror):
-        self.key = key
-        self.table: dict[Any, int] = {}
-        self.codes = np.full(max(len(mirror.rowid), 1), -1, dtype=np.int64)
-        for p in mirror.live_positions().tolist():
-            self.codes[p] = self.code(mirror.metas[p].get(key))
-
-    def code(self, value: Any) -> int:
-        k = _value_key(value)
-        return -1 if k is None else self.table.setdefault(k, len(self.table))
-
-    def set(self, p: int, meta: dict[str, Any] | None) -> None:
-        if p >= len(self.codes):
-            self.codes = np.concatenate([self.codes, np.full(max(p + 1, len(self.codes)), -1, dtype=np.int64)])
-        self.codes[p] = -1 if meta is None else self.code(meta.get(self.key))
-
-    def matching(self, pos: np.ndarray, values: list[Any]) -> np.ndarray:
-        """A mask over ``pos``: whose value equals one of ``values``."""
-        codes = self.codes[pos]
-        mask = np.zeros(pos.size, dtype=bool)
-        for k in map(_value_key, values):  # a few compares beat np.isin's set-up on a handful of values
-            if k in self.table:
-                mask |= codes == self.table[k]
-        return mask
-
-
-VALUE_COLUMNS = 16  # the most metadata keys kept as columns at once (the least recently made go first)
-
-
-def _latest_feedback(meta: dict[str, Any]) -> float:
-    """The time of the newest feedback event recorded in ``meta`` (-inf for none)."""
-    events = meta.get(K_FEEDBACK)
-    times = [_number(e[1], -np.inf) for e in events if isinstance(e, (list, tuple)) and len(e) == 2] \
-        if isinstance(events, list) else []
-    folded = meta.get(K_FEEDBACK_FOLDED)
-    if isinstance(folded, dict):
-        times.append(_number(folded.get("ts"), -np.inf))
-    return max(times, default=-np.inf)
-
-
-class Metas:
-    """The metadata dicts by position. Those a mirror file holds stay its UTF-8 JSON bytes
-    until first read (an open parses none of them); each is parsed once, then kept."""
-
-    __slots__ = ("_dicts", "_raw", "_at", "_long")
-
-    def __init__(self, dicts: list[dict[str, Any] | None] | None = None):
-        self._dicts: list[dict[str, Any] | None] = [] if dicts is None else dicts
-        self._raw: memoryview | None = None
-        self._at: list[int] = []
-        self._long: frozenset[int] = frozenset()
-
-    @classmethod
-    def of_bytes(cls, raw: memoryview, at: list[int], long: frozenset[int] = frozenset()) -> Metas:
-        """The metadata whose JSON texts are ``raw[at[p]:at[p + 1]]`` (UTF-8), still to be
-        parsed; those at ``long`` hold a run of 19 digits, which only json reads exactly."""
-        got = cls([None] * (len(at) - 1))
-        got._raw, got._at, got._long = raw, at, long
-        return got
-
-    def __len__(self) -> int:
-        return len(self._dicts)
-
-    def __getitem__(self, p: int) -> dict[str, Any]:
-        got = self._dicts[p]
-        if got is None:
-            assert self._raw is not None
-            data = self._raw[self._at[p]:self._at[p + 1]]
-            got = loads(bytes(data).decode()) if p in self._long else loads_plain(data)
-            if not isinstance(got, dict):
-                raise ValueError(f"the metadata at position {p} is not a JSON object")
-            self._dicts[p] = got
-        return got
-
-    def __setitem__(self, p: int, meta: dict[str, Any]) -> None:
-        self._dicts[p] = meta
-
-    def append(self, meta: dict[str, Any]) -> None:
-        self._dicts.append(meta)
-
-    def text(self, p: int) -> str:
-        """The stored JSON text of the metadata at ``p`` (made again if it was parsed)."""
-        got = self._dicts[p]
-        if got is not None or self._raw is None:
-            return dumps(self[p])
-        return bytes(self._raw[self._at[p]:self._at[p + 1]]).decode()
-
-
-VIEW_MIN_ROWS = 64  # a run of a session's rows this long, together in the heap, is scanned in place
-
-
-class SessionBlock:
-    """A session's positions, ascending, and their vectors laid out together for a scan.
-
-    Where the session's rows lie together in the mirror's heap (a mirror file keeps each
-    session's rows together), runs of :data:`VIEW_MIN_ROWS` or more are views of the heap:
-    no copy, and nothing to read at the session's first recall but the run's own pages.
-    The other rows are gathered into copies, the last of which grows as rows come.
-    """
-
-    def __init__(self, pos: np.ndarray, heap: np.ndarray, slot: np.ndarray):
-        """The block of the positions ``pos`` (ascending), whose vectors are the rows
-        ``slot[pos]`` of ``heap``."""
-        self.n = n = len(pos)
-        self._pos = np.zeros(max(16, 2 * n), dtype=np.int64)
-        self._pos[:n] = pos
-        rows = slot[pos]
-        breaks = np.flatnonzero(np.diff(rows) != 1) + 1
-        starts, ends = np.r_[0, breaks], np.r_[breaks, n]
-        self._fixed: list[np.ndarray] = []  # views and copies of the first rows, in order
-        self.views = 0  # how many of them are views of the heap
-        short: list[np.ndarray] = []  # the rows of short runs not yet gathered
-        for a, b in zip(starts.tolist(), ends.tolist()):
-            if b - a >= VIEW_MIN_ROWS:
-                if short:
-                    self._fixed.append(heap[np.concatenate(short)])
-                    short = []
-                self._fixed.append(heap[rows[a]:rows[a] + (b - a)])
-                self.views += 1
-            elif b > a:
-                short.append(rows[a:b])
-        tail = np.concatenate(short) if short else _NO_POSITIONS
-        self._tail_n = tail.size
-        self._tail = np.empty((max(16, 2 * tail.size), heap.shape[1]), dtype=heap.dtype)  # written before read
-        np.take(heap, tail, axis=0, out=self._tail[: tail.size])
-
-    @property
-    def positions(self) -> np.ndarray:
-        """The session's positions, ascending."""
-        return self._pos[: self.n]
-
-    def dots(self, q: np.ndarray) -> np.ndarray:
-        """Each row's dot product with ``q``, in the order of :attr:`positions`."""
-        tail = rowdot(self._tail[: self._tail_n], q)
-        if not self._fixed:
-            return tail
-        return np.concatenate([rowdot(part, q) for part in self._fixed] + [tail])
-
-    def append(self, p: int, vec: np.ndarray) -> bool:
-        """Add a row at the end; False when ``p`` would break the order (rebuild instead)."""
-        if self.n and p <= self._pos[self.n - 1]:
-            return False
-        if self.n == len(self._pos):
-            self._pos = np.concatenate([self._pos, np.zeros_like(self._pos)])
-        if self._tail_n == len(self._tail):
-            self._tail = np.concatenate([self._tail, np.zeros_like(self._tail)])
-        self._pos[self.n] = p
-        self._tail[self._tail_n] = vec
-        self.n += 1
-        self._tail_n += 1
-        return True
 
 
 class Mirror:
@@ -424,7 +122,7 @@ class Mirror:
         if need <= cap:
             return
         new = max(need, cap * 2)
-        for name in _COLUMNS:
+        for name in COLUMNS:
             old = getattr(self, name)
             fill = _FILL.get(name, 0)
             # np.zeros maps fresh zero pages that count towards RSS only once written, so
@@ -470,16 +168,16 @@ class Mirror:
         self._set_columns(p, meta)
 
     def _set_columns(self, p: int, meta: dict[str, Any]) -> None:
-        code, self.ts[p], self.expires[p], self.superseded[p], self.turn[p], key = _columns_of(meta)
+        code, self.ts[p], self.expires[p], self.superseded[p], self.turn[p], key = columns_of(meta)
         self.kind[p] = code
         self.feedback[p] = bool(meta.get(K_FEEDBACK))
-        self.superseded_at[p] = _superseded_at(meta, self.superseded[p])
+        self.superseded_at[p] = superseded_at(meta, self.superseded[p])
         self._note_times(p, meta)
         for col in self._value_columns.values():
             col.set(p, meta)
-        self.user[p] = self._user_code(meta.get(K_USER))
+        self.user[p] = self.user_code(meta.get(K_USER))
         old = int(self.session[p])
-        new = -1 if key is None else self._code_of_key(key)
+        new = -1 if key is None else self.session_code_of_key(key)
         if old != new:
             if old >= 0:
                 self._session_pos[old].remove(p)
@@ -498,14 +196,15 @@ class Mirror:
         sup = self.superseded_at[p]
         latest = max(self.latest, float(self.ts[p]), float(sup) if np.isfinite(sup) else -np.inf)
         if K_FEEDBACK in meta or K_FEEDBACK_FOLDED in meta:
-            latest = max(latest, _latest_feedback(meta))
+            latest = max(latest, latest_feedback(meta))
         self.latest = latest
 
-    def _user_code(self, user: Any) -> int:
+    def user_code(self, user: Any) -> int:
         """The code of ``user`` (a str; -1 for no user), made on first sight."""
         return self.user_codes.setdefault(user, len(self.user_codes)) if isinstance(user, str) else -1
 
-    def _code_of_key(self, key: str) -> int:
+    def session_code_of_key(self, key: str) -> int:
+        """The code of the session whose key is ``key`` (see :func:`session_key`), made on first sight."""
         code = self.session_codes.get(key)
         if code is None:
             code = len(self.session_codes)
@@ -513,51 +212,10 @@ class Mirror:
             self.session_keys.append(key)
         return code
 
-    def fill(self, rowids: list[int], ids: list[str], texts: list[str], metas: list[dict[str, Any]],
-             vectors: list[bytes]) -> None:
-        """Fill an empty mirror with committed documents, as :meth:`append` would one by one
-        but column by column (opening a large database is this loop), with room to double.
-        ``vectors`` are the float32 blobs, each checked to hold ``dim`` values."""
-        assert self.n == 0 and self.dim is not None
-        n = len(ids)
-        self.reserve(2 * n)
-        if n == 0:
-            return
-        width = 4 * self.dim
-        step = 4096  # joined a chunk at a time: no second copy of every vector at once
-        for a in range(0, n, step):
-            b = min(a + step, n)
-            if set(map(len, vectors[a:b])) != {width}:  # some blob is not dim floats long: name the first
-                i = next(i for i in range(a, b) if len(vectors[i]) != width)
-                raise ValueError(f"document {ids[i]!r} has a {len(vectors[i]) // 4}-d vector, expected {self.dim}")
-            self.heap[a:b] = np.frombuffer(b"".join(vectors[a:b]), dtype=np.float32).reshape(b - a, self.dim)
-        self.slot[:n] = np.arange(n)
-        self._index(np.asarray(rowids, dtype=np.int64), ids, texts, Metas(list(metas)))
-        kind, ts, expires, superseded, turn, keys = _columns_of_all(metas)
-        self.kind[:n] = kind
-        self.ts[:n] = ts
-        self.expires[:n] = expires
-        self.superseded[:n] = superseded
-        self.superseded_at[:n] = np.inf
-        for p in np.flatnonzero(self.superseded[:n]).tolist():
-            self.superseded_at[p] = _superseded_at(metas[p], True)
-        self.turn[:n] = turn
-        self.feedback[:n] = [bool(m.get(K_FEEDBACK)) for m in metas]
-        self.user[:n] = [self._user_code(m.get(K_USER)) for m in metas]
-        mem = self.kind[:n] != NO_KIND  # latest, as _note_times would raise it row by row
-        sup = self.superseded_at[:n][mem]
-        times = [float(np.nanmax(self.ts[:n][mem], initial=-np.inf)),
-                 float(sup[np.isfinite(sup)].max(initial=-np.inf))]
-        times += [_latest_feedback(m) for m, k in zip(metas, mem.tolist())
-                  if k and (K_FEEDBACK in m or K_FEEDBACK_FOLDED in m)]
-        self.latest = max(self.latest, *times)
-        codes = np.array([-1 if key is None else self._code_of_key(key) for key in keys], dtype=np.int64)
-        self.session[:n] = codes
-        self._index_sessions()
-
-    def _index(self, rowid: np.ndarray, ids: list[str], texts: list[str], metas: Metas) -> None:
+    def take_documents(self, rowid: np.ndarray, ids: list[str], texts: list[str], metas: Metas) -> None:
         """Take ``len(ids)`` live documents at positions 0.. (an empty mirror, room reserved)
-        and make the maps by id and rowid."""
+        and make the maps by id and rowid: a bulk load's (:func:`~vxmem.store.columns.fill`,
+        a mirror file's), which writes the columns itself, then calls :meth:`index_sessions`."""
         n = len(ids)
         self.rowid[:n] = rowid
         self.alive[:n] = True
@@ -569,8 +227,9 @@ class Mirror:
         self.rowid_pos[rowid] = np.arange(n)
         self.n = self.n_alive = n
 
-    def _index_sessions(self) -> None:
-        """Each session's positions, from the session column, ascending (in one sort)."""
+    def index_sessions(self) -> None:
+        """Each session's positions, from the session column, ascending (in one sort): a bulk
+        load's, once it has written the session column."""
         codes = self.session[: self.n]
         order = np.argsort(codes, kind="stable")
         sorted_codes = codes[order]
@@ -649,7 +308,7 @@ class Mirror:
         """The code of ``session`` (a JSON value); -2 for a session no document has."""
         key = json.dumps(session)
         if create:
-            return self._code_of_key(key)
+            return self.session_code_of_key(key)
         return self.session_codes.get(key, -2)
 
     def session_value(self, code: int) -> Any:
@@ -722,7 +381,7 @@ class Mirror:
             items = list(rest.items())
             metas = self.metas
             keep = [p for p in pos.tolist()
-                    if all(any(_same(metas[p].get(k), v) for v in vs) for k, vs in items)]
+                    if all(any(same_json(metas[p].get(k), v) for v in vs) for k, vs in items)]
             pos = np.array(keep, dtype=np.int64)
         return pos
 

@@ -25,8 +25,10 @@ from typing import Any
 
 import numpy as np
 
+from .columns import Metas
+from .files import spread_sample
 from .jsonio import dumps_strings, loads, loads_strings, long_digit_runs
-from .mirror import Metas, Mirror, spread_sample
+from .mirror import Mirror
 from .snapshot import Rows, read, write
 
 MIN_DOCUMENTS = 10_000  # below this many documents an open reads the rows (in well under 0.2 s)
@@ -137,10 +139,11 @@ def _mirror(fields: dict[str, Any], arrays: dict[str, np.ndarray], dtype: np.dty
     long = arrays["metas_long"]
     if long.dtype != np.int64 or long.ndim != 1 or np.any((long < 0) | (long >= n)):
         raise ValueError("metadata")
-    m._index(rowid.copy(), ids, texts, Metas.of_bytes(arrays["metas"].data, at.tolist(), frozenset(long.tolist())))
+    metas = Metas.of_bytes(arrays["metas"].data, at.tolist(), frozenset(long.tolist()))
+    m.take_documents(rowid.copy(), ids, texts, metas)
     if len(m.pos_of_id) != n:
         raise ValueError("ids")
-    m._index_sessions()
+    m.index_sessions()
     latest = fields["latest"]
     m.latest = -np.inf if latest is None else float(latest)
     return m

@@ -46,8 +46,9 @@ class MemoryStore(Protocol):
         """One SQLite transaction; the mirror and the caches follow once it commits."""
         ...
 
-    def embed(self, texts: list[str]) -> np.ndarray:
-        """The texts' unit vectors, checked (call it outside the lock)."""
+    def embed(self, texts: list[str], *, queries: bool = False) -> np.ndarray:
+        """The texts' unit vectors, checked (call it outside the lock); ``queries``: they
+        are queries, not texts to store."""
         ...
 
     def count_tokens(self, texts: list[str]) -> list[int]:

@@ -7,7 +7,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .mirror import ANY_SESSION, Mirror, SessionArg, rowdot
+from .mirror import ANY_SESSION, Mirror, SessionArg
+from .vectors import rowdot
 
 
 class Candidates(NamedTuple):

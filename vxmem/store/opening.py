@@ -1,0 +1,278 @@
+"""Opening a database file: the connection, the writer lock, the schema, ``vx_meta``, closing.
+
+:class:`DatabaseFile` is what :class:`~vxmem.store.database.Database` stands on. It opens
+the file (the schema made in a fresh one, an older one migrated once: :mod:`vxmem.store.schema`;
+a file that is not a vxmem database refused), reads ``vx_meta``'s state, and does a
+writer's upkeep of the file at open and close: the change log kept to its last
+:data:`CHANGE_WINDOW` generations, every document indexed in FTS5.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import numpy as np
+
+from ..core.errors import InvalidDatabaseError
+from . import schema
+from .checkpoint import JOURNAL_SIZE_LIMIT, Checkpointer
+from .files import (
+    close_connection,
+    read_only_uri,
+    read_sidecar,
+    release_writer_lock,
+    remove_stale_temps,
+    rollback,
+    snapshot_read,
+    take_writer_lock,
+)
+from .fts import scope_token
+from .jsonio import loads_all
+from .schema import FORMAT_NAME, SCHEMA_VERSION
+
+CHANGE_WINDOW = 10_000  # generations of vx_changes the writer keeps for read-only handles
+
+
+class DatabaseFile:
+    """The open file under a :class:`~vxmem.store.database.Database` (whose docstring says
+    what its attributes hold): the connection, ``vx_meta``'s state and, for a writer, the
+    lock and the WAL checkpoints."""
+
+    def __init__(self, path: str | None, read_only: bool = False):
+        self.path = path
+        self.read_only = read_only
+        self.dim: int | None = None
+        self.vector_dtype = np.dtype(np.float32)  # the mirror's (SQLite always holds float32)
+        self.generation = 0
+        self.uid: str | None = None
+        self.embedder: str | None = None
+        self.writer_embedder: str | None = None
+        self.token_counter: str | None = None
+        self.counted_by: str | None = None
+        self.schema_version = SCHEMA_VERSION
+        self.pid = os.getpid()
+        self._lock_fd: int | None = None
+        self._data_version: int | None = None
+        self._has_changes = False
+        self.saved_at: int | None = None  # the generation the mirror file holds, when this handle knows it
+        self.counts_mixed = False  # the token counter changed on this open handle: its mirror saves no file
+        self.checkpointer: Checkpointer | None = None
+        # A writer's: FTS5 holds every document up to this rowid, none above (see database.FTS_BATCH).
+        self.fts_upto = 0
+        self._opened = False  # the schema is read: close() may index what is left
+        existing_empty = False
+        if path is None:
+            self.conn = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
+        elif read_only:
+            if not os.path.exists(path):
+                raise FileNotFoundError(f"no database at {path}")
+            try:
+                self.conn = sqlite3.connect(read_only_uri(path), uri=True, check_same_thread=False,
+                                            isolation_level=None)
+            except sqlite3.Error as exc:
+                raise InvalidDatabaseError(f"{path} cannot be opened read-only: {exc}") from None
+        else:
+            existing_empty = os.path.isfile(path) and os.path.getsize(path) == 0
+            self._take_writer_lock(path)
+            try:
+                self.conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=30)
+            except BaseException:
+                self.close()
+                raise
+        try:
+            with self._damage_is_invalid():
+                self._init_schema(existing_empty)
+        except BaseException:
+            self.close()
+            raise
+
+    # ------------------------------------------------------------------ opening
+
+    def _take_writer_lock(self, path: str) -> None:
+        self._lock_fd = take_writer_lock(path)
+
+    def _init_schema(self, existing_empty: bool) -> None:
+        c = self.conn
+        tables = schema.tables(c)
+        if tables and "vx_meta" not in tables:
+            raise InvalidDatabaseError(f"{self.path} is an SQLite database but not a vxmem one "
+                                       f"(its tables: {', '.join(sorted(tables)[:5])})")
+        if not tables and existing_empty:
+            self._refuse_truncated()  # before the WAL pragma writes a header over the evidence
+        if not self.read_only:
+            if self.path is not None:
+                c.execute("PRAGMA journal_mode = WAL")
+            c.execute("PRAGMA synchronous = NORMAL")
+            if self.path is not None:
+                c.execute("PRAGMA wal_autocheckpoint = 0")
+                c.execute(f"PRAGMA journal_size_limit = {JOURNAL_SIZE_LIMIT}")
+                self.checkpointer = Checkpointer(self.path)
+        if not tables:
+            if self.read_only:
+                raise InvalidDatabaseError(f"{self.path} is empty: not a vxmem database")
+            schema.create(c)
+        meta = self._read_meta()
+        if self.schema_version < SCHEMA_VERSION and not self.read_only:
+            schema.migrate(c, self.schema_version, self.generation)
+            meta = self._read_meta()
+        self._has_changes = self.schema_version >= 3 and "vx_changes" in schema.tables(c)
+        if not self.read_only and self._has_changes:
+            self._prune(self.generation, force=True)
+        if self.path is not None and not self.read_only:
+            remove_stale_temps(self.path)
+        if not self.read_only:
+            self.fts_upto = int(meta["fts_upto"])
+            try:
+                self.index_pending()  # what a killed writer left unindexed
+            except sqlite3.OperationalError:  # a full disk: searches tokenise them; the close tries again
+                pass
+        self.uid = meta.get("uid")  # ties a saved index file to this database, not one made at the same path
+        self._opened = True
+
+    def _read_meta(self) -> dict[str, str]:
+        """``vx_meta``, checked, with ``dim``, ``generation`` and ``schema_version`` taken from it."""
+        meta = dict(self.conn.execute("SELECT key, value FROM vx_meta"))
+        if meta.get("format") != FORMAT_NAME:
+            raise InvalidDatabaseError(f"{self.path} is not a vxmem database (format {meta.get('format')!r})")
+        version = int(meta.get("schema_version", 0))
+        if version > SCHEMA_VERSION:
+            raise InvalidDatabaseError(f"{self.path} was written by a newer vxmem (schema "
+                                       f"{meta['schema_version']}, this one reads {SCHEMA_VERSION})")
+        self.schema_version = version
+        self.dim = int(meta["dim"]) if "dim" in meta else None
+        self.generation = int(meta.get("generation", 0))
+        self.embedder = meta.get("embedder")
+        self.token_counter = meta.get("token_counter")
+        return meta
+
+    def _refuse_truncated(self) -> None:
+        """An empty file whose index file says it held documents was truncated, not created:
+        starting it afresh would be a silently empty store."""
+        assert self.path is not None
+        side = read_sidecar(self.path)
+        held = side.get("count", 0) if side else 0
+        if held:
+            raise InvalidDatabaseError(
+                f"{self.path} is empty, but its index file says it held {held} documents: the database "
+                f"was truncated or replaced. Restore it, or delete {self.path}.usearch* to start afresh")
+
+    @contextmanager
+    def _damage_is_invalid(self) -> Iterator[None]:
+        """What a damaged file raises while it is read, as an :class:`InvalidDatabaseError`."""
+        name = self.path or ":memory:"
+        try:
+            yield
+        except sqlite3.DatabaseError as exc:
+            raise InvalidDatabaseError(f"{name} is not a readable vxmem database: {exc}") from None
+        except InvalidDatabaseError:
+            raise
+        except (ValueError, TypeError, AttributeError, KeyError) as exc:  # a damaged row or vx_meta value
+            raise InvalidDatabaseError(f"{name} is damaged: {type(exc).__name__}: {exc}") from exc
+
+    def _snapshot(self) -> contextlib.AbstractContextManager[None]:
+        """One read transaction: every read inside sees the same committed state (inside a
+        write transaction of this handle, a search made while writing, that transaction's)."""
+        return snapshot_read(self.conn)
+
+    def _probe(self) -> int:
+        return int(self.conn.execute("PRAGMA data_version").fetchone()[0])
+
+    # ------------------------------------------------------------------ a writer's upkeep
+
+    def _prune(self, generation: int, force: bool = False) -> None:
+        """Drop the change log older than :data:`CHANGE_WINDOW` generations before ``generation``
+        (inside the caller's transaction, or in one of its own with ``force``)."""
+        floor = generation - CHANGE_WINDOW
+        if floor <= 0:
+            return
+        c = self.conn
+        if force:
+            oldest = c.execute("SELECT min(generation) FROM vx_changes").fetchone()[0]
+            if oldest is None or oldest > floor:
+                return
+            c.execute("BEGIN IMMEDIATE")
+        try:
+            c.execute("DELETE FROM vx_changes WHERE generation <= ?", (floor,))
+            c.execute("UPDATE vx_meta SET value = CAST(max(CAST(value AS INTEGER), ?) AS TEXT) "
+                      "WHERE key = 'changes_since'", (floor,))
+            if force:
+                c.execute("COMMIT")
+        except BaseException:
+            if force:
+                rollback(self.conn)
+            raise
+
+    def _index_fts(self) -> int:
+        """Index in FTS5, inside the caller's write transaction, every document above
+        ``fts_upto`` (as it stands in this transaction: its text, and its session's scope
+        token); the rowid FTS5 holds every document up to now, for ``fts_upto`` once it commits."""
+        rows = self.conn.execute("SELECT rowid, text, metadata FROM vx_docs WHERE rowid > ? ORDER BY rowid",
+                                 (self.fts_upto,)).fetchall()
+        if not rows:
+            return self.fts_upto
+        metas = loads_all([mj for _, _, mj in rows])
+        self.conn.executemany("INSERT INTO vx_fts (rowid, text, scope) VALUES (?, ?, ?)",
+                              [(r, t, scope_token(meta)) for (r, t, _), meta in zip(rows, metas)])
+        upto = int(rows[-1][0])
+        self.conn.execute("UPDATE vx_meta SET value = ? WHERE key = 'fts_upto'", (str(upto),))
+        return upto
+
+    def index_pending(self) -> None:
+        """A writer's: index in FTS5, in a transaction of its own, the documents it holds
+        unindexed (the last batch not yet full, or what a killed writer left), so FTS5 holds
+        them all. A no-op for a read-only handle or inside a transaction."""
+        if self.read_only or self.conn.in_transaction:
+            return
+        (last,) = self.conn.execute("SELECT COALESCE(max(rowid), 0) FROM vx_docs").fetchone()
+        if last <= self.fts_upto:
+            return
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            indexed = self._index_fts()
+            self.conn.execute("COMMIT")
+        except BaseException:
+            rollback(self.conn)
+            raise
+        self.fts_upto = indexed
+        if self.checkpointer is not None:
+            self.checkpointer.committed(self.conn)
+
+    def indexed_upto(self) -> int | None:
+        """The rowid FTS5 holds every document up to (and none above), as the current
+        transaction sees it; None when it holds every document (a file of schema 5 or older,
+        read as it is)."""
+        if not self.read_only:
+            return self.fts_upto
+        row = self.conn.execute("SELECT value FROM vx_meta WHERE key = 'fts_upto'").fetchone()
+        return None if row is None else int(row[0])
+
+    def close(self) -> None:
+        """Index what a writer left unindexed in FTS5, close the connection and release the writer lock.
+
+        In a process other than the one that opened it (a fork), the connection and the
+        lock are the parent's: the connection is left open (kept referenced, so it is never
+        finalised here) and the lock is left held. (Lock descriptors are never closed; see
+        :func:`~vxmem.store.files.take_writer_lock`.)
+        """
+        conn = getattr(self, "conn", None)
+        forked = os.getpid() != self.pid
+        if conn is not None and not forked and self._opened:
+            self._opened = False
+            try:
+                self.index_pending()  # a file at rest has every document in FTS5
+            except sqlite3.Error:  # a full disk: the next writable open indexes them
+                pass
+        checkpointer = getattr(self, "checkpointer", None)
+        if checkpointer is not None:
+            checkpointer.close(forked)  # before the connection: its close makes the last checkpoint
+            self.checkpointer = None
+        if conn is not None:
+            close_connection(conn, forked)
+        if self._lock_fd is not None:
+            if not forked:
+                release_writer_lock(self._lock_fd)
+            self._lock_fd = None
