@@ -8,7 +8,7 @@ import streamlit as st
 from app_pages import config, shared
 from vxmem.workbench import views
 from vxmem.workbench.datasets import DatasetError
-from vxmem.workbench.datasets.chatlogs import add_probe
+from vxmem.workbench.datasets.probes import add_probe
 
 state = st.session_state
 

@@ -10,20 +10,16 @@ import pytest
 
 from vxmem.core.reasons import REASONS
 from vxmem.workbench.analysis import (
-    ProbeSplit,
     ab_compare,
     ab_summary,
-    bootstrap_ci,
     inert_parameters,
     pareto_front,
     replay_stale_above_replacement,
-    split_probes,
-    split_report,
     stale_above_replacement,
     stale_above_replacement_rate,
     stale_replacement_pairs,
-    tune_holdout,
 )
+from vxmem.workbench.holdout import ProbeSplit, bootstrap_ci, split_probes, split_report, tune_holdout
 from vxmem.workbench.record import Replay
 from vxmem.workbench.replay import replay
 from vxmem.workbench.sweep import rankings, sweep

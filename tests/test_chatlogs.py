@@ -6,7 +6,8 @@ from datetime import UTC, datetime
 import pytest
 
 from vxmem.workbench.datasets import Conversation, DatasetError, load_jsonl
-from vxmem.workbench.datasets.chatlogs import CHAT_FORMATS, add_probe, detect_chat_format, load_chatlog, loads_chatlog
+from vxmem.workbench.datasets.chatlogs import CHAT_FORMATS, detect_chat_format, load_chatlog, loads_chatlog
+from vxmem.workbench.datasets.probes import add_probe
 from vxmem.workbench.replay import replay
 
 

@@ -74,12 +74,12 @@ def test_replay_of_locomo_leaves_adversarial_questions_out_unless_asked(tmp_path
 
 
 def test_the_cli_embedder_names_are_the_librarys(monkeypatch):
-    from vxmem import cli
     from vxmem.models.embed import get_embedder
+    from vxmem.workbench.commands import embedder_named
 
-    assert cli._embedder("default") is None  # Vectrix()'s own, whatever it is
-    assert cli._embedder("hashing") == "hashing"  # by name: never the default model instead
-    assert get_embedder(cli._embedder("hashing")).name == get_embedder("hashing").name
+    assert embedder_named("default") is None  # Vectrix()'s own, whatever it is
+    assert embedder_named("hashing") == "hashing"  # by name: never the default model instead
+    assert get_embedder(embedder_named("hashing")).name == get_embedder("hashing").name
 
 
 def test_replay_reads_longmemeval(capsys):

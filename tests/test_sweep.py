@@ -9,7 +9,7 @@ import pytest
 from vxmem import ConversationMemory
 from vxmem.ranking import scoring
 from vxmem.ranking.pool import CandidatePool
-from vxmem.workbench import sweep as sweep_module
+from vxmem.workbench import sweep_engine
 from vxmem.workbench.policies import POLICIES, rank_pool
 from vxmem.workbench.replay import replay
 from vxmem.workbench.sweep import rankings, sweep
@@ -334,7 +334,7 @@ def test_a_reranked_sweep_ranks_only_the_reranked_slots_to_the_same_metrics(hash
     rep = replay(generate("knowledge_update"), {"rerank": True, "reranker": _Overlap(), "mode": mode,
                                                 "pool_limit": 20}, embedder=hashing_embedder)
     narrowed = []
-    real = sweep_module._compacted
+    real = sweep_engine.compacted
 
     def spy(s, kmax):
         out = real(s, kmax)
@@ -351,24 +351,24 @@ def test_a_reranked_sweep_ranks_only_the_reranked_slots_to_the_same_metrics(hash
                 assert not out.valid[..., i, n:].any()
         return out
 
-    monkeypatch.setattr(sweep_module, "_compacted", spy)
+    monkeypatch.setattr(sweep_engine, "compacted", spy)
     got = sweep(rep, grid).per_probe
     assert narrowed and all(narrowed)  # pools of 80 slots (pool_limit 20); 20 reranked up to limit 10, 40 at 20
-    monkeypatch.setattr(sweep_module, "_compacted", lambda s, kmax: s)
+    monkeypatch.setattr(sweep_engine, "compacted", lambda s, kmax: s)
     pd.testing.assert_frame_equal(got, sweep(rep, grid).per_probe)
 
 
 def test_a_sweep_that_ranks_every_recorded_slot_drops_none(hashing_embedder, monkeypatch):
     rep = replay(generate("knowledge_update"), {"mode": "dense"}, embedder=hashing_embedder)
     narrowed = []
-    real = sweep_module._compacted
+    real = sweep_engine.compacted
 
     def spy(s, kmax):
         out = real(s, kmax)
         narrowed.append(out is not s)
         return out
 
-    monkeypatch.setattr(sweep_module, "_compacted", spy)
+    monkeypatch.setattr(sweep_engine, "compacted", spy)
     sweep(rep, SWEPT)
     assert narrowed and not any(narrowed)
 

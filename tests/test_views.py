@@ -203,13 +203,13 @@ def test_the_budget_blocks_of_a_replay_aging_from_access_are_looks_not_events(ha
 
 def test_a_look_at_a_memory_aging_from_access_ranks_by_it_and_records_nothing(word_embedder):
     from vxmem import Vectrix
-    from vxmem.workbench.views.replays import _look
+    from vxmem.workbench.views.replays import unrecorded_look
 
     db = Vectrix(None, embedder=word_embedder, recency_from="accessed")
     a = db.remember("my cat is called Miso", session="s", timestamp=0.0)
     db.recall("Miso", session="s", now=86400.0)
     rows = db.engine.database.conn.execute("SELECT count(*) FROM vx_access").fetchone()[0]
-    look = _look(db.memory)
+    look = unrecorded_look(db.memory)
     block = look.context("Miso", session="s", recent_turns=0, now=2 * 86400.0, recency_from=db.memory.recency_from)
     assert [r.id for r in block.recalled] == [a]
     assert block.recalled[0].metadata["_vx_scoring"]["age_days"] == 1.0  # aged from the recall a day before

@@ -1,6 +1,7 @@
 """The record of one replay: :class:`Replay`, its cached pools, and its ``.npz`` file.
 
-:func:`vxmem.workbench.replay.replay` makes one; :meth:`Replay.pool` gives a probe's cached
+:func:`vxmem.workbench.replay.replay` makes one, its probes' pools laid out as arrays by
+:func:`padded_pools`; :meth:`Replay.pool` gives a probe's cached
 :class:`~vxmem.ranking.pool.LabelledPool` back, :meth:`Replay.rank` ranks every probe under a
 policy, and :meth:`Replay.save` / :meth:`Replay.load` write and read it as arrays plus a
 JSON part (no pickle). :mod:`vxmem.workbench.sweep` re-ranks the pools of many at once.
@@ -12,14 +13,14 @@ import io
 import json
 import os
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from ..core.checks import check_choice, check_limit
-from ..core.keys import KINDS
+from ..core.keys import KIND_CODES, KINDS
 from ..ranking import scoring
 from ..ranking.pool import AccessLog, LabelledPool
 from ..ranking.scoring import HYBRID_WEIGHT, RECENCY_FROM, pool_size
@@ -89,7 +90,7 @@ class Replay:
             limit=int(self.pools["limit"][i]), now=float(self.pools["now"][i]),
             mode=self.mode, hybrid_weight=self.hybrid_weight)
         if self.rerank is not None:
-            return _reranked(pool, self.pools["rerank_score"][i, :n], self.rerank, limit)
+            return reranked_pool(pool, self.pools["rerank_score"][i, :n], self.rerank, limit)
         if limit is not None and self.mode == "hybrid":  # the members within that limit's two top lists, fused
             valid, fused = scoring.searched_slots(pool.dense, pool.lexical, pool.relevance, n, check_limit(limit),
                                                   True, pool.hybrid_weight)
@@ -287,7 +288,55 @@ class Replay:
                 f"{self.n_probes} probes)")
 
 
-def _reranked(pool: LabelledPool, scores: np.ndarray, name: str, limit: int | None = None) -> LabelledPool:
+def padded_pools(pools: Sequence[LabelledPool], ideals: Sequence[Sequence[float]], n_sessions: Sequence[int],
+                 rerank_scores: Sequence[np.ndarray | None], pool_limit: int) -> dict[str, np.ndarray]:
+    """Probes' labelled pools as the padded arrays a :class:`Replay` holds, one row per probe,
+    with each probe's ``ideals`` (the grades of every relevant memory that existed),
+    ``n_sessions`` (how many answer sessions it names) and ``rerank_scores`` (the reranker's
+    score of each candidate, or None), and the replay's ``pool_limit``."""
+    probes = len(pools)
+    width = max((len(p) for p in pools), default=0)
+    events = max((p.feedback_signs.shape[1] if p.feedback_signs.ndim == 2 else 0 for p in pools), default=0)
+    relevant = max((len(ideal) for ideal in ideals), default=0)
+    grid = (probes, width)
+    out = {
+        "relevance": np.zeros(grid), "dense": np.zeros(grid), "lexical": np.full(grid, np.nan),
+        "ts": np.zeros(grid), "age_days": np.zeros(grid), "tokens": np.zeros(grid, dtype=np.int64),
+        "kind": np.zeros(grid, dtype=np.int8), "grade": np.zeros(grid), "stale": np.zeros(grid, bool),
+        "foreign": np.zeros(grid, bool), "session_bits": np.zeros(grid, dtype=np.int64),
+        "feedback_signs": np.zeros(grid + (events,)), "feedback_ages": np.zeros(grid + (events,)),
+        "rerank_score": np.full(grid, np.nan),
+        "n": np.zeros(probes, dtype=np.int64), "ideal": np.zeros((probes, max(relevant, 1))),
+        "n_relevant": np.zeros(probes, dtype=np.int64), "n_sessions": np.array(n_sessions, dtype=np.int64),
+        "limit": np.array([p.limit for p in pools], dtype=np.int64),
+        "now": np.array([p.now for p in pools], dtype=np.float64),
+    }
+    for i, (p, ideal) in enumerate(zip(pools, ideals)):
+        n = len(p)
+        out["n"][i] = n
+        for k in SLOT_ARRAYS:
+            out[k][i, :n] = getattr(p, k)
+        out["kind"][i, :n] = [KIND_CODES[k] for k in p.kinds]
+        e = p.feedback_signs.shape[1] if p.feedback_signs.ndim == 2 else 0
+        out["feedback_signs"][i, :n, :e] = p.feedback_signs
+        out["feedback_ages"][i, :n, :e] = p.feedback_ages
+        out["ideal"][i, :len(ideal)] = ideal
+        if rerank_scores[i] is not None:
+            out["rerank_score"][i, :n] = rerank_scores[i]
+        out["n_relevant"][i] = len(ideal)
+    out["pool_limit"] = np.array(pool_limit)
+    return out
+
+
+def as_replays(replays: Replay | Iterable[Replay]) -> list[Replay]:
+    """``replays`` (a Replay or a non-empty list of Replays) as a list; TypeError otherwise."""
+    out = [replays] if isinstance(replays, Replay) else list(replays)
+    if not out or not all(isinstance(r, Replay) for r in out):
+        raise TypeError("replays must be a Replay or a non-empty list of Replays")
+    return out
+
+
+def reranked_pool(pool: LabelledPool, scores: np.ndarray, name: str, limit: int | None = None) -> LabelledPool:
     """Of a recorded first-stage pool, the candidates a recall with ``limit`` (default: the
     probe's own) reranked, in first-stage order, with the reranker's ``scores`` as their
     relevance."""

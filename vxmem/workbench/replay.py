@@ -37,11 +37,11 @@ from ..core.keys import (
     K_SESSION,
     K_SUPERSEDED_BY,
     K_SUPERSEDES,
-    KIND_CODES,
     KINDS,
 )
 from ..core.progress import Progress, ProgressFn, Reporter
 from ..memory.consolidation import Summarizer
+from ..memory.rules import get_judge, get_summarizer
 from ..models.embed import EmbedderArg, check_embedder
 from ..models.rerank import rerank_scores
 from ..ranking import scoring
@@ -52,11 +52,7 @@ from ..vectrix import Vectrix
 from . import metrics as M
 from .datasets.model import Conversation, Event
 from .policies import Policy, get_policy, rank_pool, resolve_params
-from .record import FORMAT, POOL_COLUMNS, SLOT_ARRAYS, Replay, _reranked
-
-# Replay (vxmem.workbench.record) and Reporter (vxmem.core.progress) are importable from here, as before they moved.
-__all__ = ["FORMAT", "MAX_SESSION_BITS", "MEMORY_KEYS", "OTHER_KEYS", "POOL_COLUMNS", "RECALL_KEYS", "SETTINGS_KEYS",
-           "SLOT_ARRAYS", "Progress", "ProgressFn", "Replay", "Reporter", "check_settings", "replay", "replay_many"]
+from .record import Replay, padded_pools, reranked_pool
 
 MEMORY_KEYS = ("half_life_days", "recency_weight", "feedback_weight", "feedback_half_life_days", "ttl_days",
                "judge_candidates", "hybrid_weight", "reranker", "recency_from")
@@ -111,7 +107,7 @@ def replay(conversation: Conversation, settings: dict[str, Any] | None = None, e
     ``feedback_weight``, ``feedback_half_life_days``, ``ttl_days``, ``judge_candidates``,
     ``hybrid_weight``, ``reranker``, ``recency_from``), recall settings (``limit``, ``token_budget``, ``score_gap``,
     ``mode``, ``kinds``, ``rerank``), ``judge`` / ``summarizer`` (callables or the names of the
-    rule-based ones in :mod:`vxmem.workbench.synth`; default: what the conversation's header names)
+    rule-based ones in :mod:`vxmem.memory.rules`; default: what the conversation's header names)
     and ``pool_limit``, the largest ``limit`` a later sweep may ask for (default: ``limit``).
     The replay records ``mode`` resolved (None becomes the default, hybrid) and, in
     ``meta["rerank"]``, the reranker its pools were reranked with.
@@ -126,8 +122,6 @@ def replay(conversation: Conversation, settings: dict[str, Any] | None = None, e
     ``Replay.extras`` (the equivalence test uses it to call ``recall()`` with other settings).
     ``progress`` reports events replayed (see :class:`Reporter`).
     """
-    from . import synth
-
     if not isinstance(conversation, Conversation):
         raise TypeError(f"conversation must be a Conversation, not {type(conversation).__name__}")
     base = dict(conversation.meta.get("settings") or {})
@@ -135,9 +129,9 @@ def replay(conversation: Conversation, settings: dict[str, Any] | None = None, e
     s = check_settings(base)
     pol = get_policy(policy)
     judge = s.get("judge", conversation.meta.get("judge"))
-    judge = synth.get_judge(judge) if (judge is None or isinstance(judge, str)) else judge
+    judge = get_judge(judge) if (judge is None or isinstance(judge, str)) else judge
     summarizer = s.get("summarizer", conversation.meta.get("summarizer"))
-    summarizer = synth.get_summarizer(summarizer) if (summarizer is None or isinstance(summarizer, str)) else summarizer
+    summarizer = get_summarizer(summarizer) if (summarizer is None or isinstance(summarizer, str)) else summarizer
     mem_kwargs = {k: s[k] for k in MEMORY_KEYS if s.get(k) is not None and k != "reranker"}
     s["mode"] = s["mode"] or DEFAULT_MODE
     # the up-front embedding's own bar shows when progress is on (a callable counts events, not texts)
@@ -251,7 +245,7 @@ class _Run:
                 bar.update()
         finally:
             bar.close()
-        pools = self._pad()
+        pools = padded_pools(self.pools, self.ideals, self.n_sessions, self.rerank_scores, self.s["pool_limit"])
         meta = {"conversation": self.conv.name, "description": self.conv.description,
                 "conversation_meta": {k: v for k, v in self.conv.meta.items() if k != "settings"},
                 "embedder": getattr(self.db.embedder, "name", type(self.db.embedder).__name__),
@@ -362,7 +356,7 @@ class _Run:
             shipped = res.ids
         else:
             p = resolve_params(self.policy, {}, s)
-            ranked = pool if self.reranker is None or scores is None else _reranked(pool, scores, self.reranker)
+            ranked = pool if self.reranker is None or scores is None else reranked_pool(pool, scores, self.reranker)
             log = self.policy_access
             if log is not None:
                 ranked = ranked.aged_from_access(log.seen(ranked.ids, t))
@@ -417,43 +411,6 @@ class _Run:
             session_bits=np.array([bits], dtype=np.int64).reshape(1, -1), n_sessions=len(sess_bit),
             tokens_used=tokens_used, token_budget=self.s["token_budget"])
         return {k: float(np.ravel(v)[0]) for k, v in met.items()}, tokens_used
-
-    # -------------------------------------------------------------- padding
-
-    def _pad(self) -> dict[str, np.ndarray]:
-        """The probes' pools as padded arrays (see :class:`Replay`)."""
-        probes = len(self.pools)
-        width = max((len(p) for p in self.pools), default=0)
-        events = max((p.feedback_signs.shape[1] if p.feedback_signs.ndim == 2 else 0 for p in self.pools), default=0)
-        relevant = max((len(ideal) for ideal in self.ideals), default=0)
-        grid = (probes, width)
-        out = {
-            "relevance": np.zeros(grid), "dense": np.zeros(grid), "lexical": np.full(grid, np.nan),
-            "ts": np.zeros(grid), "age_days": np.zeros(grid), "tokens": np.zeros(grid, dtype=np.int64),
-            "kind": np.zeros(grid, dtype=np.int8), "grade": np.zeros(grid), "stale": np.zeros(grid, bool),
-            "foreign": np.zeros(grid, bool), "session_bits": np.zeros(grid, dtype=np.int64),
-            "feedback_signs": np.zeros(grid + (events,)), "feedback_ages": np.zeros(grid + (events,)),
-            "rerank_score": np.full(grid, np.nan),
-            "n": np.zeros(probes, dtype=np.int64), "ideal": np.zeros((probes, max(relevant, 1))),
-            "n_relevant": np.zeros(probes, dtype=np.int64), "n_sessions": np.array(self.n_sessions, dtype=np.int64),
-            "limit": np.array([p.limit for p in self.pools], dtype=np.int64),
-            "now": np.array([p.now for p in self.pools], dtype=np.float64),
-        }
-        for i, (p, ideal) in enumerate(zip(self.pools, self.ideals)):
-            n = len(p)
-            out["n"][i] = n
-            for k in SLOT_ARRAYS:
-                out[k][i, :n] = getattr(p, k)
-            out["kind"][i, :n] = [KIND_CODES[k] for k in p.kinds]
-            e = p.feedback_signs.shape[1] if p.feedback_signs.ndim == 2 else 0
-            out["feedback_signs"][i, :n, :e] = p.feedback_signs
-            out["feedback_ages"][i, :n, :e] = p.feedback_ages
-            out["ideal"][i, :len(ideal)] = ideal
-            if self.rerank_scores[i] is not None:
-                out["rerank_score"][i, :n] = self.rerank_scores[i]
-            out["n_relevant"][i] = len(ideal)
-        out["pool_limit"] = np.array(self.s["pool_limit"])
-        return out
 
 
 def replay_many(conversations: Sequence[Conversation], settings: dict[str, Any] | None = None,

@@ -1,12 +1,14 @@
 """Re-rank cached candidate pools for every point of a parameter grid, vectorised.
 
-``sweep(replay, grid)`` takes the pools a :class:`~vxmem.workbench.replay.Replay` recorded and ranks
+``sweep(replay, grid)`` takes the pools a :class:`~vxmem.workbench.record.Replay` recorded and ranks
 them for every combination of the grid's values with numpy broadcasting and the very
 functions ``recall()`` uses (:func:`vxmem.ranking.scoring.score_pool` through the ``blend``
 policy, :func:`~vxmem.ranking.scoring.rank_order`, :func:`~vxmem.ranking.scoring.fit_budget`): no
 re-embedding, no re-search. Each grid parameter gets its own array axis, so a part of the
 score that depends on one parameter (the decay on ``half_life_days``, the feedback on
-``feedback_half_life_days``) is computed once per value, not once per point.
+``feedback_half_life_days``) is computed once per value, not once per point. The grid and
+its checks are :mod:`vxmem.workbench.grid`'s; the ranking of a chunk of probes at every point
+is :mod:`vxmem.workbench.sweep_engine`'s.
 
 A point ranks every probe exactly as ``recall()`` with those parameters would have at that
 moment (``tests/test_sweep.py`` proves it), with two limits of what a cached pool can know:
@@ -28,30 +30,20 @@ over its workers and nothing else changes (a test runs one on a Dask ``LocalClus
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import warnings
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, NamedTuple
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
-from ..core.clock import DAY
 from ..core.progress import Progress, Reporter
-from ..ranking import scoring
-from ..ranking.pool import CandidatePool
 from . import metrics as M
-from .policies import Policy, check_param, get_policy
+from .grid import SWEEP_KEYS, Grid, check_pool_sizes, check_sweepable, make_grid
+from .policies import Policy, get_policy
 from .record import Replay
+from .sweep_engine import CHUNK_ARRAYS, accessed_metrics, chunk_metrics, replay_fixed, shipped_ids
 
-SWEEP_KEYS = ("limit", "token_budget", "hybrid_weight")
-RANKING_KEYS = ("token_budget", "limit", "hybrid_weight")  # grid axes come in this order, then the policy's
 METRIC_COLUMNS = ("hit", "recall", "rr", "ndcg", "stale_leak", "foreign_leak", "session_recall", "budget_fill")
-_CHUNK_ARRAYS = ("relevance", "dense", "lexical", "ts", "age_days", "tokens", "grade", "stale", "foreign",
-                 "session_bits", "feedback_signs", "feedback_ages", "n", "ideal", "n_relevant", "n_sessions",
-                 "rerank_score")
-# The chunk arrays that hold a value per pool slot (the feedback ones per event too): all but the per-probe ones.
-_SLOT_ARRAYS = frozenset(_CHUNK_ARRAYS) - {"n", "ideal", "n_relevant", "n_sessions"}
 
 
 class SweepResult:
@@ -90,31 +82,6 @@ class SweepResult:
         return {"per_probe": self.per_probe, "per_point": self.per_point}
 
 
-def _as_list(name: str, values: Any) -> list[Any]:
-    if isinstance(values, (str, bytes)) or not isinstance(values, (list, tuple, np.ndarray, range)):
-        values = [values]
-    values = list(values)
-    if not values:
-        raise ValueError(f"grid value list for {name} is empty")
-    return values
-
-
-def _check_int(name: str, v: Any, allow_none: bool = False) -> int | None:
-    if v is None and allow_none:
-        return None
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
-        raise TypeError(f"{name} values must be ints >= 1{' or None' if allow_none else ''}, got {v!r}")
-    if v < 1:
-        raise ValueError(f"{name} values must be ints >= 1{' or None' if allow_none else ''}, got {v!r}")
-    return int(v)
-
-
-def _check_values(name: str, values: list[Any]) -> list[Any]:
-    if name in ("limit", "token_budget"):
-        return [_check_int(name, v, allow_none=name == "token_budget") for v in values]
-    return [check_param(name, v) for v in values]
-
-
 def _stack(replays: Sequence[Replay]) -> dict[str, np.ndarray]:
     """One padded set of pool arrays over several replays, with per-probe settings."""
     if len(replays) == 1:
@@ -136,73 +103,6 @@ def _stack(replays: Sequence[Replay]) -> dict[str, np.ndarray]:
             parts.append(a)
         out[k] = np.concatenate(parts, axis=0)
     return out
-
-
-def _inf_if_none(value: float | None) -> float:
-    """A parameter value as a float; None (a token budget of none) is no limit at all."""
-    return np.inf if value is None else float(value)
-
-
-def _per_probe(replays: Sequence[Replay], value: Callable[[Replay], Any]) -> list[Any]:
-    """``value(replay)`` once for each of the replay's probes, over all replays."""
-    return [v for r in replays for v in [value(r)] * r.n_probes]
-
-
-@dataclass
-class _Grid:
-    """What ranks the probes at every point: the policy, the grid's axes (``names``, each
-    with its ``values``), each probe's own value of everything not swept (``fixed``),
-    whether the pools are hybrid and reranked, and the longest list any point ranks (``kmax``)."""
-
-    policy: Policy
-    names: list[str]
-    values: dict[str, list[Any]]
-    fixed: dict[str, np.ndarray]
-    hybrid: bool
-    reranked: bool
-    kmax: int
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return tuple(len(self.values[k]) for k in self.names)
-
-    @property
-    def points(self) -> list[tuple[Any, ...]]:
-        return list(itertools.product(*[self.values[k] for k in self.names])) if self.names else [()]
-
-    def param(self, k: str, sl: slice, n_probes: int) -> np.ndarray:
-        """Parameter ``k`` for the probes of ``sl``: its grid axis, shape (*grid, 1, 1) with
-        ``k``'s values along its own axis, or each probe's own value, shape (probes, 1)."""
-        if k in self.values:
-            shp = [1] * len(self.names)
-            shp[self.names.index(k)] = len(self.values[k])
-            vals = [_inf_if_none(v) for v in self.values[k]]
-            return np.asarray(vals, dtype=np.float64).reshape(shp + [1, 1])
-        return self.fixed[k][sl].reshape(n_probes, 1)
-
-
-def _make_grid(replays: Sequence[Replay], pol: Policy, grid: Mapping[str, Any],
-               pool_limits: np.ndarray) -> _Grid:
-    """The :class:`_Grid` of ``grid``'s checked values over ``replays`` (whose stacked
-    ``pool_limits`` are the probes' recorded limits)."""
-    names = [k for k in RANKING_KEYS if k in grid] + [k for k in pol.params if k in grid]
-    values = {k: _check_values(k, _as_list(k, grid[k])) for k in names}
-    probes = pool_limits.size
-
-    def own(value: Callable[[Replay], float]) -> np.ndarray:  # each probe's value, from its replay
-        return np.array(_per_probe(replays, value), dtype=np.float64)
-
-    def setting(k: str) -> Callable[[Replay], float]:
-        return lambda r: check_param(k, r.settings.get(k, pol.defaults[k]))
-
-    fixed = {k: own(setting(k)) for k in pol.params if k not in values}
-    fixed["limit"] = pool_limits.astype(np.float64)
-    fixed["token_budget"] = own(lambda r: _inf_if_none(r.settings.get("token_budget")))
-    fixed["hybrid_weight"] = own(lambda r: r.hybrid_weight)
-    limits = values.get("limit")
-    kmax = max(limits) if limits else (int(pool_limits.max()) if probes else 1)
-    return _Grid(pol, names, values, fixed, hybrid=any(r.mode == "hybrid" for r in replays),
-                 reranked=any(r.rerank is not None for r in replays), kmax=kmax)
 
 
 def sweep(replays: Replay | Sequence[Replay], grid: Mapping[str, Any] | None = None, policy: str | Policy = "blend",
@@ -228,42 +128,24 @@ def sweep(replays: Replay | Sequence[Replay], grid: Mapping[str, Any] | None = N
         replay's probes are ranked in order, one job per replay: each probe's ages count
         from the last probe whose ranking at that point returned the memory.
     """
-    from joblib import Parallel, delayed
+    from joblib import Parallel
 
     replays = [replays] if isinstance(replays, Replay) else list(replays)
     if not replays or not all(isinstance(r, Replay) for r in replays):
         raise TypeError("sweep() needs a Replay or a list of Replays")
     pol = get_policy(policy)
     grid = dict(grid or {})
-    _check_sweepable(replays, pol, grid)
+    check_sweepable(replays, pol, grid)
     pools = _stack(replays)
-    g = _make_grid(replays, pol, grid, pools["limit"])
-    _check_pool_sizes(replays, g)
-    n_probes, width = pools["relevance"].shape
+    g = make_grid(replays, pol, grid, pools["limit"])
+    check_pool_sizes(replays, g)
+    n_probes = pools["relevance"].shape[0]
     n_points = int(np.prod(g.shape)) if g.shape else 1
     out = {m: np.full((n_points, n_probes), np.nan) for m in METRIC_COLUMNS}
     out["n_results"] = np.zeros((n_points, n_probes), dtype=np.int64)
     out["tokens"] = np.zeros((n_points, n_probes), dtype=np.int64)
-    # token_budget applies after scoring: a chunk scores once per point of the other axes
-    score_points = int(np.prod([n for k, n in zip(g.names, g.shape) if k != "token_budget"])) if g.shape else 1
-    step = max(1, int(chunk_elements // max(1, score_points * max(width, 1))))
-    slices = [slice(p0, min(n_probes, p0 + step)) for p0 in range(0, n_probes, step)]
-    # Each job gets its own chunk of the arrays (a view for threads; all a remote worker is
-    # sent). numpy sorts and ufuncs release the GIL, so threads are the local default.
-    bare = dataclasses.replace(g, fixed={})
-
-    def chunk(sl: slice) -> Any:  # a job ranking the probes of sl together
-        return delayed(_chunk_job)({k: pools[k][sl] for k in _CHUNK_ARRAYS if k in pools},
-                                   {k: v[sl] for k, v in g.fixed.items()}, bare)
-
-    accessed = [r.recency_for(pol, recency_from) == "accessed" for r in replays]
-    if any(accessed):  # probe after probe within a replay: one job per replay
-        starts = np.cumsum([0] + [r.n_probes for r in replays])
-        slices = [slice(int(a), int(b)) for a, b in zip(starts[:-1], starts[1:])]
-        jobs = (delayed(_accessed_job)(r, _replay_fixed(r, g, sl.start), bare) if acc and r.n_probes else chunk(sl)
-                for r, acc, sl in zip(replays, accessed, slices))
-    else:
-        jobs = (chunk(sl) for sl in slices)
+    slices, jobs = _jobs(replays, pools, g, [r.recency_for(pol, recency_from) == "accessed" for r in replays],
+                         chunk_elements)
     bar = Reporter(progress, len(slices), "sweep", unit="chunk")
     try:
         for sl, res in zip(slices, Parallel(n_jobs=n_jobs, prefer="threads", return_as="generator")(jobs)):
@@ -275,253 +157,36 @@ def sweep(replays: Replay | Sequence[Replay], grid: Mapping[str, Any] | None = N
     return _frames(replays, g, out, n_probes)
 
 
-def _chunk_job(chunk: dict[str, np.ndarray], fixed: dict[str, np.ndarray], g: _Grid) -> dict[str, np.ndarray]:
-    """Every metric of one chunk of probes (its arrays and its probes' own settings)."""
-    n = int(chunk["relevance"].shape[0])
-    return _metrics_of_chunk(chunk, slice(0, n), dataclasses.replace(g, fixed=fixed))
+def _jobs(replays: list[Replay], pools: dict[str, np.ndarray], g: Grid, accessed: list[bool],
+          chunk_elements: int) -> tuple[list[slice], Iterator[Any]]:
+    """The probes each job ranks and the joblib jobs: chunks of about ``chunk_elements``
+    (point, slot) scores, or one job per replay whose ages count from access (``accessed``)."""
+    from joblib import delayed
 
-
-def _accessed_pass(pools: Mapping[str, np.ndarray], fixed: dict[str, np.ndarray], g: _Grid,
-                   ids: Sequence[Sequence[str]], pick: Sequence[int],
-                   shipped: bool = False) -> tuple[dict[str, np.ndarray], list[list[str]]]:
-    """One replay's probes ranked in order with ages counted from access: each probe's ages,
-    at every grid point, count from the last probe whose ranking at that point returned the
-    memory (else from when it was stored), as a memory made with ``recency_from="accessed"``
-    records them. Returns the metrics of the probes ``pick`` (shape (*grid, len(pick))) and,
-    with ``shipped``, the ids they ship at the grid's first point."""
     n_probes, width = pools["relevance"].shape
-    column: dict[str, int] = {}
-    slot_mem = np.full((n_probes, width), -1, dtype=np.int64)
-    for i, row in enumerate(ids[:n_probes]):
-        for j, mid in enumerate(row[:width]):
-            slot_mem[i, j] = column.setdefault(mid, len(column))
-    n_mem = len(column)
-    slot_mem[slot_mem < 0] = n_mem  # padding reads (and writes) a spare column
-    gg = dataclasses.replace(g, fixed=fixed)
-    searched = _search_chunk(pools, slice(0, n_probes), gg)  # what does not depend on the ages, at once
-    # When each memory was last returned at every point, and the access before that one: an
-    # access counts from the moment after it (see vxmem.ranking.pool.AccessLog, the same rule per id).
-    last = np.full(g.shape + (n_mem + 1,), -np.inf)
-    before = last.copy()
-    tops, keeps, tokens = [], [], []
-    for i in range(n_probes):
-        mem, now = slot_mem[i], float(pools["now"][i])
-        seen = np.where(last[..., mem] < now, last[..., mem], before[..., mem])
-        since = np.maximum(pools["ts"][i], seen)
-        ranked = _rank_searched(searched.probe(i), gg, age_days=((now - since) / DAY)[..., None, :])
-        full = g.shape + ranked.top.shape[-2:]
-        tops.append(np.broadcast_to(ranked.top, full))
-        keeps.append(np.broadcast_to(ranked.keep, full))
-        tokens.append(np.broadcast_to(ranked.tokens, full))
-        top, keep = tops[-1][..., 0, :], keeps[-1][..., 0, :]
-        hit = np.where(keep, mem[top], n_mem)  # the memories returned (padding: the spare column)
-        was = np.take_along_axis(last, hit, axis=-1)
-        moved = was < now
-        np.put_along_axis(before, hit, np.where(moved, was, np.take_along_axis(before, hit, axis=-1)), axis=-1)
-        np.put_along_axis(last, hit, np.where(moved, now, was), axis=-1)
-    lists: list[list[str]] = []
-    if shipped:
-        for i in pick:
-            t0 = tops[i][..., 0, :].reshape(-1, tops[i].shape[-1])[0]
-            k0 = keeps[i][..., 0, :].reshape(-1, keeps[i].shape[-1])[0]
-            lists.append([ids[i][j] for j, kp in zip(t0.tolist(), k0.tolist()) if kp])
-    if not pick:
-        return {}, lists
-    # Every probe's metrics at once, from the rankings made one probe at a time.
-    idx = np.asarray(pick, dtype=np.int64)
-    whole = _Ranked(searched.c, np.concatenate(tops, axis=-2), np.concatenate(keeps, axis=-2),
-                    np.concatenate(tokens, axis=-2), searched.limit, searched.budget)
-    out = _metrics_of_ranked(whole)
-    return {m: np.broadcast_to(v, g.shape + v.shape[-1:])[..., idx] for m, v in out.items()}, lists
+    # token_budget applies after scoring: a chunk scores once per point of the other axes
+    score_points = int(np.prod([n for k, n in zip(g.names, g.shape) if k != "token_budget"])) if g.shape else 1
+    step = max(1, int(chunk_elements // max(1, score_points * max(width, 1))))
+    slices = [slice(p0, min(n_probes, p0 + step)) for p0 in range(0, n_probes, step)]
+    # Each job gets its own chunk of the arrays (a view for threads; all a remote worker is
+    # sent). numpy sorts and ufuncs release the GIL, so threads are the local default.
+    bare = dataclasses.replace(g, fixed={})
+
+    def chunk(sl: slice) -> Any:  # a job ranking the probes of sl together
+        return delayed(chunk_metrics)({k: pools[k][sl] for k in CHUNK_ARRAYS if k in pools},
+                                      {k: v[sl] for k, v in g.fixed.items()}, bare)
+
+    if any(accessed):  # probe after probe within a replay: one job per replay
+        starts = np.cumsum([0] + [r.n_probes for r in replays])
+        slices = [slice(int(a), int(b)) for a, b in zip(starts[:-1], starts[1:])]
+        jobs = (delayed(accessed_metrics)(r, replay_fixed(r, g, sl.start), bare) if acc and r.n_probes else chunk(sl)
+                for r, acc, sl in zip(replays, accessed, slices))
+    else:
+        jobs = (chunk(sl) for sl in slices)
+    return slices, jobs
 
 
-def _replay_fixed(r: Replay, g: _Grid, offset: int) -> dict[str, np.ndarray]:
-    """Every probe's own settings of ``r``'s whole history (see :meth:`Replay.history`); its
-    probes start at ``offset`` among the swept ones."""
-    whole, _ = r.history()
-    n = whole.n_probes
-    fixed = {k: np.full(n, v[offset]) for k, v in g.fixed.items()}
-    fixed["limit"] = whole.pools["limit"].astype(np.float64)
-    return fixed
-
-
-def _accessed_job(r: Replay, fixed: dict[str, np.ndarray], g: _Grid) -> dict[str, np.ndarray]:
-    whole, index = r.history()
-    pools = {k: v for k, v in whole.pools.items() if k != "pool_limit"}
-    return _accessed_pass(pools, fixed, g, whole.pool_ids, index)[0]
-
-
-def _check_sweepable(replays: list[Replay], pol: Policy, grid: Mapping[str, Any]) -> None:
-    allowed = set(pol.params) | set(SWEEP_KEYS)
-    unknown = set(grid) - allowed
-    if unknown:
-        raise ValueError(f"cannot sweep {sorted(unknown)[0]!r} with policy {pol.name!r}; "
-                         f"sweepable: {', '.join(sorted(allowed))}")
-    if any(r.settings.get("score_gap") is not None for r in replays):
-        raise ValueError("sweeps do not apply score_gap; replay with score_gap=None")
-    if "hybrid_weight" in grid and {r.mode for r in replays} != {"hybrid"}:
-        raise ValueError("hybrid_weight can be swept only over replays recorded with mode='hybrid'")
-    if "hybrid_weight" in grid and any(r.rerank is not None for r in replays):
-        weights = [check_param("hybrid_weight", w) for w in _as_list("hybrid_weight", grid["hybrid_weight"])]
-        if any(w != r.hybrid_weight for w in weights for r in replays if r.rerank is not None):
-            raise ValueError("hybrid_weight decides which candidates a reranked pool holds: sweep it over replays "
-                             "recorded with rerank=False (a reranked replay takes only the weight it was "
-                             "recorded with)")
-    if len({r.rerank is None for r in replays}) > 1 or len({r.mode == "hybrid" for r in replays}) > 1:
-        raise ValueError("sweep replays recorded with one pipeline together: these mix reranked and plain, or "
-                         "hybrid and other modes (sweep_modes() takes one group per mode)")
-
-
-def _check_pool_sizes(replays: list[Replay], g: _Grid) -> None:
-    """A swept limit needs its whole pool recorded (and, for hybrid, exactly that pool)."""
-    limits = g.values.get("limit")
-    if not limits or not any(r.n_probes for r in replays):
-        return
-    recorded = {scoring.pool_size(int(r.settings["pool_limit"])) for r in replays if r.n_probes}
-    need = max(scoring.pool_size(lim) for lim in limits)
-    if need > min(recorded):
-        raise ValueError(f"limit {max(limits)} needs pools of {need} candidates; these replays recorded "
-                         f"{min(recorded)} (replay with pool_limit={max(limits)})")
-
-
-class _Ranked(NamedTuple):
-    """One chunk of probes ranked at every grid point: the chunk's arrays (``chunk``), the
-    ranked slots (``top``, shape (*grid, probes, kmax)), which of them ship (``keep``), their
-    ``tokens``, and the ``limit`` and ``budget`` as they broadcast."""
-
-    chunk: dict[str, np.ndarray]
-    top: np.ndarray
-    keep: np.ndarray
-    tokens: np.ndarray
-    limit: np.ndarray
-    budget: np.ndarray
-
-
-class _Searched(NamedTuple):
-    """What ranking a chunk of probes needs before any score: the chunk's arrays (``c``),
-    ``limit``, the ``valid`` slots and their ``relevance`` at every grid point (the pool each
-    limit gathered, and reranked), the policy's parameters and the ``budget``."""
-
-    c: dict[str, np.ndarray]
-    limit: np.ndarray
-    valid: np.ndarray
-    relevance: np.ndarray
-    params: dict[str, np.ndarray]
-    budget: np.ndarray
-
-    def probe(self, i: int) -> _Searched:
-        """The same for probe ``i`` of the chunk alone (probe axes of length 1)."""
-        def one(x: np.ndarray, axis: int) -> np.ndarray:  # a per-probe array's row i; a grid axis as it is
-            x = np.asarray(x)
-            if x.ndim < -axis or x.shape[axis] == 1:
-                return x
-            return x[(Ellipsis, slice(i, i + 1)) + (slice(None),) * (-axis - 1)]
-
-        c = {k: v[i: i + 1] for k, v in self.c.items()}
-        return _Searched(c, one(self.limit, -2), one(self.valid, -2), one(self.relevance, -2),
-                         {k: one(v, -2) for k, v in self.params.items()}, one(self.budget, -1))
-
-
-def _search_chunk(pools: Mapping[str, np.ndarray], sl: slice, g: _Grid) -> _Searched:
-    """The probes of ``sl`` up to their scores: which slots each grid point's pool holds."""
-    c = {k: pools[k][sl] for k in _CHUNK_ARRAYS if k in pools}  # "rerank_score": only a reranked replay needs it
-    n_probes, width = c["relevance"].shape
-
-    def param(k: str) -> np.ndarray:
-        return g.param(k, sl, n_probes)
-
-    lim = param("limit").astype(np.int64)
-    # The pool a limit would have gathered (and, reranked, the candidates it would have reranked).
-    valid, relevance = scoring.searched_slots(c["dense"], c["lexical"], c["relevance"], c["n"].reshape(n_probes, 1),
-                                              lim, g.hybrid, param("hybrid_weight") if g.hybrid else 0.0)
-    if g.reranked:  # the reranker's scores (recorded by a reranked replay) of the candidates the limit reranks
-        valid = scoring.rerank_slots(relevance, c["ts"], valid, lim)
-        relevance = np.where(valid, np.nan_to_num(c["rerank_score"]), 0.0)
-    budget = param("token_budget")[..., 0] if "token_budget" in g.values else g.fixed["token_budget"][sl]
-    return _Searched(c, lim, valid, relevance, {k: param(k) for k in g.policy.params}, budget)
-
-
-def _rank_searched(s: _Searched, g: _Grid, age_days: np.ndarray | None = None) -> _Ranked:
-    """Score and rank searched probes at every grid point, as ``recall()`` would (``age_days``:
-    the slots' ages at every point, shape (*grid, probes, slots), instead of the recorded ones)."""
-    c = s.c
-    ages = c["age_days"] if age_days is None else age_days
-    batch = CandidatePool(relevance=s.relevance, ts=c["ts"], age_days=ages, feedback_signs=c["feedback_signs"],
-                          feedback_ages=c["feedback_ages"], tokens=c["tokens"])
-    score = g.policy.score(batch, s.params, s.valid)
-    score, valid = np.broadcast_arrays(score, s.valid)
-    top = scoring.rank_order(score, c["ts"], valid=valid, k=g.kmax)
-    in_list = scoring.take_last(valid, top) & (np.arange(top.shape[-1]) < s.limit)
-    tokens = _take(c["tokens"], top)
-    keep = scoring.fit_budget(tokens, s.budget) & in_list
-    return _Ranked(c, top, keep, tokens, s.limit, s.budget)
-
-
-def _rank_chunk(pools: Mapping[str, np.ndarray], sl: slice, g: _Grid) -> _Ranked:
-    """Rank the probes of ``sl`` at every grid point, as ``recall()`` would."""
-    return _rank_searched(_search_chunk(pools, sl, g), g)
-
-
-def _take(x: np.ndarray, top: np.ndarray) -> np.ndarray:
-    """``x[probe, top[..., probe, j]]``: a chunk's (probes, slots) array read at the ranked slots."""
-    n_probes, width = top.shape[-2], np.shape(x)[-1]
-    flat = top + (np.arange(n_probes, dtype=np.int64) * width)[:, None]
-    return np.ascontiguousarray(x).reshape(-1)[flat]
-
-
-def _metrics_of_chunk(pools: Mapping[str, np.ndarray], sl: slice, g: _Grid) -> dict[str, np.ndarray]:
-    """Every metric of one slice of probes at every grid point, shape (*grid, probes)."""
-    return _metrics_of_ranked(_rank_searched(_compacted(_search_chunk(pools, sl, g), g.kmax), g))
-
-
-def _compacted(s: _Searched, kmax: int) -> _Searched:
-    """``s`` with only the slots some grid point ranks.
-
-    A reranked pool ranks only the candidates its limit reranks (``max(2 x limit, 20)`` of
-    the pool's 40 or more), so half of every score, sort and gather of a sweep went to slots
-    no point could return. Each probe keeps the slots valid at some point, first and in slot
-    order (the tie rule's last key), so the ranking and every metric are the uncompacted
-    ones; the slots are those of the compacted arrays (the metrics do not name slots;
-    rankings use :func:`_rank_chunk`). A pool whose recorded slots all count is left as it is.
-    """
-    valid = s.valid
-    n_probes, width = valid.shape[-2:]
-    union = valid.reshape(-1, n_probes, width).any(axis=0)  # valid at some grid point
-    m = int(union.sum(axis=1).max(initial=0))
-    if m >= width or m <= kmax:  # nothing to drop, or fewer columns than the ranked lists hold
-        return s
-    rows = np.arange(n_probes)[:, None]
-    slots = np.argsort(~union, axis=1, kind="stable")[:, :m]  # kept first, each group in slot order
-    c = {k: v[rows, slots] if k in _SLOT_ARRAYS else v for k, v in s.c.items()}
-    return s._replace(c=c, valid=valid[..., rows, slots], relevance=np.asarray(s.relevance)[..., rows, slots])
-
-
-def _metrics_of_ranked(r: _Ranked) -> dict[str, np.ndarray]:
-    """Every metric of ranked probes at every grid point, shape (*grid, probes)."""
-    c, top, keep, tokens, lim, budget = r
-    # Shipped results first, in rank order: a budget can skip one and take the next.
-    # Without budgets the shipped list is already a prefix.
-    idx = None if np.all(np.isinf(budget)) else np.argsort(~keep, axis=-1, kind="stable")
-    kept = keep if idx is None else scoring.take_last(keep, idx)
-
-    def ranked(x: np.ndarray) -> np.ndarray:
-        x = np.broadcast_to(_take(x, top), keep.shape)
-        return x if idx is None else scoring.take_last(x, idx)
-
-    gains = np.where(kept, ranked(c["grade"]), 0.0)
-    stale = kept & ranked(c["stale"])
-    foreign = kept & ranked(c["foreign"])
-    bits = np.where(kept, ranked(c["session_bits"]), 0)
-    ideal = np.where(np.arange(c["ideal"].shape[-1]) < lim, c["ideal"], 0.0)  # IDCG at the limit
-    used = np.sum(np.where(keep, tokens, 0), axis=-1)
-    res = M.ranked_metrics(gains, stale, c["n_relevant"], ideal, k=None, foreign=foreign, session_bits=bits,
-                           n_sessions=c["n_sessions"], tokens_used=used, token_budget=budget)
-    res["n_results"] = keep.sum(axis=-1)
-    res["tokens"] = used
-    return res
-
-
-def _frames(replays: list[Replay], g: _Grid, out: dict[str, np.ndarray], n_probes: int) -> SweepResult:
+def _frames(replays: list[Replay], g: Grid, out: dict[str, np.ndarray], n_probes: int) -> SweepResult:
     import pandas as pd
 
     n_points = out["hit"].shape[0]
@@ -585,21 +250,12 @@ def rankings(replay: Replay, policy: str | Policy = "blend", recency_from: str |
     bad = set(params) - allowed
     if bad:
         raise ValueError(f"unknown parameter {sorted(bad)[0]!r}; known: {', '.join(sorted(allowed))}")
-    _check_sweepable([replay], pol, params)
+    check_sweepable([replay], pol, params)
     pools = _stack([replay])
-    g = _make_grid([replay], pol, {k: [v] for k, v in params.items()}, pools["limit"])
+    g = make_grid([replay], pol, {k: [v] for k, v in params.items()}, pools["limit"])
     if replay.n_probes == 0:
         return []
-    if replay.recency_for(pol, recency_from) == "accessed":
-        whole, index = replay.history()
-        arrays = {k: v for k, v in whole.pools.items() if k != "pool_limit"}
-        bare = dataclasses.replace(g, fixed={})
-        return _accessed_pass(arrays, _replay_fixed(replay, g, 0), bare, whole.pool_ids, index,
-                              shipped=True)[1]
-    r = _rank_chunk(pools, slice(0, replay.n_probes), g)
-    top = r.top.reshape(replay.n_probes, -1)
-    keep = r.keep.reshape(replay.n_probes, -1)
-    return [[replay.pool_ids[i][j] for j, kp in zip(top[i], keep[i]) if kp] for i in range(replay.n_probes)]
+    return shipped_ids(replay, pools, g, replay.recency_for(pol, recency_from) == "accessed")
 
 
 def sweep_modes(replays: Mapping[str, Replay | Sequence[Replay]], grid: Mapping[str, Any] | None = None,

@@ -5,13 +5,12 @@
 - :func:`why_recalled_live`: the same of a live memory (the dashboard's Playground).
 
 Both rank with the very :mod:`vxmem.ranking.scoring` functions ``recall()`` calls, in the order it
-calls them: one scoring path (DESIGN rule 1). :class:`_Timeline` (what existed at a probe)
-and the point and label helpers are shared with :mod:`vxmem.workbench.analysis`.
+calls them: one scoring path (DESIGN rule 1). What existed at a probe is
+:class:`~vxmem.workbench.probe_timeline.ProbeTimeline`'s to say.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -19,114 +18,30 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from ..core.keys import KINDS
+from ..core.clock import to_epoch
+from ..core.keys import K_EXPIRES, K_KIND, K_SESSION, K_SUPERSEDED_AT, K_SUPERSEDED_BY, K_TS, KINDS
 from ..core.reasons import REASONS
 from ..ranking import scoring
+from ..ranking.pool import CandidatePool, LabelledPool
+from .grid import as_point
 from .policies import POLICIES, check_param, resolve_params
+from .probe_timeline import ProbeTimeline, expiry_times, memory_label
 from .record import Replay
 
 if TYPE_CHECKING:
     from ..memory.conversation import ConversationMemory
     from .datasets.model import Conversation
 
-DAY = 86400.0
-
 _CHECK_ORDER = ("deleted", "kind_excluded", "other_session", "superseded")  # recorded facts first
 SCORE_PARTS = ("relevance_norm", "recency", "feedback")
 
-
-def _point(params: Mapping[str, Any] | None, name: str) -> dict[str, Any]:
-    if params is None:
-        return {}
-    if not isinstance(params, Mapping):
-        raise TypeError(f"{name} must be a dict of parameter -> value, not {type(params).__name__}")
-    return dict(params)
-
-
-def _label(memory: Mapping[str, Any] | None, mid: str) -> str:
-    labels = (memory or {}).get("labels") or []
-    return ", ".join(labels) if labels else mid
-
-
 # ---------------------------------------------------------------------------- why (not) recalled
-
-
-class _Timeline:
-    """What existed at probe ``i`` of a replay: creation and deletion against the probe's moment.
-
-    Events at the probe's very timestamp count by their order in the conversation.
-    """
-
-    def __init__(self, replay: Replay, i: int):
-        self.t = float(replay.probes[i]["time"])
-        probe_events = [e["index"] for e in replay.events if e.get("type") == "probe"]
-        self.at = probe_events[i] if i < len(probe_events) else None
-        self.made = {e["memory_id"]: e["index"] for e in replay.events if e.get("memory_id")}
-        self.events = replay.events
-        self.mems = {m["id"]: m for m in replay.memories}
-
-    def _before(self, t: float | None, index: int | None) -> bool:
-        if t is None:
-            return False
-        if t != self.t or self.at is None:
-            return t <= self.t
-        return index is not None and index < self.at
-
-    def _event_at(self, t: float, types: tuple[str, ...]) -> int | None:
-        hits = [e["index"] for e in self.events if e.get("type") in types and e.get("time") == t]
-        before = [k for k in hits if self.at is None or k < self.at]
-        return before[0] if before else (hits[0] if hits else None)
-
-    def created(self, m: Mapping[str, Any]) -> bool:
-        idx = self.made.get(m["id"])
-        if idx is None and m["created"] == self.t:  # a consolidation's fact: made by that event
-            idx = self._event_at(m["created"], ("consolidate",))
-        return self._before(m["created"], idx)
-
-    def deleted(self, m: Mapping[str, Any]) -> bool:
-        d = m.get("deleted")
-        if d is None:
-            return False
-        idx = self._event_at(d, ("forget", "expire", "consolidate")) if d == self.t else None
-        return self._before(d, idx)
-
-    def exists(self, m: Mapping[str, Any] | None) -> bool:
-        return m is not None and self.created(m) and not self.deleted(m)
-
-    def superseded(self, m: Mapping[str, Any]) -> bool:
-        new = self.mems.get(m.get("superseded_by") or "")
-        if new is None:
-            at = m.get("superseded_at")
-            return at is not None and at <= self.t
-        return self.created(new)
-
 
 _WHY_KEYS = frozenset(POLICIES["blend"].params) | {"limit", "token_budget", "score_gap", "hybrid_weight"}
 _WHY_COLUMNS = ["probe", "id", "label", "kind", "session", "text", "reason", "rank", "pool_rank", "score",
                 "relevance", "relevance_norm", "recency", "feedback", "tokens", "relevant", "stale",
                 "superseded_by", "versus", "versus_label", "score_deficit", "d_relevance_norm", "d_recency",
                 "d_feedback", "deciding_part", "detail", "created", "expires"]
-
-
-def _expiry(replay: Replay, conversation: Conversation | None) -> dict[str, float | None]:
-    """When each memory expires: recorded, else its event's ``ttl_days``, else its kind's TTL."""
-    ttl_kind = replay.settings.get("ttl_days") or {}
-    ev_ttl: dict[str, float] = {}
-    if conversation is not None:
-        events = conversation.events
-        for e in replay.events:
-            k = e.get("index")
-            ttl = events[k].ttl_days if e.get("memory_id") and isinstance(k, int) and k < len(events) else None
-            if ttl is not None:
-                ev_ttl[e["memory_id"]] = float(ttl)
-    out: dict[str, float | None] = {}
-    for m in replay.memories:
-        if "expires" in m:
-            out[m["id"]] = m["expires"]
-            continue
-        ttl = ev_ttl.get(m["id"], ttl_kind.get(m.get("kind")) if isinstance(ttl_kind, Mapping) else None)
-        out[m["id"]] = None if ttl is None or math.isinf(ttl) else m["created"] + float(ttl) * DAY
-    return out
 
 
 @dataclass
@@ -239,7 +154,8 @@ def _accessed_before(replay: Replay, i: int, ids: list[str], point: Mapping[str,
     before it returned at ``point`` (the sweep engine's rankings, which equal the live
     recall's at the replay's own settings)."""
     from ..ranking.pool import AccessLog
-    from .sweep import SWEEP_KEYS, rankings
+    from .grid import SWEEP_KEYS
+    from .sweep import rankings
 
     whole, index = replay.history()
     keys = set(POLICIES["blend"].params) | set(SWEEP_KEYS)
@@ -251,6 +167,29 @@ def _accessed_before(replay: Replay, i: int, ids: list[str], point: Mapping[str,
     for j in range(at):
         log.returned(shipped[j], float(whole.pools["now"][j]))
     return log.seen(list(ids), float(whole.pools["now"][at]))
+
+
+@dataclass
+class _Probe:
+    """One probe of a replay at a point: its pool (the first ``n_valid`` slots the ones its
+    ``limit`` blends, ``slot`` each id's), the stages they went through, whether the recorded
+    pool was ``full``, and what the probe asks (``kinds``, ``session``, ``relevant`` and
+    ``stale`` labels) against what existed then (``alive``, ``expires``)."""
+
+    i: int
+    pool: LabelledPool
+    st: _Stages
+    n_valid: int
+    full: bool
+    limit: Any
+    mode: str
+    slot: dict[str, int]
+    alive: ProbeTimeline
+    expires: dict[str, float | None]
+    kinds: tuple[str, ...]
+    session: str | None
+    relevant: set[str]
+    stale: set[str]
 
 
 def why_recalled(replay: Replay, probe: int, params: Mapping[str, Any] | None = None, *,
@@ -271,18 +210,29 @@ def why_recalled(replay: Replay, probe: int, params: Mapping[str, Any] | None = 
         raise TypeError(f"replay must be a Replay, not {type(replay).__name__}")
     if isinstance(probe, bool) or not isinstance(probe, (int, np.integer)) or not 0 <= probe < replay.n_probes:
         raise ValueError(f"probe must be an index in [0, {replay.n_probes}), got {probe!r}")
-    point = _point(params, "params")
+    point = as_point(params, "params")
     bad = sorted(set(point) - _WHY_KEYS)
     if bad:
         raise ValueError(f"why_recalled has no parameter {bad[0]!r}; known: {', '.join(sorted(_WHY_KEYS))}")
-    i = int(probe)
-    s = replay.settings
-    blend = resolve_params("blend", {k: v for k, v in point.items() if k in POLICIES["blend"].defaults}, s)
-    pr = replay.probes[i]
-    pool = replay.pool(i)
-    limit = point.get("limit", pool.limit)
-    budget = point.get("token_budget", s.get("token_budget"))
-    gap = point.get("score_gap", s.get("score_gap"))
+    p = _probe_at(replay, int(probe), point, conversation)
+    rows = []
+    for m in replay.memories:
+        if not p.alive.created(m):
+            continue
+        is_deleted = p.alive.deleted(m)
+        if is_deleted and not include_deleted:
+            continue
+        rows.append(_recorded_row(p, m, is_deleted))
+    return _why_frame(rows)
+
+
+def _ship_settings(point: Mapping[str, Any], settings: Mapping[str, Any],
+                   pool_limit: int) -> tuple[Any, Any, float | None]:
+    """The ``limit``, ``token_budget`` and ``score_gap`` a point ships with, checked (the
+    replay's ``settings`` and the probe's ``pool_limit`` for what it leaves out)."""
+    limit = point.get("limit", pool_limit)
+    budget = point.get("token_budget", settings.get("token_budget"))
+    gap = point.get("score_gap", settings.get("score_gap"))
     for name, v in (("limit", limit), ("token_budget", budget)):
         if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1):
             raise ValueError(f"{name} must be an int >= 1{' or None' if name != 'limit' else ''}, got {v!r}")
@@ -290,22 +240,28 @@ def why_recalled(replay: Replay, probe: int, params: Mapping[str, Any] | None = 
         gap = check_param("score_gap", gap)
         if gap < 0:
             raise ValueError(f"score_gap must be >= 0, got {gap!r}")
+    return limit, budget, gap
+
+
+def _probe_at(replay: Replay, i: int, point: Mapping[str, Any], conversation: Conversation | None) -> _Probe:
+    """Probe ``i``'s pool at ``point``, taken through recall()'s stages, and what existed then."""
+    s = replay.settings
+    blend = resolve_params("blend", {k: v for k, v in point.items() if k in POLICIES["blend"].defaults}, s)
+    pool = replay.pool(i)
+    limit, budget, gap = _ship_settings(point, s, pool.limit)
     mode = s.get("mode") or "dense"
     n = len(pool.ids)
     cap = scoring.pool_size(max(int(pool.limit), int(s.get("pool_limit") or pool.limit)))
     size = scoring.pool_size(int(limit))
     full = n >= cap
+    if size > cap and full:
+        raise ValueError(f"limit {limit} needs pools of {size} candidates; this replay recorded {cap} "
+                         f"(replay with pool_limit={limit})")
     if mode == "hybrid" or replay.rerank is not None:
-        if size > cap and full:
-            raise ValueError(f"limit {limit} needs pools of {size} candidates; this replay recorded {cap} "
-                             f"(replay with pool_limit={limit})")
         # the members within that limit's two top lists, fused over them (reranked: the ones it reranked)
         pool = replay.pool(i, limit=int(limit))
         n_valid = len(pool.ids)
     else:
-        if size > cap and full:
-            raise ValueError(f"limit {limit} needs pools of {size} candidates; this replay recorded {cap} "
-                             f"(replay with pool_limit={limit})")
         n_valid = min(n, size)
 
     if replay.recency_for("blend") == "accessed":  # ages from the accesses of the probes before, at this point
@@ -319,75 +275,73 @@ def why_recalled(replay: Replay, probe: int, params: Mapping[str, Any] | None = 
         rel = scoring.fuse_relevance(pool.dense[:n_valid], pool.lexical[:n_valid], w)
     st = _stages(rel, pool.age_days[:n_valid], pool.feedback_signs[:n_valid], pool.feedback_ages[:n_valid],
                  pool.ts[:n_valid], pool.tokens[:n_valid], blend, int(limit), gap, budget)
-    slot = {mid: j for j, mid in enumerate(pool.ids)}
+    pr = replay.probes[i]
+    return _Probe(i=i, pool=pool, st=st, n_valid=n_valid, full=full, limit=limit, mode=mode,
+                  slot={mid: j for j, mid in enumerate(pool.ids)}, alive=ProbeTimeline(replay, i),
+                  expires=expiry_times(replay, conversation), kinds=tuple(s.get("kinds") or KINDS),
+                  session=pr.get("session"), relevant=set(pr.get("relevant") or ()), stale=set(pr.get("stale") or ()))
 
-    alive = _Timeline(replay, i)
-    mems = alive.mems
-    expires = _expiry(replay, conversation)
-    kinds = tuple(s.get("kinds") or KINDS)
-    session = pr.get("session")
-    relevant, stale = set(pr.get("relevant") or ()), set(pr.get("stale") or ())
-    rows = []
-    for m in replay.memories:
-        if not alive.created(m):
-            continue
-        is_deleted = alive.deleted(m)
-        if is_deleted and not include_deleted:
-            continue
-        mid = m["id"]
-        labels = set(m.get("labels") or ())
-        row: dict[str, Any] = {c: None for c in _WHY_COLUMNS}
-        row.update(probe=i, id=mid, label=_label(m, mid) if labels else None, kind=m.get("kind"),
-                   session=m.get("session"), text=m.get("text"), tokens=m.get("tokens"),
-                   relevant=bool(labels & relevant), stale=bool(labels & stale), created=m["created"],
-                   expires=expires.get(mid))
-        sup = m.get("superseded_by") if alive.superseded(m) else None
-        row["superseded_by"] = sup
-        j = slot.get(mid)
-        if j is not None:
-            row["relevance"] = float(pool.relevance[j])
-        if j is not None and j < n_valid:
-            row.update(_slot_parts(st, j))
-        checks = {
-            "deleted": is_deleted,
-            "kind_excluded": m.get("kind") not in kinds,
-            "other_session": session is not None and m.get("session") != session,
-            "superseded": sup is not None,
-        }
-        reason = next((c for c in _CHECK_ORDER if checks[c]), None)
-        if reason == "deleted":
-            row["detail"] = f"deleted at {_when(m['deleted'])}"
-        elif reason == "kind_excluded":
-            row["detail"] = f"a {m.get('kind')}; this recall asks for {', '.join(kinds)}"
-        elif reason == "other_session":
-            row["detail"] = f"in session {m.get('session')!r}; the probe recalls from {session!r}"
-        elif reason == "superseded":
-            row["detail"] = f"superseded by {_label(mems.get(sup), str(sup))} at {_when(m.get('superseded_at'))}"
-        elif j is not None and j < n_valid:
-            reason = _ranked_reason(st, j, pool.ids, lambda x: _label(mems.get(x), x), row)
-        elif j is not None:  # in the recorded pool, past the smaller pool this limit blends
-            reason = "outside_pool"
-            row["detail"] = (f"not among the {n_valid} most relevant eligible memories blended for limit {limit} "
-                             f"(relevance {row['relevance']:.3f})")
-        else:
-            exp = expires.get(mid)
-            if exp is not None and exp <= alive.t:
-                reason = "expired"
-                row["detail"] = f"its time to live ran out at {_when(exp)}"
-            elif not full and mode != "lexical":
-                # The pool had room, so every eligible memory was in it: this one was not
-                # eligible, and past its TTL is the one way left (a TTL the replay did not record).
-                reason = "expired"
-                row["detail"] = "not in a pool that had room for it, so past its time to live (inferred)"
-            elif not full:
-                reason = "outside_pool"
-                row["detail"] = "not in the lexical pool: it shares no word with the query"
-            else:
-                reason = "outside_pool"
-                row["detail"] = f"not among the {n_valid} most relevant eligible memories"
-        row["reason"] = reason
-        rows.append(row)
-    return _why_frame(rows)
+
+def _recorded_row(p: _Probe, m: Mapping[str, Any], is_deleted: bool) -> dict[str, Any]:
+    """Memory ``m``'s row at the probe: what it is, its score parts if blended, and why."""
+    mid = m["id"]
+    labels = set(m.get("labels") or ())
+    row: dict[str, Any] = {c: None for c in _WHY_COLUMNS}
+    row.update(probe=p.i, id=mid, label=memory_label(m, mid) if labels else None, kind=m.get("kind"),
+               session=m.get("session"), text=m.get("text"), tokens=m.get("tokens"),
+               relevant=bool(labels & p.relevant), stale=bool(labels & p.stale), created=m["created"],
+               expires=p.expires.get(mid))
+    sup = m.get("superseded_by") if p.alive.superseded(m) else None
+    row["superseded_by"] = sup
+    j = p.slot.get(mid)
+    if j is not None:
+        row["relevance"] = float(p.pool.relevance[j])
+    if j is not None and j < p.n_valid:
+        row.update(_slot_parts(p.st, j))
+    checks = {
+        "deleted": is_deleted,
+        "kind_excluded": m.get("kind") not in p.kinds,
+        "other_session": p.session is not None and m.get("session") != p.session,
+        "superseded": sup is not None,
+    }
+    reason = next((c for c in _CHECK_ORDER if checks[c]), None)
+    if reason == "deleted":
+        row["detail"] = f"deleted at {_when(m['deleted'])}"
+    elif reason == "kind_excluded":
+        row["detail"] = f"a {m.get('kind')}; this recall asks for {', '.join(p.kinds)}"
+    elif reason == "other_session":
+        row["detail"] = f"in session {m.get('session')!r}; the probe recalls from {p.session!r}"
+    elif reason == "superseded":
+        row["detail"] = (f"superseded by {memory_label(p.alive.mems.get(sup), str(sup))} at "
+                         f"{_when(m.get('superseded_at'))}")
+    elif j is not None and j < p.n_valid:
+        reason = _ranked_reason(p.st, j, p.pool.ids, lambda x: memory_label(p.alive.mems.get(x), x), row)
+    elif j is not None:  # in the recorded pool, past the smaller pool this limit blends
+        reason = "outside_pool"
+        row["detail"] = (f"not among the {p.n_valid} most relevant eligible memories blended for limit {p.limit} "
+                         f"(relevance {row['relevance']:.3f})")
+    else:
+        reason = _unpooled_reason(p, mid, row)
+    row["reason"] = reason
+    return row
+
+
+def _unpooled_reason(p: _Probe, mid: str, row: dict[str, Any]) -> str:
+    """Why an eligible memory missing from the recorded pool was not returned; fills ``row``'s detail."""
+    exp = p.expires.get(mid)
+    if exp is not None and exp <= p.alive.t:
+        row["detail"] = f"its time to live ran out at {_when(exp)}"
+        return "expired"
+    if not p.full and p.mode != "lexical":
+        # The pool had room, so every eligible memory was in it: this one was not
+        # eligible, and past its TTL is the one way left (a TTL the replay did not record).
+        row["detail"] = "not in a pool that had room for it, so past its time to live (inferred)"
+        return "expired"
+    if not p.full:
+        row["detail"] = "not in the lexical pool: it shares no word with the query"
+        return "outside_pool"
+    row["detail"] = f"not among the {p.n_valid} most relevant eligible memories"
+    return "outside_pool"
 
 
 def _when(t: float | None) -> str:
@@ -409,9 +363,6 @@ def why_recalled_live(memory: ConversationMemory, query: str, session: str | Non
     memory's settings through :func:`vxmem.ranking.scoring.ship`, so the ``returned`` rows are
     exactly what ``recall()`` returns.
     """
-    from ..core.clock import to_epoch
-    from ..core.keys import K_EXPIRES, K_KIND, K_SESSION, K_SUPERSEDED_AT, K_SUPERSEDED_BY, K_TS
-
     if token_budget is not None and (isinstance(token_budget, bool) or not isinstance(token_budget, int)
                                      or token_budget < 1):
         raise ValueError(f"token_budget must be an int >= 1 or None, got {token_budget!r}")
@@ -423,47 +374,63 @@ def why_recalled_live(memory: ConversationMemory, query: str, session: str | Non
     blend = {k: getattr(memory, k) for k in POLICIES["blend"].defaults}
     st = _stages(pool.relevance, pool.age_days, pool.feedback_signs, pool.feedback_ages, pool.ts, pool.tokens,
                  blend, int(pool.limit), score_gap, token_budget)
-    slot = {mid: j for j, mid in enumerate(pool.ids)}
-    names = dict(labels or {})
+    live = _Live(pool=pool, st=st, slot={mid: j for j, mid in enumerate(pool.ids)}, names=dict(labels or {}),
+                 kinds=tuple(kinds), session=session, now=now_ts)
     docs = {r.id: r for r in memory.db.scan()}
-    kinds = tuple(kinds)
-
-    def name(mid: str) -> str:
-        return names.get(mid, mid)
-
-    rows = []
-    for mid, r in docs.items():
-        meta = r.metadata
-        if K_KIND not in meta:  # a plain document of the collection, not a memory
-            continue
-        row: dict[str, Any] = {c: None for c in _WHY_COLUMNS}
-        row.update(id=mid, label=names.get(mid), kind=meta.get(K_KIND), session=meta.get(K_SESSION), text=r.text,
-                   tokens=int(memory.db.token_counter(r.text)), relevant=False, stale=False,
-                   created=meta.get(K_TS), expires=meta.get(K_EXPIRES), superseded_by=meta.get(K_SUPERSEDED_BY))
-        j = slot.get(mid)
-        if j is not None:
-            row.update(_slot_parts(st, j))
-        exp = meta.get(K_EXPIRES)
-        sup = meta.get(K_SUPERSEDED_BY)
-        if meta.get(K_KIND) not in kinds:
-            reason = "kind_excluded"
-            row["detail"] = f"a {meta.get(K_KIND)}; this recall asks for {', '.join(kinds)}"
-        elif session is not None and meta.get(K_SESSION) != session:
-            reason = "other_session"
-            row["detail"] = f"in session {meta.get(K_SESSION)!r}; the recall is in {session!r}"
-        elif sup is not None:
-            reason = "superseded"
-            row["detail"] = f"superseded by {name(sup)} at {_when(meta.get(K_SUPERSEDED_AT))}"
-        elif exp is not None and exp <= now_ts:
-            reason = "expired"
-            row["detail"] = f"its time to live ran out at {_when(exp)}"
-        elif j is not None:
-            reason = _ranked_reason(st, j, pool.ids, name, row)
-        else:
-            reason = "outside_pool"
-            row["detail"] = (f"not among the {len(pool)} most relevant eligible memories" if
-                             (pool.mode != "lexical" or len(pool) >= scoring.pool_size(int(pool.limit)))
-                             else "not in the lexical pool: it shares no word with the query")
-        row["reason"] = reason
-        rows.append(row)
+    rows = [_live_row(live, mid, r, int(memory.db.token_counter(r.text))) for mid, r in docs.items()
+            if K_KIND in r.metadata]  # a document without a kind is a plain one of the collection, not a memory
     return _why_frame(rows)
+
+
+@dataclass
+class _Live:
+    """One live recall: its candidate ``pool`` and the stages it went through (``slot``: each
+    id's), the ``names`` a table gives memories, and what the recall asks."""
+
+    pool: CandidatePool
+    st: _Stages
+    slot: dict[str, int]
+    names: dict[str, str]
+    kinds: tuple[str, ...]
+    session: str | None
+    now: float
+
+    def name(self, mid: str) -> str:
+        return self.names.get(mid, mid)
+
+
+def _live_row(live: _Live, mid: str, r: Any, tokens: int) -> dict[str, Any]:
+    """The row of live memory ``mid`` (its record ``r``, ``tokens`` long): its score parts if
+    in the pool, and why it is or is not returned."""
+    meta = r.metadata
+    row: dict[str, Any] = {c: None for c in _WHY_COLUMNS}
+    row.update(id=mid, label=live.names.get(mid), kind=meta.get(K_KIND), session=meta.get(K_SESSION), text=r.text,
+               tokens=tokens, relevant=False, stale=False, created=meta.get(K_TS), expires=meta.get(K_EXPIRES),
+               superseded_by=meta.get(K_SUPERSEDED_BY))
+    j = live.slot.get(mid)
+    if j is not None:
+        row.update(_slot_parts(live.st, j))
+    exp = meta.get(K_EXPIRES)
+    sup = meta.get(K_SUPERSEDED_BY)
+    pool, session = live.pool, live.session
+    if meta.get(K_KIND) not in live.kinds:
+        reason = "kind_excluded"
+        row["detail"] = f"a {meta.get(K_KIND)}; this recall asks for {', '.join(live.kinds)}"
+    elif session is not None and meta.get(K_SESSION) != session:
+        reason = "other_session"
+        row["detail"] = f"in session {meta.get(K_SESSION)!r}; the recall is in {session!r}"
+    elif sup is not None:
+        reason = "superseded"
+        row["detail"] = f"superseded by {live.name(sup)} at {_when(meta.get(K_SUPERSEDED_AT))}"
+    elif exp is not None and exp <= live.now:
+        reason = "expired"
+        row["detail"] = f"its time to live ran out at {_when(exp)}"
+    elif j is not None:
+        reason = _ranked_reason(live.st, j, pool.ids, live.name, row)
+    else:
+        reason = "outside_pool"
+        row["detail"] = (f"not among the {len(pool)} most relevant eligible memories" if
+                         (pool.mode != "lexical" or len(pool) >= scoring.pool_size(int(pool.limit)))
+                         else "not in the lexical pool: it shares no word with the query")
+    row["reason"] = reason
+    return row

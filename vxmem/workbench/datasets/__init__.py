@@ -6,8 +6,9 @@
   read into the same model (:mod:`~vxmem.workbench.datasets.sources` holds what importers share).
 - :mod:`~vxmem.workbench.datasets.formats`: :func:`load` reads any of them, guessing which, and the
   chat logs of :mod:`vxmem.workbench.datasets.chatlogs` (OpenAI / ChatML JSONL, a ChatGPT export, CSV).
+- :mod:`~vxmem.workbench.datasets.probes`: probes written into a conversation (a chat log comes without).
 
-Every name is importable from ``vxmem.workbench.datasets`` itself.
+Every name but the chat logs' and the probes' is importable from ``vxmem.workbench.datasets`` itself.
 """
 
 from .formats import CHAT_FORMATS, FILE_FORMATS, FORMATS, FileFormat, guess_format, load

@@ -18,11 +18,11 @@ from ...memory.conversation import ConversationMemory
 from ...models.embed import Embedder
 from ...ranking import scoring
 from ...ranking.scoring import BLEND_DEFAULTS
-from .. import analysis
 from ..datasets.jsonl import loads_jsonl
 from ..datasets.model import Conversation, Event
 from ..replay import replay
-from .replays import _WHY_SHOWN, memory_timeline
+from ..why import why_recalled_live
+from .replays import WHY_COLUMNS, memory_timeline
 from .settings import DEFAULT_SETTINGS
 
 # ---------------------------------------------------------------------------- Playground
@@ -69,7 +69,7 @@ def playground_recall(events: Sequence[Mapping[str, Any]], query: str, session: 
     ``hybrid_weight``). Returns ``ranking`` (``recall()``'s results with their
     ``_vx_scoring`` parts, raw ``relevance`` beside ``relevance_norm``), ``parts``
     (relevance / recency / feedback contributions, long format), ``why`` (every memory and
-    why it was or was not returned, :func:`vxmem.workbench.analysis.why_recalled_live`),
+    why it was or was not returned, :func:`vxmem.workbench.why.why_recalled_live`),
     ``memories`` (every memory with its label and fate), ``history`` (every supersession
     chain) and ``low_relevance`` (the memory's threshold for a weak best match, or None).
     """
@@ -83,7 +83,7 @@ def playground_recall(events: Sequence[Mapping[str, Any]], query: str, session: 
               "hybrid_weight": rs.get("hybrid_weight")}
         res = memory.recall(event.query, session=event.session, now=t, **kw)
         captured["ranking"] = res.to_frame()
-        captured["why"] = analysis.why_recalled_live(memory, event.query, event.session, now=t, **kw)
+        captured["why"] = why_recalled_live(memory, event.query, event.session, now=t, **kw)
         captured["history"] = _supersession_chains(memory)
         captured["low_relevance"] = low_relevance_of(memory, rs["mode"])
         return None
@@ -93,7 +93,7 @@ def playground_recall(events: Sequence[Mapping[str, Any]], query: str, session: 
     ranking = captured.get("ranking", pd.DataFrame())
     if not ranking.empty:
         ranking.insert(1, "label", ranking["id"].map(labels))
-    why = captured.get("why", pd.DataFrame(columns=_WHY_SHOWN))
+    why = captured.get("why", pd.DataFrame(columns=WHY_COLUMNS))
     if not why.empty:  # the playground names memories by label: so do the details
         why = why.assign(label=why["id"].map(labels), versus_label=why["versus"].map(labels))
         for mid, lab in labels.items():

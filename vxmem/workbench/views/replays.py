@@ -1,8 +1,9 @@
 """The frames the workbench draws from replays: the Tune, Sweep, Compare, A/B, Replay and
 Budget pages' (and the notebooks').
 
-Each calls the library (the sweep, :mod:`vxmem.workbench.analysis`, the replay) at the workbench's
-settings (:mod:`vxmem.workbench.views.settings`) and reshapes what it returns; no ranking happens here.
+Each calls the library (the sweep, :mod:`vxmem.workbench.analysis`, :mod:`vxmem.workbench.holdout`,
+:mod:`vxmem.workbench.why`, the replay) at the workbench's settings
+(:mod:`vxmem.workbench.views.settings`) and reshapes what it returns; no ranking happens here.
 :mod:`vxmem.workbench.views` hands these names on.
 """
 
@@ -22,10 +23,12 @@ from ...ranking.scoring import BLEND_DEFAULTS
 from .. import analysis
 from .. import metrics as M
 from ..datasets.model import Conversation
+from ..holdout import TuningResult, bootstrap_ci, split_probes, tune_holdout
 from ..policies import POLICIES
 from ..record import Replay
 from ..replay import replay
 from ..sweep import sweep
+from ..why import why_recalled
 from .settings import DEFAULT_MODE, DEFAULT_POINT, DEFAULT_SETTINGS, REPLAY_SETTINGS, grid_point
 
 # The metric columns of a sweep's per_point frame, in metrics order (a mean of rr is mrr).
@@ -96,7 +99,7 @@ def ranking_at(replay: Replay, probe: int, params: Mapping[str, Any],
 
 
 def _why_point(replay: Replay, params: Mapping[str, Any]) -> dict[str, Any]:
-    """``params`` as :func:`vxmem.workbench.analysis.why_recalled` takes them for ``replay``."""
+    """``params`` as :func:`vxmem.workbench.why.why_recalled` takes them for ``replay``."""
     point = grid_point({k: v for k, v in params.items() if k in DEFAULT_POINT})
     if replay.mode == "hybrid" and replay.rerank is None and "hybrid_weight" in params:
         point["hybrid_weight"] = float(params["hybrid_weight"])
@@ -106,14 +109,15 @@ def _why_point(replay: Replay, params: Mapping[str, Any]) -> dict[str, Any]:
 def explain(replay: Replay, probe: int, params: Mapping[str, Any],
             conversation: Conversation | None = None) -> pd.DataFrame:
     """Why each memory that existed at ``probe`` was or was not returned at ``params``
-    (:func:`vxmem.workbench.analysis.why_recalled`, one row per memory, reason first)."""
-    return analysis.why_recalled(replay, probe, _why_point(replay, params), conversation=conversation)
+    (:func:`vxmem.workbench.why.why_recalled`, one row per memory, reason first)."""
+    return why_recalled(replay, probe, _why_point(replay, params), conversation=conversation)
 
 
 _RETURNED_COLUMNS = ["rank", "label", "text", "kind", "session", "tokens", "relevant", "stale", "score", "relevance",
                      "relevance_norm", "recency", "feedback"]
-_WHY_SHOWN = ["reason", "rank", "label", "text", "detail", "relevant", "stale", "score", "relevance",
-              "relevance_norm", "recency", "feedback", "pool_rank", "versus_label", "score_deficit", "deciding_part"]
+# The columns of an explanation as the dashboard shows it (why_table; the Playground's too).
+WHY_COLUMNS = ["reason", "rank", "label", "text", "detail", "relevant", "stale", "score", "relevance",
+               "relevance_norm", "recency", "feedback", "pool_rank", "versus_label", "score_deficit", "deciding_part"]
 
 
 def returned(why: pd.DataFrame) -> pd.DataFrame:
@@ -127,7 +131,7 @@ def why_table(why: pd.DataFrame, only_relevant: bool = False) -> pd.DataFrame:
     """An explanation as the dashboard shows it: reason, rank, label, text, detail and parts."""
     out = why[why["relevant"]] if only_relevant else why
     out = out.assign(reason=out["reason"].astype(str), label=out["label"].fillna("-"))
-    return out[_WHY_SHOWN].reset_index(drop=True)
+    return out[WHY_COLUMNS].reset_index(drop=True)
 
 
 def missed_at(why: pd.DataFrame) -> pd.DataFrame:
@@ -149,18 +153,18 @@ def point_report(replays: Sequence[Replay], params: Mapping[str, Any], *, holdou
                  n_boot: int = 500, ci: float = 0.95) -> pd.DataFrame:
     """Means with bootstrap intervals at ``params``: over all probes, and over a tune and a
     holdout share (split by conversation where there are several, see
-    :func:`vxmem.workbench.analysis.split_probes`). One row per metric and subset: ``mean``,
+    :func:`vxmem.workbench.holdout.split_probes`). One row per metric and subset: ``mean``,
     ``lo``, ``hi``, the ``probes`` scored; no holdout rows with fewer than two probes."""
     per = probe_metrics_at(replays, params)
     subsets: list[tuple[str, np.ndarray]] = [("all", np.ones(len(per), dtype=bool))]
     if len(per) >= 2:
-        split = analysis.split_probes(list(replays), holdout=holdout, seed=seed)
+        split = split_probes(list(replays), holdout=holdout, seed=seed)
         subsets += [("tune", split.tune), ("holdout", split.holdout)]
     rows = []
     for m in REPORT_METRICS:
         col = per["rr" if m == "mrr" else m].to_numpy(dtype=np.float64)
         for name, mask in subsets:
-            mean, lo, hi = analysis.bootstrap_ci(col[mask], n_boot=n_boot, seed=seed, ci=ci)
+            mean, lo, hi = bootstrap_ci(col[mask], n_boot=n_boot, seed=seed, ci=ci)
             rows.append({"metric": m, "subset": name, "mean": mean, "lo": lo, "hi": hi,
                          "probes": int(np.count_nonzero(~np.isnan(col[mask])))})
     return pd.DataFrame(rows, columns=["metric", "subset", "mean", "lo", "hi", "probes"])
@@ -230,14 +234,14 @@ def pareto_points(frame: pd.DataFrame) -> pd.DataFrame:
 
 def sweep_holdout(replays: Sequence[Replay], x: str, x_values: Sequence, y: str, y_values: Sequence,
                   fixed: Mapping[str, Any] | None, metric: str, *, seed: int = 0,
-                  n_boot: int = 500) -> analysis.TuningResult:
+                  n_boot: int = 500) -> TuningResult:
     """The grid point best on a tune share of the probes, reported on the held-out rest
-    (:func:`vxmem.workbench.analysis.tune_holdout`)."""
+    (:func:`vxmem.workbench.holdout.tune_holdout`)."""
     grid = {k: [v] for k, v in grid_point(fixed or {}).items() if k not in (x, y)}
     for name, vals in ((x, x_values), (y, y_values)):
         grid[name] = [None if (name == "token_budget" and not v) else v for v in vals]
-    split = analysis.split_probes(list(replays), seed=seed)
-    return analysis.tune_holdout(list(replays), grid, split, metric="rr" if metric == "mrr" else metric,
+    split = split_probes(list(replays), seed=seed)
+    return tune_holdout(list(replays), grid, split, metric="rr" if metric == "mrr" else metric,
                                  n_boot=n_boot, seed=seed)
 
 
@@ -378,7 +382,7 @@ def context_budgets(conversation: Conversation, probe: int, budgets: Sequence[in
 
     def at_probe(memory, event, t):
         if event is target:
-            look = _look(memory)
+            look = unrecorded_look(memory)
             for b in budgets:
                 blocks[int(b)] = look.context(event.query, session=event.session, token_budget=int(b),
                                               recent_turns=recent_turns, limit=limit, now=t, mode=mode,
@@ -410,7 +414,7 @@ def budget_replay(conversation: Conversation, budgets: Sequence[int], settings: 
     limit = int(s["limit"])
 
     def at_probe(memory, event, t):
-        look = _look(memory)
+        look = unrecorded_look(memory)
         blocks = {int(b): look.context(event.query, session=event.session, token_budget=int(b),
                                        recent_turns=recent_turns, limit=limit, now=t, mode=s["mode"],
                                        recency_from=memory.recency_from)
@@ -422,7 +426,7 @@ def budget_replay(conversation: Conversation, budgets: Sequence[int], settings: 
     return list(replay(conversation, rs, embedder, on_probe=at_probe, progress=progress).extras)
 
 
-def _look(memory: Any) -> Any:
+def unrecorded_look(memory: Any) -> Any:
     """The replay's memory as a look that records no access: the blocks a page compares
     (one per budget) are what ``context()`` would give at that moment, not events of the
     replay; they rank with the memory's own ``recency_from``."""

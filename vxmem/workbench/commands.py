@@ -1,0 +1,306 @@
+"""What the ``vxmem`` command does: synthesise, import, replay and sweep, and the tables it prints and writes.
+
+:mod:`vxmem.cli` reads the command line and hands the parsed arguments to :func:`run_synth`,
+:func:`run_import`, :func:`run_replay` or :func:`run_sweep`. A problem with what the user
+asked for is a :class:`CliError`: one line on stderr, exit code 2.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+from .datasets.formats import CHAT_FORMATS
+from .datasets.model import Conversation
+from .record import Replay
+from .replay import SETTINGS_KEYS
+
+DEFAULT_POLICY = "blend"
+EMBEDDERS = ("default", "hashing", "semantic")  # default: what Vectrix() uses (bge-small + its rerank)
+TABLE_EXTENSIONS = (".csv", ".parquet")
+# LoCoMo's question categories, by number and by name (a loader may give either).
+LOCOMO_CATEGORIES = {"1": "multi-hop", "2": "temporal", "3": "open-domain", "4": "single-hop", "5": "adversarial"}
+# Left out unless --categories names them: LoCoMo's adversarial questions have no answer in the
+# conversation, so retrieval metrics cannot score them.
+EXCLUDED_BY_DEFAULT = ("adversarial",)
+
+
+class CliError(Exception):
+    """A problem with what the user asked for: reported in one line, exit code 2."""
+
+
+def check_table_path(path: str | None, flag: str = "-o") -> None:
+    """Refuse a results file name the writer cannot write, before any work is done."""
+    if path is not None and os.path.splitext(path)[1].lower() not in TABLE_EXTENSIONS:
+        raise CliError(f"{flag} {path!r}: use a .csv or .parquet file name")
+
+
+def _write(frame, path: str) -> None:
+    ext = os.path.splitext(path)[1].lower()
+    check_table_path(path)
+    try:
+        if ext == ".csv":
+            frame.to_csv(path, index=False)
+        else:
+            out = frame.copy()
+            for c in out.columns:  # lists and dicts do not go into Parquet columns as such
+                if out[c].dtype == object and out[c].map(lambda v: isinstance(v, (list, dict))).any():
+                    out[c] = out[c].map(lambda v: None if v is None else str(v))
+            out.to_parquet(path, index=False)
+    except ImportError:
+        raise CliError("writing Parquet needs pyarrow: pip install pyarrow") from None
+    except OSError as exc:
+        raise CliError(f"cannot write {path!r}: {exc.strerror or exc}") from None
+
+
+def _table(frame, max_rows: int = 30) -> str:
+    import pandas as pd
+
+    frame = frame.dropna(axis=1, how="all")  # a metric the data cannot score (no budget, no sessions)
+    with pd.option_context("display.width", 160, "display.max_columns", 30, "display.max_colwidth", 40):
+        return frame.head(max_rows).to_string(index=False, float_format=lambda v: f"{v:.3f}")
+
+
+def embedder_named(name: str):
+    """What ``--embedder NAME`` hands the library: None (its default), a name, or an embedder."""
+    if name == "default":
+        return None  # the library's default (VXMEM_EMBEDDER, else bge-small)
+    if name == "hashing":
+        return "hashing"
+    try:
+        from ..models.embed import SemanticEmbedder
+
+        return SemanticEmbedder()
+    except ImportError as exc:
+        raise CliError(str(exc).splitlines()[0]) from None
+
+
+def _load(path: str, fmt: str | None) -> list[Conversation]:
+    """The conversations of the dataset at ``path`` (``fmt``: guessed when None)."""
+    from .datasets.formats import guess_format, load
+
+    if not os.path.exists(path):
+        raise CliError(f"{path}: no such file")
+    fmt = fmt or guess_format(path)
+    # Every LoCoMo question becomes a probe (adversarial ones too): --categories chooses what is scored.
+    convs = load(path, format=fmt, categories="all" if fmt == "locomo" else None)
+    if not any(c.probes for c in convs) and any(c.meta.get("source") in CHAT_FORMATS for c in convs):
+        raise CliError(f"{path}: a chat log has no probes to score; `vxmem import` it and write probes in the "
+                       "dashboard's Import page")
+    return convs
+
+
+# ---------------------------------------------------------------------------- categories
+
+
+def _category_names(token: str) -> set[str]:
+    """A category as a user names it, with its LoCoMo alias: "4" and "single-hop" are one."""
+    t = token.strip().lower()
+    names = {t}
+    if t in LOCOMO_CATEGORIES:
+        names.add(LOCOMO_CATEGORIES[t])
+    names.update(num for num, name in LOCOMO_CATEGORIES.items() if name == t)
+    return names
+
+
+def _probe_category(replay: Replay, probe: dict[str, Any]) -> str | None:
+    cat = probe.get("category")
+    if cat is None:
+        return None
+    cat = str(cat).lower()
+    source = (replay.meta.get("conversation_meta") or {}).get("source")
+    return LOCOMO_CATEGORIES.get(cat, cat) if source == "locomo" else cat
+
+
+def _select_categories(reps: list[Replay], spec: str | None) -> tuple[list[Replay], str | None]:
+    """The replays with only the probes of the categories ``spec`` names (names or LoCoMo
+    numbers, comma-separated; ``all``: every probe); by default every category but
+    :data:`EXCLUDED_BY_DEFAULT`. Returns the replays and a note on what was left out."""
+    present = sorted({c for r in reps for p in r.probes if (c := _probe_category(r, p)) is not None})
+    if spec is not None and spec.strip().lower() == "all":
+        return reps, None
+    if spec is None:
+        def keep(cat: str | None) -> bool:
+            return cat not in EXCLUDED_BY_DEFAULT
+    else:
+        tokens = [t for t in spec.split(",") if t.strip()]
+        if not tokens:
+            raise CliError("--categories: name at least one category (or all)")
+        wanted: set[str] = set()
+        for t in tokens:
+            names = _category_names(t)
+            if not names & set(present):
+                raise CliError(f"--categories: no probe has category {t.strip()!r}; categories here: "
+                               + (", ".join(present) or "(none)"))
+            wanted |= names
+
+        def keep(cat: str | None) -> bool:
+            return cat in wanted
+    out, dropped = [], 0
+    for r in reps:
+        mask = [keep(_probe_category(r, p)) for p in r.probes]
+        dropped += mask.count(False)
+        out.append(r if all(mask) else r.select(mask))
+    if not dropped:
+        return out, None
+    what = "probes of other categories" if spec else ", ".join(EXCLUDED_BY_DEFAULT) + " probes"
+    return out, f"left out {dropped} {what} (--categories all keeps every probe)"
+
+
+# ---------------------------------------------------------------------------- synth and import
+
+
+def run_synth(args, sizes: dict[str, int]) -> int:
+    """``vxmem synth``: the scenario at ``args.seed`` and ``sizes``, to standard output or a ``.jsonl`` file."""
+    from .datasets.jsonl import dumps_jsonl, save_jsonl
+    from .synth import generate
+
+    conv = generate(args.scenario, seed=args.seed, **sizes)
+    if not args.output:
+        sys.stdout.write(dumps_jsonl(conv))
+        return 0
+    if not args.output.endswith(".jsonl"):
+        raise CliError(f"output {args.output!r}: a conversation is written as .jsonl")
+    try:
+        save_jsonl(conv, args.output)
+    except OSError as exc:
+        raise CliError(f"cannot write {args.output!r}: {exc.strerror or exc}") from None
+    counts = conv.to_frame().groupby("type").size().rename("events").reset_index()
+    print(f"{conv.name}: {conv.description}")
+    print(_table(counts))
+    print(f"wrote {args.output}")
+    return 0
+
+
+def run_import(args) -> int:
+    """``vxmem import``: a chat log as a vxmem JSONL dataset."""
+    from .datasets.chatlogs import load_chatlog
+
+    if args.output and not args.output.endswith(".jsonl"):
+        raise CliError(f"output {args.output!r}: a dataset is written as .jsonl")
+    if not os.path.exists(args.chatlog):
+        raise CliError(f"{args.chatlog}: no such file")
+    conv = load_chatlog(args.chatlog, args.format, name=args.name)
+    if not args.output:
+        sys.stdout.write(conv.to_jsonl())
+        return 0
+    try:
+        conv.save(args.output)
+    except OSError as exc:
+        raise CliError(f"cannot write {args.output!r}: {exc.strerror or exc}") from None
+    stats = conv.meta.get("stats", {})
+    skipped = ", ".join(f"{v} {k}" for k, v in (stats.get("skipped") or {}).items())
+    print(f"{conv.name}: {conv.description}" + (f"; left out {skipped}" if skipped else ""))
+    print(f"wrote {args.output} (no probes yet: write them in the dashboard's Import page)")
+    return 0
+
+
+# ---------------------------------------------------------------------------- replay
+
+
+def _replays(args, settings: dict[str, Any]) -> list[Replay]:
+    """The dataset of ``args`` replayed at ``settings``."""
+    from .replay import replay_many
+
+    convs = _load(args.dataset, args.format)
+    emb = embedder_named(args.embedder)
+    return replay_many(convs, settings, emb, n_jobs=args.n_jobs, policy=getattr(args, "policy", DEFAULT_POLICY))
+
+
+def run_replay(args) -> int:
+    """``vxmem replay``: every probe's metrics, printed and written; the replay saved with ``--save``."""
+    check_table_path(args.output)
+    if args.save is not None and not args.save.lower().endswith(".npz"):
+        raise CliError(f"--save {args.save!r}: a replay is saved as .npz")
+    settings = {k: getattr(args, k) for k in SETTINGS_KEYS if getattr(args, k, None) is not None}
+    reps = _replays(args, settings)
+    saved = reps
+    reps, note = _select_categories(reps, args.categories)
+    if note:
+        print(note)
+    probes = _probe_rows(reps)
+    if probes.empty:
+        print("no probes in this dataset")
+    else:
+        _print_replay_summary(reps, probes)
+    if args.output:
+        _write(probes.drop(columns=["meta"], errors="ignore"), args.output)
+        print(f"wrote {args.output}")
+    if args.save:
+        if len(saved) != 1:
+            raise CliError("--save keeps one replay; this dataset has several conversations")
+        try:
+            saved[0].save(args.save)  # every probe: a later sweep chooses its own categories
+        except OSError as exc:
+            raise CliError(f"cannot write {args.save!r}: {exc.strerror or exc}") from None
+        print(f"saved {args.save}")
+    return 0
+
+
+def _probe_rows(reps: list[Replay]):
+    """Every probe of every replay, one row each, with its conversation's name first."""
+    import pandas as pd
+
+    frames = []
+    for r in reps:
+        f = r.to_frames()["probes"]
+        f.insert(0, "conversation", r.name)
+        frames.append(f)
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def _print_replay_summary(reps: list[Replay], probes) -> None:
+    """Metrics by category, overall, and the tokens consolidation saved."""
+    import pandas as pd
+
+    from . import metrics as M
+
+    print(f"{len(reps)} conversation(s), {len(probes)} probes, policy {reps[0].meta['policy']}")
+    print(_table(M.aggregate(probes, category=True), 50))
+    overall = M.aggregate(probes)
+    print("overall: " + ", ".join(f"{c}={overall[c].iloc[0]:.3f}" for c in overall.columns
+                                  if c != "probes" and pd.notna(overall[c].iloc[0])))
+    cons = pd.concat([pd.DataFrame(r.events) for r in reps], ignore_index=True)
+    cons = cons[cons["type"] == "consolidate"]
+    if len(cons):
+        saved = int(M.tokens_saved(cons["tokens_before"].sum(), cons["tokens_after"].sum()))
+        print(f"tokens saved by consolidation: {saved}")
+
+
+# ---------------------------------------------------------------------------- sweep
+
+
+def run_sweep(args, grid: dict[str, list]) -> int:
+    """``vxmem sweep``: ``grid`` over the dataset (or saved replay) of ``args``, its best points
+    printed, every point (and probe, with ``--per-probe``) written. The CLI has checked the
+    results files' names."""
+    from .sweep import sweep
+
+    if args.dataset.endswith(".npz"):
+        if not os.path.exists(args.dataset):
+            raise CliError(f"{args.dataset}: no such file")
+        reps = [Replay.load(args.dataset)]
+    else:
+        settings: dict[str, Any] = {"pool_limit": max(grid.get("limit", [10]))}
+        if args.mode:
+            settings["mode"] = args.mode
+        reps = _replays(args, settings)
+    reps, note = _select_categories(reps, args.categories)
+    if note:
+        print(note)
+    res = sweep(reps, grid, policy=args.policy, progress=None, recency_from=args.recency_from)
+    points = res.per_point
+    if args.sort not in points.columns:
+        raise CliError(f"--sort {args.sort!r}: not a metric here; choose from "
+                       + ", ".join(c for c in points.columns if c not in ("policy", "point", "probes", *res.params)))
+    n_probes = int(points["probes"].iloc[0]) if len(points) else 0
+    print(f"{len(points)} points x {n_probes} probes, policy {res.policy}, sorted by {args.sort}")
+    print(_table(points.sort_values(args.sort, ascending=False, kind="stable"), args.top))
+    if args.output:
+        _write(points, args.output)
+        print(f"wrote {args.output}")
+    if args.per_probe:
+        _write(res.per_probe, args.per_probe)
+        print(f"wrote {args.per_probe}")
+    return 0

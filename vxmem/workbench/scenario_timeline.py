@@ -1,0 +1,93 @@
+"""What every synthetic scenario is written with: a clock that moves, a seeded RNG, and chit-chat.
+
+A :class:`ScenarioTimeline` appends events at a moving clock that starts at :data:`START`,
+with a seeded RNG for every choice, so a seed gives the same conversation;
+:func:`chit_chat` fills a session with small talk between the turns that matter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..core.clock import DAY, to_epoch
+from .datasets.model import Event
+
+START = to_epoch("2024-01-01T09:00:00Z")
+HOUR = 3600.0
+
+
+class ScenarioTimeline:
+    """Appends events at a moving clock, with a seeded RNG for every choice."""
+
+    def __init__(self, seed: int):
+        self.rng = np.random.default_rng(seed)
+        self.t = START
+        self.events: list[Event] = []
+        self.n = 0
+
+    def pick(self, options: Sequence[str]) -> str:
+        return options[int(self.rng.integers(len(options)))]
+
+    def advance(self, hours: float = 0.0, days: float = 0.0, jitter_minutes: float = 30.0) -> None:
+        self.t += hours * HOUR + days * DAY + float(self.rng.uniform(1.0, 1.0 + jitter_minutes)) * 60.0
+
+    def label(self, prefix: str) -> str:
+        self.n += 1
+        return f"{prefix}{self.n}"
+
+    def add(self, type: str, **fields: Any) -> Event:
+        ev = Event(time=round(self.t), type=type, **fields)
+        self.events.append(ev)
+        return ev
+
+    def turn(self, text: str, session: str | None, role: str = "user", label: str | None = None,
+             **kw: Any) -> str:
+        label = label or self.label("t")
+        self.add("turn", label=label, session=session, role=role, text=text, **kw)
+        self.advance(jitter_minutes=5)
+        return label
+
+    def fact(self, text: str, session: str | None, label: str | None = None, **kw: Any) -> str:
+        label = label or self.label("f")
+        self.add("fact", label=label, session=session, text=text, **kw)
+        self.advance(jitter_minutes=5)
+        return label
+
+    def probe(self, query: str, session: str | None, relevant: Mapping[str, float] | Sequence[str],
+              stale: Sequence[str] = (), category: str | None = None, **meta: Any) -> None:
+        rel = relevant if isinstance(relevant, dict) else {r: 1.0 for r in relevant}
+        self.add("probe", label=self.label("q"), query=query, session=session, relevant=dict(rel),
+                 stale=tuple(stale), category=category, meta=dict(meta))
+        self.advance(jitter_minutes=2)
+
+
+_CHATTER = [
+    "Good morning! How's it going?", "Thanks, that was helpful.", "Can you summarise that article for me?",
+    "What's the weather looking like this weekend?", "I had a long day at the office.",
+    "Remind me what we talked about yesterday.", "That joke was terrible, tell me another one.",
+    "I'm going to make some tea.", "Let's pick this up later.", "Could you proofread this paragraph?",
+    "The train was late again this morning.", "I watched a documentary about octopuses last night.",
+    "What time zone is Tokyo in?", "Please translate 'good evening' into Spanish.",
+    "I need a name for my new houseplant.", "How many cups are in a litre?",
+    "Give me a quick stretching routine.", "I think I'll go for a walk after lunch.",
+    "Tell me something interesting about Saturn.", "Okay, sounds good.",
+]
+_ASSISTANT = [
+    "Sure, here you go.", "Happy to help!", "Here is a short summary.", "Good question; here's what I found.",
+    "Noted.", "Of course. Anything else?", "Here are a few options.", "Done. Let me know if you want changes.",
+]
+
+
+def chit_chat(tl: ScenarioTimeline, session: str, n: int, extra: Sequence[str] = (),
+              ttl_days: float | None = None) -> None:
+    """``n`` chit-chat turns of the user in ``session`` (from the small talk and ``extra``),
+    each answered by the assistant half the time."""
+    pool = list(_CHATTER) + list(extra)
+    for _ in range(n):
+        kw: dict[str, Any] = {"ttl_days": ttl_days} if ttl_days else {}
+        tl.turn(tl.pick(pool), session, "user", **kw)
+        if tl.rng.random() < 0.5:
+            tl.turn(tl.pick(_ASSISTANT), session, "assistant", **kw)
