@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from vxmem import ConversationMemory
+from vxmem import Blend, ConversationMemory
 from vxmem.ranking import scoring
 from vxmem.ranking.pool import CandidatePool
 from vxmem.workbench import sweep_engine
@@ -387,3 +387,38 @@ def test_a_reranked_replays_pool_is_the_pool_its_recall_reranked(hashing_embedde
         np.testing.assert_allclose(cached.relevance, live.relevance)
         np.testing.assert_allclose(cached.first_stage, live.first_stage)
     assert int(rep.pools["n"].max()) > len(rep.pool(len(rep.extras) - 1))  # the recorded first stage is bigger
+
+
+def test_a_sweep_over_a_set_of_blends_ranks_as_the_same_grid_of_axes(replays):
+    rep = replays["feedback_loop"]
+    blends = Blend.grid(half_life_days=[1.0, 7.0], recency_weight=[0.5, 0.9])
+    by_blends = sweep(rep, blends).per_point
+    by_axes = sweep(rep, {"half_life_days": [1.0, 7.0], "recency_weight": [0.5, 0.9]}).per_point
+    keys = ["half_life_days", "recency_weight"]
+    merged = by_axes.merge(by_blends, on=keys, suffixes=("", "_b"))
+    assert len(merged) == 4
+    for m in ("hit", "recall", "ndcg", "stale_leak"):
+        np.testing.assert_allclose(merged[m], merged[f"{m}_b"], equal_nan=True)
+
+
+def test_a_blend_point_ranks_as_recall_with_that_blend(replays):
+    rep = replays["preference_drift"]
+    pt = POINTS[2]
+    blend = Blend(**{k: pt[k] for k in MEMORY_KEYS})
+    expected = [extra[2] for extra in rep.extras]
+    params = {k: v for k, v in blend.as_dict().items() if k != "hybrid_weight"}  # the replay's own weight
+    assert rankings(rep, **params, limit=pt["limit"], token_budget=pt["token_budget"]) == expected
+    assert len(sweep(rep, blend).per_point) == 1
+
+
+def test_a_set_of_blends_that_is_not_a_grid_is_refused(replays):
+    with pytest.raises(ValueError, match="not a grid"):
+        sweep(replays["feedback_loop"], [Blend(half_life_days=1.0), Blend(half_life_days=7.0, recency_weight=0.9)])
+    with pytest.raises(TypeError, match="sweep grid"):
+        sweep(replays["feedback_loop"], 3.0)
+
+
+def test_a_replay_records_its_blend(hashing_embedder):
+    rep = replay(generate("feedback_loop", rounds=2), {"half_life_days": 3.0, "recency_weight": 0.2},
+                 embedder=hashing_embedder)
+    assert rep.blend == Blend(half_life_days=3.0, recency_weight=0.2, hybrid_weight=rep.hybrid_weight)

@@ -242,7 +242,11 @@ class MemoryReading:
                                include_superseded=include_superseded, mode=mode, now=now, exclude_ids=exclude_ids,
                                hybrid_weight=hybrid_weight, min_relevance=min_relevance, rerank=rerank,
                                filter=filter, user=user, recency_from=recency_from)
-        size = None if pool is None else check_limit(pool, "pool")
+        return self.pool_for(request, None if pool is None else check_limit(pool, "pool"))
+
+    def pool_for(self, request: RecallRequest, size: int | None = None) -> CandidatePool:
+        """The candidate pool ``request`` ranks (of ``size`` candidates; default
+        ``max(4 x limit, 40)``), as :meth:`candidate_pool` gives it. Records no access."""
         self.store.prepare_query(request.query, request.search_mode)
         with self.store.locked() as m:
             return self._pool(m, request, size)

@@ -10,6 +10,7 @@ bring its own, a replay records the one it ran with, and a sweep ranks a grid of
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -19,7 +20,7 @@ from ..core.checks import check_number
 from .scoring import FEEDBACK_HALF_LIFE_DAYS, FEEDBACK_WEIGHT, HALF_LIFE_DAYS, HYBRID_WEIGHT, RECENCY_WEIGHT
 
 # What each field accepts: (low, low open, high, high open), as check_number takes them.
-_BOUNDS = {
+BLEND_BOUNDS = {
     "half_life_days": (0.0, True, math.inf, True),
     "recency_weight": (0.0, False, math.inf, True),
     "feedback_weight": (0.0, False, math.inf, True),
@@ -48,7 +49,7 @@ class Blend:
     hybrid_weight: float = HYBRID_WEIGHT
 
     def __post_init__(self) -> None:
-        for name, (low, low_open, high, high_open) in _BOUNDS.items():
+        for name, (low, low_open, high, high_open) in BLEND_BOUNDS.items():
             value = check_number(getattr(self, name), name, low, high, low_open=low_open, high_open=high_open)
             object.__setattr__(self, name, value)
 
@@ -67,6 +68,19 @@ class Blend:
         Other keys are left to their owners."""
         given = {k: settings[k] for k in BLEND_FIELDS if k in settings and settings[k] is not None}
         return (base or cls()).replace(**given)
+
+
+    @classmethod
+    def grid(cls, base: Blend | None = None, **axes: Any) -> list[Blend]:
+        """Every blend of the Cartesian product of ``axes`` (field -> a value or a list of
+        values), the other fields from ``base``: a sweep grid as a set of blends."""
+        unknown = sorted(set(axes) - set(BLEND_FIELDS))
+        if unknown:
+            raise TypeError(f"Blend has no field {unknown[0]!r}; its fields: {', '.join(BLEND_FIELDS)}")
+        names = list(axes)
+        values = [v if isinstance(v, (list, tuple, range)) else [v] for v in axes.values()]
+        start = base or cls()
+        return [start.replace(**dict(zip(names, point))) for point in itertools.product(*values)]
 
 
 BLEND_FIELDS = tuple(f.name for f in dataclasses.fields(Blend))

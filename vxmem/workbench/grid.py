@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from ..ranking import scoring
+from ..ranking.blend import BLEND_FIELDS, Blend
 from .policies import Policy, check_param
 from .record import Replay
 
@@ -32,6 +33,23 @@ def as_point(params: Mapping[str, Any] | None, name: str) -> dict[str, Any]:
     if not isinstance(params, Mapping):
         raise TypeError(f"{name} must be a dict of parameter -> value, not {type(params).__name__}")
     return dict(params)
+
+
+def blend_axes(blends: Blend | Sequence[Blend], replays: Sequence[Replay]) -> dict[str, list[float]]:
+    """A set of blends (one, or :meth:`Blend.grid <vxmem.ranking.blend.Blend.grid>`'s) as a
+    sweep grid: each field with its distinct values. The hybrid weight is left out when every
+    blend and every replay has the same one (there is nothing to sweep, and only hybrid pools
+    take it). The set must be the whole product of those values."""
+    points = [blends] if isinstance(blends, Blend) else list(blends)
+    if not points or not all(isinstance(b, Blend) for b in points):
+        raise TypeError("a sweep grid is a mapping of parameter -> values, a Blend, or a list of Blends")
+    axes = {f: sorted({getattr(b, f) for b in points}) for f in BLEND_FIELDS}
+    if len(axes["hybrid_weight"]) == 1 and {r.hybrid_weight for r in replays} == set(axes["hybrid_weight"]):
+        del axes["hybrid_weight"]
+    if int(np.prod([len(v) for v in axes.values()])) != len(set(points)):
+        raise ValueError(f"these {len(points)} blends are not a grid (every combination of their values): "
+                         "make one with Blend.grid(...), or sweep them one at a time")
+    return axes
 
 
 def _as_list(name: str, values: Any) -> list[Any]:

@@ -40,6 +40,7 @@ import numpy as np
 
 from ..core.checks import check_limit, check_number
 from ..ranking import scoring
+from ..ranking.blend import BLEND_BOUNDS
 from ..ranking.pool import CandidatePool
 from ..ranking.scoring import BLEND_DEFAULTS
 
@@ -127,14 +128,10 @@ POLICIES: dict[str, Policy] = {
 
 # What each parameter accepts: (lower bound, lower open, upper bound, upper open).
 _RANGES = {
-    "half_life_days": (0.0, True, math.inf, True),
-    "feedback_half_life_days": (0.0, True, math.inf, True),
-    "recency_weight": (0.0, False, math.inf, True),
-    "feedback_weight": (0.0, False, math.inf, True),
+    **BLEND_BOUNDS,  # the blend's own checks: a sweep point is checked as a Blend is
     "decay_rate": (0.0, False, 1.0, False),
     "recency_decay": (0.0, True, 1.0, False),
     "strength_days": (0.0, True, math.inf, True),
-    "hybrid_weight": (0.0, False, 1.0, False),
 }
 
 

@@ -22,6 +22,7 @@ import numpy as np
 from ..core.checks import check_choice, check_limit
 from ..core.keys import KIND_CODES, KINDS
 from ..ranking import scoring
+from ..ranking.blend import Blend
 from ..ranking.pool import AccessLog, LabelledPool
 from ..ranking.scoring import HYBRID_WEIGHT, RECENCY_FROM, pool_size
 from .datasets.model import DatasetError
@@ -117,6 +118,12 @@ class Replay:
         if w is None:
             w = self.meta.get("hybrid_weight")
         return HYBRID_WEIGHT if w is None else float(w)
+
+    @property
+    def blend(self) -> Blend:
+        """The blend the probes recalled with: the replay's settings, the spec's defaults
+        for what they leave out."""
+        return Blend.of(self.settings, base=Blend(hybrid_weight=self.hybrid_weight))
 
     def to_frames(self) -> dict[str, Any]:
         """DataFrames: ``events``, ``memories`` (one row per memory, with when it was

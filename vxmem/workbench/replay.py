@@ -41,6 +41,7 @@ from ..core.keys import (
 )
 from ..core.progress import Progress, ProgressFn, Reporter
 from ..memory.consolidation import Summarizer
+from ..memory.request import RecallRequest
 from ..memory.rules import get_judge, get_summarizer
 from ..models.embed import EmbedderArg, check_embedder
 from ..models.rerank import rerank_scores
@@ -330,14 +331,14 @@ class _Run:
     def _probe(self, ev: Any, row: dict[str, Any]) -> None:
         s, t = self.s, ev.time
         limit = ev.limit or s["limit"]
-        res = self.mem.recall(ev.query, session=ev.session, limit=limit, token_budget=s["token_budget"],
-                              score_gap=s["score_gap"], kinds=self.kinds, mode=s["mode"], now=t, rerank=s["rerank"])
+        request = RecallRequest(ev.query, session=ev.session, limit=limit, token_budget=s["token_budget"],
+                                score_gap=s["score_gap"], kinds=self.kinds, mode=s["mode"], now=t, rerank=s["rerank"])
+        res = self.mem.recall_request(request)
         # Reranked: the whole first-stage pool, and the reranker's score of every candidate a
         # recall with some limit up to pool_limit would rerank (see Replay.pool and the sweep).
         # Ages from creation: a ranking that ages from access counts its own accesses.
-        pool = self.mem.candidate_pool(ev.query, session=ev.session, limit=max(limit, s["pool_limit"]),
-                                       kinds=self.kinds, mode=s["mode"], now=t, rerank=False,
-                                       recency_from="created")
+        pool = self.mem.pool_for(request.replace(limit=max(limit, s["pool_limit"]), rerank=False,
+                                                 recency_from="created"))
         scores = self._rerank_scores(pool, ev.query) if self.reranker else None
         self.rerank_scores.append(scores)
         if self.on_probe is not None:

@@ -37,8 +37,9 @@ from typing import Any
 import numpy as np
 
 from ..core.progress import Progress, Reporter
+from ..ranking.blend import Blend
 from . import metrics as M
-from .grid import SWEEP_KEYS, Grid, check_pool_sizes, check_sweepable, make_grid
+from .grid import SWEEP_KEYS, Grid, blend_axes, check_pool_sizes, check_sweepable, make_grid
 from .policies import Policy, get_policy
 from .record import Replay
 from .sweep_engine import CHUNK_ARRAYS, accessed_metrics, chunk_metrics, replay_fixed, shipped_ids
@@ -105,7 +106,8 @@ def _stack(replays: Sequence[Replay]) -> dict[str, np.ndarray]:
     return out
 
 
-def sweep(replays: Replay | Sequence[Replay], grid: Mapping[str, Any] | None = None, policy: str | Policy = "blend",
+def sweep(replays: Replay | Sequence[Replay], grid: Mapping[str, Any] | Blend | Sequence[Blend] | None = None,
+          policy: str | Policy = "blend",
           *, n_jobs: int | None = None, chunk_elements: int = 300_000, progress: Progress = False,
           recency_from: str | None = None) -> SweepResult:
     """Rank every probe of ``replays`` at every point of ``grid``; returns a :class:`SweepResult`.
@@ -114,6 +116,9 @@ def sweep(replays: Replay | Sequence[Replay], grid: Mapping[str, Any] | None = N
     Cartesian product. Names: the policy's parameters (blend: ``half_life_days``,
     ``recency_weight``, ``feedback_weight``, ``feedback_half_life_days``), ``limit``,
     ``token_budget`` (None: no budget) and, for replays in hybrid mode, ``hybrid_weight``.
+    For the blend, ``grid`` may be a set of blends instead: one
+    :class:`~vxmem.ranking.blend.Blend`, or a list that is a whole grid
+    (``Blend.grid(half_life_days=[1, 7], recency_weight=[0, 0.5])``).
     A parameter left out keeps each replay's own setting (policy defaults for the other
     policies). Several replays (say, every LoCoMo conversation) are swept together.
 
@@ -134,6 +139,10 @@ def sweep(replays: Replay | Sequence[Replay], grid: Mapping[str, Any] | None = N
     if not replays or not all(isinstance(r, Replay) for r in replays):
         raise TypeError("sweep() needs a Replay or a list of Replays")
     pol = get_policy(policy)
+    if isinstance(grid, Blend) or (isinstance(grid, (list, tuple)) and _blends(grid)):
+        grid = blend_axes(grid, replays)
+    elif grid is not None and not isinstance(grid, Mapping):
+        raise TypeError("a sweep grid is a mapping of parameter -> values, a Blend, or a list of Blends")
     grid = dict(grid or {})
     check_sweepable(replays, pol, grid)
     pools = _stack(replays)
@@ -155,6 +164,11 @@ def sweep(replays: Replay | Sequence[Replay], grid: Mapping[str, Any] | None = N
     finally:
         bar.close()
     return _frames(replays, g, out, n_probes)
+
+
+def _blends(grid: Sequence[Any]) -> bool:
+    """Whether the list ``grid`` is a set of blends."""
+    return bool(grid) and all(isinstance(b, Blend) for b in grid)
 
 
 def _jobs(replays: list[Replay], pools: dict[str, np.ndarray], g: Grid, accessed: list[bool],
