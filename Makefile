@@ -51,7 +51,7 @@ screenshot: $(STAMP) chromium
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_memory.py
 
-# vxmem against its peers (issue 14). The peers live in a venv of their own, never in .venv and never
+# vxmem against its peers. The peers live in a venv of their own, never in .venv and never
 # in `make test`: `make bench-peers`, or `make bench-peers PEERS_ARGS="--sizes 1000,10000 --queries 100"`.
 PEERS_VENV := .venv-peers
 PEERS_STAMP := $(PEERS_VENV)/.installed

@@ -1,4 +1,4 @@
-"""HNSW graph settings side by side (issue 14, goal 1's last ratio): connectivity and
+"""HNSW graph settings side by side (the at-scale goal's last ratio): connectivity and
 expansion against recall@10 (vs the exact top 10), search latency, build time and memory.
 
     python benchmarks/bench_hnsw_settings.py --scale 100000 --connectivity 16,32 --expansion 64,128,256,384

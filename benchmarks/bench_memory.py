@@ -20,8 +20,8 @@ recall also runs the cross-encoder rerank, and two more rows time recall with
 ``rerank=False``), ``hashing`` (``vxmem.models.embed.HashingEmbedder``) and ``trivial`` (a table
 lookup: crc32 of the text picks two of 4,096 fixed random unit vectors; ~5 us a call), so
 the ``trivial`` rows time the memory layer itself. Recall runs the default mode, hybrid
-(``--mode dense`` gives the mode issue 2's targets were set for). The
-targets of issue 2 apply to the ``trivial`` rows on a database file; the other rows show
+(``--mode dense`` gives the mode the memory layer's targets were set for). Those
+targets apply to the ``trivial`` rows on a database file; the other rows show
 what a user of that embedder sees, and print no target. The ``default`` rows time at most
 ``--default-reps`` calls each (a reranked recall takes a few hundred ms).
 
@@ -47,7 +47,7 @@ each on a fresh copy of the database:
 
 - the index build, once per graph settings (in the foreground, every core, by the first
   tree of those settings), kept in ``graph-<hash of the settings>/`` of the data: every tree
-  of the same settings loads that same graph (issue 14 moved the graph to 8 bits, so trees
+  of the same settings loads that same graph (the graph moved to 8 bits, so trees
   before and after it each load their own);
 - open, the first session recall and the first cross-session recall after open (the copy is
   opened, asked one recall and closed once before, in a process of its own, timed apart: a
@@ -56,7 +56,7 @@ each on a fresh copy of the database:
 - cross-session ``search(limit=10)`` and ``recall()``: p50/p99, and recall@10 against the
   exact top 10 (numpy over every live row; a returned id counts when its exact cosine
   reaches the 10th best), beside usearch searched directly on the tree's graph (top 10, at
-  expansion_search 128, vxmem's setting before issue 14, and at the tree's own), with the ratio;
+  expansion_search 128, vxmem's earlier setting, and at the tree's own), with the ratio;
 - ``remember()`` with the index live: p50/p99/p99.9 over ``--scale-reps`` calls (crossing the
   1,024-row flush and the WAL checkpoints several times);
 - reuse: reopen, one ``remember()``, then the first cross-session recall: whether the saved
@@ -358,7 +358,7 @@ def worker(size: int, embedder_name: str, reps: int, tmp: str, mode: str | None 
 
 
 
-# ---------------------------------------------------------------------------- issue 14: at scale
+# ---------------------------------------------------------------------------- at scale
 
 SCALE_QUERIES = 300
 
@@ -409,7 +409,7 @@ def scale_data(n: int, reps: int, out: str) -> None:
 
 def graph_dir(data: str) -> str:
     """Where the saved graph of this tree's HNSW settings lives in ``data``: one graph per
-    settings (trees with the same settings load the same graph; issue 14 changed them)."""
+    settings (trees with the same settings load the same graph)."""
     from vxmem.store.hnsw_graph import settings_tag
 
     return os.path.join(data, "graph-" + hashlib.sha1(settings_tag().encode()).hexdigest()[:12])
@@ -641,7 +641,7 @@ def run_scale(args) -> int:
             results[name].append(json.loads(proc.stdout.strip().splitlines()[-1]))
             print(f"[scale {args.scale}] round {r + 1} {name}: {time.perf_counter() - t1:.0f} s",
                   file=sys.stderr, flush=True)
-    head = (f"vxmem at scale (issue 14): {args.scale:,} memories, {SESSIONS} sessions, bench_peers' words embedder, "
+    head = (f"vxmem at scale: {args.scale:,} memories, {SESSIONS} sessions, bench_peers' words embedder, "
             f"{SCALE_QUERIES} queries, {args.scale_reps} remember() calls, {args.rounds} round(s), "
             f"{os.cpu_count()} cpus, load average {load_before:.1f} before / {os.getloadavg()[0]:.1f} after\n"
             "trees: " + ", ".join(f"{name} = {tree}" for name, tree in trees))
@@ -765,10 +765,10 @@ def print_tables(results: list[dict]) -> None:
             print(f"{r['embedder']:8} {r['size']:>7}  {x['op']:74} {x['p50']:>8.3f} {x['p95']:>8.3f} "
                   f"{x['cpu50']:>8.3f} {tcell:>12} {fmt(ratio, 2):>10}  {fmt(x['ref'], 1):>5}{verdict}")
         print()
-    print("ref: the reference implementation, as issue 2 quotes it (1k memories, trivial embedder, database file).")
+    print("ref: the reference implementation (1k memories, trivial embedder, database file).")
     print("cpu p50: median CPU time of the calling thread (wall-clock p50 minus waiting for a core, "
           "on a machine others share).")
-    print("target/ratio: issue 2's targets apply to the trivial embedder (the memory layer alone); "
+    print("target/ratio: the targets apply to the trivial embedder (the memory layer alone); "
           "cross-session target is for 100k.")
     print()
     head = (f"{'embedder':8} {'N':>7}  {'scope (interleaved)':60} {'p50 ms':>8} {'cpu p50':>8} {'p50 ratio':>9} "
@@ -804,12 +804,12 @@ def main(argv=None) -> int:
     ap.add_argument("--sizes", default="1000,10000,100000", help="comma-separated memory counts")
     ap.add_argument("--embedders", default="trivial,hashing", help="some of default,trivial,hashing")
     ap.add_argument("--mode", choices=("dense", "lexical", "hybrid"), default=None,
-                    help="recall's mode (default: recall's own default, hybrid; issue 2's targets were set for dense)")
+                    help="recall's mode (default: recall's own default, hybrid; the targets were set for dense)")
     ap.add_argument("--default-reps", type=int, default=100, help="repetitions per operation for 'default'")
     ap.add_argument("--quick", action="store_true", help="fewer repetitions (200 instead of 1000)")
     ap.add_argument("--reps", type=int, default=None, help="repetitions per timed operation")
     ap.add_argument("--json", help="also write the raw results to this file")
-    ap.add_argument("--scale", type=int, help="issue 14's rows at this many memories (e.g. 100000)")
+    ap.add_argument("--scale", type=int, help="the at-scale rows at this many memories (e.g. 100000)")
     ap.add_argument("--scale-dir", default=os.path.join(tempfile.gettempdir(), "vxmem-bench-scale"),
                     help="where the --scale database is written once and reused")
     ap.add_argument("--scale-reps", type=int, default=3000, help="remember() calls timed with the index live")
@@ -839,7 +839,7 @@ def main(argv=None) -> int:
         with open(args.scale_report) as f:
             saved = json.load(f)
         if "results" not in saved:  # written before the file kept its heading
-            saved = {"head": f"vxmem at scale (issue 14), from {args.scale_report}", "results": saved}
+            saved = {"head": f"vxmem at scale, from {args.scale_report}", "results": saved}
         print_scale(saved["head"], saved["results"])
         return 0
     if args.scale:

@@ -1,4 +1,4 @@
-"""vxmem against its peers (issue 14): write, recall, memory and disk, measured side by side in one run.
+"""vxmem against its peers: write, recall, memory and disk, measured side by side in one run.
 
     make bench-peers                                            # makes .venv-peers, then runs this at 1k/10k/100k
     .venv-peers/bin/python benchmarks/bench_peers.py --sizes 1000,10000
@@ -991,7 +991,7 @@ def goals(n: int, res: dict, systems: list[str]) -> str:
     vx = mets["vxmem"]
     peers = [s for s in systems if s not in ("vxmem", "vxmem-hybrid", "vxmem-f16", "floor", "usearch")
              and not res[s].get("failed")]
-    at_goal = n >= 100_000  # issue 14 sets goal 1 at 100k; smaller sizes print the ratios only
+    at_goal = n >= 100_000  # the goal is set at 100k; smaller sizes print the ratios only
 
     def verdict(ok: bool) -> str:
         return ("met" if ok else "NOT met") if at_goal else "(goal set at 100k)"

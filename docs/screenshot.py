@@ -3,7 +3,7 @@
     python docs/screenshot.py [outdir]        (or: make screenshot)  -> docs/*.png
 
 One screenshot per page (docs/playground.png, replay.png, tune.png, sweep.png, ab.png,
-budget.png, compare.png, import.png) and docs/dashboard.png, the README's (the Tune page).
+budget.png, compare.png, import.png) and docs/dashboard.png (the Tune page); the README shows playground.png.
 The browser is the system's (``apt-get install chromium``), never a download: Playwright
 for Python only drives it. ``tests/test_browser.py`` uses the same helpers.
 """

@@ -1,6 +1,6 @@
 """What several test files share: constants, a fast embedder, child interpreters, and
-white-box looks that go through the collection's documented internal surface only
-(``_locked()``, ``_database``, ``_hnsw``; see docs/ARCHITECTURE.md)."""
+white-box looks that go through the collection's public parts only (``db.engine.locked()``,
+``db.engine.database``; see docs/ARCHITECTURE.md)."""
 
 import subprocess
 import sys

@@ -135,7 +135,7 @@ def fresh_caches():
 
 
 def test_a_nonsense_query_shows_the_raw_relevance_and_warns(monkeypatch, fresh_caches):
-    # ConversationMemory.low_relevance comes with the semantic default (issue 9); the page
+    # ConversationMemory.low_relevance comes with the semantic default; the page
     # reads it when it is there. Here it is given, as that method will give it.
     monkeypatch.setattr(ConversationMemory, "low_relevance", lambda self, mode=None, rerank=None: 0.1,
                         raising=False)

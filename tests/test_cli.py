@@ -136,7 +136,7 @@ def test_bad_dataset_line_is_named(tmp_path, capsys):
     assert "line 2: 'text' must be a non-empty string" in _error_line(capsys)
 
 
-# ---------------------------------------------------------------- issue 12: import, categories, early checks
+# ---------------------------------------------------------------- import, categories, early checks
 
 
 OPENAI_CHAT = (

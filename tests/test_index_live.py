@@ -1,4 +1,4 @@
-"""The HNSW index and the WAL off the caller's path (issue 14): a saved index is reused after
+"""The HNSW index and the WAL off the caller's path: a saved index is reused after
 writes, pending vectors join the graph in the background without changing any result, WAL
 checkpoints run in a thread of their own with a cap, and the first write after open does
 not grow the mirror."""

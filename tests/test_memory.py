@@ -411,7 +411,7 @@ def test_context_never_shows_a_superseded_turn_under_recent(db):
     assert "I prefer light mode" in block.text
 
 
-# ---------------------------------------------------------------- beyond the reference (issue 2, section 4)
+# ---------------------------------------------------------------- beyond the reference
 
 def test_recall_of_facts_returns_limit_live_results_when_turns_are_the_closest(db):
     for k in range(200):

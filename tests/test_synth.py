@@ -136,7 +136,7 @@ def test_knowledge_update_restates_a_value_without_a_correction():
         assert _words(text[new]) & _words(text[old])
 
 
-# These two run the hashing embedder's pipeline (hybrid, no rerank), the fast one; the README's
+# These two run the hashing embedder's pipeline (hybrid, no rerank), the fast one; docs/BENCHMARKS.md's
 # scenario table shows the default pipeline doing the same.
 def test_the_blend_beats_cosine_where_a_value_was_restated_later(hashing_embedder):
     rep = replay(generate("knowledge_update"), embedder=hashing_embedder)

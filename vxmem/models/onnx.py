@@ -72,8 +72,8 @@ def default_threads() -> int:
     """How many inputs a model runs at once: ``VXMEM_THREADS`` if set, else the CPUs this
     process may use, at most 4. Each run uses one onnxruntime thread: for inputs this small,
     runs side by side are faster than one run spread over threads (measured in
-    ``benchmarks/bench_embedders.py``: 2 intra-op threads were slower than 1 on a busy
-    2-core machine, 2 runs at once almost twice as fast)."""
+    ``benchmarks/bench_embedders.py``: 2 intra-op threads were slower than 1 on 2
+    cores, 2 runs at once almost twice as fast)."""
     env = os.environ.get("VXMEM_THREADS", "").strip()
     if env:
         if not env.isdigit() or int(env) < 1:

@@ -25,7 +25,7 @@ FEEDBACK_HALF_LIFE_DAYS = 30.0
 BLEND_DEFAULTS = {"half_life_days": HALF_LIFE_DAYS, "recency_weight": RECENCY_WEIGHT,
                   "feedback_weight": FEEDBACK_WEIGHT, "feedback_half_life_days": FEEDBACK_HALF_LIFE_DAYS}
 HYBRID_WEIGHT = 0.5  # hybrid relevance: the dense share of fuse_relevance (search, recall and the sweep)
-# recall(mode=None): hybrid, chosen on LoCoMo (README, "Search modes"): it beat dense and lexical with
+# recall(mode=None): hybrid, chosen on LoCoMo (docs/BENCHMARKS.md): it beat dense and lexical with
 # every embedder measured, and its weight's optimum is flat between 0.3 and 0.7.
 DEFAULT_MODE = "hybrid"
 RECENCY_FROM = ("created", "accessed")  # what a memory's age counts from: when it was stored, or last recalled

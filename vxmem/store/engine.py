@@ -361,13 +361,8 @@ class Engine:
             self.index.raise_failed()
 
     def close(self) -> None:
-        """Save the vector index if it changed, and release the database.
-
-        Waits for a background index build to finish, so its work is saved, not lost.
-        The index is a cache: a failure to save it (a full disk) never makes ``close()``
-        fail; the next open rebuilds it. In a forked child, ``close()`` only marks the
-        handle closed: the lock, the connection and the index file are the parent's.
-        """
+        """Save the caches that changed and release the database (see
+        :meth:`Collection.close <vxmem.store.collection.Collection.close>`)."""
         if os.getpid() != self._pid:
             self._closed = True
             self.database.close()  # leaves the parent's lock and connection alone

@@ -36,7 +36,7 @@ _CHUNK = 1 << 22
 # vector and keeps trunc(127 x) of each component), a quarter of float32's memory, and is
 # built with expansion_add 48. At 100k on bench_memory's seeded 384-d corpus, usearch
 # searched directly on one thread, its top 20 re-scored as vxmem does
-# (benchmarks/bench_hnsw_settings.py, one run, the machine otherwise quiet):
+# (benchmarks/bench_hnsw_settings.py, one run):
 #
 #   graph          build on 2 threads   recall@10 at expansion_search 128 / 256 / 384   p50 ms at 384
 #   f32, add 128   179 s (352 CPU s)    0.953 / 0.990 / 0.995                            9.4
@@ -54,7 +54,7 @@ HNSW_SETTINGS: dict[str, Any] = {"metric": "ip", "dtype": "i8", "connectivity": 
 # From EXPANSION_FROM vectors on, a search's expansion grows with the graph's size (as its
 # 0.6th power), so recall holds as it grows. At 1M (bench_memory's corpus, the i8 graph
 # above, top 20 re-scored, one thread, 300 queries: benchmarks/bench_hnsw_settings.py
-# --scale 1000000 --connectivity 16 --expansion 384,768,1024,1216,1536, load 0.6):
+# --scale 1000000 --connectivity 16 --expansion 384,768,1024,1216,1536):
 #
 #   expansion_search   384     768     1,024   1,216   1,536 (what the rule gives: 1,529)
 #   recall@10          0.951   0.979   0.985   0.989   0.993

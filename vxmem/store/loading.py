@@ -21,8 +21,8 @@ import numpy as np
 from ..core.errors import InvalidDatabaseError
 from ..core.tokens import token_counter_name
 from . import mirror_file, schema
+from .bulk import fill
 from .checks import check_token_count
-from .columns import fill
 from .files import mirror_path, postings_path, rollback
 from .jsonio import loads_all
 from .mirror import Mirror

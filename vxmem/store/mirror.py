@@ -214,7 +214,7 @@ class Mirror:
 
     def take_documents(self, rowid: np.ndarray, ids: list[str], texts: list[str], metas: Metas) -> None:
         """Take ``len(ids)`` live documents at positions 0.. (an empty mirror, room reserved)
-        and make the maps by id and rowid: a bulk load's (:func:`~vxmem.store.columns.fill`,
+        and make the maps by id and rowid: a bulk load's (:func:`~vxmem.store.bulk.fill`,
         a mirror file's), which writes the columns itself, then calls :meth:`index_sessions`."""
         n = len(ids)
         self.rowid[:n] = rowid
@@ -452,7 +452,8 @@ class Mirror:
         if col is None:
             if len(self._value_columns) >= VALUE_COLUMNS:
                 del self._value_columns[next(iter(self._value_columns))]
-            col = self._value_columns[key] = ValueColumn(key, self)
+            live = [(p, self.metas[p]) for p in self.live_positions().tolist()]
+            col = self._value_columns[key] = ValueColumn(key, len(self.rowid), live)
         return col
 
     def is_past(self, as_of: float) -> bool:

@@ -45,8 +45,8 @@ def rowdot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Row-wise dot products on this thread (float32), each row's the same whatever the batch.
 
     Not ``@``: BLAS runs a matrix-vector product of a few thousand rows on worker threads
-    that keep spinning afterwards, and on a busy machine the whole recall then waits for a
-    scheduler time slice (measured with one core loaded: 8 ms per recall instead of 0.4).
+    that keep spinning afterwards, and when the cores are busy the whole recall then waits for a
+    scheduler time slice (8 ms per recall instead of 0.4 with one core loaded).
     float16 rows go to NumKong's kernels (usearch's own SIMD library, installed with it;
     numpy has no float16 arithmetic of its own and converts every component, 15-30x
     slower), with ``b`` rounded to float16 too. (Not the older SimSIMD package: once usearch
