@@ -52,13 +52,14 @@ def normalize_relevance(relevance: ArrayLike, axis: int = -1, valid: ArrayLike |
     which get 0 and do not take part in min or max.
     """
     r = np.asarray(relevance, dtype=np.float64)
+    # initial=: an empty pool (a session with nothing in it yet) normalises to an empty array
     if valid is None:
-        lo = r.min(axis=axis, keepdims=True) if r.size else r
-        hi = r.max(axis=axis, keepdims=True) if r.size else r
+        lo = r.min(axis=axis, keepdims=True, initial=np.inf)
+        hi = r.max(axis=axis, keepdims=True, initial=-np.inf)
     else:
         valid = np.asarray(valid, dtype=bool)
-        lo = np.where(valid, r, np.inf).min(axis=axis, keepdims=True)
-        hi = np.where(valid, r, -np.inf).max(axis=axis, keepdims=True)
+        lo = np.where(valid, r, np.inf).min(axis=axis, keepdims=True, initial=np.inf)
+        hi = np.where(valid, r, -np.inf).max(axis=axis, keepdims=True, initial=-np.inf)
     span = hi - lo
     with np.errstate(invalid="ignore", divide="ignore"):
         out = np.where(span > 0, (r - lo) / np.where(span > 0, span, 1.0), 1.0)
@@ -305,11 +306,11 @@ def fuse_relevance(dense: ArrayLike, lexical: ArrayLike, hybrid_weight: ArrayLik
     lo = normalize_relevance(lex, axis=axis, valid=valid)
     # An all-equal lexical column (nothing matched) says nothing: it adds 0, not 1.
     if valid is None:
-        flat = np.ptp(lex, axis=axis, keepdims=True) == 0
+        flat = ~(lex.max(axis=axis, keepdims=True, initial=-np.inf) > lex.min(axis=axis, keepdims=True, initial=np.inf))
     else:
         ok = np.asarray(valid, dtype=bool)
-        flat = ~(np.where(ok, lex, -np.inf).max(axis=axis, keepdims=True)
-                 > np.where(ok, lex, np.inf).min(axis=axis, keepdims=True))
+        flat = ~(np.where(ok, lex, -np.inf).max(axis=axis, keepdims=True, initial=-np.inf)
+                 > np.where(ok, lex, np.inf).min(axis=axis, keepdims=True, initial=np.inf))
     lo = np.where(flat, 0.0, lo)
     return w * d + (1.0 - w) * lo
 

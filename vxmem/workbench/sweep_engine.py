@@ -228,6 +228,8 @@ def compacted(s: _Searched, kmax: int) -> _Searched:
     """
     valid = s.valid
     n_probes, width = valid.shape[-2:]
+    if width == 0 or n_probes == 0:  # every pool empty: nothing to drop
+        return s
     union = valid.reshape(-1, n_probes, width).any(axis=0)  # valid at some grid point
     m = int(union.sum(axis=1).max(initial=0))
     if m >= width or m <= kmax:  # nothing to drop, or fewer columns than the ranked lists hold
