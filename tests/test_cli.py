@@ -250,3 +250,16 @@ def test_an_unknown_category_is_named_with_the_ones_there(capsys):
     assert main(["sweep", str(FIXTURES / "locomo_sample.json"), "--categories", "nope"]) == 2
     err = _error_line(capsys)
     assert "no probe has category 'nope'" in err and "single-hop" in err
+
+
+def test_replay_save_of_several_conversations_is_refused_before_any_replay(tmp_path, capsys, monkeypatch):
+    from vxmem.workbench import replay as replay_module
+
+    def no_replay(*args, **kwargs):
+        raise AssertionError("a replay started before the arguments were checked")
+
+    monkeypatch.setattr(replay_module, "replay_many", no_replay)
+    src = ROOT / "datasets" / "fixtures" / "longmemeval_sample.json"
+    out = tmp_path / "r.npz"
+    assert main(["replay", str(src), "--embedder", "hashing", "--save", str(out)]) == 2
+    assert "--save keeps one replay" in _error_line(capsys) and not out.exists()

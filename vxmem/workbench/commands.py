@@ -199,11 +199,15 @@ def run_import(args) -> int:
 # ---------------------------------------------------------------------------- replay
 
 
-def _replays(args, settings: dict[str, Any]) -> list[Replay]:
-    """The dataset of ``args`` replayed at ``settings``."""
-    from .replay import replay_many
+def _replays(args, settings: dict[str, Any], one: str | None = None) -> list[Replay]:
+    """The dataset of ``args`` replayed at ``settings``; ``one`` names the option that keeps a
+    single replay, refused before any work when the dataset holds several conversations."""
+    from .replay import check_settings, replay_many
 
     convs = _load(args.dataset, args.format)
+    if one is not None and len(convs) != 1:
+        raise CliError(f"{one} keeps one replay; {args.dataset} holds {len(convs)} conversations")
+    check_settings(settings)  # a bad setting is named now, not after the first replay
     emb = embedder_named(args.embedder)
     return replay_many(convs, settings, emb, n_jobs=args.n_jobs, policy=getattr(args, "policy", DEFAULT_POLICY))
 
@@ -214,7 +218,7 @@ def run_replay(args) -> int:
     if args.save is not None and not args.save.lower().endswith(".npz"):
         raise CliError(f"--save {args.save!r}: a replay is saved as .npz")
     settings = {k: getattr(args, k) for k in SETTINGS_KEYS if getattr(args, k, None) is not None}
-    reps = _replays(args, settings)
+    reps = _replays(args, settings, one="--save" if args.save else None)
     saved = reps
     reps, note = _select_categories(reps, args.categories)
     if note:
@@ -228,8 +232,6 @@ def run_replay(args) -> int:
         _write(probes.drop(columns=["meta"], errors="ignore"), args.output)
         print(f"wrote {args.output}")
     if args.save:
-        if len(saved) != 1:
-            raise CliError("--save keeps one replay; this dataset has several conversations")
         try:
             saved[0].save(args.save)  # every probe: a later sweep chooses its own categories
         except OSError as exc:
