@@ -84,8 +84,8 @@ def test_importing_the_collection_loads_no_memory():
     assert not {"vxmem.memory", "vxmem.vectrix", "vxmem.memory.recall", "vxmem.workbench"} & set(loaded)
 
 
-@pytest.mark.parametrize("name", ["remember", "recall", "feedback", "context", "forget", "consolidate", "expire",
-                                  "turns", "history"])
+@pytest.mark.parametrize("name", ["remember", "remember_many", "warm", "recall", "feedback", "context", "forget",
+                                  "consolidate", "expire", "turns", "history"])
 def test_every_delegate_has_the_memory_methods_signature_and_docstring(name):
     delegate, method = getattr(Vectrix, name), getattr(ConversationMemory, name)
     assert inspect.signature(delegate) == inspect.signature(method)

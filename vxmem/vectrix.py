@@ -9,7 +9,7 @@ are on the database itself, with the memory's own signatures and docstrings (so
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -58,6 +58,15 @@ class Vectrix(Collection):
         return self.memory.remember(text, session=session, role=role, turn=turn, timestamp=timestamp, pinned=pinned,
                                     kind=kind, metadata=metadata, id=id, ttl_days=ttl_days, check=check, user=user)
 
+    def remember_many(self, memories: Iterable[str | Mapping[str, Any]], *, session: str | None = None,
+                      role: str = "user", timestamp: TimeLike = None, user: str | None = None,
+                      check: bool | None = None) -> list[str]:
+        return self.memory.remember_many(memories, session=session, role=role, timestamp=timestamp, user=user,
+                                         check=check)
+
+    def warm(self) -> None:
+        return self.memory.warm()
+
     def recall(self, query: str, session: str | None = None, limit: int = 10, token_budget: int | None = None,
                score_gap: float | None = None, kinds: Sequence[str] = KINDS, include_superseded: bool = False,
                mode: str | None = None, now: TimeLike = None, exclude_ids: Sequence[str] = (),
@@ -104,5 +113,6 @@ class Vectrix(Collection):
 
 
 # Each delegate shows the memory method's docstring (one text, two places): help(db.recall) documents recall.
-for _verb in ("remember", "recall", "feedback", "context", "forget", "consolidate", "expire", "turns", "history"):
+for _verb in ("remember", "remember_many", "warm", "recall", "feedback", "context", "forget", "consolidate",
+              "expire", "turns", "history"):
     getattr(Vectrix, _verb).__doc__ = getattr(ConversationMemory, _verb).__doc__

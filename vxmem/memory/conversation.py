@@ -20,7 +20,7 @@ collection only through its seam, ``db.engine`` (:class:`~vxmem.store.seam.Memor
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -44,7 +44,6 @@ from ..core.keys import (
     K_SUPERSEDED_AT,
     K_SUPERSEDED_BY,
     K_SUPERSEDES,
-    K_TURN,
     K_USER,
     KIND_FACT,
     KIND_PINNED,
@@ -60,7 +59,6 @@ from ..store.collection import Collection
 from ..store.mirror import ANY_SESSION
 from . import consolidation
 from .bookkeeping import (
-    claim_turn,
     memory_pos,
     new_memory_id,
     record_feedback,
@@ -76,7 +74,7 @@ from .checks import (
     check_verdicts,
 )
 from .consolidation import ConsolidationReport, Summarizer
-from .draft import Draft, make_draft, ttl_for
+from .draft import REMEMBER_ARGS, REMEMBER_DEFAULTS, Draft, make_draft, ttl_for, write_drafts
 from .reading import MemoryReading
 from .supersession import live_heads, mark_superseded
 
@@ -187,25 +185,54 @@ class ConversationMemory(MemoryReading):
     def _write(self, d: Draft, vec: np.ndarray, tokens: int, contradicted: list[str]) -> str:
         """Store the drafted memory and supersede what the judge said it contradicts, in one
         transaction; returns its id."""
-        with self.store.locked() as m:
-            if d.id is not None:
-                refuse_taken(m, d.id)
-            # A fact the judge named that a write meanwhile superseded or deleted is left as it is.
-            contradicted = [c for c in contradicted if (p := m.memory_position(c)) is not None and not m.superseded[p]]
-            new_id = d.id or new_memory_id()
-            meta = dict(d.metadata)
-            meta.update(stamp(d.kind, d.session, d.role, d.ts, d.ttl))
-            if d.user is not None:
-                meta[K_USER] = d.user
-            if contradicted:
-                meta[K_SUPERSEDES] = contradicted
-            with self.store.transaction() as tx:
-                if d.kind == KIND_TURN:
-                    meta[K_TURN] = claim_turn(m, tx, d.session, d.turn)
-                tx.insert(new_id, d.text, meta, vec, tokens)
-                for old in contradicted:
-                    mark_superseded(m, tx, old, new_id, d.ts)
-            return new_id
+        return write_drafts(self.store, [d], vec[None, :], [tokens], [contradicted])[0]
+
+    def remember_many(self, memories: Iterable[str | Mapping[str, Any]], *, session: str | None = None,
+                      role: str = "user", timestamp: TimeLike = None, user: str | None = None,
+                      check: bool | None = None) -> list[str]:
+        """Store many memories in one transaction, embedded in one batch; return their ids in order.
+
+        Each item is a text, or a dict of ``remember()``'s arguments (``text``, ``session``,
+        ``role``, ``turn``, ``timestamp``, ``pinned``, ``kind``, ``metadata``, ``id``,
+        ``ttl_days``, ``check``, ``user``); the keyword arguments here are the defaults of the
+        items that leave them out. Every item is checked before anything is embedded: one bad
+        item refuses the whole call, naming it, and nothing is written. Turns are numbered in
+        order within their sessions. The contradiction judge, where it runs, sees the facts
+        stored before the call (not the call's own), as it would see them in a loop only if
+        the call held no fact it contradicts.
+        """
+        defaults = {"session": session, "role": role, "timestamp": timestamp, "user": user, "check": check}
+        drafts = [self._draft_of(item, i, defaults) for i, item in enumerate(memories)]
+        given = [d.id for d in drafts if d.id is not None]
+        if len(set(given)) != len(given):
+            raise ValueError("memories name the same id twice")
+        if not drafts:
+            return []
+        with self.store.locked() as m:  # fail fast, before the embedder runs
+            for i in given:
+                refuse_taken(m, i)
+        texts = [d.text for d in drafts]
+        vecs = self.store.embed(texts)  # one batch, outside the lock
+        tokens = self.store.count_tokens(texts)
+        contradicted = [self._judge(d.text, v, d.session, d.ts) if d.run_judge else [] for d, v in zip(drafts, vecs)]
+        return write_drafts(self.store, drafts, vecs, tokens, contradicted)
+
+    def _draft_of(self, item: Any, i: int, defaults: dict[str, Any]) -> Draft:
+        """Item ``i`` of ``remember_many()``, checked; an error names the item."""
+        args = {"text": item} if isinstance(item, str) else item
+        if not isinstance(args, Mapping):
+            raise TypeError(f"memories[{i}] must be a str or a dict of remember() arguments, "
+                            f"not {type(item).__name__}")
+        unknown = sorted(set(args) - set(REMEMBER_ARGS))
+        if unknown:
+            raise TypeError(f"memories[{i}] has an argument remember() does not take: {unknown[0]!r}")
+        if "text" not in args:
+            raise TypeError(f"memories[{i}] has no text")
+        full = {**REMEMBER_DEFAULTS, **defaults, **args}
+        try:
+            return make_draft(ttl_map=self.ttl_days, has_judge=self.judge is not None, **full)
+        except (TypeError, ValueError) as exc:
+            raise type(exc)(f"memories[{i}]: {exc}") from None
 
     def _ttl_for(self, kind: str, ttl_days: Any) -> float | None:
         return ttl_for(kind, ttl_days, self.ttl_days)

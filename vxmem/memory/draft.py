@@ -7,14 +7,26 @@ nothing; the :class:`Draft` then carries the canonical values to the write.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from ..core.checks import check_bool, check_choice, check_int, check_positive, check_session, check_text
 from ..core.clock import TimeLike, to_epoch
-from ..core.keys import KIND_PINNED, KIND_TURN, KINDS, TURN_LIMIT
+from ..core.keys import K_SUPERSEDES, K_TURN, K_USER, KIND_PINNED, KIND_TURN, KINDS, TURN_LIMIT
 from ..store.checks import check_id
+from ..store.seam import MemoryStore
+from .bookkeeping import claim_turn, new_memory_id, refuse_taken, stamp
 from .checks import check_caller_metadata, check_user
+from .supersession import mark_superseded
+
+# remember()'s arguments and their defaults, for remember_many()'s items.
+REMEMBER_DEFAULTS: dict[str, Any] = {"session": None, "role": "user", "turn": None, "timestamp": None,
+                                     "pinned": False, "kind": None, "metadata": None, "id": None, "ttl_days": None,
+                                     "check": None, "user": None}
+REMEMBER_ARGS = ("text", *REMEMBER_DEFAULTS)
 
 
 @dataclass(frozen=True)
@@ -84,3 +96,34 @@ def make_draft(text: Any, *, session: Any, role: Any, turn: Any, timestamp: Time
         raise ValueError("check=True needs a judge; pass judge= to ConversationMemory")
     return Draft(text=text, session=session, role=role, kind=kind, turn=turn, ts=ts, metadata=meta, user=user,
                  id=id, ttl=ttl, run_judge=bool(run_judge))
+
+
+def write_drafts(store: MemoryStore, drafts: Sequence[Draft], vecs: np.ndarray, tokens: Sequence[int],
+                 contradicted: Sequence[list[str]]) -> list[str]:
+    """Store the drafted memories (with their vectors and token counts) and supersede what the
+    judge said each contradicts, all in one transaction; returns their ids in order."""
+    with store.locked() as m:
+        for d in drafts:
+            if d.id is not None:
+                refuse_taken(m, d.id)
+        ids, metas, links = [], [], []
+        for d, c in zip(drafts, contradicted):
+            # A fact the judge named that a write meanwhile superseded or deleted is left as it is.
+            live = [x for x in c if (p := m.memory_position(x)) is not None and not m.superseded[p]]
+            meta = dict(d.metadata)
+            meta.update(stamp(d.kind, d.session, d.role, d.ts, d.ttl))
+            if d.user is not None:
+                meta[K_USER] = d.user
+            if live:
+                meta[K_SUPERSEDES] = live
+            ids.append(d.id or new_memory_id())
+            metas.append(meta)
+            links.append(live)
+        with store.transaction() as tx:
+            for d, new_id, meta, vec, n, live in zip(drafts, ids, metas, vecs, tokens, links):
+                if d.kind == KIND_TURN:
+                    meta[K_TURN] = claim_turn(m, tx, d.session, d.turn)
+                tx.insert(new_id, d.text, meta, vec, n)
+                for old in live:
+                    mark_superseded(m, tx, old, new_id, d.ts)
+        return ids

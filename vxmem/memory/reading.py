@@ -28,7 +28,7 @@ from ..core.checks import (
 from ..core.clock import TimeLike, to_epoch
 from ..core.keys import KIND_TURN, KINDS
 from ..models.embed import reranks_by_default
-from ..models.rerank import Reranker, reranker_name
+from ..models.rerank import Reranker, rerank_scores, reranker_name
 from ..ranking import scoring
 from ..ranking.blend import Blend
 from ..ranking.pool import CandidatePool
@@ -88,6 +88,14 @@ class MemoryReading:
     feedback_weight = blend_field("feedback_weight")
     feedback_half_life_days = blend_field("feedback_half_life_days")
     hybrid_weight = blend_field("hybrid_weight")
+
+    def warm(self) -> None:
+        """Load the models now: the embedder, and the reranker when ``recall()`` reranks by
+        default, so the first ``remember()`` or ``recall()`` is not the slow one. Each model
+        loads once per process; calling this again costs one short embedding."""
+        self.store.embed(["warm up"], queries=True)
+        if self._reranking(None):
+            rerank_scores(self.reranker, "warm up", ["warm up"])
 
     # ------------------------------------------------------------------ reading
 

@@ -1,0 +1,69 @@
+"""Writes side by side in one run: a loop of remember() against remember_many() of the same turns.
+
+    python benchmarks/bench_writes.py [--turns 256] [--rounds 3] [--embedder default,hashing]
+
+Each round writes the same turns into a fresh in-memory database both ways, the order of the
+two alternating between rounds; the models are loaded (``warm()``) before the first timing.
+It prints ms per turn (the median over rounds) and the ratio loop / batch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+from vxmem import Vectrix
+
+T0 = 1_700_000_000.0
+
+
+def turns(n: int) -> list[str]:
+    topics = ["the build", "dinner plans", "a trip to Lisbon", "the new laptop", "my sister", "the garden"]
+    return [f"Turn {i}: a few words about {topics[i % len(topics)]} and what happened after {i % 7} days"
+            for i in range(n)]
+
+
+def loop(embedder: str, texts: list[str]) -> float:
+    db = Vectrix(embedder=embedder)
+    db.warm()
+    start = time.perf_counter()
+    for i, t in enumerate(texts):
+        db.remember(t, session="s", timestamp=T0 + i)
+    spent = time.perf_counter() - start
+    db.close()
+    return spent
+
+
+def batch(embedder: str, texts: list[str]) -> float:
+    db = Vectrix(embedder=embedder)
+    db.warm()
+    start = time.perf_counter()
+    db.remember_many([{"text": t, "timestamp": T0 + i} for i, t in enumerate(texts)], session="s")
+    spent = time.perf_counter() - start
+    db.close()
+    return spent
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--turns", type=int, default=256)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--embedder", default="default,hashing", help="comma-separated: default, hashing")
+    args = ap.parse_args()
+    texts = turns(args.turns)
+    print(f"{args.turns} turns, {args.rounds} rounds, median ms per turn")
+    print(f"{'embedder':<10} {'remember() loop':>16} {'remember_many()':>16} {'ratio':>7}")
+    for name in args.embedder.split(","):
+        emb = None if name == "default" else name
+        times: dict[str, list[float]] = {"loop": [], "batch": []}
+        for r in range(args.rounds):
+            order = [("loop", loop), ("batch", batch)]
+            for key, fn in order if r % 2 == 0 else order[::-1]:
+                times[key].append(fn(emb, texts) / len(texts) * 1000)
+        lo, ba = statistics.median(times["loop"]), statistics.median(times["batch"])
+        print(f"{name:<10} {lo:>16.3f} {ba:>16.3f} {lo / ba:>6.1f}x")
+
+
+if __name__ == "__main__":
+    main()
