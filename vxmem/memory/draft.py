@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -29,8 +28,7 @@ REMEMBER_DEFAULTS: dict[str, Any] = {"session": None, "role": "user", "turn": No
 REMEMBER_ARGS = ("text", *REMEMBER_DEFAULTS)
 
 
-@dataclass(frozen=True)
-class Draft:
+class Draft(NamedTuple):
     """One memory's checked arguments: ``ttl`` in days (None: forever), ``ts`` in epoch
     seconds, ``metadata`` the caller's own keys, ``run_judge`` whether the contradiction
     judge sees it."""

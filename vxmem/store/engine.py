@@ -230,31 +230,35 @@ class Engine:
         collection's dimension, and no all-zero row for a text to store (it could never be
         recalled by similarity; a query's may be: it matches by words alone). Every error
         names the embedder; nothing is written. Call it outside the lock."""
-        name = embedder_name(self.embedder) or type(self.embedder).__name__
         try:
             raw = np.asarray(self.embedder(texts))
         except (ValueError, TypeError) as exc:  # ragged rows, objects that are not numbers
-            raise ValueError(f"embedder {name!r} returned something that is not an (n, d) array: {exc}") from None
+            raise ValueError(f"embedder {self._name()!r} returned something that is not an (n, d) array: "
+                             f"{exc}") from None
         if raw.dtype.kind != "f":
-            raise TypeError(f"embedder {name!r} must return floats, got an array of {raw.dtype}")
+            raise TypeError(f"embedder {self._name()!r} must return floats, got an array of {raw.dtype}")
         vecs = raw.astype(np.float64)
         if vecs.ndim != 2 or vecs.shape[0] != len(texts):
-            raise ValueError(f"embedder {name!r} returned shape {vecs.shape} for {len(texts)} texts; "
+            raise ValueError(f"embedder {self._name()!r} returned shape {vecs.shape} for {len(texts)} texts; "
                              "expected (n, d)")
         if vecs.shape[1] == 0:
-            raise ValueError(f"embedder {name!r} returned vectors of dimension 0")
+            raise ValueError(f"embedder {self._name()!r} returned vectors of dimension 0")
         if not np.isfinite(vecs).all():
-            raise ValueError(f"embedder {name!r} returned non-finite values (NaN or infinity)")
+            raise ValueError(f"embedder {self._name()!r} returned non-finite values (NaN or infinity)")
         dim = self.database.dim
         if dim is not None and vecs.shape[1] != dim:
-            raise ValueError(f"embedder {name!r} returned {vecs.shape[1]}-d vectors but this collection holds "
+            raise ValueError(f"embedder {self._name()!r} returned {vecs.shape[1]}-d vectors but this collection holds "
                              f"{dim}-d vectors")
-        if not queries:
+        if not queries and not (vecs[0].any() if len(texts) == 1 else vecs.any(axis=1).all()):
             zero = np.flatnonzero(~vecs.any(axis=1))
             if zero.size:
-                raise ValueError(f"embedder {name!r} returned an all-zero vector for text {int(zero[0])} "
+                raise ValueError(f"embedder {self._name()!r} returned an all-zero vector for text {int(zero[0])} "
                                  f"({texts[zero[0]][:40]!r}): it could never be recalled by similarity")
         return unit_rows(vecs)
+
+    def _name(self) -> str:
+        """The embedder's name, for an error message."""
+        return embedder_name(self.embedder) or type(self.embedder).__name__
 
     def count_tokens(self, texts: list[str]) -> list[int]:
         """The token counter's count of each text, checked (an int in [0, 2**40), never a
