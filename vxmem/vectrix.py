@@ -34,21 +34,23 @@ class Vectrix(Collection):
     shipped inside a PyPI package, offline; ``"hashing"``: the model-free
     :class:`~vxmem.models.embed.HashingEmbedder`, fastest) or any callable ``list[str] -> (n, d)``
     array; a database records its embedder's name and refuses another one.
-    ``token_counter`` is any ``str -> int``; ``read_only``, ``exact_threshold`` and
-    ``vector_dtype`` are the collection's (see :class:`~vxmem.store.Collection`). The remaining keyword arguments
-    configure :class:`~vxmem.memory.conversation.ConversationMemory`, reached as ``db.memory``: the
-    blend, TTLs, the judge, ``hybrid_weight``, ``rerank``, ``reranker`` and ``min_relevance``.
+    ``token_counter`` is any ``str -> int``; ``read_only``, ``exact_threshold``,
+    ``vector_dtype`` and ``durability`` are the collection's (see :class:`~vxmem.store.Collection`).
+    The remaining keyword arguments configure
+    :class:`~vxmem.memory.conversation.ConversationMemory`, reached as ``db.memory``: the blend,
+    TTLs, the judge, ``hybrid_weight``, ``rerank``, ``reranker`` and ``min_relevance``.
     """
 
     result_type = MemoryResults  # search() on a memory collection shows the memory columns in to_frame()
 
     def __init__(self, path: str | os.PathLike[str] | None = None, embedder: EmbedderArg = None,
                  token_counter: Callable[[str], int] | None = None, *, read_only: bool = False,
-                 exact_threshold: int = EXACT_THRESHOLD, vector_dtype: str = "float32", **memory_settings: Any):
+                 exact_threshold: int = EXACT_THRESHOLD, vector_dtype: str = "float32", durability: str = "normal",
+                 **memory_settings: Any):
         # Memory settings are validated before anything touches the disk.
         memory = ConversationMemory(self, **memory_settings)
         super().__init__(path, embedder, token_counter, read_only=read_only, exact_threshold=exact_threshold,
-                         vector_dtype=vector_dtype)
+                         vector_dtype=vector_dtype, durability=durability)
         self.memory: ConversationMemory = memory
 
     def remember(self, text: str, session: str | None = None, role: str = "user", turn: int | None = None,

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ..core.checks import check_limit, check_text
+from ..core.checks import check_choice, check_limit, check_text
 from ..core.keys import K_SESSION
 from ..models.embed import EmbedderArg
 from ..ranking.scoring import HYBRID_WEIGHT
@@ -37,6 +37,10 @@ from .checks import (
 from .engine import EXACT_THRESHOLD, Engine
 from .mirror import ANY_SESSION, Mirror
 from .results import Result, Results
+
+# What an acknowledged write survives: "normal", a process crash (SQLite's synchronous=NORMAL in
+# WAL mode); "full", a power loss too (synchronous=FULL: every commit synced before it returns).
+DURABILITY = ("normal", "full")
 
 
 class Collection:
@@ -59,17 +63,24 @@ class Collection:
         about 1e-4, so near ties may order otherwise; SQLite keeps float32 either way, and
         every handle may choose its own. Its scans run on NumKong's float16 kernels
         (usearch's SIMD library) at about float32's speed.
+    :param durability: what an acknowledged write survives. ``"normal"`` (default): a
+        process crash (SQLite's ``synchronous=NORMAL`` in WAL mode); a power loss or an OS
+        crash may roll back the last commits. ``"full"``: a power loss too
+        (``synchronous=FULL``: each commit is synced to the disk before the call returns).
     """
 
     result_type = Results  # the type searches return (the memory's face shows memory columns)
 
     def __init__(self, path: str | os.PathLike[str] | None = None, embedder: EmbedderArg = None,
                  token_counter: Callable[[str], int] | None = None, *, read_only: bool = False,
-                 exact_threshold: int = EXACT_THRESHOLD, vector_dtype: str = "float32"):
+                 exact_threshold: int = EXACT_THRESHOLD, vector_dtype: str = "float32", durability: str = "normal"):
         if path is not None and not isinstance(path, (str, os.PathLike)):
             raise TypeError(f"path must be a str, a PathLike or None, not {type(path).__name__}")
+        check_choice(durability, "durability", DURABILITY)
         self.path = None if path is None or str(path) == ":memory:" else os.fspath(path)
-        self.engine = Engine(self.path, embedder, token_counter, bool(read_only), exact_threshold, vector_dtype)
+        self.durability = durability
+        self.engine = Engine(self.path, embedder, token_counter, bool(read_only), exact_threshold, vector_dtype,
+                             durability)
         self.read_only = self.engine.read_only
         self.vector_dtype = vector_dtype
 

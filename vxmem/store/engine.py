@@ -71,7 +71,7 @@ class Engine:
     """
 
     def __init__(self, path: str | None, embedder: EmbedderArg, token_counter: Callable[[str], int] | None,
-                 read_only: bool, exact_threshold: int, vector_dtype: str):
+                 read_only: bool, exact_threshold: int, vector_dtype: str, durability: str = "normal"):
         self.embedder = check_embedder(embedder)
         self._token_counter = check_token_counter(token_counter)
         self.exact_threshold = check_int(exact_threshold, "exact_threshold", minimum=0)
@@ -89,7 +89,7 @@ class Engine:
         self._closed = False
         self._pid = os.getpid()
         self._prepared = threading.local()  # a query embedded before the lock (see prepare_query)
-        self.database = Database(self.path, self.read_only)
+        self.database = Database(self.path, self.read_only, durability)
         self.database.vector_dtype = dtype
         self.database.counted_by = token_counter_name(self._token_counter)
         try:

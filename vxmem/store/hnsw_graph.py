@@ -191,6 +191,15 @@ def load_graph(db: Database, m: Mirror) -> tuple[Any, set[int], bool] | None:
     return index, set(new.tolist()), bool(deleted) or bool(new.size)
 
 
+def _sync(path: str) -> None:
+    """Flush ``path``'s data to the disk."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def save_graph(index: Any, graph_lock: threading.Lock, db: Database) -> None:
     """Write ``index`` (every call into it under ``graph_lock``) and its sidecar beside the
     database ``db`` under temporary names and move them into place; on any failure the
@@ -203,9 +212,12 @@ def save_graph(index: Any, graph_lock: threading.Lock, db: Database) -> None:
             index.save(tmp)
             count = len(index)
         size, crc = file_digest(tmp)
+        _sync(tmp)  # on the disk before it takes the name: a power loss leaves the old pair or the new
         with open(side_tmp, "w") as f:
             json.dump({"uid": db.uid, "generation": db.generation, "count": count, "dim": db.dim,
                        "settings": settings_tag(), "size": size, "crc32": crc}, f)
+            f.flush()
+            os.fsync(f.fileno())
         # The sidecar names the index file's content, so a kill between the two moves
         # leaves a pair that does not match: rebuilt, never trusted.
         os.replace(tmp, idx_path)

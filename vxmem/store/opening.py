@@ -42,9 +42,10 @@ class DatabaseFile:
     what its attributes hold): the connection, ``vx_meta``'s state and, for a writer, the
     lock and the WAL checkpoints."""
 
-    def __init__(self, path: str | None, read_only: bool = False):
+    def __init__(self, path: str | None, read_only: bool = False, durability: str = "normal"):
         self.path = path
         self.read_only = read_only
+        self.durability = durability  # "full": every commit synced to the disk before it returns
         self.dim: int | None = None
         self.vector_dtype = np.dtype(np.float32)  # the mirror's (SQLite always holds float32)
         self.generation = 0
@@ -106,7 +107,8 @@ class DatabaseFile:
         if not self.read_only:
             if self.path is not None:
                 c.execute("PRAGMA journal_mode = WAL")
-            c.execute("PRAGMA synchronous = NORMAL")
+            # NORMAL in WAL mode: safe against a process crash; FULL also against a power loss.
+            c.execute("PRAGMA synchronous = FULL" if self.durability == "full" else "PRAGMA synchronous = NORMAL")
             if self.path is not None:
                 c.execute("PRAGMA wal_autocheckpoint = 0")
                 c.execute(f"PRAGMA journal_size_limit = {JOURNAL_SIZE_LIMIT}")
