@@ -1,14 +1,21 @@
 """Time as a parameter.
 
 Every call that reads the clock takes ``now=`` or ``timestamp=``. Inside vxmem a moment
-is a float: seconds since the Unix epoch, UTC. This module converts what callers pass.
+is a float: seconds since the Unix epoch, UTC. This module converts what callers pass,
+by one rule everywhere (the verbs, the replay, the datasets, the dashboard): epoch seconds
+(any real number), an aware ``datetime`` or ISO-8601 string in its own zone, and a naive one
+read as UTC, so a replay means the same thing on every machine. Years 1 to 9999; anything
+else is refused with an error naming the argument.
 """
 
 from __future__ import annotations
 
 import math
+import numbers
 import time
 from datetime import UTC, date, datetime
+
+import numpy as np
 
 DAY = 86400.0
 _EPOCH_MIN = datetime.min.replace(tzinfo=UTC).timestamp()
@@ -25,9 +32,13 @@ def to_epoch(value: TimeLike, name: str = "now") -> float:
     """
     if value is None:
         return time.time()
-    if isinstance(value, bool):
+    if isinstance(value, (bool, np.bool_)):
         raise TypeError(f"{name} must be a datetime, an ISO-8601 string or epoch seconds, not bool")
-    if isinstance(value, (int, float)):
+    if isinstance(value, np.datetime64):  # numpy's and pandas' times: naive, so UTC
+        if np.isnat(value):
+            raise ValueError(f"{name} must be a time, got NaT")
+        out = float(value.astype("datetime64[us]").astype(np.int64)) / 1e6
+    elif isinstance(value, numbers.Real):  # numpy's numbers too
         out = float(value)
     elif isinstance(value, datetime):
         if value.tzinfo is None:
