@@ -30,6 +30,7 @@ from .workbench.commands import (
     CliError,
     check_table_path,
     run_import,
+    run_probes,
     run_replay,
     run_sweep,
     run_synth,
@@ -153,6 +154,25 @@ def _parser() -> _Parser:
     r.add_argument("-o", "--output", help="per-probe results, .csv or .parquet")
     r.add_argument("--save", help="save the replay (.npz) for later sweeps")
 
+    p = sub.add_parser("probes", help="list, add or delete a dataset's probes",
+                       description="The probes of a vxmem JSONL dataset: list them, add one, or delete one; "
+                                   "the file is rewritten in place only when every check passes.")
+    acts = p.add_subparsers(dest="action", required=True, parser_class=_Parser)
+    ls = acts.add_parser("list", help="print the probes")
+    ls.add_argument("dataset")
+    add = acts.add_parser("add", help="add a probe: a question and the memories it should (not) get")
+    add.add_argument("dataset")
+    add.add_argument("--query", required=True, help="the question")
+    add.add_argument("--expect", action="append", metavar="LABEL", help="a memory a good recall returns (repeat)")
+    add.add_argument("--stale", action="append", metavar="LABEL", help="a memory it must not return (repeat)")
+    add.add_argument("--session", help="the session it is asked in (default: across every session)")
+    add.add_argument("--time", help="when it is asked, ISO-8601 or epoch seconds (default: after the last event)")
+    add.add_argument("--category", help="a category for the metrics' split")
+    add.add_argument("--label", help="the probe's label (default: the first free q<n>)")
+    rm = acts.add_parser("delete", help="delete the probe with this label")
+    rm.add_argument("dataset")
+    rm.add_argument("label")
+
     w = sub.add_parser("sweep", help="re-rank cached pools over a parameter grid")
     w.add_argument("dataset", help="a dataset, or a replay saved with `vxmem replay --save`")
     w.add_argument("--format", choices=FORMATS)
@@ -254,7 +274,8 @@ def main(argv: list[str] | None = None) -> int:
             args, extra = parser.parse_known_args(argv)
             return run_synth(args, _sizes(args.scenario, extra))
         args = parser.parse_args(argv)
-        return {"import": run_import, "replay": run_replay, "sweep": _sweep}[args.command](args)
+        verbs = {"import": run_import, "replay": run_replay, "sweep": _sweep, "probes": run_probes}
+        return verbs[args.command](args)
     except SystemExit as exc:  # --version and --help print, then exit
         return int(exc.code or 0)
     except (CliError, DatasetError, ValueError, TypeError) as exc:

@@ -86,8 +86,8 @@ def _load(path: str, fmt: str | None) -> list[Conversation]:
     # Every LoCoMo question becomes a probe (adversarial ones too): --categories chooses what is scored.
     convs = load(path, format=fmt, categories="all" if fmt == "locomo" else None)
     if not any(c.probes for c in convs) and any(c.meta.get("source") in CHAT_FORMATS for c in convs):
-        raise CliError(f"{path}: a chat log has no probes to score; `vxmem import` it and write probes in the "
-                       "dashboard's Import page")
+        raise CliError(f"{path}: a chat log has no probes to score; `vxmem import` it and write probes with "
+                       "`vxmem probes add` or in the dashboard's Import page")
     return convs
 
 
@@ -192,7 +192,53 @@ def run_import(args) -> int:
     stats = conv.meta.get("stats", {})
     skipped = ", ".join(f"{v} {k}" for k, v in (stats.get("skipped") or {}).items())
     print(f"{conv.name}: {conv.description}" + (f"; left out {skipped}" if skipped else ""))
-    print(f"wrote {args.output} (no probes yet: write them in the dashboard's Import page)")
+    print(f"wrote {args.output} (no probes yet: write them with `vxmem probes add` or in the dashboard's "
+          "Import page)")
+    return 0
+
+
+# ---------------------------------------------------------------------------- probes
+
+
+def run_probes(args) -> int:
+    """``vxmem probes list|add|delete DATASET``: a vxmem JSONL dataset's probes, listed or
+    changed in place. Every check runs before the file is touched; it is rewritten whole
+    (beside itself, then moved into place), so a failed call leaves it as it was."""
+    from .datasets.formats import guess_format
+    from .datasets.jsonl import load_jsonl, save_jsonl
+    from .datasets.model import format_time
+    from .datasets.probes import add_probe, remove_probe
+
+    if not os.path.exists(args.dataset):
+        raise CliError(f"{args.dataset}: no such file")
+    fmt = guess_format(args.dataset)
+    if fmt != "jsonl":
+        raise CliError(f"{args.dataset} is a {fmt} file: probes are written into vxmem JSONL datasets "
+                       "(`vxmem import` a chat log first)")
+    import pandas as pd
+
+    conv = load_jsonl(args.dataset)
+    if args.action == "list":
+        rows = [{"label": e.label, "time": format_time(e.time), "session": e.session, "category": e.category,
+                 "query": e.query, "relevant": ",".join(e.relevant), "stale": ",".join(e.stale)}
+                for e in conv.events if e.type == "probe"]
+        print(pd.DataFrame(rows).to_string(index=False) if rows else "no probes in this dataset")
+        return 0
+    if args.action == "add":
+        changed = add_probe(conv, args.query, list(args.expect or ()), args.session, args.time,
+                            stale_labels=list(args.stale or ()), category=args.category, label=args.label)
+        done = f"added probe {changed.probes[-1].label if args.label is None else args.label!r}"
+    else:
+        try:
+            changed = remove_probe(conv, args.label)
+        except KeyError as exc:
+            raise CliError(str(exc.args[0])) from None
+        done = f"deleted probe {args.label!r}"
+    try:
+        save_jsonl(changed, args.dataset)
+    except OSError as exc:
+        raise CliError(f"cannot write {args.dataset!r}: {exc.strerror or exc}") from None
+    print(f"{done}: {args.dataset} has {len(changed.probes)} probes")
     return 0
 
 

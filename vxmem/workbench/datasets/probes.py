@@ -60,6 +60,19 @@ def add_probe(conversation: Conversation, query: str, relevant_labels, session: 
                         description=conversation.description, meta=dict(conversation.meta))
 
 
+def remove_probe(conversation: Conversation, label: str) -> Conversation:
+    """A new conversation without the probe labelled ``label`` (a ``KeyError`` names the
+    probes there are when there is no such probe). The original is left unchanged."""
+    if not isinstance(conversation, Conversation):
+        raise TypeError(f"conversation must be a Conversation, not {type(conversation).__name__}")
+    probes = [e.label for e in conversation.events if e.type == "probe"]
+    if label not in probes:
+        raise KeyError(f"no probe labelled {label!r}; probes: {', '.join(str(p) for p in probes) or '(none)'}")
+    events = [e for e in conversation.events if not (e.type == "probe" and e.label == label)]
+    return Conversation(name=conversation.name, events=events, description=conversation.description,
+                        meta=dict(conversation.meta))
+
+
 def _check_session(events: Sequence[Event], session: str | None) -> None:
     """A probe's ``session``: None, or one that has memories among ``events``."""
     sessions = {e.session for e in events if e.creates_memory}
