@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 from .ranking.scoring import BLEND_DEFAULTS, RECENCY_FROM
 from .store.checks import SEARCH_MODES
@@ -154,24 +155,7 @@ def _parser() -> _Parser:
     r.add_argument("-o", "--output", help="per-probe results, .csv or .parquet")
     r.add_argument("--save", help="save the replay (.npz) for later sweeps")
 
-    p = sub.add_parser("probes", help="list, add or delete a dataset's probes",
-                       description="The probes of a vxmem JSONL dataset: list them, add one, or delete one; "
-                                   "the file is rewritten in place only when every check passes.")
-    acts = p.add_subparsers(dest="action", required=True, parser_class=_Parser)
-    ls = acts.add_parser("list", help="print the probes")
-    ls.add_argument("dataset")
-    add = acts.add_parser("add", help="add a probe: a question and the memories it should (not) get")
-    add.add_argument("dataset")
-    add.add_argument("--query", required=True, help="the question")
-    add.add_argument("--expect", action="append", metavar="LABEL", help="a memory a good recall returns (repeat)")
-    add.add_argument("--stale", action="append", metavar="LABEL", help="a memory it must not return (repeat)")
-    add.add_argument("--session", help="the session it is asked in (default: across every session)")
-    add.add_argument("--time", help="when it is asked, ISO-8601 or epoch seconds (default: after the last event)")
-    add.add_argument("--category", help="a category for the metrics' split")
-    add.add_argument("--label", help="the probe's label (default: the first free q<n>)")
-    rm = acts.add_parser("delete", help="delete the probe with this label")
-    rm.add_argument("dataset")
-    rm.add_argument("label")
+    _add_probes(sub)
 
     w = sub.add_parser("sweep", help="re-rank cached pools over a parameter grid")
     w.add_argument("dataset", help="a dataset, or a replay saved with `vxmem replay --save`")
@@ -193,6 +177,28 @@ def _parser() -> _Parser:
 
 _CATEGORIES_HELP = ("probe categories to score, comma-separated names or LoCoMo numbers (multi-hop,4); "
                     "default: all but adversarial; 'all': every probe")
+
+
+def _add_probes(sub: Any) -> None:
+    """The ``probes`` verb and its three actions."""
+    p = sub.add_parser("probes", help="list, add or delete a dataset's probes",
+                       description="The probes of a vxmem JSONL dataset: list them, add one, or delete one; "
+                                   "the file is rewritten in place only when every check passes.")
+    acts = p.add_subparsers(dest="action", required=True, parser_class=_Parser)
+    ls = acts.add_parser("list", help="print the probes")
+    ls.add_argument("dataset")
+    add = acts.add_parser("add", help="add a probe: a question and the memories it should (not) get")
+    add.add_argument("dataset")
+    add.add_argument("--query", required=True, help="the question")
+    add.add_argument("--expect", action="append", metavar="LABEL", help="a memory a good recall returns (repeat)")
+    add.add_argument("--stale", action="append", metavar="LABEL", help="a memory it must not return (repeat)")
+    add.add_argument("--session", help="the session it is asked in (default: across every session)")
+    add.add_argument("--time", help="when it is asked, ISO-8601 or epoch seconds (default: after the last event)")
+    add.add_argument("--category", help="a category for the metrics' split")
+    add.add_argument("--label", help="the probe's label (default: the first free q<n>)")
+    rm = acts.add_parser("delete", help="delete the probe with this label")
+    rm.add_argument("dataset")
+    rm.add_argument("label")
 
 
 def _add_replay_settings(parser: argparse.ArgumentParser) -> None:
