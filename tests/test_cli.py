@@ -48,7 +48,7 @@ def test_replay_prints_a_table_and_writes_csv(small, tmp_path, capsys):
     out = tmp_path / "probes.csv"
     assert main(["replay", str(small), "--half-life", "3", "--limit", "5", "-o", str(out)]) == 0
     text = capsys.readouterr().out
-    assert "category" in text and "overall:" in text
+    assert "category" in text and "mean [95% bootstrap interval]" in text
     frame = pd.read_csv(out)
     assert {"hit", "rr", "ndcg", "stale_leak", "query"} <= set(frame.columns)
     assert (frame["limit"] == 5).all()
@@ -263,3 +263,21 @@ def test_replay_save_of_several_conversations_is_refused_before_any_replay(tmp_p
     out = tmp_path / "r.npz"
     assert main(["replay", str(src), "--embedder", "hashing", "--save", str(out)]) == 2
     assert "--save keeps one replay" in _error_line(capsys) and not out.exists()
+
+
+def test_replay_summary_gives_intervals_and_probe_counts_and_warns_below_30_probes(tmp_path, capsys):
+    small_set = tmp_path / "few.jsonl"
+    assert main(["synth", "contradicting_facts", "--seed", "0", "-o", str(small_set)]) == 0
+    capsys.readouterr()
+    assert main(["replay", str(small_set), "--embedder", "hashing"]) == 0
+    many = capsys.readouterr().out
+    n = load_jsonl(small_set).probes
+    assert f"overall, {len(n)} probes" in many and "ndcg=" in many and "[" in many
+    assert ("caveat:" in many) == (len(n) < 30)
+    few = tmp_path / "two.jsonl"
+    conv = load_jsonl(small_set)
+    keep = [e for e in conv.events if e.type != "probe"] + conv.probes[:2]
+    type(conv)(name="two", events=sorted(keep, key=lambda e: e.time)).save(few)
+    assert main(["replay", str(few), "--embedder", "hashing"]) == 0
+    out = capsys.readouterr().out
+    assert "overall, 2 probes" in out and "caveat: 2 probes, fewer than 30" in out

@@ -298,17 +298,30 @@ def _probe_rows(reps: list[Replay]):
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
+SMALL_SAMPLE = 30  # below this many probes a summary says how uncertain its means are
+
+
 def _print_replay_summary(reps: list[Replay], probes) -> None:
     """Metrics by category, overall, and the tokens consolidation saved."""
     import pandas as pd
 
     from . import metrics as M
+    from .holdout import bootstrap_ci
 
     print(f"{len(reps)} conversation(s), {len(probes)} probes, policy {reps[0].meta['policy']}")
     print(_table(M.aggregate(probes, category=True), 50))
     overall = M.aggregate(probes)
-    print("overall: " + ", ".join(f"{c}={overall[c].iloc[0]:.3f}" for c in overall.columns
-                                  if c != "probes" and pd.notna(overall[c].iloc[0])))
+    parts = []
+    for c in overall.columns:
+        col = "rr" if c == "mrr" else c  # the mean reciprocal rank of the probes' reciprocal ranks
+        if c == "probes" or pd.isna(overall[c].iloc[0]) or col not in probes:
+            continue
+        mean, lo, hi = bootstrap_ci(probes[col].to_numpy(dtype=float))
+        parts.append(f"{c}={mean:.3f} [{lo:.3f}, {hi:.3f}]")
+    print(f"overall, {len(probes)} probes, mean [95% bootstrap interval]: " + ", ".join(parts))
+    if len(probes) < SMALL_SAMPLE:
+        print(f"caveat: {len(probes)} probes, fewer than {SMALL_SAMPLE}: these means are far from certain; "
+              "read the intervals, not the digits")
     cons = pd.concat([pd.DataFrame(r.events) for r in reps], ignore_index=True)
     cons = cons[cons["type"] == "consolidate"]
     if len(cons):
