@@ -27,6 +27,7 @@ __all__ = [
     "HistoryEntry", "feedback_score", "HashingEmbedder", "SemanticEmbedder", "OnnxEmbedder", "OnnxCrossEncoder",
     "count_tokens",
     "VectrixError", "DatabaseLockedError", "InvalidDatabaseError", "ReadOnlyError", "ForkedHandleError",
+    "DiskFullError",
     "K_KIND", "K_SESSION", "K_ROLE", "K_TURN", "K_TS", "K_FEEDBACK", "K_SUPERSEDED_BY", "K_SUPERSEDES",
     "K_SUPERSEDED_AT", "K_SCORING", "K_EXPIRES", "K_CONSOLIDATED_FROM", "KIND_TURN", "KIND_FACT", "KIND_PINNED",
     "KINDS", "OUTCOMES",
@@ -36,7 +37,8 @@ _HOME = {
     "Vectrix": "vectrix", "ConversationMemory": "memory", "HistoryEntry": "memory", "feedback_score": "memory",
     "ContextBlock": "memory", "ConsolidationReport": "memory", "Result": "store", "Results": "store",
     "VectrixError": "core.errors", "DatabaseLockedError": "core.errors", "InvalidDatabaseError": "core.errors",
-    "ReadOnlyError": "core.errors", "ForkedHandleError": "core.errors", "HashingEmbedder": "models.embed",
+    "ReadOnlyError": "core.errors", "ForkedHandleError": "core.errors",
+    "DiskFullError": "core.errors", "HashingEmbedder": "models.embed",
     "SemanticEmbedder": "models.embed", "count_tokens": "core.tokens", "OnnxEmbedder": "models.onnx",
     "OnnxCrossEncoder": "models.rerank", "RecallRequest": "memory.request", "Blend": "ranking.blend",
     **{name: "core.keys" for name in __all__ if name.isupper()},
@@ -57,7 +59,14 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # what type checkers and editors see
-    from .core.errors import DatabaseLockedError, ForkedHandleError, InvalidDatabaseError, ReadOnlyError, VectrixError
+    from .core.errors import (
+        DatabaseLockedError,
+        DiskFullError,
+        ForkedHandleError,
+        InvalidDatabaseError,
+        ReadOnlyError,
+        VectrixError,
+    )
     from .core.keys import (
         K_CONSOLIDATED_FROM,
         K_EXPIRES,

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import sqlite3
+
 
 class VectrixError(RuntimeError):
     """Base class of vxmem's own errors."""
@@ -22,3 +26,28 @@ class ReadOnlyError(VectrixError, PermissionError):
 class ForkedHandleError(VectrixError):
     """A handle was used in a process other than the one that opened it (after a fork):
     its lock, connection and caches belong to the parent. Open a new handle instead."""
+
+
+class DiskFullError(VectrixError, sqlite3.OperationalError):
+    """The disk holding the database is full: the write that raised it stored nothing, the
+    database stays readable with every earlier write, and writing works again once space
+    is freed. (A ``sqlite3.OperationalError`` too, as SQLite raised it.)"""
+
+
+def disk_full(path: str | None, exc: BaseException) -> DiskFullError:
+    """The :class:`DiskFullError` for SQLite's ``exc`` on the database at ``path``, naming the
+    disk and the space left on it."""
+    if path is None:
+        return DiskFullError(f"out of memory for the in-memory database ({exc}); nothing of this write was stored")
+    where = os.path.dirname(os.path.abspath(path)) or "."
+    try:
+        free = f"{shutil.disk_usage(where).free:,} bytes free"
+    except OSError:
+        free = "free space unknown"
+    return DiskFullError(f"the disk holding {where} is full ({free}); SQLite could not write {path} ({exc}); "
+                         "nothing of this write was stored: free some space and write again")
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """Whether SQLite raised ``exc`` because the disk (or memory) is full."""
+    return isinstance(exc, sqlite3.OperationalError) and getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL

@@ -20,13 +20,14 @@ that defines it (``CHANGE_WINDOW`` in :mod:`~vxmem.store.opening`, ``RESAVE_ROWS
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 
-from ..core.errors import ReadOnlyError
+from ..core.errors import ReadOnlyError, disk_full, is_disk_full
 from .checkpoint import JOURNAL_SIZE_LIMIT, Checkpointer
 from .files import index_files, read_only_uri, read_sidecar, remove_stale_temps, rollback
 from .fts import scope_token
@@ -183,6 +184,11 @@ class Database(DatabaseLoader):
                 if tx.generation % PRUNE_EVERY == 0:
                     self._prune(tx.generation)
             self.conn.execute("COMMIT")
+        except sqlite3.OperationalError as exc:
+            rollback(self.conn)
+            if is_disk_full(exc):
+                raise disk_full(self.path, exc) from exc
+            raise
         except BaseException:
             rollback(self.conn)
             raise
