@@ -27,25 +27,28 @@ def turns(n: int) -> list[str]:
             for i in range(n)]
 
 
-def loop(embedder: str, texts: list[str]) -> float:
+def _timed(embedder: str | None, write) -> float:
+    """Seconds ``write(db)`` takes on a fresh in-memory database whose models are loaded."""
     db = Vectrix(embedder=embedder)
     db.warm()
     start = time.perf_counter()
-    for i, t in enumerate(texts):
-        db.remember(t, session="s", timestamp=T0 + i)
+    write(db)
     spent = time.perf_counter() - start
     db.close()
     return spent
 
 
-def batch(embedder: str, texts: list[str]) -> float:
-    db = Vectrix(embedder=embedder)
-    db.warm()
-    start = time.perf_counter()
-    db.remember_many([{"text": t, "timestamp": T0 + i} for i, t in enumerate(texts)], session="s")
-    spent = time.perf_counter() - start
-    db.close()
-    return spent
+def loop(embedder: str | None, texts: list[str]) -> float:
+    def write(db: Vectrix) -> None:
+        for i, t in enumerate(texts):
+            db.remember(t, session="s", timestamp=T0 + i)
+
+    return _timed(embedder, write)
+
+
+def batch(embedder: str | None, texts: list[str]) -> float:
+    return _timed(embedder, lambda db: db.remember_many([{"text": t, "timestamp": T0 + i}
+                                                         for i, t in enumerate(texts)], session="s"))
 
 
 def on_file(durability: str, texts: list[str]) -> float:
