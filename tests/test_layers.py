@@ -113,3 +113,47 @@ def test_a_memory_collection_frames_the_memory_columns_on_search_and_recall():
     recalled = db.recall("hello", session="s", now=10).to_frame()
     assert {"relevance", "relevance_norm", "recency", "feedback", "score", "age_days", "mode", "kind"} <= set(
         recalled.columns)
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of ``graph`` with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_no_two_modules_import_each_other_even_through_others():
+    modules = dict((m, p) for p, m in _modules())
+    graph = {m: {t for t in _vxmem_imports(p, m) if t in modules and t != m} for m, p in modules.items()}
+    # a package's __init__ handing on its modules' names is not a cycle with them
+    graph = {m: {t for t in ts if not (m.startswith(t + ".") and modules[t].name == "__init__.py")}
+             for m, ts in graph.items()}
+    assert _cycles(graph) == []
