@@ -157,3 +157,11 @@ def test_no_two_modules_import_each_other_even_through_others():
     graph = {m: {t for t in ts if not (m.startswith(t + ".") and modules[t].name == "__init__.py")}
              for m, ts in graph.items()}
     assert _cycles(graph) == []
+
+
+def test_the_top_level_holds_the_face_and_few_modules_beside_the_packages():
+    top = sorted(p.name for p in (ROOT / "vxmem").glob("*.py"))
+    packages = sorted(p.name for p in (ROOT / "vxmem").iterdir() if (p / "__init__.py").exists())
+    assert len(top) <= 8, top
+    assert packages == ["core", "memory", "models", "ranking", "store", "workbench"]
+    assert len(LAYERS) == 8  # every import runs down this map: at most 8 layers deep
