@@ -310,8 +310,6 @@ def test_a_reranked_replay_sweeps_exactly_as_recall_with_rerank(hashing_embedder
     for j, p in enumerate(points):
         assert rankings(rep, **p) == [e[j] for e in rep.extras], p
     assert len(sweep(rep, {"recency_weight": [0.0, 0.5, 1.0], "limit": [5, 20]}).per_point) == 6
-    with pytest.raises(ValueError, match="hybrid_weight decides which candidates a reranked pool holds"):
-        sweep(rep, {"hybrid_weight": [0.3, 0.7]})
     # the weight it was recorded with is no axis at all: allowed, and the same as leaving it out
     same = sweep(rep, {"hybrid_weight": [rep.hybrid_weight], "recency_weight": [0.0, 1.0]}).per_point
     bare = sweep(rep, {"recency_weight": [0.0, 1.0]}).per_point
@@ -422,3 +420,34 @@ def test_a_replay_records_its_blend(hashing_embedder):
     rep = replay(generate("feedback_loop", rounds=2), {"half_life_days": 3.0, "recency_weight": 0.2},
                  embedder=hashing_embedder)
     assert rep.blend == Blend(half_life_days=3.0, recency_weight=0.2, hybrid_weight=rep.hybrid_weight)
+
+
+def test_the_hybrid_weight_of_a_reranked_replay_sweeps_exactly_as_recall(hashing_embedder):
+    rr = _Overlap()
+    weights = [0.0, 0.3, 1.0]
+    limits = [5, 10]
+
+    def on_probe(mem, ev, now):
+        return [ConversationMemory(mem.db, rerank=True, reranker=rr).recall(
+            ev.query, session=ev.session, limit=lim, hybrid_weight=w, now=now).ids for w in weights for lim in limits]
+
+    rep = replay(generate("knowledge_update"), {"rerank": True, "reranker": rr, "pool_limit": 10},
+                 embedder=hashing_embedder, on_probe=on_probe)
+    j = 0
+    for w in weights:
+        for lim in limits:
+            assert rankings(rep, hybrid_weight=w, limit=lim) == [e[j] for e in rep.extras], (w, lim)
+            j += 1
+    assert len(sweep(rep, {"hybrid_weight": weights, "limit": limits}).per_point) == 6
+
+
+def test_a_reranked_replay_without_every_score_takes_only_its_own_weight(hashing_embedder):
+    rr = _Overlap()
+    rep = replay(generate("knowledge_update"), {"rerank": True, "reranker": rr, "pool_limit": 10},
+                 embedder=hashing_embedder)
+    scores, n = rep.pools["rerank_score"], rep.pools["n"]
+    last = n > 0
+    scores[np.flatnonzero(last), n[last] - 1] = np.nan  # as a replay that scored only what its own weight reranked
+    with pytest.raises(ValueError, match="hybrid_weight decides which candidates a reranked pool holds"):
+        sweep(rep, {"hybrid_weight": [0.3, 0.7]})
+    assert len(sweep(rep, {"hybrid_weight": [rep.hybrid_weight]}).per_point) == 1

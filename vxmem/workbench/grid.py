@@ -154,15 +154,24 @@ def check_sweepable(replays: list[Replay], pol: Policy, grid: Mapping[str, Any])
         raise ValueError("sweeps do not apply score_gap; replay with score_gap=None")
     if "hybrid_weight" in grid and {r.mode for r in replays} != {"hybrid"}:
         raise ValueError("hybrid_weight can be swept only over replays recorded with mode='hybrid'")
-    if "hybrid_weight" in grid and any(r.rerank is not None for r in replays):
+    if "hybrid_weight" in grid and any(r.rerank is not None and not _scored_whole_pools(r) for r in replays):
         weights = [check_param("hybrid_weight", w) for w in _as_list("hybrid_weight", grid["hybrid_weight"])]
         if any(w != r.hybrid_weight for w in weights for r in replays if r.rerank is not None):
-            raise ValueError("hybrid_weight decides which candidates a reranked pool holds: sweep it over replays "
-                             "recorded with rerank=False (a reranked replay takes only the weight it was "
-                             "recorded with)")
+            raise ValueError("hybrid_weight decides which candidates a reranked pool holds, and this replay has "
+                             "the reranker's scores of those its own weight chose only: replay it again (a "
+                             "reranked hybrid replay now scores every candidate) or with rerank=False")
     if len({r.rerank is None for r in replays}) > 1 or len({r.mode == "hybrid" for r in replays}) > 1:
         raise ValueError("sweep replays recorded with one pipeline together: these mix reranked and plain, or "
                          "hybrid and other modes (sweep_modes() takes one group per mode)")
+
+
+def _scored_whole_pools(replay: Replay) -> bool:
+    """Whether a reranked replay holds the reranker's score of every recorded candidate."""
+    scores, n = replay.pools.get("rerank_score"), replay.pools["n"]
+    if scores is None:
+        return False
+    recorded = np.arange(scores.shape[1]) < n[:, None]
+    return bool(np.isfinite(scores[recorded]).all())
 
 
 def check_pool_sizes(replays: list[Replay], g: Grid) -> None:

@@ -375,12 +375,15 @@ class _Run:
         row["status"] = f"recalled {len(res)}"
 
     def _rerank_scores(self, pool: CandidatePool, query: str) -> np.ndarray:
-        """The reranker's score of each candidate some limit up to the pool's would rerank (NaN
-        for the others)."""
+        """The reranker's score of each candidate some recall up to the pool's limit would
+        rerank (NaN for the others). In a hybrid pool that is every candidate: which ones a
+        limit reranks depends on the hybrid weight, and the pool a limit gathers does not, so
+        scoring them all lets a sweep vary the weight of a reranked replay too."""
         limits = np.arange(1, pool.limit + 1)[:, None]
         valid, first = scoring.searched_slots(pool.dense, pool.lexical, pool.relevance, len(pool), limits,
                                               pool.mode == "hybrid", pool.hybrid_weight)
-        slots = np.flatnonzero(scoring.rerank_slots(first, pool.ts, valid, limits).any(axis=0))
+        reranked = valid if pool.mode == "hybrid" else scoring.rerank_slots(first, pool.ts, valid, limits)
+        slots = np.flatnonzero(reranked.any(axis=0))
         out = np.full(len(pool), np.nan)
         out[slots] = rerank_scores(self.mem.reranker, query, [self.rows[pool.ids[j]]["text"] for j in slots])
         return out

@@ -18,7 +18,7 @@ moment (``tests/test_sweep.py`` proves it), with two limits of what a cached poo
 hybrid pools, the members within both of its top lists); it equals ``recall()``'s own unless
 raw relevances tie exactly at the pool's edge. A reranked replay (``Replay.rerank``) records
 the reranker's score of every candidate some limit up to ``pool_limit`` would rerank, so a
-point ranks the ones its own limit reranks; its ``hybrid_weight`` cannot be swept.
+point ranks the ones its own limit (and, hybrid, its own weight) reranks.
 
 Chunks of probes are ranked through joblib, so a cluster's joblib backend spreads them
 over its workers and nothing else changes (a test runs one on a Dask ``LocalCluster``)::
