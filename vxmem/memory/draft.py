@@ -101,27 +101,23 @@ def write_drafts(store: MemoryStore, drafts: Sequence[Draft], vecs: np.ndarray, 
     """Store the drafted memories (with their vectors and token counts) and supersede what the
     judge said each contradicts, all in one transaction; returns their ids in order."""
     with store.locked() as m:
-        for d in drafts:
+        ready = []
+        for d, named in zip(drafts, contradicted):
             if d.id is not None:
                 refuse_taken(m, d.id)
-        ids, metas, links = [], [], []
-        for d, c in zip(drafts, contradicted):
             # A fact the judge named that a write meanwhile superseded or deleted is left as it is.
-            live = [x for x in c if (p := m.memory_position(x)) is not None and not m.superseded[p]]
-            meta = dict(d.metadata)
-            meta.update(stamp(d.kind, d.session, d.role, d.ts, d.ttl))
+            live = [x for x in named if (p := m.memory_position(x)) is not None and not m.superseded[p]]
+            meta = {**d.metadata, **stamp(d.kind, d.session, d.role, d.ts, d.ttl)}
             if d.user is not None:
                 meta[K_USER] = d.user
             if live:
                 meta[K_SUPERSEDES] = live
-            ids.append(d.id or new_memory_id())
-            metas.append(meta)
-            links.append(live)
+            ready.append((d, d.id or new_memory_id(), meta, live))
         with store.transaction() as tx:
-            for d, new_id, meta, vec, n, live in zip(drafts, ids, metas, vecs, tokens, links):
+            for (d, new_id, meta, live), vec, n in zip(ready, vecs, tokens):
                 if d.kind == KIND_TURN:
                     meta[K_TURN] = claim_turn(m, tx, d.session, d.turn)
                 tx.insert(new_id, d.text, meta, vec, n)
                 for old in live:
                     mark_superseded(m, tx, old, new_id, d.ts)
-        return ids
+        return [new_id for _, new_id, _, _ in ready]
