@@ -32,6 +32,10 @@ def to_epoch(value: TimeLike, name: str = "now") -> float:
     """
     if value is None:
         return time.time()
+    if value.__class__ is float or value.__class__ is int:  # the common case, on every write and recall
+        out = float(value)
+        if math.isfinite(out) and _EPOCH_MIN <= out <= _EPOCH_MAX:
+            return out
     if isinstance(value, (bool, np.bool_)):
         raise TypeError(f"{name} must be a datetime, an ISO-8601 string or epoch seconds, not bool")
     if isinstance(value, np.datetime64):  # numpy's and pandas' times: naive, so UTC

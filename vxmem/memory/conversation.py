@@ -74,7 +74,7 @@ from .checks import (
     check_verdicts,
 )
 from .consolidation import ConsolidationReport, Summarizer
-from .draft import REMEMBER_ARGS, REMEMBER_DEFAULTS, Draft, make_draft, ttl_for, write_drafts
+from .draft import REMEMBER_ARGS, REMEMBER_DEFAULTS, Draft, make_draft, ttl_for, write_draft, write_drafts
 from .reading import MemoryReading
 from .supersession import live_heads, mark_superseded
 
@@ -185,7 +185,7 @@ class ConversationMemory(MemoryReading):
     def _write(self, d: Draft, vec: np.ndarray, tokens: int, contradicted: list[str]) -> str:
         """Store the drafted memory and supersede what the judge said it contradicts, in one
         transaction; returns its id."""
-        return write_drafts(self.store, [d], vec[None, :], [tokens], [contradicted])[0]
+        return write_draft(self.store, d, vec, tokens, contradicted)
 
     def remember_many(self, memories: Iterable[str | Mapping[str, Any]], *, session: str | None = None,
                       role: str = "user", timestamp: TimeLike = None, user: str | None = None,

@@ -16,6 +16,8 @@ from ..core.checks import check_bool, check_choice, check_int, check_positive, c
 from ..core.clock import TimeLike, to_epoch
 from ..core.keys import K_SUPERSEDES, K_TURN, K_USER, KIND_PINNED, KIND_TURN, KINDS, TURN_LIMIT
 from ..store.checks import check_id
+from ..store.database import Transaction
+from ..store.mirror import Mirror
 from ..store.seam import MemoryStore
 from .bookkeeping import claim_turn, new_memory_id, refuse_taken, stamp
 from .checks import check_caller_metadata, check_user
@@ -96,28 +98,51 @@ def make_draft(text: Any, *, session: Any, role: Any, turn: Any, timestamp: Time
                  id=id, ttl=ttl, run_judge=bool(run_judge))
 
 
+def _prepared(m: Mirror, d: Draft, named: list[str]) -> tuple[str, dict[str, Any], list[str]]:
+    """A draft's id, its metadata as stored, and the memories it supersedes: those the judge
+    ``named`` that are still live (one a write meanwhile superseded or deleted is left as it is)."""
+    live = [x for x in named if (p := m.memory_position(x)) is not None and not m.superseded[p]] if named else []
+    meta = dict(d.metadata)
+    meta.update(stamp(d.kind, d.session, d.role, d.ts, d.ttl))
+    if d.user is not None:
+        meta[K_USER] = d.user
+    if live:
+        meta[K_SUPERSEDES] = live
+    return d.id or new_memory_id(), meta, live
+
+
+def _insert(m: Mirror, tx: Transaction, d: Draft, new_id: str, meta: dict[str, Any], vec: np.ndarray, tokens: int,
+            live: list[str]) -> None:
+    """Write one prepared draft in ``tx``: its turn number, the document, its supersession links."""
+    if d.kind == KIND_TURN:
+        meta[K_TURN] = claim_turn(m, tx, d.session, d.turn)
+    tx.insert(new_id, d.text, meta, vec, tokens)
+    for old in live:
+        mark_superseded(m, tx, old, new_id, d.ts)
+
+
+def write_draft(store: MemoryStore, d: Draft, vec: np.ndarray, tokens: int, named: list[str]) -> str:
+    """Store one drafted memory (``remember()``'s write) and supersede what the judge
+    ``named``, in one transaction; returns its id."""
+    with store.locked() as m:
+        if d.id is not None:
+            refuse_taken(m, d.id)
+        new_id, meta, live = _prepared(m, d, named)
+        with store.transaction() as tx:
+            _insert(m, tx, d, new_id, meta, vec, tokens, live)
+        return new_id
+
+
 def write_drafts(store: MemoryStore, drafts: Sequence[Draft], vecs: np.ndarray, tokens: Sequence[int],
                  contradicted: Sequence[list[str]]) -> list[str]:
     """Store the drafted memories (with their vectors and token counts) and supersede what the
     judge said each contradicts, all in one transaction; returns their ids in order."""
     with store.locked() as m:
-        ready = []
-        for d, named in zip(drafts, contradicted):
+        for d in drafts:
             if d.id is not None:
                 refuse_taken(m, d.id)
-            # A fact the judge named that a write meanwhile superseded or deleted is left as it is.
-            live = [x for x in named if (p := m.memory_position(x)) is not None and not m.superseded[p]]
-            meta = {**d.metadata, **stamp(d.kind, d.session, d.role, d.ts, d.ttl)}
-            if d.user is not None:
-                meta[K_USER] = d.user
-            if live:
-                meta[K_SUPERSEDES] = live
-            ready.append((d, d.id or new_memory_id(), meta, live))
+        ready = [_prepared(m, d, named) for d, named in zip(drafts, contradicted)]
         with store.transaction() as tx:
-            for (d, new_id, meta, live), vec, n in zip(ready, vecs, tokens):
-                if d.kind == KIND_TURN:
-                    meta[K_TURN] = claim_turn(m, tx, d.session, d.turn)
-                tx.insert(new_id, d.text, meta, vec, n)
-                for old in live:
-                    mark_superseded(m, tx, old, new_id, d.ts)
-        return [new_id for _, new_id, _, _ in ready]
+            for d, (new_id, meta, live), vec, n in zip(drafts, ready, vecs, tokens):
+                _insert(m, tx, d, new_id, meta, vec, n, live)
+        return [new_id for new_id, _, _ in ready]
