@@ -1,7 +1,7 @@
-"""What the ``vxmem`` command does: synthesise, import, replay and sweep, and the tables it prints and writes.
+"""What the ``vxmem`` command does: synthesise, import, write probes, replay and sweep, and the tables it prints.
 
 :mod:`vxmem.cli` reads the command line and hands the parsed arguments to :func:`run_synth`,
-:func:`run_import`, :func:`run_replay` or :func:`run_sweep`. A problem with what the user
+:func:`run_import`, :func:`run_probes`, :func:`run_replay` or :func:`run_sweep`. A problem with what the user
 asked for is a :class:`CliError`: one line on stderr, exit code 2.
 """
 
