@@ -23,7 +23,6 @@ from ..core.checks import (
     check_int,
     check_limit,
     check_session,
-    check_text,
 )
 from ..core.clock import TimeLike, to_epoch
 from ..core.keys import KIND_TURN, KINDS
@@ -41,7 +40,7 @@ from .bookkeeping import memory_pos
 from .checks import any_if_none, check_memory_filter
 from .context import ContextBlock, assemble
 from .recall import MemoryResults, drop_below, gather, rank, rerank_pool
-from .request import RecallRequest, request_of
+from .request import RecallRequest
 from .supersession import HistoryEntry, chain
 
 
@@ -198,7 +197,7 @@ class MemoryReading:
         """The :class:`~vxmem.memory.request.RecallRequest` that ``recall(query, **options)``
         runs, checked; ``hybrid_weight`` gives it this memory's blend with that weight."""
         blend = None if hybrid_weight is None else self.blend.replace(hybrid_weight=hybrid_weight)
-        return request_of(query, blend=blend, **options)
+        return RecallRequest(query=query, blend=blend, **options)  # canonical forms made in __post_init__
 
     def recall_request(self, request: RecallRequest, *, touch: bool | None = None) -> MemoryResults:
         """Run one checked :class:`~vxmem.memory.request.RecallRequest`: what ``recall()``
@@ -317,16 +316,6 @@ class MemoryReading:
         else:
             hint = None
         return float(hint) if isinstance(hint, (int, float)) and not isinstance(hint, bool) else None
-
-    def _prepare_query(self, query: Any, mode: Any) -> None:
-        """Embed a recall's query before any lock is taken (when the arguments are valid;
-        otherwise the checks inside report them)."""
-        if isinstance(query, str) and (mode is None or mode in ("dense", "hybrid")):
-            try:
-                check_text(query, "query")
-            except ValueError:
-                return
-            self.store.prepare_query(query, check_mode(mode))
 
     def context(self, query: str, session: str | None = None, token_budget: int = 1500, recent_turns: int = 6,
                 limit: int = 10, now: TimeLike = None, user: str | None = None, filter: dict[str, Any] | None = None,

@@ -89,14 +89,3 @@ class RecallRequest:
     def replace(self, **changes: Any) -> RecallRequest:
         """This request with ``changes`` (checked again)."""
         return dataclasses.replace(self, **changes)
-
-
-def request_of(query: str, *, hybrid_weight: float | None = None, blend: Blend | None = None,
-               **options: Any) -> RecallRequest:
-    """The request that ``recall(query, **options)`` makes: ``options`` are its keyword
-    arguments; ``hybrid_weight``, when given, overrides ``blend``'s (the memory's blend,
-    or the recall's own)."""
-    if hybrid_weight is not None:
-        blend = (blend or Blend()).replace(hybrid_weight=hybrid_weight)
-    fields: dict[str, Any] = {"query": query, "blend": blend, **options}  # canonical forms made in __post_init__
-    return RecallRequest(**fields)
