@@ -16,6 +16,7 @@ import numpy as np
 
 from ..core.checks import check_choice, check_int, check_number, check_positive, check_text
 from ..core.keys import KINDS, OUTCOMES, RESERVED_PREFIX, RESERVED_TYPES, TS_RANGE, TURN_LIMIT
+from ..ranking.blend import BLEND_BOUNDS
 
 SEARCH_MODES = ("dense", "lexical", "hybrid")
 MAX_JSON_DEPTH = 32
@@ -199,5 +200,7 @@ def check_mode(mode: Any) -> str:
 
 
 def check_hybrid_weight(weight: Any) -> float:
-    """The dense share of hybrid relevance (``fuse_relevance``'s weight), in [0, 1]."""
-    return check_number(weight, "hybrid_weight", 0.0, 1.0)
+    """The dense share of hybrid relevance (``fuse_relevance``'s weight), in [0, 1]: the
+    bounds a :class:`~vxmem.ranking.blend.Blend` checks it against."""
+    low, low_open, high, high_open = BLEND_BOUNDS["hybrid_weight"]
+    return check_number(weight, "hybrid_weight", low, high, low_open=low_open, high_open=high_open)
