@@ -180,11 +180,6 @@ class ConversationMemory(MemoryReading):
         vec = self.store.embed([d.text])[0]
         tokens = self.store.count_tokens([d.text])[0]
         contradicted = self._judge(d.text, vec, d.session, d.ts) if d.run_judge else []
-        return self._write(d, vec, tokens, contradicted)
-
-    def _write(self, d: Draft, vec: np.ndarray, tokens: int, contradicted: list[str]) -> str:
-        """Store the drafted memory and supersede what the judge said it contradicts, in one
-        transaction; returns its id."""
         return write_draft(self.store, d, vec, tokens, contradicted)
 
     def remember_many(self, memories: Iterable[str | Mapping[str, Any]], *, session: str | None = None,
@@ -363,15 +358,17 @@ class ConversationMemory(MemoryReading):
             tx.delete(ids)
         return len(ids)
 
-    def expire(self, now: TimeLike = None) -> int:
+    def expire(self, now: TimeLike = None, user: str | None = None) -> int:
         """Delete every memory past its time to live. Returns the count.
 
         Recall and context already skip expired memories, so this is about space and the
-        audit trail, not correctness; run it whenever suits.
+        audit trail, not correctness; run it whenever suits. ``user`` narrows it to that
+        user's memories (None: everyone's).
         """
         now_ts = to_epoch(now)
+        user = check_user(user)
         with self.store.locked() as m:
-            pos = m.select(ANY_SESSION, KINDS)
+            pos = m.select(ANY_SESSION, KINDS, user=user)
             return self._delete([m.ids[p] for p in pos[m.expires[pos] <= now_ts].tolist()])
 
     def consolidate(self, session: str | None, summarize: Summarizer, keep_recent: int = 6,

@@ -12,6 +12,7 @@ collection's verbs use the same methods.
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 from collections.abc import Callable, Iterator
@@ -243,18 +244,25 @@ class Engine:
                              "expected (n, d)")
         if vecs.shape[1] == 0:
             raise ValueError(f"embedder {self._name()!r} returned vectors of dimension 0")
-        if not np.isfinite(vecs).all():
-            raise ValueError(f"embedder {self._name()!r} returned non-finite values (NaN or infinity)")
         dim = self.database.dim
         if dim is not None and vecs.shape[1] != dim:
             raise ValueError(f"embedder {self._name()!r} returned {vecs.shape[1]}-d vectors but this collection holds "
                              f"{dim}-d vectors")
-        if not queries and not (vecs[0].any() if len(texts) == 1 else vecs.any(axis=1).all()):
-            zero = np.flatnonzero(~vecs.any(axis=1))
-            if zero.size:
-                raise ValueError(f"embedder {self._name()!r} returned an all-zero vector for text {int(zero[0])} "
-                                 f"({texts[zero[0]][:40]!r}): it could never be recalled by similarity")
-        return unit_rows(vecs)
+        # Each row's largest magnitude, which unit_rows needs anyway, is NaN or infinite exactly
+        # when the row holds a NaN or an infinity, and 0 exactly when the row is all zeros.
+        peaks = np.abs(vecs).max(axis=1)
+        if len(texts) == 1:  # one remember()'s row: the same checks on a Python float, a third of the time
+            top = float(peaks[0])
+            finite, nonzero = math.isfinite(top), top != 0.0
+        else:
+            finite, nonzero = bool(np.isfinite(peaks).all()), bool(peaks.all())
+        if not finite:
+            raise ValueError(f"embedder {self._name()!r} returned non-finite values (NaN or infinity)")
+        if not queries and not nonzero:
+            zero = int(np.flatnonzero(peaks == 0)[0])
+            raise ValueError(f"embedder {self._name()!r} returned an all-zero vector for text {zero} "
+                             f"({texts[zero][:40]!r}): it could never be recalled by similarity")
+        return unit_rows(vecs, peaks)
 
     def _name(self) -> str:
         """The embedder's name, for an error message."""

@@ -25,24 +25,28 @@ class Candidates(NamedTuple):
 _TINY = np.nextafter(0.0, 1.0)
 
 
-def unit_rows(x: np.ndarray) -> np.ndarray:
+def unit_rows(x: np.ndarray, peaks: np.ndarray | None = None) -> np.ndarray:
     """Rows of a float64 matrix scaled to unit length, as float32; all-zero rows stay zero.
 
-    Each row is first divided by its largest magnitude, so a row of 1e20s or 1e-25s keeps
-    its direction (in float32, or squared in float64, it would overflow or vanish).
+    Each row is first divided by its largest magnitude (``peaks``, when the caller has it),
+    so a row of 1e20s or 1e-25s keeps its direction (in float32, or squared in float64, it
+    would overflow or vanish).
     """
     # ndarray methods and ufuncs, not np.max / np.linalg.norm: their Python wrappers were a
     # third of the time of one remember()'s row (norm computes this very sum of squares).
     if x.shape[0] == 1 and x.shape[1]:  # one row (a remember()): the same steps on a vector, half the time
         row = x[0]
-        top = float(np.abs(row).max())
+        top = float(np.abs(row).max() if peaks is None else peaks[0])
         if top == 0.0:
             return np.zeros(x.shape, dtype=np.float32)
         y = row / top
         return (y / math.sqrt(float(np.square(y).sum()))).astype(np.float32)[None, :]
     # An all-zero row's 0 becomes the smallest float64 (0 / it is 0), no other row's changes:
     # its peak is at least that, and its norm at least 1.
-    peak = np.abs(x).max(axis=1, keepdims=True) if x.size else np.zeros((x.shape[0], 1))
+    if peaks is not None:
+        peak = peaks.reshape(-1, 1).copy()
+    else:
+        peak = np.abs(x).max(axis=1, keepdims=True) if x.size else np.zeros((x.shape[0], 1))
     np.maximum(peak, _TINY, out=peak)
     y = x / peak
     norms = np.sqrt(np.square(y).sum(axis=1, keepdims=True))
