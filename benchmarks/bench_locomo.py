@@ -15,7 +15,7 @@ conversation at ``now`` = the last turn + 1 day (``--now-days``). The metrics ar
 Questions whose evidence names no turn of the conversation are left out. The systems:
 
 - ``default``: the shipped defaults, literally ``Vectrix()`` and ``recall(question, now=...)``:
-  bge-small-en-v1.5, hybrid (w 0.5), the ms-marco cross-encoder rerank, the spec blend;
+  bge-small-en-v1.5, hybrid (w 0.5), the default preset's late-interaction stage, the spec blend;
 - ``bge-dense``, ``bge-hybrid``: the same embedder without the rerank;
 - ``hashing-dense``, ``hashing-hybrid``, ``hashing-rerank`` (hybrid + the cross-encoder);
 - ``lexical``: BM25 under the spec blend; ``bm25``: BM25 alone (lexical, recency_weight 0).
@@ -42,6 +42,7 @@ import numpy as np
 from vxmem import Vectrix
 from vxmem.core.clock import DAY
 from vxmem.models.embed import default_embedder, get_embedder
+from vxmem.models.late import default_late_interaction
 from vxmem.models.rerank import default_reranker
 from vxmem.workbench.datasets import Conversation, load_locomo
 from vxmem.workbench.datasets.locomo import RETRIEVAL_CATEGORIES
@@ -123,7 +124,7 @@ def run_system(name: str, convs: list[Conversation], vectors: dict[str, dict[str
             db, id2dia = build(conv, None, args.date_in_text, **weight)
             timing["remember"] += time.perf_counter() - t
             timing["remembered"] += len(id2dia)
-            assert db.memory.pipeline() == {"mode": "hybrid", "rerank": default_reranker().name,
+            assert db.memory.pipeline() == {"mode": "hybrid", "rerank": default_late_interaction().name,
                                             "embedder": default_embedder().name}, db.memory.pipeline()
             call: Callable[[str], Any] = lambda q, db=db, now=now: db.recall(q, now=now)
             plain: Callable[[str], Any] | None = lambda q, db=db, now=now: db.recall(q, now=now, rerank=False)

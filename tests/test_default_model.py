@@ -14,8 +14,9 @@ import textwrap
 import numpy as np
 import pytest
 
-from vxmem import Vectrix
+from vxmem import ConversationMemory, Vectrix
 from vxmem.models.embed import default_embedder, get_embedder
+from vxmem.models.late import COLBERT_SMALL, default_late_interaction
 from vxmem.models.onnx import OnnxEmbedder
 from vxmem.models.packaged import BGE_SMALL, MS_MARCO_MINILM_L12, ModelFileError, package_file
 from vxmem.models.rerank import default_reranker
@@ -109,7 +110,7 @@ def test_vxmem_builds_an_index_and_runs_both_models_in_one_process():
         print(top.text, top.metadata["_vx_scoring"]["rerank"])
     """)
     assert out.returncode == 0, f"exit {out.returncode}: {out.stderr[-3000:]}"
-    assert out.stdout.split()[:3] == ["I", "live", "in"] and MS_MARCO_MINILM_L12.name in out.stdout
+    assert out.stdout.split()[:3] == ["I", "live", "in"] and COLBERT_SMALL.name in out.stdout
 
 
 def test_a_tampered_model_file_is_refused_naming_both_hashes(tmp_path):
@@ -140,10 +141,14 @@ def test_embedders_and_rerankers_by_name_and_the_rerank_default():
     assert Vectrix(embedder="hashing").memory.pipeline() == {
         "mode": "hybrid", "rerank": None, "embedder": get_embedder("hashing").name}
     bge = Vectrix(embedder="bge-small").memory
-    assert bge.pipeline() == {"mode": "hybrid", "rerank": MS_MARCO_MINILM_L12.name, "embedder": BGE_SMALL.name}
+    assert bge.pipeline() == {"mode": "hybrid", "rerank": COLBERT_SMALL.name, "embedder": BGE_SMALL.name}
     assert bge.pipeline(rerank=False)["rerank"] is None
     assert Vectrix(embedder="bge-small", rerank=False).memory.pipeline()["rerank"] is None
-    assert Vectrix(embedder="hashing", rerank=True).memory.pipeline(mode="dense")["rerank"] == MS_MARCO_MINILM_L12.name
+    assert Vectrix(embedder="bge-small", preset="fast").memory.pipeline()["rerank"] is None
+    assert Vectrix(embedder="bge-small", preset="accurate").memory.pipeline()["rerank"] == MS_MARCO_MINILM_L12.name
+    assert Vectrix(embedder="hashing", rerank=True).memory.pipeline(mode="dense")["rerank"] == COLBERT_SMALL.name
+    with pytest.raises(ValueError, match="unknown preset .turbo."):
+        Vectrix(preset="turbo")
     with pytest.raises(ValueError, match="unknown embedder 'glove'"):
         Vectrix(embedder="glove")
     with pytest.raises(ValueError, match="unknown reranker 'colbert'"):
@@ -168,9 +173,23 @@ def default_db():
     db.close()
 
 
-def test_the_default_recall_reranks_with_the_cross_encoder(default_db):
+def test_the_default_recall_scores_with_late_interaction_from_stored_token_vectors(default_db):
     db, ids = default_db
     res = db.recall("Which city does Caroline live in?", now=T0 + 86400)
+    top = res[0]
+    assert top.id == ids[0]
+    sc = top.metadata["_vx_scoring"]
+    assert sc["mode"] == "hybrid" and sc["rerank"] == COLBERT_SMALL.name
+    late = default_late_interaction()
+    assert sc["relevance"] == pytest.approx(float(late("Which city does Caroline live in?", [top.text])[0]))
+    with db.engine.locked():  # every remembered turn's token vectors were stored with it
+        stored = db.engine.late_vectors(np.arange(len(ids)), late.name)
+    assert all(bits is not None and len(bits) % 48 == 0 for bits in stored)
+
+
+def test_the_accurate_preset_reranks_with_the_cross_encoder(default_db):
+    db, ids = default_db
+    res = db.recall("Which city does Caroline live in?", now=T0 + 86400, preset="accurate")
     top = res[0]
     assert top.id == ids[0]
     sc = top.metadata["_vx_scoring"]
@@ -185,16 +204,17 @@ def test_the_default_recall_reranks_with_the_cross_encoder(default_db):
 
 def test_nonsense_scores_below_low_relevance_and_min_relevance_drops_it(default_db):
     db, ids = default_db
-    low = db.memory.low_relevance()
+    acc = ConversationMemory(db, preset="accurate")
+    low = acc.low_relevance()
     assert low == 0.0
-    junk = db.recall("zzqqxx", now=T0 + 86400)
+    junk = acc.recall("zzqqxx", now=T0 + 86400)
     top = junk[0].metadata["_vx_scoring"]
     assert top["relevance_norm"] == 1.0 and top["relevance"] < -5 < low  # normalised 1.0, raw says nothing matched
-    assert len(db.recall("zzqqxx", now=T0 + 86400, min_relevance=-5)) == 0
-    real = db.recall("What class did Caroline sign up for?", now=T0 + 86400, min_relevance=-5)
+    assert len(acc.recall("zzqqxx", now=T0 + 86400, min_relevance=-5)) == 0
+    real = acc.recall("What class did Caroline sign up for?", now=T0 + 86400, min_relevance=-5)
     assert real[0].id == ids[2] and real[0].metadata["_vx_scoring"]["relevance"] > low
     assert all(r.metadata["_vx_scoring"]["relevance"] >= -5 for r in real)
-    assert len(db.context("zzqqxx", session="chat", recent_turns=0, now=T0 + 86400, min_relevance=-5).recalled) == 0
+    assert len(acc.context("zzqqxx", session="chat", recent_turns=0, now=T0 + 86400, min_relevance=-5).recalled) == 0
 
 
 def test_low_relevance_follows_the_pipeline(default_db):
@@ -204,7 +224,7 @@ def test_low_relevance_follows_the_pipeline(default_db):
     assert db.memory.low_relevance(mode="lexical", rerank=False) is None
     hashing = Vectrix(embedder="hashing").memory
     assert hashing.low_relevance(mode="dense") == 0.25 and hashing.low_relevance() is None
-    assert hashing.low_relevance(rerank=True) == 0.0
+    assert ConversationMemory(hashing.db, preset="accurate").low_relevance(rerank=True) == 0.0
 
 
 def test_the_cross_encoder_scores_a_pair_the_same_alone_or_among_others():
@@ -223,7 +243,7 @@ def test_the_playground_warns_when_the_best_result_matches_nothing(monkeypatch):
     monkeypatch.delenv("VXMEM_EMBEDDER")  # the dashboard's default pipeline: Vectrix()'s own
     events = [{"time": T0 + 60 * i, "type": "turn", "label": f"m{i}", "session": "s", "text": t}
               for i, t in enumerate(["I live in Lisbon with my two cats.", "The build failed again.", "lol ok"])]
-    junk = views.playground_recall(events, "zzqqxx", "s", T0 + 86400, {})
+    junk = views.playground_recall(events, "zzqqxx", "s", T0 + 86400, {"preset": "accurate"})
     assert junk["rerank"] == MS_MARCO_MINILM_L12.name and junk["low_relevance"] == 0.0
     assert junk["ranking"]["relevance_norm"].iloc[0] == 1.0
     level, text = views.relevance_note(float(junk["ranking"]["relevance"].max()), junk["low_relevance"],

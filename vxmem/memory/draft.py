@@ -28,6 +28,8 @@ REMEMBER_DEFAULTS: dict[str, Any] = {"session": None, "role": "user", "turn": No
                                      "pinned": False, "kind": None, "metadata": None, "id": None, "ttl_days": None,
                                      "check": None, "user": None}
 REMEMBER_ARGS = ("text", *REMEMBER_DEFAULTS)
+# A write's late-interaction token vectors: the model's name, and each memory's (in order).
+LateBits = tuple[str, list[bytes]]
 
 
 class Draft(NamedTuple):
@@ -112,29 +114,34 @@ def _prepared(m: Mirror, d: Draft, named: list[str]) -> tuple[str, dict[str, Any
 
 
 def _insert(m: Mirror, tx: Transaction, d: Draft, new_id: str, meta: dict[str, Any], vec: np.ndarray, tokens: int,
-            live: list[str]) -> None:
-    """Write one prepared draft in ``tx``: its turn number, the document, its supersession links."""
+            live: list[str], late: tuple[str, bytes] | None = None) -> None:
+    """Write one prepared draft in ``tx``: its turn number, the document, its late-interaction
+    token vectors (``late``: the model's name and them), its supersession links."""
     if d.kind == KIND_TURN:
         meta[K_TURN] = claim_turn(m, tx, d.session, d.turn)
     tx.insert(new_id, d.text, meta, vec, tokens)
+    if late is not None:
+        tx.put_late(*late)
     for old in live:
         mark_superseded(m, tx, old, new_id, d.ts)
 
 
-def write_draft(store: MemoryStore, d: Draft, vec: np.ndarray, tokens: int, named: list[str]) -> str:
-    """Store one drafted memory (``remember()``'s write) and supersede what the judge
-    ``named``, in one transaction; returns its id."""
+def write_draft(store: MemoryStore, d: Draft, vec: np.ndarray, tokens: int, named: list[str],
+                late: LateBits | None = None) -> str:
+    """Store one drafted memory (``remember()``'s write, with its late-interaction token
+    vectors when ``late`` has them) and supersede what the judge ``named``, in one
+    transaction; returns its id."""
     with store.locked() as m:
         if d.id is not None:
             refuse_taken(m, d.id)
         new_id, meta, live = _prepared(m, d, named)
         with store.transaction() as tx:
-            _insert(m, tx, d, new_id, meta, vec, tokens, live)
+            _insert(m, tx, d, new_id, meta, vec, tokens, live, None if late is None else (late[0], late[1][0]))
         return new_id
 
 
 def write_drafts(store: MemoryStore, drafts: Sequence[Draft], vecs: np.ndarray, tokens: Sequence[int],
-                 contradicted: Sequence[list[str]]) -> list[str]:
+                 contradicted: Sequence[list[str]], late: LateBits | None = None) -> list[str]:
     """Store the drafted memories (with their vectors and token counts) and supersede what the
     judge said each contradicts, all in one transaction; returns their ids in order."""
     with store.locked() as m:
@@ -143,6 +150,6 @@ def write_drafts(store: MemoryStore, drafts: Sequence[Draft], vecs: np.ndarray, 
                 refuse_taken(m, d.id)
         ready = [_prepared(m, d, named) for d, named in zip(drafts, contradicted)]
         with store.transaction() as tx:
-            for d, (new_id, meta, live), vec, n in zip(drafts, ready, vecs, tokens):
-                _insert(m, tx, d, new_id, meta, vec, n, live)
+            for i, (d, (new_id, meta, live), vec, n) in enumerate(zip(drafts, ready, vecs, tokens)):
+                _insert(m, tx, d, new_id, meta, vec, n, live, None if late is None else (late[0], late[1][i]))
         return [new_id for new_id, _, _ in ready]

@@ -18,8 +18,9 @@ import numpy as np
 
 from ..core.clock import DAY
 from ..core.keys import K_FEEDBACK, K_KIND, K_ROLE, K_SCORING, K_SESSION, K_TS, K_TURN, KINDS, NO_KIND, RESERVED_PREFIX
+from ..models.late import LateInteraction
 from ..models.rerank import Reranker, rerank_scores
-from ..ranking import scoring
+from ..ranking import deep, scoring
 from ..ranking.blend import Blend
 from ..ranking.pool import CandidatePool
 from ..store.mirror import Mirror, SessionArg
@@ -70,31 +71,74 @@ def gather(store: MemoryStore, m: Mirror, query: str, positions: np.ndarray, *, 
         relevance=cand.relevance, ts=ts, age_days=(now_ts - ts) / DAY, feedback_signs=signs, feedback_ages=ages,
         tokens=m.tokens[pos].copy(), dense=cand.dense, lexical=cand.lexical, ids=[m.ids[p] for p in plist],
         kinds=kinds, sessions=sessions, limit=limit, now=now_ts, mode=mode, hybrid_weight=hybrid_weight,
-        positions=pos)
+        neighbour_key=deep.neighbour_keys(sessions, m.turn[pos]), positions=pos)
 
 
-def rerank_pool(pool: CandidatePool, m: Mirror, query: str, reranker: Reranker, name: str) -> CandidatePool:
-    """The pool's ``max(2 x limit, 20)`` most relevant candidates (by the mode's relevance,
-    not by the blend), their relevance replaced by ``reranker``'s score of (query, text).
+def rerank_pool(pool: CandidatePool, m: Mirror, query: str, reranker: Reranker, name: str, *,
+                store: MemoryStore | None = None, floor: int = scoring.RERANK_FLOOR) -> CandidatePool:
+    """The pool's ``max(2 x limit, floor)`` most relevant candidates (by the mode's relevance,
+    not by the blend), their relevance replaced by ``reranker``'s score of (query, text); of
+    a stage that reads deeper than 20, only its best (see :func:`~vxmem.ranking.scoring.kept_slots`).
 
-    The first stage's relevance stays beside it as ``first_stage``; ``name`` goes to
-    ``rerank``. Call it inside ``store.locked()``, like :func:`gather`.
+    A late-interaction reranker scores with the token vectors ``store`` holds for them
+    (encoding the texts of those that have none). The first stage's relevance stays beside
+    it as ``first_stage``; ``name`` goes to ``rerank``. Call it inside ``store.locked()``,
+    like :func:`gather`.
     """
     if pool.positions is None:
         raise ValueError("only a live pool (made under the lock) can be reranked")
-    slots = scoring.rank_order(pool.relevance, pool.ts)[: scoring.rerank_depth(pool.limit)]
+    if floor > scoring.RERANK_FLOOR:
+        return _deep_pool(pool, m, query, reranker, name, store, floor)
+    slots = scoring.rank_order(pool.relevance, pool.ts)[: scoring.rerank_depth(pool.limit, floor)]
     texts = [m.texts[p] for p in pool.positions[slots].tolist()]
     scores = rerank_scores(reranker, query, texts)
     return pool.take(slots, relevance=scores, first_stage=np.asarray(pool.relevance)[slots], rerank=name)
 
 
+def _deep_pool(pool: CandidatePool, m: Mirror, query: str, reranker: Reranker, name: str,
+               store: MemoryStore | None, floor: int) -> CandidatePool:
+    """A deep stage's pool (see :mod:`vxmem.ranking.deep`): the ``max(2 x limit, 20)`` best
+    candidates by the fused score, in slot order, which becomes their relevance."""
+    assert pool.positions is not None
+    n = len(pool)
+    keys = pool.neighbour_key if pool.neighbour_key is not None else np.full(n, np.nan)
+    prev, nxt = deep.neighbour_slots(keys)
+    valid = np.ones(n, dtype=bool)
+    smoothed, read = deep.read_slots(pool.relevance, pool.ts, valid, prev, nxt, pool.limit, floor)
+    slots = np.flatnonzero(read)
+    positions = pool.positions[slots]
+    texts = [m.texts[p] for p in positions.tolist()]
+    if store is not None and isinstance(reranker, LateInteraction):
+        got = _late_scores(store, reranker, query, positions, texts)
+    else:
+        got = rerank_scores(reranker, query, texts)
+    stage = np.zeros(n)
+    stage[slots] = got
+    fused, kept = deep.fused_slots(stage, smoothed, pool.ts, read, prev, nxt, pool.limit)
+    keep = np.flatnonzero(kept)
+    return pool.take(keep, relevance=fused[keep], first_stage=np.asarray(pool.relevance)[keep], rerank=name,
+                     second_stage=stage[keep])
+
+
+def _late_scores(store: MemoryStore, late: LateInteraction, query: str, positions: np.ndarray,
+                 texts: list[str]) -> np.ndarray:
+    """Late-interaction scores from the stored token vectors (the missing ones encoded now)."""
+    stored = store.late_vectors(positions, late.name)
+    missing = [i for i, bits in enumerate(stored) if bits is None]
+    if missing:
+        for i, bits in zip(missing, late.encode([texts[i] for i in missing])):
+            stored[i] = bits
+    return late.score(query, [b for b in stored if b is not None])
+
+
 def raw_relevance(pool: CandidatePool) -> np.ndarray:
     """The relevance ``min_relevance`` is compared with: the reranker's score in a reranked
-    pool, the cosine in dense and hybrid mode (a fused hybrid score is normalised within
-    the pool, so it says nothing on its own), BM25 in lexical mode."""
+    pool (a deep stage's own score, not its fusion), the cosine in dense and hybrid mode (a
+    fused hybrid score is normalised within the pool, so it says nothing on its own), BM25 in
+    lexical mode."""
     if pool.rerank is None and pool.mode == "hybrid" and pool.dense is not None:
         return np.asarray(pool.dense)
-    return np.asarray(pool.relevance)
+    return np.asarray(pool.raw_relevance)
 
 
 def drop_below(pool: CandidatePool, min_relevance: float) -> CandidatePool:
@@ -138,10 +182,11 @@ def rank(pool: CandidatePool, m: Mirror, query: str, blend: Blend, score_gap: fl
     for i in shipped.tolist():
         r = m.result(int(pool.positions[i]), float(score[i]))
         parts: dict[str, Any] = {
-            "relevance": float(pool.relevance[i]), "relevance_norm": float(rel_norm[i]),
+            "relevance": float(pool.raw_relevance[i]), "relevance_norm": float(rel_norm[i]),
             "recency": float(recency[i]), "feedback": float(fb[i]), "score": float(score[i]),
             "age_days": float(pool.age_days[i]), "mode": pool.mode,
             "first_stage": None if pool.first_stage is None else float(pool.first_stage[i]), "rerank": pool.rerank,
+            "fused": None if pool.second_stage is None else float(pool.relevance[i]),
             "recency_from": pool.recency_from,
         }
         if pool.mode != "dense":  # which relevance parts contributed

@@ -26,6 +26,7 @@ from ..ranking import scoring
 from ..ranking.blend import Blend
 from ..store.checks import FilterValues, check_ids, check_mode
 from .checks import check_memory_filter, check_min_relevance, check_user
+from .stages import check_preset
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,7 +37,7 @@ class RecallRequest:
     arguments, documented there; ``now`` is epoch seconds (made from any time ``recall()``
     takes; None: the clock when the request is made) and ``blend`` the ranking this recall
     uses instead of the memory's (None: the memory's). ``mode``, ``rerank``,
-    ``min_relevance`` and ``recency_from`` left None mean the memory's own settings.
+    ``min_relevance``, ``recency_from`` and ``preset`` left None mean the memory's own settings.
     """
 
     query: str
@@ -55,6 +56,7 @@ class RecallRequest:
     min_relevance: float | None = None
     recency_from: str | None = None
     blend: Blend | None = None
+    preset: str | None = None
 
     def __post_init__(self) -> None:
         put = object.__setattr__  # a frozen dataclass sets its canonical forms once, here
@@ -78,6 +80,8 @@ class RecallRequest:
         put(self, "min_relevance", check_min_relevance(self.min_relevance))
         if self.recency_from is not None:
             check_choice(self.recency_from, "recency_from", scoring.RECENCY_FROM)
+        if self.preset is not None:
+            check_preset(self.preset)
         if self.blend is not None and not isinstance(self.blend, Blend):
             raise TypeError(f"blend must be a Blend or None, not {type(self.blend).__name__}")
 

@@ -48,6 +48,10 @@ class CandidatePool:
     :param first_stage: in a reranked pool, each slot's relevance before the rerank (the
         mode's score), while ``relevance`` holds the reranker's score and ``rerank`` the
         reranker's name; None in a pool that was not reranked.
+    :param second_stage: in a pool a deep second stage (see :mod:`vxmem.ranking.deep`) read, its
+        own score of each slot, before the fusion that made ``relevance``; None otherwise.
+    :param neighbour_key: each slot's :func:`~vxmem.ranking.deep.neighbour_keys` (NaN: not a
+        numbered turn), which tells a deep stage which candidates are neighbouring turns.
     :param positions: mirror positions, valid only under the collection lock the pool was
         made in (None for a cached pool).
     :param recency_from: what ``age_days`` counts from: ``"created"`` or ``"accessed"``.
@@ -70,11 +74,19 @@ class CandidatePool:
     hybrid_weight: float = scoring.HYBRID_WEIGHT
     first_stage: np.ndarray | None = None
     rerank: str | None = None
+    second_stage: np.ndarray | None = None
+    neighbour_key: np.ndarray | None = None
     positions: np.ndarray | None = None
     recency_from: str = "created"
 
     def __len__(self) -> int:
         return int(self.relevance.shape[-1]) if self.relevance.ndim else 0
+
+    @property
+    def raw_relevance(self) -> np.ndarray:
+        """Each slot's relevance on its stage's own scale: a deep second stage's score (its
+        ``relevance`` is the fusion, which has no absolute scale), else ``relevance``."""
+        return self.relevance if self.second_stage is None else self.second_stage
 
     def blend(self, half_life_days: float | np.ndarray, recency_weight: float | np.ndarray,
               feedback_weight: float | np.ndarray, feedback_half_life_days: float | np.ndarray,

@@ -205,17 +205,29 @@ def take_last(a: ArrayLike, idx: ArrayLike) -> np.ndarray:
     return a.reshape(-1)[flat].reshape(idx.shape)
 
 
-def pool_size(limit: int) -> int:
-    """How many of the most relevant eligible memories are blended: max(4 x limit, 40).
+POOL_FLOOR = 40  # the smallest candidate pool a recall gathers
+RERANK_FLOOR = 20  # the fewest candidates a reranker scores (a cross-encoder: each costs a model run)
+
+
+def pool_size(limit: int, floor: int = POOL_FLOOR) -> int:
+    """How many of the most relevant eligible memories are gathered: max(4 x limit, ``floor``).
 
     Relevance is normalised across this pool, and the sweep engine caches exactly it.
     """
-    return max(4 * int(limit), 40)
+    return max(4 * int(limit), int(floor))
 
 
-def rerank_depth(limit: int) -> int:
-    """How many of the pool's most relevant candidates a reranker scores: max(2 x limit, 20)."""
-    return max(2 * int(limit), 20)
+def rerank_depth(limit: int, floor: int = RERANK_FLOOR) -> int:
+    """How many of the pool's most relevant candidates a reranker scores: max(2 x limit, ``floor``)."""
+    return max(2 * int(limit), int(floor))
+
+
+def stage_floors(depth: int | None) -> tuple[int, int]:
+    """The (pool, rerank) floors of a second stage that scores ``depth`` candidates (None:
+    the cross-encoder's 20): a deep stage gathers a pool at least as deep as it reads."""
+    if depth is None:
+        return POOL_FLOOR, RERANK_FLOOR
+    return max(POOL_FLOOR, int(depth)), int(depth)
 
 
 def apply_score_gap(sorted_scores: ArrayLike, score_gap: float | None) -> int:
@@ -332,8 +344,8 @@ def slot_ranks(key: ArrayLike, ok: ArrayLike, ts: ArrayLike | None = None) -> np
 
 
 def searched_slots(dense: ArrayLike | None, lexical: ArrayLike | None, relevance: ArrayLike, n: ArrayLike,
-                   limit: ArrayLike, hybrid: bool,
-                   hybrid_weight: ArrayLike = HYBRID_WEIGHT) -> tuple[np.ndarray, np.ndarray]:
+                   limit: ArrayLike, hybrid: bool, hybrid_weight: ArrayLike = HYBRID_WEIGHT,
+                   pool_floor: int = POOL_FLOOR) -> tuple[np.ndarray, np.ndarray]:
     """Which slots of a recorded pool (``n`` of them filled) a recall with ``limit`` would have
     gathered, and their relevance: ``(valid, relevance)``, broadcasting over ``limit``.
 
@@ -344,7 +356,7 @@ def searched_slots(dense: ArrayLike | None, lexical: ArrayLike | None, relevance
     """
     rel = np.asarray(relevance, dtype=np.float64)
     width = rel.shape[-1]
-    size = np.maximum(4 * np.asarray(limit, dtype=np.int64), pool_size(0))
+    size = np.maximum(4 * np.asarray(limit, dtype=np.int64), pool_size(0, pool_floor))
     recorded = np.arange(width) < np.asarray(n)
     if not hybrid:
         return recorded & (np.arange(width) < size), rel
@@ -356,8 +368,9 @@ def searched_slots(dense: ArrayLike | None, lexical: ArrayLike | None, relevance
     return valid, fuse_relevance(d, lex, hybrid_weight, valid=valid)
 
 
-def rerank_slots(relevance: ArrayLike, ts: ArrayLike, valid: ArrayLike, limit: ArrayLike) -> np.ndarray:
-    """The slots a recall with ``limit`` reranks: the ``max(2 x limit, 20)`` most relevant
+def rerank_slots(relevance: ArrayLike, ts: ArrayLike, valid: ArrayLike, limit: ArrayLike,
+                 floor: int = RERANK_FLOOR) -> np.ndarray:
+    """The slots a recall with ``limit`` reranks: the ``max(2 x limit, floor)`` most relevant
     ``valid`` ones, ties to the newer (the order of :func:`rank_order`)."""
-    depth = np.maximum(2 * np.asarray(limit, dtype=np.int64), rerank_depth(0))
+    depth = np.maximum(2 * np.asarray(limit, dtype=np.int64), rerank_depth(0, floor))
     return np.asarray(valid, dtype=bool) & (slot_ranks(relevance, valid, ts) < depth)

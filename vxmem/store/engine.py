@@ -26,6 +26,7 @@ from ..core.errors import ForkedHandleError, VectrixError
 from ..core.tokens import check_token_counter, token_counter_name
 from ..models.embed import EmbedderArg, check_embedder, embedder_name, get_embedder, l2_normalize
 from ..ranking.scoring import HYBRID_WEIGHT, fuse_relevance
+from . import late_table
 from .checks import check_token_count
 from .database import Database, Transaction
 from .hnsw import HnswCache
@@ -354,6 +355,13 @@ class Engine:
         rowids = self.mirror.rowid[positions].tolist()
         got = self.database.last_access(rowids, before)
         return np.array([got.get(r, -np.inf) for r in rowids], dtype=np.float64)
+
+    def late_vectors(self, positions: np.ndarray, model: str) -> list[bytes | None]:
+        """The late-interaction token vectors ``model`` stored for the documents at mirror
+        ``positions`` (None where none are stored), in their order. Call it inside ``locked()``."""
+        rowids = self.mirror.rowid[positions].tolist()
+        got = late_table.get(self.database.conn, model, rowids)
+        return [got.get(r) for r in rowids]
 
     def follow(self, ops: list[tuple[Any, ...]]) -> None:
         """Apply a committed transaction's ops to the mirror and the HNSW cache."""

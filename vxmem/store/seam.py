@@ -77,5 +77,9 @@ class MemoryStore(Protocol):
         """Each document's latest access before ``before`` (-inf: none), inside ``locked()``."""
         ...
 
+    def late_vectors(self, positions: np.ndarray, model: str) -> list[bytes | None]:
+        """The token vectors ``model`` stored for ``positions`` (None: none), inside ``locked()``."""
+        ...
+
 
 

@@ -100,6 +100,7 @@ class Grid:
     hybrid: bool
     reranked: bool
     kmax: int
+    floors: tuple[int, int] = (scoring.POOL_FLOOR, scoring.RERANK_FLOOR)
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -140,7 +141,7 @@ def make_grid(replays: Sequence[Replay], pol: Policy, grid: Mapping[str, Any], p
     limits = values.get("limit")
     kmax = max(limits) if limits else (int(pool_limits.max()) if probes else 1)
     return Grid(pol, names, values, fixed, hybrid=any(r.mode == "hybrid" for r in replays),
-                reranked=any(r.rerank is not None for r in replays), kmax=kmax)
+                reranked=any(r.rerank is not None for r in replays), kmax=kmax, floors=replays[0].floors)
 
 
 def check_sweepable(replays: list[Replay], pol: Policy, grid: Mapping[str, Any]) -> None:
@@ -160,6 +161,9 @@ def check_sweepable(replays: list[Replay], pol: Policy, grid: Mapping[str, Any])
             raise ValueError("hybrid_weight decides which candidates a reranked pool holds, and this replay has "
                              "the reranker's scores of those its own weight chose only: replay it again (a "
                              "reranked hybrid replay now scores every candidate) or with rerank=False")
+    if len({r.floors for r in replays}) > 1:
+        raise ValueError("sweep replays recorded with one second stage together: these read pools of different "
+                         "depths (replay them with one preset)")
     if len({r.rerank is None for r in replays}) > 1 or len({r.mode == "hybrid" for r in replays}) > 1:
         raise ValueError("sweep replays recorded with one pipeline together: these mix reranked and plain, or "
                          "hybrid and other modes (sweep_modes() takes one group per mode)")
@@ -179,8 +183,9 @@ def check_pool_sizes(replays: list[Replay], g: Grid) -> None:
     limits = g.values.get("limit")
     if not limits or not any(r.n_probes for r in replays):
         return
-    recorded = {scoring.pool_size(int(r.settings["pool_limit"])) for r in replays if r.n_probes}
-    need = max(scoring.pool_size(lim) for lim in limits)
+    floor = replays[0].floors[0]
+    recorded = {scoring.pool_size(int(r.settings["pool_limit"]), floor) for r in replays if r.n_probes}
+    need = max(scoring.pool_size(lim, floor) for lim in limits)
     if need > min(recorded):
         raise ValueError(f"limit {max(limits)} needs pools of {need} candidates; these replays recorded "
                          f"{min(recorded)} (replay with pool_limit={max(limits)})")

@@ -21,7 +21,7 @@ import numpy as np
 
 from ..core.checks import check_choice, check_limit
 from ..core.keys import KIND_CODES, KINDS
-from ..ranking import scoring
+from ..ranking import deep, scoring
 from ..ranking.blend import Blend
 from ..ranking.pool import AccessLog, LabelledPool
 from ..ranking.scoring import HYBRID_WEIGHT, RECENCY_FROM, pool_size
@@ -35,7 +35,7 @@ FORMAT = "vxmem-replay/1"
 
 # The pool arrays a replay saves, one row per probe (see Replay).
 SLOT_ARRAYS = ("relevance", "dense", "lexical", "ts", "age_days", "tokens", "grade", "stale", "foreign",
-               "session_bits")
+               "session_bits", "neighbour_key")
 
 
 @dataclass
@@ -82,19 +82,21 @@ class Replay:
         limit reranks).
         """
         n = int(self.pools["n"][i])
+        pool_floor, rerank_floor = self.floors
         if limit is not None and self.mode != "hybrid" and self.rerank is None:
-            n = min(n, pool_size(limit))
-        row: dict[str, Any] = {k: self.pools[k][i, :n] for k in SLOT_ARRAYS}
+            n = min(n, pool_size(limit, pool_floor))
+        row: dict[str, Any] = {k: self.pools[k][i, :n] if k in self.pools else np.full(n, np.nan)
+                               for k in SLOT_ARRAYS}  # pools made without neighbour keys have none
         pool = LabelledPool(
             **row, feedback_signs=self.pools["feedback_signs"][i, :n], feedback_ages=self.pools["feedback_ages"][i, :n],
             kinds=[KINDS[c] for c in self.pools["kind"][i, :n]], ids=list(self.pool_ids[i][:n]),
             limit=int(self.pools["limit"][i]), now=float(self.pools["now"][i]),
             mode=self.mode, hybrid_weight=self.hybrid_weight)
         if self.rerank is not None:
-            return reranked_pool(pool, self.pools["rerank_score"][i, :n], self.rerank, limit)
+            return reranked_pool(pool, self.pools["rerank_score"][i, :n], self.rerank, limit, self.floors)
         if limit is not None and self.mode == "hybrid":  # the members within that limit's two top lists, fused
             valid, fused = scoring.searched_slots(pool.dense, pool.lexical, pool.relevance, n, check_limit(limit),
-                                                  True, pool.hybrid_weight)
+                                                  True, pool.hybrid_weight, pool_floor)
             slots = np.flatnonzero(valid)
             return pool.take(slots, relevance=fused[slots])
         return pool
@@ -104,6 +106,13 @@ class Replay:
         """The search mode the probes recalled with (a replay records it resolved; None in
         older files' settings: the one the memory used, else dense)."""
         return self.settings.get("mode") or self.meta.get("mode") or "dense"
+
+    @property
+    def floors(self) -> tuple[int, int]:
+        """The (pool, rerank) floors the probes recalled with (see
+        :func:`vxmem.ranking.scoring.stage_floors`; a file without them: the classic 40 and 20)."""
+        return (int(self.meta.get("pool_floor", scoring.POOL_FLOOR)),
+                int(self.meta.get("rerank_floor", scoring.RERANK_FLOOR)))
 
     @property
     def rerank(self) -> str | None:
@@ -174,8 +183,9 @@ class Replay:
         rank[pool.rank_order(score)] = np.arange(1, n + 1)
         labels = {m["id"]: m["labels"] for m in self.memories}
         return {"probe": i, "slot": np.arange(n), "id": pool.ids, "label": [labels.get(x) for x in pool.ids],
-                "kind": pool.kinds, "relevance": pool.relevance, "relevance_norm": rel_norm, "age_days": pool.age_days,
-                "recency": rec, "feedback": fb, "score": score, "rank": rank, "tokens": pool.tokens,
+                "kind": pool.kinds, "relevance": pool.raw_relevance, "relevance_norm": rel_norm,
+                "age_days": pool.age_days, "recency": rec, "feedback": fb, "score": score, "rank": rank,
+                "tokens": pool.tokens,
                 "n_feedback": np.count_nonzero(pool.feedback_signs, axis=-1), "grade": pool.grade,
                 "stale": pool.stale, "foreign": pool.foreign}
 
@@ -211,8 +221,9 @@ class Replay:
             raise DatasetError("not a saved replay (no JSON part)", path=spath) from None
         if blob.get("format") != FORMAT:
             raise DatasetError(f"not a {FORMAT} file", path=spath)
-        if "rerank_score" not in arrays and "relevance" in arrays:  # saved before reranked replays
-            arrays["rerank_score"] = np.full(arrays["relevance"].shape, np.nan)
+        for k in ("rerank_score", "neighbour_key"):  # saved before reranked replays, or deep stages
+            if k not in arrays and "relevance" in arrays:
+                arrays[k] = np.full(arrays["relevance"].shape, np.nan)
         return cls(name=blob["name"], settings=blob["settings"], events=blob["events"], memories=blob["memories"],
                    probes=blob["probes"], pools=arrays, pool_ids=blob["pool_ids"], meta=blob.get("meta", {}))
 
@@ -312,7 +323,7 @@ def padded_pools(pools: Sequence[LabelledPool], ideals: Sequence[Sequence[float]
         "kind": np.zeros(grid, dtype=np.int8), "grade": np.zeros(grid), "stale": np.zeros(grid, bool),
         "foreign": np.zeros(grid, bool), "session_bits": np.zeros(grid, dtype=np.int64),
         "feedback_signs": np.zeros(grid + (events,)), "feedback_ages": np.zeros(grid + (events,)),
-        "rerank_score": np.full(grid, np.nan),
+        "rerank_score": np.full(grid, np.nan), "neighbour_key": np.full(grid, np.nan),
         "n": np.zeros(probes, dtype=np.int64), "ideal": np.zeros((probes, max(relevant, 1))),
         "n_relevant": np.zeros(probes, dtype=np.int64), "n_sessions": np.array(n_sessions, dtype=np.int64),
         "limit": np.array([p.limit for p in pools], dtype=np.int64),
@@ -322,7 +333,8 @@ def padded_pools(pools: Sequence[LabelledPool], ideals: Sequence[Sequence[float]
         n = len(p)
         out["n"][i] = n
         for k in SLOT_ARRAYS:
-            out[k][i, :n] = getattr(p, k)
+            if getattr(p, k) is not None:  # a pool without neighbour keys leaves them NaN
+                out[k][i, :n] = getattr(p, k)
         out["kind"][i, :n] = [KIND_CODES[k] for k in p.kinds]
         e = p.feedback_signs.shape[1] if p.feedback_signs.ndim == 2 else 0
         out["feedback_signs"][i, :n, :e] = p.feedback_signs
@@ -343,18 +355,36 @@ def as_replays(replays: Replay | Iterable[Replay]) -> list[Replay]:
     return out
 
 
-def reranked_pool(pool: LabelledPool, scores: np.ndarray, name: str, limit: int | None = None) -> LabelledPool:
+def reranked_pool(pool: LabelledPool, scores: np.ndarray, name: str, limit: int | None = None,
+                  floors: tuple[int, int] = (scoring.POOL_FLOOR, scoring.RERANK_FLOOR)) -> LabelledPool:
     """Of a recorded first-stage pool, the candidates a recall with ``limit`` (default: the
     probe's own) reranked, in first-stage order, with the reranker's ``scores`` as their
     relevance."""
     lim = pool.limit if limit is None else check_limit(limit)
     valid, first = scoring.searched_slots(pool.dense, pool.lexical, pool.relevance, len(pool), lim,
-                                          pool.mode == "hybrid", pool.hybrid_weight)
-    slots = np.flatnonzero(scoring.rerank_slots(first, pool.ts, valid, lim))
+                                          pool.mode == "hybrid", pool.hybrid_weight, floors[0])
+    if floors[1] > scoring.RERANK_FLOOR:
+        return _deep_pool(pool, scores, name, lim, first, valid, floors[1])
+    slots = np.flatnonzero(scoring.rerank_slots(first, pool.ts, valid, lim, floors[1]))
     slots = slots[scoring.rank_order(first[slots], pool.ts[slots])]
     if np.isnan(scores[slots]).any():
         raise ValueError(f"limit {lim} reranks candidates this replay did not score: replay with pool_limit={lim}")
     return pool.take(slots, relevance=scores[slots], first_stage=first[slots], rerank=name)
+
+
+def _deep_pool(pool: LabelledPool, scores: np.ndarray, name: str, lim: int, first: np.ndarray, valid: np.ndarray,
+               floor: int) -> LabelledPool:
+    """What a deep second stage kept of a recorded pool, as ``recall()`` runs it (see
+    :mod:`vxmem.ranking.deep`): its best fused candidates, in slot order."""
+    keys = pool.neighbour_key if pool.neighbour_key is not None else np.full(len(pool), np.nan)
+    prev, nxt = deep.neighbour_slots(keys)
+    smoothed, read = deep.read_slots(first, pool.ts, valid, prev, nxt, lim, floor)
+    if np.isnan(scores[read]).any():
+        raise ValueError(f"limit {lim} reads candidates this replay did not score: replay with pool_limit={lim}")
+    stage = np.where(read, np.nan_to_num(scores), 0.0)
+    fused, kept = deep.fused_slots(stage, smoothed, pool.ts, read, prev, nxt, lim)
+    slots = np.flatnonzero(kept)
+    return pool.take(slots, relevance=fused[slots], first_stage=first[slots], rerank=name, second_stage=stage[slots])
 
 
 def _json_default(o: Any) -> Any:

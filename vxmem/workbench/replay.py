@@ -56,7 +56,7 @@ from .policies import Policy, get_policy, rank_pool, resolve_params
 from .record import Replay, padded_pools, reranked_pool
 
 MEMORY_KEYS = ("half_life_days", "recency_weight", "feedback_weight", "feedback_half_life_days", "ttl_days",
-               "judge_candidates", "hybrid_weight", "reranker", "recency_from")
+               "judge_candidates", "hybrid_weight", "reranker", "recency_from", "preset")
 RECALL_KEYS = ("limit", "token_budget", "score_gap", "mode", "kinds", "rerank")
 OTHER_KEYS = ("judge", "summarizer", "pool_limit")
 SETTINGS_KEYS = MEMORY_KEYS + RECALL_KEYS + OTHER_KEYS
@@ -137,7 +137,7 @@ def replay(conversation: Conversation, settings: dict[str, Any] | None = None, e
     s["mode"] = s["mode"] or DEFAULT_MODE
     # the up-front embedding's own bar shows when progress is on (a callable counts events, not texts)
     bar = progress if progress is None or isinstance(progress, bool) else None
-    emb, reranker, store = _cached_models(conversation, embedder, s.get("reranker"), cache, bar)
+    emb, reranker, store = _cached_models(conversation, embedder, s.get("reranker"), s.get("preset"), cache, bar)
     try:
         db = Vectrix(None, embedder=emb, token_counter=token_counter, judge=judge, reranker=reranker, **mem_kwargs)
         try:
@@ -149,21 +149,26 @@ def replay(conversation: Conversation, settings: dict[str, Any] | None = None, e
             store.close()
 
 
-def _cached_models(conversation: Conversation, embedder: EmbedderArg, reranker: Any, cache: Any,
-                   progress: bool | None) -> tuple[Any, Any, Any]:
+def _cached_models(conversation: Conversation, embedder: EmbedderArg, reranker: Any, preset: str | None,
+                   cache: Any, progress: bool | None) -> tuple[Any, Any, Any]:
     """The embedder and the reranker a replay uses, through the cache file when there is one
-    and the embedder can be cached; the conversation's texts embedded up front."""
+    and the embedder can be cached; the conversation's texts embedded up front. The reranker
+    is None where the memory's ``preset`` picks it (late interaction scores from token
+    vectors it keeps itself: a file of scores would not save it anything); the accurate
+    preset's cross-encoder is given, so its scores are cached."""
     from ..models.cache import CachedEmbedder, CachedReranker, cacheable, open_cache
     from ..models.rerank import check_reranker
 
-    emb, rr = check_embedder(embedder), check_reranker(reranker)
+    if reranker is None and preset == "accurate":
+        reranker = check_reranker(None)
+    emb, rr = check_embedder(embedder), None if reranker is None else check_reranker(reranker)
     store = open_cache(cache) if cache is not False and cacheable(emb) else None
     if store is None:
         return emb, rr, None
     cached = CachedEmbedder(emb, store)
     texts = [t for ev in conversation.events for t in (ev.text, ev.correction, ev.query) if t]
     cached.warm(texts, progress=progress)
-    return cached, CachedReranker(rr, store), store
+    return cached, None if rr is None else CachedReranker(rr, store), store
 
 
 class _Run:
@@ -181,6 +186,8 @@ class _Run:
         self.pools: list[LabelledPool] = []
         self.rerank_scores: list[np.ndarray | None] = []
         self.reranker = self.mem.pipeline(settings["mode"], settings["rerank"])["rerank"]  # its name, or None
+        # the (pool, rerank) floors of the memory's second stage: the depth its pools are recorded to
+        self.floors = self.mem.second_stage(RecallRequest("floors", rerank=settings["rerank"]))[1:]
         self.ideals: list[list[float]] = []  # per probe: the grades of every relevant memory that existed
         self.n_sessions: list[int] = []  # per probe: how many answer sessions it names
         self.extras: list[Any] = []
@@ -252,7 +259,8 @@ class _Run:
                 "embedder": getattr(self.db.embedder, "name", type(self.db.embedder).__name__),
                 "policy": self.policy.name, "rerank": self.reranker,
                 "mode": self.pool_mode or check_mode(self.s.get("mode")),
-                "hybrid_weight": self.mem.hybrid_weight,
+                "hybrid_weight": self.mem.hybrid_weight, "preset": self.mem.preset,
+                "pool_floor": self.floors[0], "rerank_floor": self.floors[1],
                 "low_relevance": _low_relevance(self.mem, self.pool_mode or self.s.get("mode"), self.s.get("rerank"))}
         settings = {k: (_name_of(v) if k in ("judge", "summarizer", "reranker") else v) for k, v in self.s.items()}
         settings.setdefault("judge", _name_of(self.mem.judge))
@@ -337,8 +345,9 @@ class _Run:
         # Reranked: the whole first-stage pool, and the reranker's score of every candidate a
         # recall with some limit up to pool_limit would rerank (see Replay.pool and the sweep).
         # Ages from creation: a ranking that ages from access counts its own accesses.
-        pool = self.mem.pool_for(request.replace(limit=max(limit, s["pool_limit"]), rerank=False,
-                                                 recency_from="created"))
+        widest = max(limit, s["pool_limit"])
+        pool = self.mem.pool_for(request.replace(limit=widest, rerank=False, recency_from="created"),
+                                 scoring.pool_size(widest, self.floors[0]))
         scores = self._rerank_scores(pool, ev.query) if self.reranker else None
         self.rerank_scores.append(scores)
         if self.on_probe is not None:
@@ -357,7 +366,8 @@ class _Run:
             shipped = res.ids
         else:
             p = resolve_params(self.policy, {}, s)
-            ranked = pool if self.reranker is None or scores is None else reranked_pool(pool, scores, self.reranker)
+            ranked = pool if self.reranker is None or scores is None else reranked_pool(pool, scores, self.reranker,
+                                                                                         floors=self.floors)
             log = self.policy_access
             if log is not None:
                 ranked = ranked.aged_from_access(log.seen(ranked.ids, t))
@@ -381,8 +391,10 @@ class _Run:
         scoring them all lets a sweep vary the weight of a reranked replay too."""
         limits = np.arange(1, pool.limit + 1)[:, None]
         valid, first = scoring.searched_slots(pool.dense, pool.lexical, pool.relevance, len(pool), limits,
-                                              pool.mode == "hybrid", pool.hybrid_weight)
-        reranked = valid if pool.mode == "hybrid" else scoring.rerank_slots(first, pool.ts, valid, limits)
+                                              pool.mode == "hybrid", pool.hybrid_weight, self.floors[0])
+        deep = self.floors[1] > scoring.RERANK_FLOOR  # reads by the smoothed first stage: every candidate may count
+        reranked = valid if pool.mode == "hybrid" or deep else scoring.rerank_slots(first, pool.ts, valid, limits,
+                                                                                    self.floors[1])
         slots = np.flatnonzero(reranked.any(axis=0))
         out = np.full(len(pool), np.nan)
         out[slots] = rerank_scores(self.mem.reranker, query, [self.rows[pool.ids[j]]["text"] for j in slots])

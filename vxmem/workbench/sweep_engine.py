@@ -19,7 +19,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..core.clock import DAY
-from ..ranking import scoring
+from ..ranking import deep, scoring
 from ..ranking.pool import CandidatePool
 from . import metrics as M
 from .grid import Grid
@@ -28,7 +28,7 @@ from .record import Replay
 # The pool arrays a job ranks a chunk of probes from.
 CHUNK_ARRAYS = ("relevance", "dense", "lexical", "ts", "age_days", "tokens", "grade", "stale", "foreign",
                  "session_bits", "feedback_signs", "feedback_ages", "n", "ideal", "n_relevant", "n_sessions",
-                 "rerank_score")
+                 "rerank_score", "neighbour_key")
 # The chunk arrays that hold a value per pool slot (the feedback ones per event too): all but the per-probe ones.
 _SLOT_ARRAYS = frozenset(CHUNK_ARRAYS) - {"n", "ideal", "n_relevant", "n_sessions"}
 
@@ -160,9 +160,16 @@ def _search_chunk(pools: Mapping[str, np.ndarray], sl: slice, g: Grid) -> _Searc
     lim = param("limit").astype(np.int64)
     # The pool a limit would have gathered (and, reranked, the candidates it would have reranked).
     valid, relevance = scoring.searched_slots(c["dense"], c["lexical"], c["relevance"], c["n"].reshape(n_probes, 1),
-                                              lim, g.hybrid, param("hybrid_weight") if g.hybrid else 0.0)
-    if g.reranked:  # the reranker's scores (recorded by a reranked replay) of the candidates the limit reranks
-        valid = scoring.rerank_slots(relevance, c["ts"], valid, lim)
+                                              lim, g.hybrid, param("hybrid_weight") if g.hybrid else 0.0,
+                                              g.floors[0])
+    if g.reranked and g.floors[1] > scoring.RERANK_FLOOR:  # a deep stage, as recall() runs it (ranking.deep)
+        prev, nxt = deep.neighbour_slots(c.get("neighbour_key", np.full(c["relevance"].shape, np.nan)))
+        smoothed, read = deep.read_slots(relevance, c["ts"], valid, prev, nxt, lim, g.floors[1])
+        stage = np.where(read, np.nan_to_num(c["rerank_score"]), 0.0)
+        fused, valid = deep.fused_slots(stage, smoothed, c["ts"], read, prev, nxt, lim)
+        relevance = np.where(valid, fused, 0.0)
+    elif g.reranked:  # the reranker's scores (recorded by a reranked replay) of the candidates the limit reranks
+        valid = scoring.rerank_slots(relevance, c["ts"], valid, lim, g.floors[1])
         relevance = np.where(valid, np.nan_to_num(c["rerank_score"]), 0.0)
     budget = param("token_budget")[..., 0] if "token_budget" in g.values else g.fixed["token_budget"][sl]
     return _Searched(c, lim, valid, relevance, {k: param(k) for k in g.policy.params}, budget)

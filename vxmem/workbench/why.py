@@ -251,8 +251,9 @@ def _probe_at(replay: Replay, i: int, point: Mapping[str, Any], conversation: Co
     limit, budget, gap = _ship_settings(point, s, pool.limit)
     mode = s.get("mode") or "dense"
     n = len(pool.ids)
-    cap = scoring.pool_size(max(int(pool.limit), int(s.get("pool_limit") or pool.limit)))
-    size = scoring.pool_size(int(limit))
+    floor = replay.floors[0]
+    cap = scoring.pool_size(max(int(pool.limit), int(s.get("pool_limit") or pool.limit)), floor)
+    size = scoring.pool_size(int(limit), floor)
     full = n >= cap
     if size > cap and full:
         raise ValueError(f"limit {limit} needs pools of {size} candidates; this replay recorded {cap} "
@@ -294,10 +295,10 @@ def _recorded_row(p: _Probe, m: Mapping[str, Any], is_deleted: bool) -> dict[str
     sup = m.get("superseded_by") if p.alive.superseded(m) else None
     row["superseded_by"] = sup
     j = p.slot.get(mid)
-    if j is not None:
-        row["relevance"] = float(p.pool.relevance[j])
     if j is not None and j < p.n_valid:
         row.update(_slot_parts(p.st, j))
+    if j is not None:  # on its stage's own scale (a deep stage's score, not the fusion the blend used)
+        row["relevance"] = float(p.pool.raw_relevance[j])
     checks = {
         "deleted": is_deleted,
         "kind_excluded": m.get("kind") not in p.kinds,

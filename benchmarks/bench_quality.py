@@ -1,0 +1,191 @@
+"""Quality per millisecond of each recall preset, in one run: R@10, coverage, time per recall and write.
+
+    python benchmarks/bench_quality.py --locomo PATH/locomo10.json
+    python benchmarks/bench_quality.py --locomo PATH --presets fast,default --synthetic none
+
+For each preset (``fast``, ``default``, ``accurate``) it prints, on LoCoMo conversations (a
+path: the file is not shipped) and on the shipped synthetic datasets:
+
+- R@10 of the evidence turns, overall, per category and per conversation (LoCoMo), and the
+  replay's mean recall@10 and stale-leak@10 (synthetic);
+- first-stage coverage: the evidence within the first stage's top D, D being how deep the
+  preset's second stage reads (120 for late interaction, 20 for the cross-encoder, 10 for fast);
+- ms per recall, p50 and p99, the presets asked in turn for each question (so load hits all
+  alike), beside the floor measured in the same run: the query's bge-small embedding on
+  onnxruntime plus one exact dot product over the conversation's turns;
+- ms per ``remember()`` of a turn (one call each, the first WRITES turns of each conversation),
+  which for the default preset includes storing the turn's token vectors.
+
+Every question is asked across the whole conversation at the last turn + 1 day.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import os
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from vxmem import Vectrix
+from vxmem.core.clock import DAY
+from vxmem.memory.stages import PRESETS
+from vxmem.models.embed import default_embedder
+from vxmem.ranking import deep, scoring
+from vxmem.workbench.datasets import load_jsonl, load_locomo
+from vxmem.workbench.datasets.locomo import RETRIEVAL_CATEGORIES
+from vxmem.workbench.replay import replay
+
+WRITES = 40  # turns per conversation timed one remember() at a time, per preset
+DEPTH = {"fast": 10, "default": 120, "accurate": 20}  # how deep each preset's second stage reads
+
+
+def _build(conv: Any, preset: str, timed: int) -> tuple[Vectrix, dict[str, str], list[float]]:
+    """A fresh in-memory Vectrix of ``preset`` holding the conversation's turns (the first
+    ``timed`` remembered one call each, timed; the rest in one batch); memory id -> dia_id."""
+    db = Vectrix(preset=preset)
+    db.warm()
+    turns = [e for e in conv.events if e.type == "turn"]
+    id2dia, ms = {}, []
+    for ev in turns[:timed]:
+        t = time.perf_counter()
+        mid = db.remember(ev.text, session=ev.session, role=ev.role, timestamp=ev.time)
+        ms.append((time.perf_counter() - t) * 1e3)
+        id2dia[mid] = ev.label
+    rest = turns[timed:]
+    ids = db.remember_many([{"text": e.text, "session": e.session, "role": e.role, "timestamp": e.time} for e in rest])
+    id2dia.update(zip(ids, (e.label for e in rest)))
+    return db, id2dia, ms
+
+
+def _coverage(db: Vectrix, q: str, now: float, preset: str, id2dia: dict[str, str]) -> list[str]:
+    """The dia_ids of the turns the preset's second stage reads for ``q`` (for fast, the top 10
+    of its first stage): the first stage's best, by its relevance as the stage orders it."""
+    mem, depth = db.memory, DEPTH[preset]
+    request = mem.request(q, now=now, limit=10, rerank=False)
+    pool = mem.pool_for(request, scoring.pool_size(10, max(depth, scoring.POOL_FLOOR)))
+    relevance = np.asarray(pool.relevance)
+    if preset == "default":  # a deep stage reads by the neighbour-smoothed first stage
+        prev, nxt = deep.neighbour_slots(np.asarray(pool.neighbour_key))
+        relevance = deep.read_slots(relevance, pool.ts, np.ones(len(pool), bool), prev, nxt, 10, depth)[0]
+    order = scoring.rank_order(relevance, np.asarray(pool.ts))[:depth]
+    return [id2dia[pool.ids[i]] for i in order.tolist()]
+
+
+def _floor(embed: Any, matrix: np.ndarray, q: str) -> float:
+    t = time.perf_counter()
+    v = np.asarray(embed([q]), dtype=np.float32)[0]
+    sims = matrix @ v
+    np.argpartition(-sims, min(10, sims.size - 1))[:10]
+    return (time.perf_counter() - t) * 1e3
+
+
+def locomo(path: str, presets: Sequence[str], rounds: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """One row per (preset, question) and one per (preset, timing kind)."""
+    os.environ.pop("VXMEM_EMBEDDER", None)  # the shipped default embedder, whatever the shell says
+    rows, times = [], []
+    embed = default_embedder()
+    for conv in load_locomo(path):
+        now = max(e.time for e in conv.events if e.type == "turn") + DAY
+        dbs = {}
+        for p in presets:
+            dbs[p] = _build(conv, p, WRITES)
+            times += [{"preset": p, "kind": "write", "ms": m} for m in dbs[p][2]]
+        db0, id2dia0, _ = dbs[presets[0]]
+        with db0.engine.locked() as m:
+            matrix = np.asarray(m.vectors(m.live_positions()), dtype=np.float32)
+        qs = [pr for pr in conv.probes if pr.relevant]
+        for _ in range(rounds):  # timing rounds: every preset asked in turn, the floor beside them
+            for i, pr in enumerate(qs):
+                times.append({"preset": "floor", "kind": "recall", "ms": _floor(embed, matrix, pr.query)})
+                for p in presets[i % len(presets):] + presets[: i % len(presets)]:
+                    db = dbs[p][0]
+                    t = time.perf_counter()
+                    db.recall(pr.query, now=now)
+                    times.append({"preset": p, "kind": "recall", "ms": (time.perf_counter() - t) * 1e3})
+        for p in presets:
+            db, id2dia, _ = dbs[p]
+            for pr in qs:
+                ev = set(pr.relevant)
+                top = [id2dia[i] for i in db.recall(pr.query, now=now).ids[:10]]
+                first = _coverage(db, pr.query, now, p, id2dia)
+                rows.append({"preset": p, "conversation": conv.name, "category": pr.category,
+                             "r10": len(ev & set(top)) / len(ev), "coverage": len(ev & set(first)) / len(ev)})
+        for db, _, _ in dbs.values():
+            db.close()
+    return pd.DataFrame(rows), pd.DataFrame(times)
+
+
+def synthetic(files: list[str], presets: Sequence[str]) -> pd.DataFrame:
+    """Each shipped synthetic dataset replayed with each preset: mean recall@10, stale-leak@10."""
+    os.environ.pop("VXMEM_EMBEDDER", None)
+    out = []
+    for f in files:
+        conv = load_jsonl(f)
+        for p in presets:
+            rep = replay(conv, {"preset": p, "rerank": p != "fast"}, progress=False)
+            probes = pd.DataFrame(rep.probes)
+            out.append({"dataset": os.path.basename(f).removesuffix(".jsonl"), "preset": p,
+                        "recall@10": probes["recall"].mean(), "stale_leak@10": probes["stale_leak"].mean()})
+    return pd.DataFrame(out)
+
+
+def locomo_table(rows: pd.DataFrame, times: pd.DataFrame, presets: Sequence[str]) -> str:
+    cats = [c for c in RETRIEVAL_CATEGORIES if c in set(rows["category"])]
+    convs = sorted(set(rows["conversation"]))
+    rec = times[times.kind == "recall"].groupby("preset")["ms"]
+    p50, p99 = rec.median(), rec.quantile(0.99)
+    write = times[times.kind == "write"].groupby("preset")["ms"].median()
+    floor = p50["floor"]
+    head = ["preset", *(f"{c} R@10" for c in cats), *(f"{c} R@10" for c in convs), "**all R@10**",
+            "coverage@D (D)", "coverage, worst category", "ms p50 (x floor)", "ms p99 (x p50)", "ms / remember()"]
+    lines = ["| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 1)]
+    for p in presets:
+        d = rows[rows.preset == p]
+        worst = d.groupby("category")["coverage"].mean().min()
+        cells = [f"{d[d.category == c].r10.mean():.3f}" for c in cats]
+        cells += [f"{d[d.conversation == c].r10.mean():.3f}" for c in convs]
+        cells += [f"**{d.r10.mean():.3f}**", f"{d.coverage.mean():.3f} ({DEPTH[p]})", f"{worst:.3f}",
+                  f"{p50[p]:.1f} ({p50[p] / floor:.1f}x)", f"{p99[p]:.1f} ({p99[p] / p50[p]:.1f}x)",
+                  f"{write[p]:.1f}"]
+        lines.append(f"| {p} | " + " | ".join(cells) + " |")
+    n = len(rows[rows.preset == presets[0]])
+    lines.append(f"\n{n} questions; floor (query embedding + exact dot product) p50 {floor:.1f} ms, "
+                 f"measured in the same run.")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--locomo", help="a LoCoMo JSON file (not shipped)")
+    ap.add_argument("--presets", default=",".join(PRESETS), help=f"comma-separated, of {', '.join(PRESETS)}")
+    ap.add_argument("--synthetic", default="datasets/*.jsonl", help="a glob of synthetic datasets, or 'none'")
+    ap.add_argument("--rounds", type=int, default=1, help="timing rounds over the questions")
+    args = ap.parse_args(argv)
+    presets = [p.strip() for p in args.presets.split(",") if p.strip()]
+    unknown = set(presets) - set(PRESETS)
+    if unknown:
+        ap.error(f"unknown preset {sorted(unknown)[0]!r}; expected some of {', '.join(PRESETS)}")
+    if args.locomo:
+        rows, times = locomo(args.locomo, presets, args.rounds)
+        print(locomo_table(rows, times, presets))
+    files = [] if args.synthetic == "none" else sorted(glob.glob(args.synthetic))
+    if files:
+        syn = synthetic(files, presets)
+        wide = syn.pivot(index="dataset", columns="preset", values="recall@10")[presets]
+        leak = syn.groupby("preset")["stale_leak@10"].mean()[presets]
+        print("\nSynthetic datasets, mean recall@10 of the replay's probes:\n")
+        print("| dataset | " + " | ".join(presets) + " |\n|---|" + "---:|" * len(presets))
+        for name, row in wide.iterrows():
+            print(f"| {name} | " + " | ".join(f"{row[p]:.3f}" for p in presets) + " |")
+        print("\nmean stale-leak@10: " + ", ".join(f"{p} {leak[p]:.3f}" for p in presets))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
