@@ -1,0 +1,60 @@
+"""Starting the real servers for the tests: ``vxmem serve`` as a child process on a free
+loopback port, ready once ``/healthz`` answers."""
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import httpx
+
+from helpers import ROOT
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_ready(url: str, proc: subprocess.Popen, attempts: int = 600) -> None:
+    """Poll ``url/healthz`` until it answers; fail with the server's stderr if it exits first."""
+    for _ in range(attempts):
+        if proc.poll() is not None:
+            raise AssertionError(f"the server exited ({proc.returncode}): {proc.stderr.read()}")
+        try:
+            if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.1)  # a poll interval, never asserted on
+    raise AssertionError("the server never answered /healthz")
+
+
+@contextlib.contextmanager
+def rest_server(db_path, *flags: str, env: dict | None = None):
+    """``vxmem serve --db db_path *flags`` on a free port; yields its base URL (always loopback)."""
+    port = free_port()
+    cmd = [sys.executable, "-m", "vxmem", "serve", "--db", str(db_path), "--port", str(port), *flags]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, **(env or {})})
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_ready(url, proc)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:  # pragma: no cover
+            proc.kill()
+            proc.wait()
+        proc.stderr.close()
+
+
+def run_vxmem(*args: str, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+    """``python -m vxmem *args``, to its end."""
+    return subprocess.run([sys.executable, "-m", "vxmem", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, **(env or {})})

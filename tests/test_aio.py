@@ -1,0 +1,159 @@
+"""AsyncVectrix: every verb awaitable, run off the event loop, in the order the calls were made."""
+
+import asyncio
+import inspect
+import random
+import threading
+
+import pytest
+
+from vxmem import AsyncVectrix, Blend, Vectrix
+
+from helpers import DAY, T0
+
+VERBS = ["remember", "remember_many", "warm", "recall", "feedback", "context", "forget", "consolidate", "expire",
+         "turns", "history"]
+WORDS = "tea coffee paris london dark light mode pdf csv report cat dog rain snow".split()
+
+
+def _mixed_calls(n: int, seed: int = 0) -> list[tuple[str, tuple, dict]]:
+    """``n`` calls (verb, args, kwargs): remember / recall / feedback / forget, every one on the
+    simulated clock, some of them bound to fail (feedback on a forgotten memory)."""
+    rng = random.Random(seed)
+    calls, made = [], []
+    for i in range(n):
+        at = T0 + i * 60.0
+        session = rng.choice(["a", "b"])
+        roll = rng.random()
+        if roll < 0.4 or not made:
+            id = f"m{i}"
+            made.append(id)
+            text = " ".join(rng.choices(WORDS, k=4))
+            calls.append(("remember", (text,), {"session": session, "timestamp": at, "id": id,
+                                                "kind": rng.choice(["turn", "fact"])}))
+        elif roll < 0.75:
+            calls.append(("recall", (" ".join(rng.choices(WORDS, k=2)),),
+                          {"session": rng.choice([session, None]), "limit": 5, "now": at}))
+        elif roll < 0.9:
+            calls.append(("feedback", (rng.choice(made), rng.choice(["useful", "dead_end"])), {"timestamp": at}))
+        else:
+            calls.append(("forget", (), {"ids": [rng.choice(made)], "now": at}))
+    return calls
+
+
+def _outcome(value):
+    """What a call gave, comparable across runs: recall as (id, score) pairs, errors by type and text."""
+    if isinstance(value, BaseException):
+        return ("error", type(value).__name__, str(value))
+    if hasattr(value, "items") and hasattr(value, "truncated"):
+        return [(r.id, round(r.score, 9)) for r in value]
+    return value
+
+
+def _state(db: Vectrix):
+    return sorted((r.id, r.text, r.metadata.get("_vx_turn"), r.metadata.get("_vx_feedback") is not None)
+                  for r in db.scan())
+
+
+def test_gather_of_200_mixed_calls_equals_the_same_calls_in_order(tmp_path):
+    calls = _mixed_calls(200)
+    assert {v for v, _, _ in calls} == {"remember", "recall", "feedback", "forget"}
+
+    in_order = Vectrix(tmp_path / "seq.db")
+    expected = []
+    for verb, args, kwargs in calls:
+        try:
+            expected.append(_outcome(getattr(in_order, verb)(*args, **kwargs)))
+        except (KeyError, ValueError) as exc:
+            expected.append(_outcome(exc))
+
+    async def gathered():
+        async with AsyncVectrix(tmp_path / "par.db", readers=4) as adb:
+            got = await asyncio.gather(*(getattr(adb, v)(*a, **k) for v, a, k in calls), return_exceptions=True)
+            return [_outcome(g) for g in got], _state(adb.sync)
+
+    got, state = asyncio.run(gathered())
+    assert got == expected
+    assert state == _state(in_order)  # nothing lost, nothing doubled
+    assert any(isinstance(e, tuple) and e[0] == "error" for e in expected)  # the mix holds refused calls too
+    in_order.close()
+
+
+@pytest.mark.parametrize("verb", VERBS)
+def test_every_verb_has_the_signature_and_docstring_of_vectrix(verb):
+    mine, theirs = inspect.signature(getattr(AsyncVectrix, verb)), inspect.signature(getattr(Vectrix, verb))
+    assert [(p.name, p.kind, p.default) for p in mine.parameters.values()] == \
+        [(p.name, p.kind, p.default) for p in theirs.parameters.values()]
+    assert inspect.iscoroutinefunction(getattr(AsyncVectrix, verb))
+    assert getattr(AsyncVectrix, verb).__doc__ == getattr(Vectrix, verb).__doc__
+
+
+def test_the_work_runs_on_a_worker_thread_not_the_event_loop():
+    seen = []
+
+    def embedder(texts):
+        seen.append(threading.get_ident())
+        import numpy as np
+        return np.ones((len(texts), 4), dtype=np.float32) + np.arange(len(texts))[:, None]
+
+    async def main():
+        loop_thread = threading.get_ident()
+        async with AsyncVectrix(embedder=embedder) as adb:
+            await adb.remember("hello", timestamp=T0)
+            await adb.recall("hello", now=T0 + 1)
+        return loop_thread
+
+    loop_thread = asyncio.run(main())
+    assert seen and loop_thread not in seen
+
+
+def test_a_refused_call_raises_and_writes_nothing():
+    async def main():
+        async with AsyncVectrix() as adb:
+            await adb.remember("kept", id="k", timestamp=T0)
+            with pytest.raises(KeyError):
+                await adb.feedback("missing", "useful", timestamp=T0)
+            with pytest.raises(ValueError):
+                await adb.remember("again", id="k", timestamp=T0)
+            with pytest.raises(ValueError):
+                await adb.remember_many(["fine", {"text": "bad", "kind": "nope"}], timestamp=T0)
+            return await adb.count()
+
+    assert asyncio.run(main()) == 1
+
+
+def test_a_recall_request_ranks_with_its_own_blend():
+    db = Vectrix(recency_weight=0.5)
+    db.remember("the cat sat on the mat", session="s", timestamp=T0)
+    db.remember("a cat", session="s", timestamp=T0 + 30 * DAY)
+
+    async def main():
+        adb = AsyncVectrix.of(db)
+        request = db.memory.request("the cat sat on the mat", session="s", now=T0 + 31 * DAY,
+                                    blend=Blend(recency_weight=0.0))
+        got = await adb.recall_request(request)
+        adb.close()
+        return got
+
+    got = asyncio.run(main())
+    no_recency = Vectrix(recency_weight=0.0)
+    for r in db.scan():
+        no_recency.remember(r.text, session="s", timestamp=r.metadata["_vx_ts"], id=r.id)
+    want = no_recency.recall("the cat sat on the mat", session="s", now=T0 + 31 * DAY)
+    assert [(r.id, round(r.score, 9)) for r in got] == [(r.id, round(r.score, 9)) for r in want]
+    assert not db.engine.closed  # of(): the handle stays the caller's
+
+
+def test_a_cancelled_call_keeps_the_later_calls_in_order():
+    async def main():
+        async with AsyncVectrix(readers=2) as adb:
+            first = asyncio.ensure_future(adb.remember("one", id="a", timestamp=T0))
+            cancelled = asyncio.ensure_future(adb.remember("two", id="b", timestamp=T0 + 1))
+            after = asyncio.ensure_future(adb.recall("one two", now=T0 + 2))
+            cancelled.cancel()
+            await first
+            got = await after
+            return [r.id for r in got], await adb.count()
+
+    ids, n = asyncio.run(main())
+    assert "a" in ids and "b" not in ids and n == 1

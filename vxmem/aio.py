@@ -1,0 +1,251 @@
+"""AsyncVectrix: the spec's verbs, awaitable, for asyncio code and the servers.
+
+    from vxmem import AsyncVectrix
+    async with AsyncVectrix("chat.vxdb") as db:
+        await db.remember("I prefer dark mode", session="alice")
+        hits = await db.recall("which theme?", session="alice")
+
+Each verb runs :class:`~vxmem.vectrix.Vectrix`'s on a worker thread, never on the event loop:
+model inference and SQLite work would otherwise stall every other task. The calls keep the
+order they were made in, as if awaited one after another: a write starts once every call made
+before it has finished, and a read once every write made before it has (reads made between
+two writes run side by side, on up to ``readers`` threads). Writes run on one dedicated
+thread, so the handle's single writer stays single. ``asyncio.gather`` of many calls
+therefore returns what the same calls made in order would have.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+from functools import partial
+from typing import Any, TypeVar
+
+from .core.checks import check_limit
+from .core.clock import TimeLike
+from .core.keys import FORGET_KINDS, KINDS
+from .memory.consolidation import ConsolidationReport, Summarizer
+from .memory.context import ContextBlock
+from .memory.recall import MemoryResults
+from .memory.request import RecallRequest
+from .memory.supersession import HistoryEntry
+from .models.embed import EmbedderArg
+from .store.results import Result
+from .vectrix import Vectrix
+
+T = TypeVar("T")
+
+# The verbs that write, and so wait for every call before them; every other verb reads.
+WRITES = frozenset({"remember", "remember_many", "feedback", "forget", "consolidate", "expire", "add", "delete",
+                    "update_metadata"})
+
+
+def check_readers(readers: Any) -> int:
+    """How many reads may run at once: ``readers``, or the cores (at most 4) when None."""
+    return min(4, os.cpu_count() or 1) if readers is None else check_limit(readers, "readers")
+
+
+class CallOrder:
+    """Runs calls on worker threads in the order they were made: a write waits for every
+    earlier call, a read for every earlier write. Used from one event loop."""
+
+    def __init__(self, readers: int):
+        self.writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vxmem-writer")
+        self.readers = ThreadPoolExecutor(max_workers=readers, thread_name_prefix="vxmem-reader")
+        self.last_write: asyncio.Future[None] | None = None
+        self.reads: list[asyncio.Future[None]] = []
+
+    def admit(self, write: bool) -> tuple[list[asyncio.Future[None]], asyncio.Future[None]]:
+        """What this call waits for, and the future that says it is done. Runs without an
+        await, so calls are admitted exactly in the order they were made."""
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        waits = [] if self.last_write is None or self.last_write.done() else [self.last_write]
+        if write:
+            waits += [f for f in self.reads if not f.done()]
+            self.last_write, self.reads = done, []
+        else:
+            if len(self.reads) >= 64:  # drop the finished ones now and then
+                self.reads = [f for f in self.reads if not f.done()]
+            self.reads.append(done)
+        return waits, done
+
+    async def run(self, write: bool, fn: Callable[[], T]) -> T:
+        """``fn()`` on a worker thread, once the calls it must follow are done."""
+        waits, done = self.admit(write)
+        loop = asyncio.get_running_loop()
+
+        def release() -> None:
+            if not done.done():
+                done.set_result(None)
+
+        def finish(_: Any) -> None:  # on the worker thread, or at once if cancelled before it started
+            try:
+                loop.call_soon_threadsafe(release)
+            except RuntimeError:  # the loop is closed: no one is left to wait
+                pass
+
+        try:
+            if waits:
+                await asyncio.wait(waits)  # never cancels what it waits for
+            work = (self.writer if write else self.readers).submit(fn)
+        except BaseException:  # cancelled while waiting: done once what it waited for is, keeping the order
+            if waits:
+                asyncio.ensure_future(asyncio.wait(waits)).add_done_callback(finish)
+            else:
+                release()
+            raise
+        # Done when the thread is, even if the caller stops waiting: the next write must not overlap it.
+        work.add_done_callback(finish)
+        return await asyncio.wrap_future(work)
+
+    def shutdown(self) -> None:
+        self.writer.shutdown(wait=True)
+        self.readers.shutdown(wait=True)
+
+
+class AsyncVectrix:
+    """A :class:`~vxmem.vectrix.Vectrix` whose verbs are awaitable.
+
+    The arguments are :class:`~vxmem.vectrix.Vectrix`'s (the database is opened here, on the
+    calling thread, once); ``readers`` is how many reads may run at once (default: the cores,
+    at most 4). :meth:`of` wraps a handle already open. The handle itself is ``.sync``; each
+    verb has its signature and docstring.
+    """
+
+    def __init__(self, path: str | os.PathLike[str] | None = None, embedder: EmbedderArg = None,
+                 token_counter: Callable[[str], int] | None = None, *, readers: int | None = None,
+                 **options: Any):
+        order = CallOrder(check_readers(readers))
+        self.sync: Vectrix = Vectrix(path, embedder, token_counter, **options)
+        self.order = order
+        self.owns = True
+
+    @classmethod
+    def of(cls, db: Vectrix, readers: int | None = None) -> AsyncVectrix:
+        """Wrap an open :class:`~vxmem.vectrix.Vectrix`; it stays the caller's to close."""
+        if not isinstance(db, Vectrix):
+            raise TypeError(f"db must be a Vectrix, not {type(db).__name__}")
+        self = cls.__new__(cls)
+        self.order = CallOrder(check_readers(readers))
+        self.sync, self.owns = db, False
+        return self
+
+    async def call(self, verb: str, *args: Any, **kwargs: Any) -> Any:
+        """``db.<verb>(*args, **kwargs)`` on a worker thread, in call order."""
+        write = verb in WRITES or (verb in ("recall", "context", "recall_request")
+                                   and self.sync.memory.recency_from == "accessed")  # they record accesses
+        return await self.order.run(write, partial(getattr(self.sync, verb), *args, **kwargs))
+
+    # ------------------------------------------------------------------ the spec's verbs
+
+    async def remember(self, text: str, session: str | None = None, role: str = "user", turn: int | None = None,
+                       timestamp: TimeLike = None, pinned: bool = False, kind: str | None = None,
+                       metadata: dict[str, Any] | None = None, id: str | None = None, ttl_days: float | None = None,
+                       check: bool | None = None, user: str | None = None) -> str:
+        return await self.call("remember", text, session=session, role=role, turn=turn, timestamp=timestamp,
+                               pinned=pinned, kind=kind, metadata=metadata, id=id, ttl_days=ttl_days, check=check,
+                               user=user)
+
+    async def remember_many(self, memories: Iterable[str | Mapping[str, Any]], *, session: str | None = None,
+                            role: str = "user", timestamp: TimeLike = None, user: str | None = None,
+                            check: bool | None = None) -> list[str]:
+        items = list(memories)  # an iterator is read here, not on another thread
+        return await self.call("remember_many", items, session=session, role=role, timestamp=timestamp, user=user,
+                               check=check)
+
+    async def warm(self) -> None:
+        return await self.call("warm")
+
+    async def recall(self, query: str, session: str | None = None, limit: int = 10, token_budget: int | None = None,
+                     score_gap: float | None = None, kinds: Sequence[str] = KINDS, include_superseded: bool = False,
+                     mode: str | None = None, now: TimeLike = None, exclude_ids: Sequence[str] = (),
+                     hybrid_weight: float | None = None, min_relevance: float | None = None,
+                     rerank: bool | None = None, filter: dict[str, Any] | None = None,
+                     user: str | None = None, recency_from: str | None = None,
+                     preset: str | None = None) -> MemoryResults:
+        return await self.call("recall", query, session=session, limit=limit, token_budget=token_budget,
+                               score_gap=score_gap, kinds=kinds, include_superseded=include_superseded, mode=mode,
+                               now=now, exclude_ids=exclude_ids, hybrid_weight=hybrid_weight,
+                               min_relevance=min_relevance, rerank=rerank, filter=filter, user=user,
+                               recency_from=recency_from, preset=preset)
+
+    async def recall_request(self, request: RecallRequest) -> MemoryResults:
+        """Run one checked :class:`~vxmem.memory.request.RecallRequest` (its own blend, if it
+        has one): what ``recall()`` does with its arguments."""
+        if not isinstance(request, RecallRequest):
+            raise TypeError(f"request must be a RecallRequest, not {type(request).__name__}")
+        return await self.order.run(self.sync.memory.recency_from == "accessed",
+                                    partial(self.sync.memory.recall_request, request))
+
+    async def feedback(self, id: str, outcome: str, correction: str | None = None,
+                       timestamp: TimeLike = None) -> str | None:
+        return await self.call("feedback", id, outcome, correction=correction, timestamp=timestamp)
+
+    async def context(self, query: str, session: str | None = None, token_budget: int = 1500, recent_turns: int = 6,
+                      limit: int = 10, now: TimeLike = None, user: str | None = None,
+                      filter: dict[str, Any] | None = None, **recall_kwargs: Any) -> ContextBlock:
+        return await self.call("context", query, session=session, token_budget=token_budget,
+                               recent_turns=recent_turns, limit=limit, now=now, user=user, filter=filter,
+                               **recall_kwargs)
+
+    async def forget(self, session: str | None = None, kinds: Sequence[str] = FORGET_KINDS,
+                     older_than: float | datetime | None = None, ids: Sequence[str] | None = None,
+                     superseded: bool = False, now: TimeLike = None, filter: dict[str, Any] | None = None,
+                     user: str | None = None) -> int:
+        return await self.call("forget", session=session, kinds=kinds, older_than=older_than, ids=ids,
+                               superseded=superseded, now=now, filter=filter, user=user)
+
+    async def consolidate(self, session: str | None, summarize: Summarizer, keep_recent: int = 6,
+                          older_than: float | datetime | None = None, batch_turns: int = 40, delete: bool = True,
+                          pinned: bool = False, now: TimeLike = None) -> ConsolidationReport:
+        return await self.call("consolidate", session, summarize, keep_recent=keep_recent, older_than=older_than,
+                               batch_turns=batch_turns, delete=delete, pinned=pinned, now=now)
+
+    async def expire(self, now: TimeLike = None, user: str | None = None) -> int:
+        return await self.call("expire", now=now, user=user)
+
+    async def turns(self, session: str | None, limit: int | None = None, now: TimeLike = None,
+                    filter: dict[str, Any] | None = None) -> list[Result]:
+        return await self.call("turns", session, limit=limit, now=now, filter=filter)
+
+    async def history(self, id: str, now: TimeLike = None) -> list[HistoryEntry]:
+        return await self.call("history", id, now=now)
+
+    # ------------------------------------------------------------------ the collection's
+
+    async def get(self, id: str) -> Result:
+        """The document with this id (``KeyError`` if there is none)."""
+        return await self.call("get", id)
+
+    async def count(self, filter: Mapping[str, Any] | None = None) -> int:
+        """How many documents match ``filter`` (all of them when it is None)."""
+        return await self.call("count", filter)
+
+    async def aclose(self) -> None:
+        """Wait for the calls in flight, then close the handle (when this object opened it)."""
+        await asyncio.get_running_loop().run_in_executor(None, self.close)
+
+    def close(self) -> None:
+        """Finish the calls in flight and close the handle when this object opened it
+        (blocking; :meth:`aclose` awaits it)."""
+        self.order.shutdown()
+        if self.owns:
+            self.sync.close()
+
+    async def __aenter__(self) -> AsyncVectrix:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    def __repr__(self) -> str:
+        return f"Async{self.sync!r}"
+
+
+# Each verb shows Vectrix's docstring (one text, three places): help(AsyncVectrix.recall) documents recall.
+for _verb in ("remember", "remember_many", "warm", "recall", "feedback", "context", "forget", "consolidate",
+              "expire", "turns", "history"):
+    getattr(AsyncVectrix, _verb).__doc__ = getattr(Vectrix, _verb).__doc__

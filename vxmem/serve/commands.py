@@ -1,0 +1,144 @@
+"""``vxmem serve`` and ``vxmem mcp``: open the database, check the flags, run a server.
+
+``vxmem serve`` binds 127.0.0.1 unless told otherwise, and refuses to bind any other address
+without a token (``--token`` or ``VXMEM_TOKEN``). ``vxmem mcp`` speaks MCP over stdin and
+stdout, so it writes nothing else to stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import ipaddress
+import os
+import sys
+from typing import Any
+
+from ..core.errors import VectrixError
+from ..models.embed import EMBEDDERS
+from ..vectrix import Vectrix
+from .scope import DEFAULT_USER, check_user_name
+
+TOKEN_ENV = "VXMEM_TOKEN"
+
+
+class ServeError(Exception):
+    """A flag or a database a server cannot start with; the command prints it as one line."""
+
+
+def add_server_flags(parser: argparse.ArgumentParser) -> None:
+    """The flags ``vxmem serve`` and ``vxmem mcp`` share."""
+    parser.add_argument("--db", required=True, metavar="PATH", help="the database file (created if missing)")
+    parser.add_argument("--user", default=DEFAULT_USER,
+                        help=f"the user of requests that name none (default {DEFAULT_USER!r})")
+    parser.add_argument("--session", help="the session of requests that name none (default: writes go to "
+                                          "'default', reads span the user's sessions)")
+    parser.add_argument("--embedder", choices=EMBEDDERS,
+                        help="default: VXMEM_EMBEDDER, else bge-small; a database keeps the embedder it was made with")
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def token_for(args: argparse.Namespace) -> str | None:
+    """The token the server requires, from ``--token`` or the environment; refuses a bind off
+    the loopback without one."""
+    token = args.token if args.token is not None else os.environ.get(TOKEN_ENV)
+    if token is not None and not token.strip():
+        raise ServeError(f"the token is empty; pass --token or set {TOKEN_ENV} to a secret")
+    if token is None and not is_loopback(args.host):
+        raise ServeError(f"binding {args.host} exposes the memory beyond this machine: pass --token or set "
+                         f"{TOKEN_ENV} (requests then need 'Authorization: Bearer <token>')")
+    return token
+
+
+def open_db(args: argparse.Namespace) -> Vectrix:
+    """The database the flags name, its models loaded so the first request is not the slow one."""
+    check_user_name(args.user)
+    if args.session is not None and not args.session.strip():
+        raise ServeError("--session must not be empty")
+    try:
+        db = Vectrix(args.db, embedder=args.embedder)
+    except (VectrixError, OSError) as exc:
+        raise ServeError(f"cannot open {args.db}: {' '.join(str(exc).split())}") from None
+    db.warm()
+    return db
+
+
+def needs(module: str) -> Any:
+    """``module``, imported; a :class:`ServeError` that names the extra to install if it is missing."""
+    try:
+        for name in (module, "fastapi", "pydantic"):
+            importlib.import_module(name)
+    except ImportError as exc:
+        raise ServeError(f"the servers need the 'server' extra ({exc.name} is missing): "
+                         "pip install 'vxmem[server]'") from None
+    return importlib.import_module(module)
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    """``vxmem serve``: the REST API under uvicorn until Ctrl-C (or SIGTERM)."""
+    token = token_for(args)
+    uvicorn = needs("uvicorn")
+    from ..aio import AsyncVectrix
+    from .rest import create_app
+    from .service import MemoryService
+
+    if args.max_body < 1:
+        raise ServeError("--max-body must be a positive number of bytes")
+    db = open_db(args)
+    adb = AsyncVectrix.of(db)
+    try:
+        app = create_app(MemoryService(adb, args.user, args.session), token=token, max_body=args.max_body,
+                         cors_origins=args.cors_origin or ())
+        config = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning", access_log=False,
+                                server_header=False, lifespan="off")
+        print(f"vxmem serve: {args.db} on http://{args.host}:{args.port} (docs at /docs; Ctrl-C stops it)",
+              file=sys.stderr, flush=True)
+        uvicorn.Server(config).run()
+    finally:
+        adb.close()
+        db.close()
+    return 0
+
+
+def run_mcp(args: argparse.Namespace) -> int:
+    """``vxmem mcp``: the MCP server over stdio until its client closes it."""
+    needs("mcp")
+    from ..aio import AsyncVectrix
+    from .mcp import build_server
+    from .service import MemoryService
+
+    db = open_db(args)
+    adb = AsyncVectrix.of(db)
+    try:
+        build_server(MemoryService(adb, args.user, args.session)).run("stdio")
+    finally:
+        adb.close()
+        db.close()
+    return 0
+
+
+def add_commands(sub: Any) -> None:
+    """The ``serve`` and ``mcp`` verbs of the ``vxmem`` command."""
+    s = sub.add_parser("serve", help="serve the memory over HTTP (REST, OpenAPI at /docs)",
+                       description="Serve the memory's verbs under /v1/ on FastAPI + uvicorn. Binds 127.0.0.1; "
+                                   f"another address needs --token (or {TOKEN_ENV}).")
+    add_server_flags(s)
+    s.add_argument("--host", default="127.0.0.1", help="the address to bind (default 127.0.0.1)")
+    s.add_argument("--port", type=int, default=8765, help="default 8765")
+    s.add_argument("--token", help=f"require 'Authorization: Bearer TOKEN' on every request (or set {TOKEN_ENV})")
+    s.add_argument("--max-body", type=int, default=1_000_000, dest="max_body",
+                   help="largest request body in bytes; larger ones get 413 (default 1000000)")
+    s.add_argument("--cors-origin", action="append", dest="cors_origin", metavar="ORIGIN",
+                   help="allow browser requests from this origin (repeat; default: CORS off)")
+    m = sub.add_parser("mcp", help="serve the memory to an MCP client over stdio",
+                       description="An MCP server over stdin/stdout: tools remember, recall, feedback, forget, "
+                                   "context, history and turns, in one user's scope.")
+    add_server_flags(m)

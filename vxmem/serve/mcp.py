@@ -1,0 +1,92 @@
+"""The MCP server: the memory's verbs as MCP tools, over stdio, on the official SDK.
+
+Tools ``remember``, ``recall``, ``feedback``, ``forget``, ``context``, ``history`` and
+``turns``. Each tool's input schema is its REST request model's (:mod:`vxmem.serve.models`)
+without ``user``: an MCP server serves the one user it was started for (``--user``), so a
+client can never reach another user's memories. Results are structured content (ids, texts,
+scores and their breakdown, created times). A bad argument or a refused call is a tool error
+with a one-line message, and writes nothing.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.tools import Tool
+from pydantic import BaseModel
+
+from .. import __version__
+from ..vectrix import Vectrix
+from . import models as m
+from .service import MemoryService, error_of
+
+# tool: (request model, the service's verb, response model)
+TOOLS: dict[str, tuple[type[BaseModel], str, type[BaseModel]]] = {
+    "remember": (m.RememberBody, "remember", m.RememberOut),
+    "recall": (m.RecallBody, "recall", m.RecallOut),
+    "feedback": (m.FeedbackBody, "feedback", m.FeedbackOut),
+    "forget": (m.ForgetBody, "forget", m.CountOut),
+    "context": (m.ContextBody, "context", m.ContextOut),
+    "history": (m.HistoryBody, "history", m.HistoryOut),
+    "turns": (m.TurnsBody, "turns", m.TurnsOut),
+}
+log = logging.getLogger("vxmem.serve")
+INSTRUCTIONS = ("Conversation memory. remember() what the user says or a fact worth keeping; recall() or "
+                "context() before answering; feedback() on what a recalled memory was worth (corrected, with the "
+                "corrected fact, supersedes it); forget() deletes.")
+
+
+def input_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """The JSON schema of ``model``'s fields but ``user``: the tool's input schema."""
+    schema = model.model_json_schema()
+    schema["properties"].pop("user", None)
+    if "user" in schema.get("required", ()):
+        schema["required"].remove("user")
+    schema.pop("title", None)
+    return schema
+
+
+def description(verb: str) -> str:
+    """The first paragraph of the library's docstring of ``verb``."""
+    doc = getattr(Vectrix, verb).__doc__ or ""
+    return " ".join(doc.strip().split("\n\n")[0].split())
+
+
+def tool_function(name: str, model: type[BaseModel], verb: Callable[[Any], Awaitable[BaseModel]],
+                  out: type[BaseModel]) -> Callable[..., Awaitable[BaseModel]]:
+    """The tool ``name``: takes the fields of ``model`` (``user`` aside), checks them with the
+    model itself (so an error is one line, not the SDK's report) and runs ``verb``."""
+    fields = [f for f in model.model_fields if f != "user"]
+
+    async def tool(**arguments: Any) -> BaseModel:
+        given = {k: v for k, v in arguments.items() if v is not None}
+        try:
+            return await verb(model(**given))
+        except Exception as exc:  # every refusal, from the model or the library, is a tool error
+            failure = error_of(exc)
+            if failure.status == 500:
+                log.exception("vxmem mcp: a tool call failed")
+            raise ToolError(failure.message) from None
+
+    tool.__name__ = name
+    # Loose parameters for the SDK (it checks nothing itself); the schema clients see is input_schema().
+    tool.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [inspect.Parameter(f, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Any) for f in fields],
+        return_annotation=out)
+    return tool
+
+
+def build_server(svc: MemoryService) -> MCPServer:
+    """The MCP server of ``svc``'s verbs (run it with ``.run("stdio")``)."""
+    tools = []
+    for name, (model, verb, out) in TOOLS.items():
+        tool = Tool.from_function(tool_function(name, model, getattr(svc, verb), out), name=name,
+                                  description=description(verb), structured_output=True)
+        tool.parameters = input_schema(model)
+        tools.append(tool)
+    return MCPServer("vxmem", version=__version__, instructions=INSTRUCTIONS, tools=tools, log_level="WARNING")

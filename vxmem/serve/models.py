@@ -1,0 +1,256 @@
+"""The servers' request and response models (pydantic), made from the library's own names.
+
+Defaults come from the library (``RecallRequest``'s fields, ``remember()``'s defaults,
+``context()``'s signature), choices from its constants (kinds, outcomes, search modes) and
+the blend's bounds from :data:`~vxmem.ranking.blend.BLEND_BOUNDS`, so a schema says what the
+library accepts. The library checks every value again; these models add what a server must
+also refuse: sizes above the caps (``limit``, ``token_budget``, batches) and unknown fields.
+The REST API and the MCP tools share them (the tools without ``user``: an MCP server
+serves one).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import math
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..memory.conversation import ConversationMemory
+from ..memory.draft import REMEMBER_DEFAULTS
+from ..memory.request import RecallRequest
+from ..ranking.blend import BLEND_BOUNDS, BLEND_FIELDS
+from .scope import USER_PATTERN
+
+# The caps: a request above one is refused (422) before anything runs.
+MAX_LIMIT = 100  # results of one recall or context
+MAX_TOKEN_BUDGET = 100_000
+MAX_RECENT_TURNS = 200
+MAX_TURNS = 1000  # turns of one /turns call
+MAX_BATCH = 1000  # memories of one remember_many, ids of one forget or exclude_ids
+
+Kind = Literal["turn", "fact", "pinned"]
+Outcome = Literal["useful", "dead_end", "corrected"]
+Mode = Literal["dense", "lexical", "hybrid"]
+RecencyFrom = Literal["created", "accessed"]
+Preset = Literal["fast", "default", "accurate"]
+
+_RECALL: dict[str, Any] = {f.name: f.default for f in dataclasses.fields(RecallRequest)}
+_CONTEXT: dict[str, Any] = {n: p.default for n, p in inspect.signature(ConversationMemory.context).parameters.items()}
+
+Time = Annotated[float | str | None, Field(description="epoch seconds or an ISO-8601 time (default: now)")]
+User = Annotated[str | None, Field(pattern=USER_PATTERN, description="whose memories (default: the server's user)")]
+Session = Annotated[str | None, Field(min_length=1, max_length=256, description="the conversation")]
+Id = Annotated[str, Field(min_length=1, max_length=256, description="a memory's id")]
+Text = Annotated[str, Field(min_length=1, description="what was said, or the fact")]
+Filter = Annotated[dict[str, Any] | None, Field(description="only memories whose own metadata match it")]
+
+
+class Strict(BaseModel):
+    """A request body: unknown fields are refused, not ignored."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+def _bounded(name: str) -> Any:
+    """The field of blend parameter ``name``: optional, within the blend's own bounds."""
+    low, low_open, high, high_open = BLEND_BOUNDS[name]
+    return Field(None, description=f"this request's {name} (default: the server's)",
+                 gt=low if low_open else None, ge=None if low_open else low,
+                 lt=high if high_open and not math.isinf(high) else None,
+                 le=high if not high_open and not math.isinf(high) else None)
+
+
+class RecallOptions(Strict):
+    """What a recall (and a context block's recalled section) may set besides its size, and its
+    blend: a blend parameter left out is the server's."""
+
+    query: Annotated[str, Field(min_length=1, description="the text to match")]
+    session: Session = None
+    user: User = None
+    kinds: list[Kind] = Field(list(_RECALL["kinds"]), min_length=1)
+    include_superseded: bool = _RECALL["include_superseded"]
+    exclude_ids: list[Id] = Field([], max_length=MAX_BATCH)
+    score_gap: float | None = Field(_RECALL["score_gap"], ge=0)
+    mode: Mode | None = _RECALL["mode"]
+    rerank: bool | None = _RECALL["rerank"]
+    min_relevance: float | None = _RECALL["min_relevance"]
+    recency_from: RecencyFrom | None = _RECALL["recency_from"]
+    preset: Preset | None = Field(_RECALL["preset"], description="the second stage: fast (none), default "
+                                                                 "(late interaction) or accurate (cross-encoder)")
+    filter: Filter = None
+    now: Time = None
+    half_life_days: float | None = _bounded("half_life_days")
+    recency_weight: float | None = _bounded("recency_weight")
+    feedback_weight: float | None = _bounded("feedback_weight")
+    feedback_half_life_days: float | None = _bounded("feedback_half_life_days")
+    hybrid_weight: float | None = _bounded("hybrid_weight")
+
+    def blend_given(self) -> dict[str, float]:
+        """The blend parameters this request sets."""
+        return {k: getattr(self, k) for k in BLEND_FIELDS if getattr(self, k) is not None}
+
+
+class RecallBody(RecallOptions):
+    limit: int = Field(_RECALL["limit"], ge=1, le=MAX_LIMIT)
+    token_budget: int | None = Field(_RECALL["token_budget"], ge=1, le=MAX_TOKEN_BUDGET)
+
+
+class ContextBody(RecallOptions):
+    token_budget: int = Field(_CONTEXT["token_budget"], ge=1, le=MAX_TOKEN_BUDGET)
+    recent_turns: int = Field(_CONTEXT["recent_turns"], ge=0, le=MAX_RECENT_TURNS)
+    limit: int = Field(_CONTEXT["limit"], ge=1, le=MAX_LIMIT)
+
+
+class MemoryItem(Strict):
+    """One memory to store (``remember()``'s arguments)."""
+
+    text: Text
+    session: Session = REMEMBER_DEFAULTS["session"]
+    role: Annotated[str, Field(min_length=1, max_length=64)] = REMEMBER_DEFAULTS["role"]
+    turn: int | None = Field(REMEMBER_DEFAULTS["turn"], ge=0)
+    timestamp: Time = REMEMBER_DEFAULTS["timestamp"]
+    pinned: bool = REMEMBER_DEFAULTS["pinned"]
+    kind: Kind | None = REMEMBER_DEFAULTS["kind"]
+    metadata: dict[str, Any] | None = REMEMBER_DEFAULTS["metadata"]
+    id: Id | None = REMEMBER_DEFAULTS["id"]
+    ttl_days: float | None = Field(REMEMBER_DEFAULTS["ttl_days"], gt=0)
+
+
+class RememberBody(MemoryItem):
+    user: User = None
+
+
+class RememberManyBody(Strict):
+    memories: list[Text | MemoryItem] = Field(min_length=1, max_length=MAX_BATCH)
+    session: Session = None
+    role: Annotated[str, Field(min_length=1, max_length=64)] = REMEMBER_DEFAULTS["role"]
+    timestamp: Time = None
+    user: User = None
+
+
+class FeedbackBody(Strict):
+    id: Id
+    outcome: Outcome
+    correction: Annotated[str | None, Field(min_length=1, description="the corrected fact")] = None
+    timestamp: Time = None
+    user: User = None
+
+
+class ForgetBody(Strict):
+    session: Session = None
+    kinds: list[Kind] | None = Field(None, min_length=1, description="default: turns (every kind with ids)")
+    older_than: float | str | None = Field(None, description="days, or an ISO-8601 time")
+    ids: list[Id] | None = Field(None, max_length=MAX_BATCH)
+    superseded: bool = False
+    filter: Filter = None
+    now: Time = None
+    user: User = None
+
+
+class HistoryBody(Strict):
+    id: Id
+    now: Time = None
+    user: User = None
+
+
+class TurnsBody(Strict):
+    session: Session = None
+    limit: int = Field(MAX_LIMIT, ge=1, le=MAX_TURNS, description="the last this many turns")
+    now: Time = None
+    user: User = None
+
+
+class ExpireBody(Strict):
+    now: Time = None
+    user: User = None
+
+
+# ---------------------------------------------------------------------------- responses
+
+
+class MemoryOut(BaseModel):
+    """One memory as a response shows it: its own metadata without the reserved keys."""
+
+    id: str
+    text: str
+    kind: str | None = None
+    session: str | None = None
+    role: str | None = None
+    turn: int | None = None
+    created: float | None = Field(None, description="epoch seconds")
+    created_at: str | None = Field(None, description="ISO-8601, UTC")
+    superseded_by: str | None = None
+    metadata: dict[str, Any] = {}
+
+
+class ScoredOut(MemoryOut):
+    score: float
+    breakdown: dict[str, Any] = Field({}, description="the score's parts: relevance, recency, feedback...")
+
+
+class RecallOut(BaseModel):
+    results: list[ScoredOut]
+    truncated: bool
+    cut_count: int
+    token_estimate: int
+    token_budget: int | None
+    blend: dict[str, float]
+
+
+class ContextOut(BaseModel):
+    text: str
+    pinned: list[MemoryOut]
+    recent: list[MemoryOut]
+    recalled: list[ScoredOut]
+    token_budget: int
+    tokens_used: int
+    tokens_by_section: dict[str, int]
+    over_budget: bool
+    cut_recent: int
+    cut_recalled: int
+    note: str
+
+
+class HistoryItem(BaseModel):
+    id: str
+    text: str
+    kind: str
+    created: float
+    created_at: str
+    live: bool
+    superseded_by: str | None
+    superseded_at: str | None
+    supersedes: list[str]
+
+
+class RememberOut(BaseModel):
+    id: str
+
+
+class RememberManyOut(BaseModel):
+    ids: list[str]
+
+
+class FeedbackOut(BaseModel):
+    id: str | None = Field(description="the correction's new memory, if one was stored")
+
+
+class CountOut(BaseModel):
+    deleted: int
+
+
+class HistoryOut(BaseModel):
+    entries: list[HistoryItem]
+
+
+class TurnsOut(BaseModel):
+    turns: list[MemoryOut]
+
+
+class ErrorOut(BaseModel):
+    error: str = Field(description="the kind of error: invalid, not_found, conflict, too_large, unauthorized...")
+    message: str = Field(description="one line that says what was wrong")
+

@@ -1,0 +1,244 @@
+"""The REST API: one POST endpoint per verb under ``/v1/``, on FastAPI.
+
+:func:`create_app` builds the app over a :class:`~vxmem.serve.service.MemoryService`; ``vxmem
+serve`` runs it under uvicorn. OpenAPI is at ``/openapi.json`` and ``/docs``; ``/healthz``
+answers ``{"status": "ok"}``. Every error is JSON, ``{"error": kind, "message": one line}``,
+with a status that fits: 400 (not JSON), 401 (no or wrong token), 404 (no such memory, or
+not this user's), 409 (an id or a turn number taken), 413 (body over the limit), 422 (an
+argument refused); a refused request writes nothing, and no response carries a stack trace.
+
+With a token, every request but ``/healthz`` must carry ``Authorization: Bearer <token>``,
+compared in constant time. CORS is off unless origins are given.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Annotated, Any, TypeVar
+
+from fastapi import APIRouter, Depends, FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel
+from starlette.exceptions import HTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from .. import __version__
+from ..vectrix import Vectrix
+from . import models as m
+from .service import Failure, MemoryService, error_of, errors_line
+
+DEFAULT_MAX_BODY = 1_000_000  # bytes: 1 MB
+log = logging.getLogger("vxmem.serve")
+B = TypeVar("B")
+
+
+class ApiError(Exception):
+    """A refused request, answered as :class:`~vxmem.serve.service.Failure` says."""
+
+    def __init__(self, failure: Failure):
+        super().__init__(failure.message)
+        self.failure = failure
+
+
+def error_body(f: Failure) -> dict[str, str]:
+    return {"error": f.kind, "message": f.message}
+
+
+def error_response(f: Failure) -> JSONResponse:
+    headers = {"WWW-Authenticate": "Bearer"} if f.status == 401 else None
+    return JSONResponse(error_body(f), status_code=f.status, headers=headers)
+
+
+async def answer(verb: Callable[[B], Awaitable[BaseModel]], body: B) -> Response:
+    """``verb(body)`` as JSON, or the :class:`ApiError` its failure makes (a 500 is logged, never
+    shown). The response model is made once, by the verb, and serialised once, here: FastAPI's
+    own pass (validate again, encode, dump) costs more than the recall itself."""
+    try:
+        out = await verb(body)
+    except Exception as exc:
+        failure = error_of(exc)
+        if failure.status == 500:
+            log.exception("vxmem serve: a request failed")
+        raise ApiError(failure) from None
+    return Response(out.model_dump_json(), media_type="application/json")
+
+
+async def service(request: Request) -> MemoryService:  # async: FastAPI runs a plain def on a thread
+    return request.app.state.service
+
+
+def described(verb: str) -> str:
+    """The first paragraph of the library's docstring of ``verb``: the endpoint says what it does."""
+    doc = getattr(Vectrix, verb).__doc__ or ""
+    return " ".join(doc.strip().split("\n\n")[0].split())
+
+
+Service = Annotated[MemoryService, Depends(service)]
+ERRORS: dict[int | str, dict[str, Any]] = {
+    status: {"model": m.ErrorOut, "description": text}
+    for status, text in ((400, "not JSON"), (401, "no or wrong token"), (404, "no such memory for this user"),
+                         (409, "an id or turn number already taken"), (413, "body over the limit"),
+                         (422, "an argument refused"))}
+router = APIRouter(prefix="/v1", responses=ERRORS)
+
+
+@router.post("/remember", response_model=m.RememberOut, description=described("remember"))
+async def remember(body: m.RememberBody, svc: Service) -> Response:
+    return await answer(svc.remember, body)
+
+
+@router.post("/remember_many", response_model=m.RememberManyOut, description=described("remember_many"))
+async def remember_many(body: m.RememberManyBody, svc: Service) -> Response:
+    return await answer(svc.remember_many, body)
+
+
+@router.post("/recall", response_model=m.RecallOut, description=described("recall"))
+async def recall(body: m.RecallBody, svc: Service) -> Response:
+    return await answer(svc.recall, body)
+
+
+@router.post("/feedback", response_model=m.FeedbackOut, description=described("feedback"))
+async def feedback(body: m.FeedbackBody, svc: Service) -> Response:
+    return await answer(svc.feedback, body)
+
+
+@router.post("/forget", response_model=m.CountOut, description=described("forget"))
+async def forget(body: m.ForgetBody, svc: Service) -> Response:
+    return await answer(svc.forget, body)
+
+
+@router.post("/context", response_model=m.ContextOut, description=described("context"))
+async def context(body: m.ContextBody, svc: Service) -> Response:
+    return await answer(svc.context, body)
+
+
+@router.post("/history", response_model=m.HistoryOut, description=described("history"))
+async def history(body: m.HistoryBody, svc: Service) -> Response:
+    return await answer(svc.history, body)
+
+
+@router.post("/turns", response_model=m.TurnsOut, description=described("turns"))
+async def turns(body: m.TurnsBody, svc: Service) -> Response:
+    return await answer(svc.turns, body)
+
+
+@router.post("/expire", response_model=m.CountOut, description=described("expire"))
+async def expire(body: m.ExpireBody, svc: Service) -> Response:
+    return await answer(svc.expire, body)
+
+
+# ---------------------------------------------------------------------------- the app
+
+
+async def send_failure(scope: Scope, receive: Receive, send: Send, failure: Failure) -> None:
+    """Answer a raw ASGI request with ``failure`` (the middlewares run before the routing)."""
+    await error_response(failure)(scope, receive, send)
+
+
+class TokenCheck:
+    """Every request but ``/healthz`` must carry ``Authorization: Bearer <token>`` (constant-time compare)."""
+
+    def __init__(self, app: ASGIApp, token: str):
+        self.app = app
+        self.token = token.encode("utf-8")
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"] != "/healthz":
+            given = dict(scope.get("headers") or ()).get(b"authorization", b"")
+            scheme, _, value = given.partition(b" ")
+            if scheme.lower() != b"bearer" or not hmac.compare_digest(value.strip(), self.token):
+                await send_failure(scope, receive, send, Failure(401, "unauthorized", "missing or wrong token: send "
+                                                                      "'Authorization: Bearer <token>'"))
+                return
+        await self.app(scope, receive, send)
+
+
+class BodyLimit:
+    """Refuse a request body over ``limit`` bytes with 413 before the app sees any of it."""
+
+    def __init__(self, app: ASGIApp, limit: int):
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        too_large = Failure(413, "too_large", f"request body over the limit of {self.limit} bytes")
+        declared = dict(scope.get("headers") or ()).get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.limit:
+            await send_failure(scope, receive, send, too_large)
+            return
+        body, more = bytearray(), True
+        while more:  # read it all here (at most the limit), so an oversized stream is refused whole
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            body += message.get("body", b"")
+            more = message.get("more_body", False)
+            if len(body) > self.limit:
+                await send_failure(scope, receive, send, too_large)
+                return
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if replayed:
+                return await receive()
+            replayed = True
+            return {"type": "http.request", "body": bytes(body), "more_body": False}
+
+        await self.app(scope, replay, send)
+
+
+async def on_invalid(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    if any(e.get("type") == "json_invalid" for e in exc.errors()):
+        return error_response(Failure(400, "bad_request", "the body is not valid JSON"))
+    return error_response(Failure(422, "invalid", errors_line(exc.errors())))
+
+
+async def on_api_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, ApiError)
+    return error_response(exc.failure)
+
+
+async def on_http_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, HTTPException)
+    kinds = {404: "not_found", 405: "method_not_allowed"}
+    message = f"no such endpoint: {request.url.path}" if exc.status_code == 404 else str(exc.detail)
+    return error_response(Failure(exc.status_code, kinds.get(exc.status_code, "error"), message))
+
+
+def create_app(svc: MemoryService, *, token: str | None = None, max_body: int = DEFAULT_MAX_BODY,
+               cors_origins: Sequence[str] = ()) -> FastAPI:
+    """The REST app over ``svc``: ``token`` required on every request but ``/healthz`` when
+    given, bodies over ``max_body`` bytes refused, CORS for ``cors_origins`` alone (none: off)."""
+    app = FastAPI(title="vxmem", version=__version__,
+                  description="Conversation memory: relevance blended with recency and feedback. Every verb acts "
+                              "for one user (`user`, default: the server's); with a token, send "
+                              "`Authorization: Bearer <token>`.")
+    app.state.service = svc
+    app.include_router(router)
+
+    @app.get("/healthz")
+    async def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    app.add_exception_handler(RequestValidationError, on_invalid)
+    app.add_exception_handler(ApiError, on_api_error)
+    app.add_exception_handler(HTTPException, on_http_error)
+    app.add_middleware(BodyLimit, limit=max_body)
+    if token:
+        app.add_middleware(TokenCheck, token=token)
+    if cors_origins:  # outermost, so a browser's preflight is answered without a token
+        from fastapi.middleware.cors import CORSMiddleware
+
+        app.add_middleware(CORSMiddleware, allow_origins=list(cors_origins), allow_methods=["GET", "POST"],
+                           allow_headers=["Authorization", "Content-Type"])
+    return app
+
+

@@ -1,0 +1,253 @@
+"""The verbs both servers serve, each within one user's scope, over an :class:`~vxmem.aio.AsyncVectrix`.
+
+A request acts for exactly one user: the one it names, else the server's (``--user``). Every
+verb passes that user to the library, which then reads, grades and deletes that user's
+memories alone; a verb on a memory by id (``feedback``, ``history``) first checks that the
+memory is the user's, and answers "no memory with id ..." when it is not, as when there is
+none. Sessions are the user's own too: session ``S`` of user ``U`` is stored as session
+``U/S`` (a user's name holds no ``/``), so two users' sessions of one name never share turns,
+turn numbers or pinned facts; responses show ``S``.
+
+:func:`error_of` turns what a verb raised into (status, kind, one-line message): the REST
+API answers with it and the MCP tools report it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import ValidationError
+
+from ..aio import AsyncVectrix
+from ..core.clock import to_epoch
+from ..core.errors import ConflictError, DiskFullError, ReadOnlyError
+from ..core.keys import (
+    K_KIND,
+    K_ROLE,
+    K_SCORING,
+    K_SESSION,
+    K_SUPERSEDED_BY,
+    K_TS,
+    K_TURN,
+    K_USER,
+    RESERVED_PREFIX,
+)
+from ..memory.request import RecallRequest
+from ..memory.supersession import HistoryEntry
+from ..ranking.blend import Blend
+from ..store.results import Result
+from . import models as m
+from .scope import DEFAULT_SESSION, DEFAULT_USER, check_user_name
+
+
+@dataclass(frozen=True)
+class Failure:
+    """What a refused request answers: an HTTP status, a kind and one line."""
+
+    status: int
+    kind: str
+    message: str
+
+
+def one_line(text: str, limit: int = 300) -> str:
+    line = " ".join(str(text).split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def errors_line(errors: Sequence[Mapping[str, Any]]) -> str:
+    """Validation errors (pydantic's) as one line, ``field: what was wrong`` for each; never
+    the input itself, which may be large or secret."""
+    parts = []
+    for err in errors:
+        where = ".".join(str(p) for p in err.get("loc", ()) if p != "body")
+        parts.append(f"{where}: {err.get('msg', 'invalid')}" if where else str(err.get("msg", "invalid")))
+    return one_line("; ".join(parts) or "invalid request")
+
+
+def validation_message(exc: ValidationError) -> str:
+    return errors_line(exc.errors(include_url=False, include_input=False))
+
+
+def error_of(exc: BaseException) -> Failure:
+    """The answer to a verb that raised ``exc``; anything unexpected is a bare 500."""
+    if isinstance(exc, ValidationError):
+        return Failure(422, "invalid", validation_message(exc))
+    if isinstance(exc, KeyError):
+        return Failure(404, "not_found", one_line(exc.args[0] if exc.args else "not found"))
+    if isinstance(exc, (ConflictError, ReadOnlyError)):
+        return Failure(409, "conflict", one_line(str(exc)))
+    if isinstance(exc, DiskFullError):
+        return Failure(507, "disk_full", "the database's disk is full; nothing was written")
+    if isinstance(exc, (ValueError, TypeError)):
+        return Failure(422, "invalid", one_line(str(exc)))
+    return Failure(500, "internal", "internal error")
+
+
+def iso(ts: Any) -> str | None:
+    return None if ts is None else datetime.fromtimestamp(float(ts), UTC).isoformat()
+
+
+class MemoryService:
+    """The verbs of the servers, scoped by user (see the module's docstring).
+
+    :param db: the memory, awaitable.
+    :param user: the user of requests that name none.
+    :param session: the session of requests that name none (None: writes go to ``"default"``,
+        reads span the user's sessions).
+    """
+
+    def __init__(self, db: AsyncVectrix, user: str | None = None, session: str | None = None):
+        self.db = db
+        self.user = check_user_name(user or DEFAULT_USER)
+        self.session = session
+
+    # ------------------------------------------------------------------ scope
+
+    def user_of(self, user: str | None) -> str:
+        return user or self.user
+
+    def inner(self, user: str, session: str | None) -> str | None:
+        """The stored name of ``user``'s ``session`` (None stays None: every session of theirs)."""
+        return None if session is None else f"{user}/{session}"
+
+    def outer(self, session: Any) -> str | None:
+        """The session as its user named it."""
+        if not isinstance(session, str):
+            return None
+        return session.split("/", 1)[1] if "/" in session else session
+
+    def write_session(self, user: str, session: str | None) -> str | None:
+        return self.inner(user, session or self.session or DEFAULT_SESSION)
+
+    async def owned(self, id: str, user: str) -> Result:
+        """The memory ``id`` if it is ``user``'s; ``KeyError`` as for no memory otherwise."""
+        try:
+            found = await self.db.get(id)
+        except KeyError:
+            found = None
+        if found is None or K_KIND not in found.metadata or found.metadata.get(K_USER) != user:
+            raise KeyError(f"no memory with id {id!r}")
+        return found
+
+    # ------------------------------------------------------------------ shapes
+
+    def memory_fields(self, r: Result) -> dict[str, Any]:
+        meta = r.metadata
+        return {"id": r.id, "text": r.text, "kind": meta.get(K_KIND), "session": self.outer(meta.get(K_SESSION)),
+                "role": meta.get(K_ROLE), "turn": meta.get(K_TURN), "created": meta.get(K_TS),
+                "created_at": iso(meta.get(K_TS)), "superseded_by": meta.get(K_SUPERSEDED_BY),
+                "metadata": {k: v for k, v in meta.items() if not k.startswith(RESERVED_PREFIX)}}
+
+    def memory_out(self, r: Result) -> m.MemoryOut:
+        return m.MemoryOut(**self.memory_fields(r))
+
+    def scored_out(self, r: Result) -> m.ScoredOut:
+        return m.ScoredOut(**self.memory_fields(r), score=float(r.score or 0.0),
+                           breakdown=dict(r.metadata.get(K_SCORING) or {}))
+
+    def blend_of(self, body: m.RecallOptions) -> Blend | None:
+        """The request's own blend (the server's, with what the request sets), or None."""
+        given = body.blend_given()
+        return Blend.of(given, base=self.db.sync.memory.blend) if given else None
+
+    # ------------------------------------------------------------------ the verbs
+
+    async def remember(self, body: m.RememberBody) -> m.RememberOut:
+        user = self.user_of(body.user)
+        args = body.model_dump(exclude={"user", "session"})
+        return m.RememberOut(id=await self.db.remember(**args, session=self.write_session(user, body.session),
+                                                       user=user))
+
+    async def remember_many(self, body: m.RememberManyBody) -> m.RememberManyOut:
+        user = self.user_of(body.user)
+        items = []
+        for item in body.memories:
+            args: dict[str, Any] = {"text": item} if isinstance(item, str) else item.model_dump(exclude_unset=True)
+            args["session"] = self.write_session(user, args.get("session") or body.session)
+            items.append({**args, "user": user})
+        ids = await self.db.remember_many(items, role=body.role, timestamp=body.timestamp, user=user)
+        return m.RememberManyOut(ids=ids)
+
+    def request_of(self, body: m.RecallBody) -> RecallRequest:
+        user = self.user_of(body.user)
+        return RecallRequest(
+            query=body.query, session=self.inner(user, body.session or self.session), user=user,
+            filter=body.filter, kinds=tuple(body.kinds), include_superseded=body.include_superseded,
+            exclude_ids=tuple(body.exclude_ids), limit=body.limit, token_budget=body.token_budget,
+            score_gap=body.score_gap, now=to_epoch(body.now), mode=body.mode, rerank=body.rerank,
+            min_relevance=body.min_relevance, recency_from=body.recency_from, preset=body.preset,
+            blend=self.blend_of(body))
+
+    async def recall(self, body: m.RecallBody) -> m.RecallOut:
+        request = self.request_of(body)
+        found = await self.db.recall_request(request)
+        return m.RecallOut(results=[self.scored_out(r) for r in found], truncated=found.truncated,
+                           cut_count=found.cut_count, token_estimate=found.token_estimate,
+                           token_budget=found.token_budget,
+                           blend=(request.blend or self.db.sync.memory.blend).as_dict())
+
+    async def context(self, body: m.ContextBody) -> m.ContextOut:
+        user = self.user_of(body.user)
+        block = await self.db.context(
+            body.query, session=self.inner(user, body.session or self.session), token_budget=body.token_budget,
+            recent_turns=body.recent_turns, limit=body.limit, now=body.now, user=user, filter=body.filter,
+            score_gap=body.score_gap, kinds=tuple(body.kinds), include_superseded=body.include_superseded,
+            mode=body.mode, exclude_ids=tuple(body.exclude_ids), min_relevance=body.min_relevance,
+            rerank=body.rerank, recency_from=body.recency_from, preset=body.preset, blend=self.blend_of(body))
+        return m.ContextOut(text=block.text, pinned=[self.memory_out(r) for r in block.pinned],
+                            recent=[self.memory_out(r) for r in block.recent],
+                            recalled=[self.scored_out(r) for r in block.recalled], token_budget=block.token_budget,
+                            tokens_used=block.tokens_used, tokens_by_section=block.tokens_by_section,
+                            over_budget=block.over_budget, cut_recent=block.cut_recent,
+                            cut_recalled=block.cut_recalled, note=block.note)
+
+    async def feedback(self, body: m.FeedbackBody) -> m.FeedbackOut:
+        await self.owned(body.id, self.user_of(body.user))
+        return m.FeedbackOut(id=await self.db.feedback(body.id, body.outcome, correction=body.correction,
+                                                       timestamp=body.timestamp))
+
+    async def forget(self, body: m.ForgetBody) -> m.CountOut:
+        user = self.user_of(body.user)
+        args: dict[str, Any] = {"session": self.inner(user, body.session or self.session), "ids": body.ids,
+                                "superseded": body.superseded, "now": body.now, "filter": body.filter,
+                                "user": user}
+        if body.kinds is not None:
+            args["kinds"] = tuple(body.kinds)
+        if isinstance(body.older_than, str):
+            args["older_than"] = datetime.fromtimestamp(to_epoch(body.older_than, "older_than"), UTC)
+        else:
+            args["older_than"] = body.older_than
+        return m.CountOut(deleted=await self.db.forget(**args))
+
+    async def history(self, body: m.HistoryBody) -> m.HistoryOut:
+        user = self.user_of(body.user)
+        await self.owned(body.id, user)
+        entries = await self.db.history(body.id, now=body.now)
+        mine = [e for e in entries if await self.is_users(e.id, user)]
+        return m.HistoryOut(entries=[history_item(e) for e in mine])
+
+    async def is_users(self, id: str, user: str) -> bool:
+        try:
+            await self.owned(id, user)
+        except KeyError:
+            return False
+        return True
+
+    async def turns(self, body: m.TurnsBody) -> m.TurnsOut:
+        user = self.user_of(body.user)
+        found = await self.db.turns(self.inner(user, body.session or self.session or DEFAULT_SESSION),
+                                    limit=body.limit, now=body.now)
+        return m.TurnsOut(turns=[self.memory_out(r) for r in found if r.metadata.get(K_USER) == user])
+
+    async def expire(self, body: m.ExpireBody) -> m.CountOut:
+        return m.CountOut(deleted=await self.db.expire(now=body.now, user=self.user_of(body.user)))
+
+
+def history_item(e: HistoryEntry) -> m.HistoryItem:
+    return m.HistoryItem(id=e.id, text=e.text, kind=e.kind, created=e.ts.timestamp(), created_at=e.ts.isoformat(),
+                         live=e.live, superseded_by=e.superseded_by,
+                         superseded_at=None if e.superseded_at is None else e.superseded_at.isoformat(),
+                         supersedes=list(e.supersedes))
