@@ -29,8 +29,13 @@ pages = [
 page = st.navigation(pages)
 # The state and the dataset picker live here, in the entrypoint, so they survive switching pages;
 # the URL is written before the page runs (widget callbacks have already updated the state).
+shared.check_session()
 shared.init_settings()
 shared.dataset_sidebar(show=page.title not in ("Playground", "Import"))
 shared.settings_sidebar()
+shared.show_problems()
 shared.publish_settings()
-page.run()
+try:
+    page.run()
+except Exception as exc:  # noqa: BLE001 - one line on the page (the traceback goes to the server log)
+    shared.page_failed(page.title, exc)

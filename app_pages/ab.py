@@ -3,7 +3,6 @@
 import json
 
 import altair as alt
-import numpy as np
 import pandas as pd
 import streamlit as st
 
@@ -52,33 +51,43 @@ if mode_b != a["mode"]:
 frame, summary = compare(key, key_b, json.dumps(views.point_of(a), sort_keys=True),
                          json.dumps(views.point_of(b_settings), sort_keys=True), policy_a, policy_b, metric,
                          reps, reps_b)
+sides = views.side_intervals(frame, metric).set_index("side")
 cols = st.columns(6)
 cols[0].metric("B wins", summary.wins)
 cols[1].metric("B loses", summary.losses)
 cols[2].metric("ties", summary.ties)
-cols[3].metric("mean A", f"{summary.mean_a:.3f}", help=f"mean {config.AB_METRICS[metric]} under A")
-cols[4].metric("mean B", f"{summary.mean_b:.3f}", help=f"mean {config.AB_METRICS[metric]} under B")
-cols[5].metric("mean change (B - A)", f"{summary.mean_delta:+.3f}",
+for col, side in zip(cols[3:5], ("a", "b")):
+    r = sides.loc[side]
+    col.metric(f"mean {side.upper()}", f"{r['mean']:.3f}", help=f"mean {config.AB_METRICS[metric]} under "
+               f"{side.upper()}: {views.interval_text(r['mean'], r['lo'], r['hi'], int(r['probes']))}")
+    col.caption(f"95% CI {r['lo']:.3f}-{r['hi']:.3f}, {int(r['probes'])} probes")
+cols[5].metric("B - A", f"{summary.mean_delta:+.3f}",
                help=f"paired bootstrap 95% interval {summary.delta_lo:+.3f} to {summary.delta_hi:+.3f}")
+cols[5].caption(f"95% CI {summary.delta_lo:+.3f} to {summary.delta_hi:+.3f}, {summary.scored} probes")
 st.caption(f"{summary.scored} of {summary.probes} probes can be scored on {config.AB_METRICS[metric]}; mean change "
            f"{summary.mean_delta:+.3f}, 95% interval {summary.delta_lo:+.3f} to {summary.delta_hi:+.3f}"
            + (" (lower is better: B wins where it leaks less)." if metric == "stale_leak" else "."))
+shared.sample_caveat(summary.scored)
 
-scored = frame[frame[f"{metric}_a"].notna() & frame[f"{metric}_b"].notna()]
-if not scored.empty:
-    better = scored[f"{metric}_delta"].to_numpy() * (-1 if metric == "stale_leak" else 1)
-    outcome = np.where(better > 1e-12, "B better", np.where(better < -1e-12, "B worse", "tie"))
-    dots = scored.assign(probe_label=scored["conversation"].astype(str) + ":" + scored["label"].astype(str),
-                         outcome=outcome)
-    scatter = alt.Chart(dots).mark_circle(size=70, opacity=0.8).encode(
-        x=alt.X(f"{metric}_a:Q", title=f"A: {config.AB_METRICS[metric]}", scale=alt.Scale(domain=[0, 1])),
-        y=alt.Y(f"{metric}_b:Q", title=f"B: {config.AB_METRICS[metric]}", scale=alt.Scale(domain=[0, 1])),
-        color=alt.Color("outcome:N", title="probe", scale=alt.Scale(domain=["B worse", "tie", "B better"],
-                                                                    range=["#e45756", "#9d9d9d", "#54a24b"])),
-        tooltip=["probe_label", "query", f"{metric}_a", f"{metric}_b", "rank_a", "rank_b"])
+dots = views.ab_points(frame, metric, lower_is_better=metric == "stale_leak")
+if not dots.empty:
+    # One dot per distinct (A, B) pair, its area the probes there: thirty ties at (1, 1) are one big dot
+    # with its count, not thirty dots on top of each other.
+    axis = alt.Axis(values=[0, 0.2, 0.4, 0.6, 0.8, 1.0], format=".1f")
+    scale = alt.Scale(domain=[-0.05, 1.05], nice=False)
+    enc = {"x": alt.X("a:Q", title=f"A: {config.AB_METRICS[metric]}", scale=scale, axis=axis),
+           "y": alt.Y("b:Q", title=f"B: {config.AB_METRICS[metric]}", scale=scale, axis=axis)}
+    scatter = alt.Chart(dots).mark_circle(opacity=0.6, stroke="white", strokeWidth=1).encode(
+        **enc, color=alt.Color("outcome:N", title="probe", scale=alt.Scale(domain=["B worse", "tie", "B better"],
+                                                                          range=["#e45756", "#9d9d9d", "#54a24b"])),
+        size=alt.Size("probes:Q", title="probes", scale=alt.Scale(range=[60, 1400])),
+        tooltip=["outcome", "probes", "examples", alt.Tooltip("a:Q", format=".3f"), alt.Tooltip("b:Q", format=".3f")])
+    counts = alt.Chart(dots[dots["probes"] > 1]).mark_text(fontSize=11, fontWeight="bold", color="#222").encode(
+        **enc, text="probes:Q")
     diagonal = alt.Chart(pd.DataFrame({"v": [0.0, 1.0]})).mark_line(color="#bbbbbb", strokeDash=[4, 4]).encode(
         x="v:Q", y="v:Q")
-    shared.chart((diagonal + scatter).properties(height=340))
+    shared.chart((diagonal + scatter + counts).properties(height=380))
+    st.caption("Each dot is every probe with that pair of scores; its number and area say how many.")
 
 st.subheader("The probes that changed most")
 changed = summary.most_changed
@@ -86,7 +95,15 @@ if changed.empty:
     st.info("No probe changes between A and B.")
 else:
     st.dataframe(changed[["conversation", "label", "query", "rank_a", "rank_b", "change", "ranked_a", "ranked_b"]],
-                 hide_index=True, width="stretch",
-                 column_config={"change": st.column_config.NumberColumn(f"{metric} change", format="%+.3f")})
+                 hide_index=True, width="stretch", column_config={
+                     "conversation": st.column_config.TextColumn(width=110),
+                     "label": st.column_config.TextColumn(width=50),
+                     "query": st.column_config.TextColumn(width=200),
+                     "rank_a": st.column_config.NumberColumn(width=55),
+                     "rank_b": st.column_config.NumberColumn(width=55),
+                     "change": st.column_config.NumberColumn(f"{metric} change", format="%+.3f", width=85),
+                     "ranked_a": st.column_config.ListColumn("A ranked", width=145),
+                     "ranked_b": st.column_config.ListColumn("B ranked", width=145)})
 with st.expander("Every probe, A beside B"):
-    st.dataframe(frame.drop(columns=["ranked_a", "ranked_b"]), hide_index=True, width="stretch")
+    st.dataframe(frame.drop(columns=["ranked_a", "ranked_b"]), hide_index=True, width="stretch",
+                 column_config={"query": st.column_config.TextColumn(width="medium")})

@@ -25,7 +25,7 @@ every = shared.cached(ckey, f"Assembling the context at every probe of {conv.nam
                                                            views.embedder_for(s["embedder"]), progress))
 out = every[probe]
 
-st.markdown(f"**Query** *{out['query']}* in session `{out['session']}`")
+st.markdown(f"**Query** {views.plain(out['query'], 300)} in session {views.plain(out['session'])}")
 note = out["notes"].set_index("budget").loc[budget]
 cols = st.columns(4)
 cols[0].metric("tokens used", f"{int(note['tokens_used'])} / {budget}")
@@ -58,7 +58,9 @@ with left:
         if cut.empty:
             st.success("Nothing was cut.")
         else:
-            st.dataframe(cut, hide_index=True, width="stretch")
+            st.dataframe(cut, hide_index=True, width="stretch",
+                         column_config={"section": st.column_config.TextColumn(width=70),
+                                        "text": st.column_config.TextColumn(width=340)})
 with right:
     st.markdown("**The assembled text**")
     st.code(out["texts"][budget] or "(empty)", language=None, wrap_lines=True)

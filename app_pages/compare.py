@@ -29,23 +29,38 @@ s = shared.settings()
 with st.spinner("Sweeping every policy..."):
     table = compare(key, metric, json.dumps({"limit": s["limit"], "token_budget": s["token_budget"]}), reps)
 shown = [m for m in config.HEADLINE_METRICS if m in table]
-st.dataframe(table[["policy", "setting", "params", *shown]], hide_index=True, width="stretch",
-             column_config={m: st.column_config.NumberColumn(config.METRIC_LABELS[m], format="%.3f")
-                            for m in config.HEADLINE_METRICS})
+# Each metric with its bootstrap 95% interval, in one column ("0.917 [0.854, 0.972]") so the table fits the page.
+cells = table.assign(**{m: [f"{v:.3f} [{lo:.3f}, {hi:.3f}]" for v, lo, hi in
+                            zip(table[m], table[f"{m}_lo"], table[f"{m}_hi"])] for m in shown})
+st.dataframe(cells[["policy", "setting", "params", *shown, "probes"]], hide_index=True, width="stretch",
+             height=38 + 35 * len(cells), column_order=["policy", "setting", "params", *shown], column_config={
+                 "policy": st.column_config.TextColumn(width=120), "setting": st.column_config.TextColumn(width=65),
+                 "params": st.column_config.TextColumn(width=170),
+                 **{m: st.column_config.TextColumn(f"{config.METRIC_LABELS[m]} [95% CI]", width=125) for m in shown}})
+st.caption(f"Means over {int(table['probes'].max())} probes, each with its bootstrap 95% interval.")
+shared.sample_caveat(int(table["probes"].min()))
 order = list(table["policy"].unique())
 cols = st.columns(2)
 for j, m in enumerate(shown):
     higher = "lower is better" if m == "stale_leak" else "higher is better"
-    bars = alt.Chart(table).mark_bar().encode(
-        x=alt.X("policy:N", title=None, sort=order, axis=alt.Axis(labelAngle=-30, labelOverlap=False)),
-        xOffset=alt.XOffset("setting:N", sort=["default", "best"]),
-        y=alt.Y(f"{m}:Q", title=f"{config.METRIC_LABELS[m]} ({higher})",
-                scale=alt.Scale(domain=[0, 1]) if m != "stale_leak" else alt.Scale(zero=True)),
-        color=alt.Color("setting:N", sort=["default", "best"], title="setting",
-                        scale=alt.Scale(domain=["default", "best"], range=["#9ecae9", "#4c78a8"]),
-                        legend=alt.Legend(orient="right")),
-        tooltip=["policy", "setting", "params", alt.Tooltip(f"{m}:Q", format=".3f")]).properties(height=300)
     with cols[j % 2]:
-        shared.chart(bars)
+        if shared.flat_note(table[m], f"{config.METRIC_LABELS[m]} ({higher})"):
+            continue
+        x = alt.X("policy:N", title=None, sort=order, axis=alt.Axis(labelAngle=-30, labelOverlap=False))
+        offset = alt.XOffset("setting:N", sort=["default", "best"])
+        y = alt.Y(f"{m}:Q", title=f"{config.METRIC_LABELS[m]} ({higher})",
+                  scale=alt.Scale(domain=[0, 1]) if m != "stale_leak" else alt.Scale(zero=True))
+        bars = alt.Chart(table).mark_bar().encode(
+            x=x, xOffset=offset, y=y,
+            color=alt.Color("setting:N", sort=["default", "best"], title="setting",
+                            scale=alt.Scale(domain=["default", "best"], range=["#9ecae9", "#4c78a8"]),
+                            legend=alt.Legend(orient="right")),
+            tooltip=["policy", "setting", "params", alt.Tooltip(f"{m}:Q", format=".3f"),
+                     alt.Tooltip(f"{m}_lo:Q", title="95% CI low", format=".3f"),
+                     alt.Tooltip(f"{m}_hi:Q", title="95% CI high", format=".3f"), "probes"])
+        whiskers = alt.Chart(table).mark_rule(color="#333333").encode(x=x, xOffset=offset, y=f"{m}_lo:Q",
+                                                                      y2=f"{m}_hi:Q")
+        shared.chart((bars + whiskers).properties(height=300))
+st.caption("Bars: means over the probes; the black whiskers their bootstrap 95% intervals.")
 with st.expander("What each policy computes"):
     st.dataframe(table[table["setting"] == "default"][["policy", "description"]], hide_index=True, width="stretch")

@@ -36,9 +36,10 @@ RANKING_PARAMS = tuple(PARAMS)  # the ranking point every page shares (a sweep r
 HYBRID = ("hybrid weight (dense share)", 0.0, 1.0, HYBRID_WEIGHT, 0.05)
 
 # Embedders: label -> the name vxmem.workbench.views.embedder_for knows. The first is the default: Vectrix()'s
-# own pipeline (bge-small, hybrid, the cross-encoder rerank; embeddings and rerank scores kept in
-# the replay cache file, so only a dataset's first replay pays for them).
-EMBEDDERS: dict[str, str] = {"default (bge-small + rerank)": "default", "hashing (fast)": "hashing"}
+# own pipeline (bge-small, hybrid, the preset's second stage; embeddings and cross-encoder scores
+# kept in the replay cache file, so only a dataset's first replay pays for them).
+EMBEDDERS: dict[str, str] = {"default (bge-small + second stage)": "default", "hashing (fast)": "hashing"}
+PRESETS = ("default", "fast", "accurate")  # Vectrix(preset=...), the library's PRESETS, the default first
 MODES = SEARCH_MODES
 # What a memory's age counts from (Vectrix(recency_from=...), choices RECENCY_FROM): each one's label.
 RECENCY_LABELS = {"created": "when it was stored", "accessed": "when a recall last returned it"}
@@ -69,7 +70,8 @@ UPLOAD_TYPES = list(dict.fromkeys(f.suffix.lstrip(".") for f in _DATASET_FORMATS
 _LABELS = [f.label for f in _DATASET_FORMATS]
 UPLOAD_LABEL = f"{', '.join(_LABELS[:-1])} or {_LABELS[-1]}"  # "vxmem JSONL, LoCoMo JSON or LongMemEval JSON"
 CHAT_CHOICES: dict[str, str | None] = {"guess from the file": None,
-                                       **{FILE_FORMATS[f].label: f for f in CHAT_FORMATS}}
+                                       **{FILE_FORMATS[f].label: f for f in CHAT_FORMATS},
+                                       "vxmem JSONL dataset (edit its probes)": views.DATASET_FORMAT}
 CHAT_TYPES = ["jsonl", "json", "csv"]
 # Where a Playground session is kept between reloads (the URL names it: ?pg=<key>).
 SESSIONS_DIR = Path(os.environ.get("VXMEM_WORKBENCH_DIR") or Path.home() / ".cache" / "vxmem" / "workbench")

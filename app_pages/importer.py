@@ -1,5 +1,7 @@
-"""Import: your own chat log (OpenAI / ChatML JSONL, a ChatGPT export, CSV), probes written for it,
-saved as a vxmem JSONL dataset, and why each memory was or was not recalled for a probe."""
+"""Import: your own chat log (OpenAI / ChatML JSONL, a ChatGPT export, CSV) or a vxmem JSONL
+dataset; probes written, edited and deleted for it (a question, the turns a good recall returns,
+the stale ones it must not, a category), saved as a vxmem JSONL dataset; and why each memory was
+or was not recalled for a probe."""
 
 import hashlib
 
@@ -8,15 +10,19 @@ import streamlit as st
 from app_pages import config, shared
 from vxmem.workbench import views
 from vxmem.workbench.datasets import DatasetError
-from vxmem.workbench.datasets.probes import add_probe
 
 state = st.session_state
+NEW = "(a new probe)"
+EVERY = "(every session)"
+END = "(the end of the chat)"
+# The probe form's widgets: a new file or another probe to edit fills them afresh.
+FORM = ("import_query", "import_session", "import_relevant", "import_stale", "import_category", "import_after")
 
 st.title("Import")
-st.caption("Load a chat log, write probes for it (a question and the turns a good recall returns, picked "
-           "from the list), and save the result as a vxmem JSONL dataset: the Replay, Tune and other pages then "
-           "use it as \"Imported chat\". The CLI does the import too: `vxmem import FILE --format openai -o "
-           "dataset.jsonl`.")
+st.caption("Load a chat log (or a vxmem JSONL dataset), write probes for it (a question, the turns a good recall "
+           "returns and the stale ones it must not, picked from the list), edit or delete them, and save the result "
+           "as a vxmem JSONL dataset: the Replay, Tune and other pages then use it as \"Imported chat\". The CLI "
+           "does the same: `vxmem import FILE --format openai -o dataset.jsonl`, then `vxmem probes add|delete`.")
 
 
 def imported_key(text: str) -> str:
@@ -27,6 +33,22 @@ def set_imported(conv) -> None:
     state.imported = {"conversation": conv, "key": imported_key(conv.to_jsonl())}
 
 
+def fill_form(label: str | None = None) -> None:
+    """The form shows probe ``label`` (None: empty, for a new probe)."""
+    conv = state.imported["conversation"]
+    f = views.probe_fields(conv, label) if label else {"query": "", "session": None, "relevant": [], "stale": [],
+                                                        "category": ""}
+    state.import_query, state.import_category = f["query"], f["category"]
+    state.import_session = f["session"] or EVERY
+    state.import_relevant, state.import_stale = f["relevant"], f["stale"]
+    state.import_after = END
+
+
+def pick_target() -> None:
+    fill_form(None if state.import_target == NEW else state.import_target)
+    state.import_message = None
+
+
 c1, c2 = st.columns([3, 1])
 up = c1.file_uploader("A chat log: OpenAI / ChatML messages (.jsonl), a ChatGPT export (conversations.json) or a "
                       "CSV of session, role, text, timestamp", type=config.CHAT_TYPES, key="import_upload")
@@ -34,15 +56,16 @@ fmt = config.CHAT_CHOICES[c2.selectbox("Format", list(config.CHAT_CHOICES), key=
 if up is not None:
     data = up.getvalue()
     source = f"{hashlib.sha256(data).hexdigest()}:{fmt}"
-    if state.get("import_source") != source:  # a new file: start its probes afresh
+    if state.get("import_source") != source:  # a new file: its probes, its form and its messages afresh
+        for k in (*FORM, "import_target", "import_message", "import_probe"):
+            state.pop(k, None)
         try:
-            set_imported(views.chatlog_from_bytes(up.name, data, fmt))
-            state.import_source = source
+            set_imported(views.conversation_from_bytes(up.name, data, fmt))
             state.import_error = None
         except DatasetError as exc:
-            state.import_error = f"Cannot import {up.name}: {exc}"
+            state.import_error = f"Cannot import {views.plain(up.name)}: {views.plain(exc, 400)}"
             state.pop("imported", None)
-            state.import_source = source
+        state.import_source = source
 if state.get("import_error"):
     st.error(state.import_error)
     st.stop()
@@ -52,49 +75,99 @@ if "imported" not in state:
 
 conv = state.imported["conversation"]
 stats = conv.meta.get("stats", {})
-st.markdown(f"**{conv.name}**: {conv.description}")
+st.markdown(f"**{views.plain(conv.name)}**: {views.plain(conv.description, 300)}")
 skipped = stats.get("skipped") or {}
 if skipped:
     st.caption("Left out (instructions and tooling, not what was said): "
                + ", ".join(f"{v} {k}" for k, v in skipped.items()))
 turns = views.turn_table(conv)
-st.dataframe(turns, hide_index=True, width="stretch", height=min(400, 38 + 35 * len(turns)))
+st.dataframe(turns, hide_index=True, width="stretch", height=min(400, 38 + 35 * len(turns)),
+             column_config={"label": st.column_config.TextColumn(width="small"),
+                            "text": st.column_config.TextColumn(width="large")})
 
-st.subheader("Write a probe")
-sessions = sorted({s for s in turns["session"] if s is not None})
+st.subheader("Probes")
+probes = views.probe_list(conv)
+if not probes.empty:
+    st.dataframe(probes, hide_index=True, width="stretch", column_config={
+        "label": st.column_config.TextColumn(width="small"), "query": st.column_config.TextColumn(width="large")})
+labels = probes["label"].tolist()
+target = st.selectbox("Write", [NEW, *labels], key="import_target", on_change=pick_target,
+                      format_func=lambda t: t if t == NEW else f"probe {t}: edit or delete it")
+editing = target != NEW
+sessions = sorted({s for s in turns["session"] if isinstance(s, str)})
 q1, q2 = st.columns([3, 1])
 query = q1.text_input("Question", key="import_query", placeholder="e.g. which saddle did I order?")
-session = q2.selectbox("Asked in session", ["(every session)", *sessions], key="import_session")
+q2.selectbox("Asked in session", [EVERY, *sessions], key="import_session")
 texts = dict(zip(turns["label"], turns["text"]))
+
+
+def turn(lab: str) -> str:
+    return f"{lab}: {texts[lab][:90]}" if lab in texts else lab
+
+
+# New options are accepted (a pasted label); the library names a label that is not a memory here.
 relevant = st.multiselect("The turns a good recall returns", turns["label"].tolist(), key="import_relevant",
-                          format_func=lambda lab: f"{lab}: {texts[lab][:90]}")
+                          format_func=turn, accept_new_options=True)
+st.multiselect("Stale turns it must not return (superseded, out of date)", turns["label"].tolist(),
+               key="import_stale", format_func=turn, accept_new_options=True,
+               help="A memory recalled here counts in stale-leak@k.")
+c1, c2 = st.columns(2)
+c1.text_input("Category (optional)", key="import_category", placeholder="e.g. preference")
+c2.selectbox("Asked after", [END, *turns["label"].tolist()], key="import_after", format_func=lambda t: t if t == END
+             else turn(t), disabled=editing, help="An edited probe keeps its moment.")
 
 
-def write_probe() -> None:
+def write() -> None:
+    """Add or change the probe of the form (views.write_probe: add_probe's checks, as `vxmem probes add`)."""
+    target = state.get("import_target", NEW)
     try:
-        new = add_probe(state.imported["conversation"], state.import_query, state.import_relevant,
-                        None if state.import_session == "(every session)" else state.import_session)
-    except (ValueError, TypeError) as exc:
-        state.import_message = ("error", f"Not added: {exc}")
+        new = views.write_probe(state.imported["conversation"], state.import_query, state.import_relevant,
+                                state.import_stale, None if state.import_session == EVERY else state.import_session,
+                                state.import_category, label=None if target == NEW else target,
+                                after=None if state.import_after == END else state.import_after)
+    except (ValueError, TypeError, KeyError) as exc:
+        state.import_message = ("error", f"Not saved, the dataset is unchanged: {exc}")
+        return
+    was_new = target == NEW
+    before = set(views.probe_list(state.imported["conversation"])["label"])
+    written = next((p.label for p in new.probes if p.label not in before), target)
+    set_imported(new)
+    state.import_message = ("success", f"{'Added' if was_new else 'Saved'} probe {written}.")
+    if was_new:
+        fill_form(None)
+
+
+def delete() -> None:
+    label = state.import_target
+    try:
+        new = views.delete_probe(state.imported["conversation"], label)
+    except KeyError as exc:
+        state.import_message = ("error", f"Not deleted: {exc}")
         return
     set_imported(new)
-    state.import_message = ("success", f"Added probe {new.probes[-1].label}.")
-    state.import_query = ""
-    state.import_relevant = []
+    state.import_target = NEW
+    fill_form(None)
+    state.pop("import_probe", None)
+    state.import_message = ("success", f"Deleted probe {label}.")
 
 
-st.button("Add the probe", on_click=write_probe, type="primary", key="import_add",
-          disabled=not (query.strip() and relevant))
+b1, b2, _ = st.columns([1, 1, 3])
+b1.button("Save the changes" if editing else "Add the probe", on_click=write, type="primary",
+          key="import_save" if editing else "import_add", disabled=not query.strip(), width="stretch")
+if editing:
+    b2.button("Delete the probe", on_click=delete, key="import_delete", width="stretch")
 if state.get("import_message"):
     kind, text = state.import_message
-    (st.error if kind == "error" else st.success)(text)
+    (st.error if kind == "error" else st.success)(views.plain(text, 400))
 
+conv = state.imported["conversation"]
 probes = views.probe_list(conv)
 if probes.empty:
     st.stop()
-st.dataframe(probes, hide_index=True, width="stretch")
 st.download_button("Save as a vxmem JSONL dataset", conv.to_jsonl(), file_name=f"{conv.name}.jsonl",
-                   mime="application/json", key="import_download")
+                   mime="application/json", key="import_download",
+                   help="The dataset file, written as `vxmem probes` writes it; `vxmem replay` and the other pages "
+                        "read it.")
 
 st.subheader("Why (not) recalled")
 labels = probes["label"].tolist()

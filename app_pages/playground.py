@@ -30,6 +30,17 @@ def kept(name: str) -> str:
 
 def keep(name: str) -> None:
     state.pg_kept[name] = state[f"pg_{name}"]
+    if name in ("session", "query"):  # another question or session: what was said about the last one goes
+        state.pg_message = None
+
+
+# Widgets whose value belongs to one playground: a restore or a reset starts them afresh.
+FRESH = ("pg_text", "pg_correction", "pg_target", "pg_chain", "pg_kind", "pg_role")
+
+
+def forget_widgets() -> None:
+    for k in FRESH:
+        state.pop(k, None)
 
 
 def restore(text: str, with_settings: bool = False) -> None:
@@ -46,6 +57,7 @@ def restore(text: str, with_settings: bool = False) -> None:
         values, _ = views.check_settings(saved["settings"], config.RANGES, list(config.EMBEDDERS.values()),
                                          base=shared.settings())
         shared.apply_settings(values)
+    forget_widgets()
     state.pg_message = ("success", f"Restored a session of {len(saved['events'])} events.")
 
 
@@ -56,11 +68,14 @@ def _saved_path(key: str):
 state.setdefault("pg_kept", dict(KEPT))
 if "pg_restore" in state:  # a URL naming a saved session, on this session's first run
     key = state.pop("pg_restore")
-    path = _saved_path(key) if key.isalnum() else None
-    if path is not None and path.exists():
+    path = _saved_path(key) if key.isalnum() and len(key) <= 64 else None
+    try:
+        if path is None or not path.exists():
+            raise FileNotFoundError
         restore(path.read_text(encoding="utf-8"))
-    else:
-        state.pg_message = ("error", f"The saved playground {key!r} is not on this machine; starting afresh.")
+    except (OSError, ValueError, DatasetError):  # gone, or edited by hand into something else
+        state.pg_message = ("error", f"The saved playground {views.short(key)} is not on this machine "
+                                     "(or no longer reads as one); starting afresh.")
 state.setdefault("pg_events", [dict(e) for e in config.PLAYGROUND_SEED])
 state.setdefault("pg_now", config.PLAYGROUND_NOW)
 state.setdefault("pg_message", None)
@@ -108,12 +123,13 @@ def correct() -> None:
     state.pg_correction = ""
 
 
-def grade(outcome: str) -> None:
-    if not state.get("pg_graded"):
+def grade(outcome: str, key: str) -> None:
+    target = state.get(key)
+    if not target:
         state.pg_message = ("error", "Query first, then grade one of the results.")
         return
-    add_event({"time": state.pg_now, "type": "feedback", "target": state.pg_graded, "outcome": outcome},
-              f"Graded {state.pg_graded} {outcome}.")
+    add_event({"time": state.pg_now, "type": "feedback", "target": target, "outcome": outcome},
+              f"Graded {target} {outcome}.")
 
 
 def reset() -> None:
@@ -121,6 +137,7 @@ def reset() -> None:
     state.pg_now = config.PLAYGROUND_NOW
     state.pg_kept = dict(KEPT, relevant=list(config.PLAYGROUND_RELEVANT))
     state.pg_message = None
+    forget_widgets()
 
 
 def load_session() -> None:
@@ -128,8 +145,8 @@ def load_session() -> None:
     if up is None:
         return
     try:
-        restore(up.getvalue().decode("utf-8"), with_settings=True)
-    except (DatasetError, ValueError, UnicodeDecodeError) as exc:
+        restore(views.check_upload(up.name, up.getvalue()), with_settings=True)
+    except (DatasetError, ValueError, TypeError, KeyError) as exc:
         state.pg_message = ("error", f"Cannot restore {up.name}: {exc}")
 
 
@@ -171,7 +188,7 @@ with left:
     st.button("Reset the playground", on_click=reset, key="pg_reset")
     if state.pg_message:
         kind, text = state.pg_message
-        (st.error if kind == "error" else st.success)(text)
+        (st.error if kind == "error" else st.success)(views.plain(text, 400))
 
 with right:
     s1, s2 = st.columns(2)
@@ -189,15 +206,18 @@ with right:
     if ranking.empty:
         st.info("Type a query (and remember something in this session) to see a ranking.")
     else:
-        shared.ranking_table(ranking[["rank", "label", "text", "score", "relevance", "relevance_norm", "recency",
-                                      "feedback", "age_days", "kind"]])
+        # Half the page wide: the memory and its score; the bars below split the score into its parts.
+        shared.ranking_table(ranking, order=("rank", "label", "text", "score", "relevance"), text_width=200)
         shared.relevance_warning(float(ranking["relevance"].max()), out["low_relevance"], out["mode"],
                                  out.get("rerank"))
         shared.score_bars(ranking, settings)
         g1, g2, g3 = st.columns([2, 1, 1])
-        g1.selectbox("Grade a result", ranking["label"].tolist(), key="pg_graded")
-        g2.button("useful", on_click=grade, args=("useful",), key="pg_useful", width="stretch")
-        g3.button("dead end", on_click=grade, args=("dead_end",), key="pg_dead_end", width="stretch")
+        # Keyed by what was ranked: another query, session, clock or memory offers a fresh choice.
+        graded = "pg_graded:" + hashlib.sha256(f"{query}\x00{session}\x00{state.pg_now}\x00"
+                                               f"{views.dumps_events(state.pg_events)}".encode()).hexdigest()[:12]
+        g1.selectbox("Grade a result", ranking["label"].tolist(), key=graded)
+        g2.button("useful", on_click=grade, args=("useful", graded), key="pg_useful", width="stretch")
+        g3.button("dead end", on_click=grade, args=("dead_end", graded), key="pg_dead_end", width="stretch")
 
     history = out["history"]
     st.subheader("Supersession chains")
@@ -205,7 +225,14 @@ with right:
         st.caption("No memory has been corrected or contradicted yet.")
     else:
         chain = st.selectbox("Chain", history["chain"].unique().tolist(), key="pg_chain")
-        st.dataframe(history[history["chain"] == chain].drop(columns=["chain"]), hide_index=True, width="stretch")
+        st.dataframe(history[history["chain"] == chain].drop(columns=["chain"]), hide_index=True, width="stretch",
+                     column_config={"label": st.column_config.TextColumn(width=50),
+                                    "text": st.column_config.TextColumn(width=170),
+                                    "kind": st.column_config.TextColumn(width=45),
+                                    "live": st.column_config.CheckboxColumn(width=45),
+                                    "ts": st.column_config.DatetimeColumn("made", format="YYYY-MM-DD", width=95),
+                                    "superseded_at": st.column_config.DatetimeColumn("superseded", width=95,
+                                                                                     format="YYYY-MM-DD")})
 
 if not out["why"].empty:
     st.subheader("Why (not) recalled")
@@ -213,7 +240,9 @@ if not out["why"].empty:
                "(vxmem.workbench.why.why_recalled_live, the same reasons as the Replay page's).")
     shared.why_table(out["why"], key="pg_why")
 with st.expander(f"All {len(out['memories'])} memories"):
-    st.dataframe(out["memories"].drop(columns=["id"]), hide_index=True, width="stretch")
+    st.dataframe(out["memories"], hide_index=True, width="stretch",
+                 column_order=("label", "status", "kind", "session", "created", "end", "tokens", "text"),
+                 column_config={"text": st.column_config.TextColumn(width="large")})
 
 labels = [e["label"] for e in state.pg_events if e.get("label")]
 state.pg_kept["relevant"] = [lab for lab in state.pg_kept["relevant"] if lab in labels]

@@ -36,9 +36,11 @@ def explain(key: str, ri: int, probe: int, point: str, _rep, _conv):
     return views.explain(_rep, probe, json.loads(point), _conv)
 
 
-st.dataframe(views.conversation_summary(convs), hide_index=True, width="stretch")
+st.dataframe(views.conversation_summary(convs), hide_index=True, width="stretch",
+             column_config={"description": st.column_config.TextColumn(width="large")})
 if len(reps) > 1:
-    ri = st.selectbox("Conversation", list(range(len(reps))), format_func=lambda i: reps[i].name, key="replay_conv")
+    ri = st.selectbox("Conversation", list(range(len(reps))), format_func=lambda i: reps[i].name, key="replay_conv",
+                      on_change=lambda: st.session_state.pop("replay_probe", None))  # its probes start at the first
 else:
     ri = 0
 rep = reps[ri]
@@ -52,21 +54,27 @@ st.subheader("Memories by session and kind")
 fates = ["live", "summary", "superseded", "expired", "consolidated", "forgotten", "deleted"]
 status_colors = alt.Scale(domain=fates, range=["#4c78a8", "#54a24b", "#e45756", "#f58518", "#b279a2", "#9d755d",
                                                "#bab0ac"])
+lanes = mem["lane"].nunique()
+lane_px = 90 if lanes <= 2 else 48  # room for the spread within a lane
+# Each memory sits at its own height in its lane (a fixed spread, not random), small and half
+# transparent, so memories made at one moment do not hide each other; its bar runs at the same height.
+spread = alt.YOffset("jitter:Q", scale=alt.Scale(domain=[-0.5, 0.5], range=[6, lane_px - 6]), title=None)
 base = alt.Chart(mem)
-spans = base.transform_filter("isValid(datum.end)").mark_rule(opacity=0.35).encode(
-    x="created:T", x2="end:T", y=alt.Y("lane:N"), color=alt.Color("status:N", scale=status_colors, legend=None))
-dots = base.mark_point(filled=True, size=45, opacity=0.8).encode(
-    x=alt.X("created:T", title="time"), y=alt.Y("lane:N", title="session / kind"),
+spans = base.transform_filter("isValid(datum.end)").mark_rule(opacity=0.3, strokeWidth=1.5).encode(
+    x="created:T", x2="end:T", y=alt.Y("lane:N"), yOffset=spread,
+    color=alt.Color("status:N", scale=status_colors, legend=None))
+dots = base.mark_point(filled=True, size=28, opacity=0.65).encode(
+    x=alt.X("created:T", title="time"), y=alt.Y("lane:N", title="session / kind"), yOffset=spread,
     color=alt.Color("status:N", scale=status_colors, title="fate",
                     legend=alt.Legend(orient="bottom", direction="horizontal", columns=7)),
     shape=alt.Shape("kind:N", title="kind", legend=alt.Legend(orient="bottom", direction="horizontal")),
     tooltip=["label", "kind", "status", "text", "created:T", "end:T", "tokens"])
-ticks = alt.Chart(probes).mark_rule(color="gray", strokeDash=[2, 3]).encode(
+ticks = alt.Chart(probes).mark_rule(color="gray", strokeDash=[2, 3], opacity=0.5).encode(
     x="time:T", tooltip=["label", "query", "hit", "ndcg"])
-lanes = mem["lane"].nunique()
 # The spans' colour legend off and the legends resolved apart, so the dots' fate legend shows (below the
 # chart, where a long one is not clipped) beside the kind legend.
-shared.chart((ticks + spans + dots).resolve_legend(color="independent").properties(height=max(200, 30 * lanes) + 60))
+shared.chart((ticks + spans + dots).resolve_legend(color="independent").properties(
+    height=alt.Step(lane_px) if lanes else 200))
 counts = mem["status"].value_counts()
 st.caption("Dotted lines: probes. A faint bar runs from a memory's creation to the moment it was superseded, "
            "expired, consolidated or forgotten (by the event that did it). "
@@ -80,11 +88,13 @@ pi = st.select_slider("Probe, in time order (drag to move along the timeline)", 
                       key="replay_probe",
                       format_func=lambda i: f"{probes.iloc[i]['label']} ({probes.iloc[i]['time']:%Y-%m-%d %H:%M})")
 row = probes.iloc[pi]
-st.markdown(f"**{row['query']}** (session `{row['session']}`)")
+st.markdown(f"**{views.plain(row['query'], 300)}** (session {views.plain(row['session'])})")
 cols = st.columns(4)
 for col, m in zip(cols, ("hit", "rr", "ndcg", "stale_leak")):
-    col.metric({"rr": "reciprocal rank"}.get(m, config.METRIC_LABELS.get(m, m)),
+    col.metric({"rr": "reciprocal rank"}.get(m, config.METRIC_LABELS.get(m, m)) + " (this probe)",
                "n/a" if pd.isna(row[m]) else f"{row[m]:.3f}")
+shared.intervals_caption(views.metric_intervals(probes, config.HEADLINE_METRICS),
+                         "Means over this conversation's probes at these settings")
 conv = convs[ri] if len(convs) == len(reps) else None
 why = explain(key, ri, pi, point, rep, conv)
 results = views.returned(why)

@@ -18,6 +18,7 @@ same callback that feeds the CLI's tqdm bar). Frames computed from them sit behi
 from __future__ import annotations
 
 import hashlib
+import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -33,6 +34,8 @@ from vxmem.workbench.datasets import Conversation, DatasetError, load
 from vxmem.workbench.record import Replay
 
 SETTINGS = "settings"
+# The widgets that pick a conversation or a probe of the dataset: another dataset resets them.
+DATASET_WIDGETS = ("replay_conv", "replay_probe", "tune_probe", "budget_probe", "tune_vary")
 _QUERY_EXTRA = ("dataset", "pg")  # what the URL carries besides the settings
 
 
@@ -44,6 +47,27 @@ def settings() -> dict[str, Any]:
     return st.session_state[SETTINGS]
 
 
+def check_session() -> None:
+    """Before a run: drop what this session holds that cannot be used (a wrong type, a bad
+    value) and re-check its settings, naming each problem; the page then starts afresh there."""
+    state = st.session_state
+    drop, problems = views.check_state(state)
+    for key in drop:
+        del state[key]
+    if SETTINGS in state:
+        raw = state[SETTINGS]
+        if isinstance(raw, dict):
+            values, bad = views.check_settings(raw, config.RANGES, list(config.EMBEDDERS.values()),
+                                               base=config.DEFAULT_SETTINGS)
+        else:
+            values, bad = dict(config.DEFAULT_SETTINGS), [f"settings ({views.short(raw)}): not a mapping"]
+        if bad:
+            state[SETTINGS] = values
+            problems += [p if p.startswith("settings") else f"settings, {p}" for p in bad]
+    if problems:
+        state["state_problems"] = problems
+
+
 def init_settings() -> None:
     """On a session's first run, start from the URL's settings (bad values are named, not fatal)."""
     if SETTINGS in st.session_state:
@@ -52,12 +76,42 @@ def init_settings() -> None:
     raw = {k: v for k, v in query.items() if k in views.SETTINGS_KEYS}
     values, problems = views.check_settings(raw, config.RANGES, list(config.EMBEDDERS.values()),
                                             base=config.DEFAULT_SETTINGS)
+    problems += views.unknown_keys(query, (*views.SETTINGS_KEYS, *_QUERY_EXTRA))
     st.session_state[SETTINGS] = values
-    st.session_state["url_problems"] = problems
-    if query.get("dataset"):
-        st.session_state["dataset_kept"] = query["dataset"]
+    dataset = query.get("dataset")
+    if dataset:
+        names = shipped()["name"].tolist()
+        if dataset in names:
+            st.session_state["dataset_kept"] = dataset
+        else:
+            problems.append(f"dataset {views.short(dataset)}: not a shipped dataset; known: {', '.join(names)}")
     if query.get("pg"):
         st.session_state["pg_restore"] = query["pg"]
+    st.session_state["url_problems"] = problems
+
+
+def page_failed(title: str, exc: Exception) -> None:
+    """A page that could not be drawn says so in a sentence and offers a fresh session; the
+    traceback goes to the server's log, not to the page."""
+    logging.getLogger("vxmem.workbench").exception("the %s page failed", title)
+    st.error(f"The {title} page could not be drawn: {views.plain(f'{type(exc).__name__}: {exc}', 300)}. "
+             "A value this session holds may be unusable; a fresh session starts from the defaults.")
+    st.button("Start a fresh session", on_click=reset_session, key="fresh_session")
+
+
+def reset_session() -> None:
+    """Forget everything this session holds (the URL keeps its settings for the next run)."""
+    for key in list(st.session_state.keys()):
+        del st.session_state[key]
+
+
+def show_problems() -> None:
+    """What was ignored from the URL or dropped from this session, said in the sidebar (quoted as plain text)."""
+    with st.sidebar:
+        for problem in st.session_state.get("url_problems") or ():
+            st.warning(f"Ignored from the URL: {views.plain(problem, 300)}")
+        for problem in st.session_state.pop("state_problems", None) or ():
+            st.warning(f"Reset in this session: {views.plain(problem, 300)}")
 
 
 def publish_settings() -> None:
@@ -125,12 +179,15 @@ def settings_sidebar() -> None:
         labels = {v: k for k, v in config.EMBEDDERS.items()}
         st.selectbox("Embedder", list(labels), key=_bind("embedder"), on_change=_changed, args=("embedder",),
                      format_func=lambda v: labels[v], help="A new embedder or mode replays the dataset once.")
+        if s["embedder"] == "default":
+            st.selectbox("Recall preset", config.PRESETS, key=_bind("preset"), on_change=_changed, args=("preset",),
+                         help="`preset`: fast (the first stage alone), default (late interaction over the first "
+                              "stage's 120 best) or accurate (the cross-encoder over the 20 best). A change replays "
+                              "the dataset once.")
         st.selectbox("Ages count from", config.RECENCY_FROM, key=_bind("recency_from"), on_change=_changed,
                      args=("recency_from",), format_func=lambda v: config.RECENCY_LABELS[v],
                      help="`recency_from`: when a memory was stored, or when a recall last returned it "
                           "(LangChain's time-weighted retriever). A change replays the dataset once.")
-        for problem in st.session_state.get("url_problems") or ():
-            st.warning(f"Ignored from the URL: {problem}")
         with st.expander("Settings: export, import"):
             st.download_button("Settings as JSON", views.settings_json(s), file_name="vxmem_settings.json",
                                mime="application/json", key="settings_download", width="stretch")
@@ -141,10 +198,10 @@ def settings_sidebar() -> None:
                     values, problems = views.settings_from_json(up.getvalue(), config.RANGES,
                                                                 list(config.EMBEDDERS.values()))
                 except ValueError as exc:
-                    st.error(str(exc))
+                    st.error(views.plain(exc, 300))
                 else:
                     for problem in problems:
-                        st.warning(f"Not imported: {problem}")
+                        st.warning(f"Not imported: {views.plain(problem, 300)}")
                     st.button("Use these settings", on_click=apply_settings, args=(values,), key="settings_apply")
             st.button("Reset to the defaults", on_click=apply_settings, args=(dict(config.DEFAULT_SETTINGS),),
                       key="settings_reset")
@@ -246,7 +303,7 @@ def dataset_sidebar(show: bool = True) -> None:
                     result["key"] = f"upload:{hashlib.sha256(data).hexdigest()}:{fmt}"
                     result["label"] = up.name
                 except DatasetError as exc:
-                    result["error"] = f"Cannot load {up.name}: {exc}"
+                    result["error"] = f"Cannot load {views.plain(up.name)}: {views.plain(exc, 400)}"
         elif choice == config.IMPORTED:
             conv = imported["conversation"]
             if conv.probes:
@@ -259,7 +316,11 @@ def dataset_sidebar(show: bool = True) -> None:
                 result["conversations"] = load_shipped(row["path"], row["format"])
                 result["key"] = f"shipped:{row['path']}"
             except DatasetError as exc:  # a shipped file edited by hand
-                result["error"] = f"Cannot load {choice}: {exc}"
+                result["error"] = f"Cannot load {choice}: {views.plain(exc, 400)}"
+        if st.session_state.get("dataset_seen") != result["key"]:  # another dataset: its pickers start afresh
+            for k in DATASET_WIDGETS:
+                st.session_state.pop(k, None)
+            st.session_state["dataset_seen"] = result["key"]
         if result["conversations"]:
             n = len(result["conversations"])
             probes = sum(len(c.probes) for c in result["conversations"])
@@ -285,7 +346,8 @@ def cache_key(key: str, s: dict[str, Any] | None = None) -> str:
     """A key for ``st.cache_data`` frames of a dataset's replays: the dataset, embedder and mode."""
     s = s or settings()
     rs = views.replay_settings(s)
-    return f"{key}|{s['embedder']}|{rs['mode']}|{rs['pool_limit']}|{rs.get('recency_from', 'created')}"
+    return (f"{key}|{s['embedder']}|{rs['mode']}|{rs['pool_limit']}|{rs.get('recency_from', 'created')}"
+            f"|{rs.get('preset', 'default')}")
 
 
 def probe_picker(replays: list[Replay], key: str, label: str = "Probe") -> tuple[int, int]:
@@ -307,21 +369,36 @@ def probe_picker(replays: list[Replay], key: str, label: str = "Probe") -> tuple
 # ---------------------------------------------------------------------------- what several pages draw
 
 
+# Column widths in pixels: a table's shown columns add up to less than the main block of the wide layout in a
+# 1360 px window (about 900 px), so none is cut off at the page's edge.
+_NUM = {"format": "%.3f", "width": 70}
+TEXT_WIDTH = 230
 RESULT_COLUMNS = {
-    "relevant": st.column_config.CheckboxColumn(), "stale": st.column_config.CheckboxColumn(),
-    "score": st.column_config.NumberColumn(format="%.3f"),
-    "relevance": st.column_config.NumberColumn("relevance (raw)", format="%.3f",
+    "rank": st.column_config.NumberColumn(width=45), "label": st.column_config.TextColumn(width=55),
+    "text": st.column_config.TextColumn(width=TEXT_WIDTH), "kind": st.column_config.TextColumn(width=60),
+    "session": st.column_config.TextColumn(width=80), "tokens": st.column_config.NumberColumn(width=60),
+    "relevant": st.column_config.CheckboxColumn(width=65), "stale": st.column_config.CheckboxColumn(width=50),
+    "score": st.column_config.NumberColumn(**_NUM),
+    "relevance": st.column_config.NumberColumn("relevance (raw)", format="%.3f", width=95,
                                                help="The search mode's own score: cosine, BM25 or fused"),
-    "relevance_norm": st.column_config.NumberColumn("relevance_norm", format="%.3f",
+    "relevance_norm": st.column_config.NumberColumn("relevance_norm", format="%.3f", width=100,
                                                     help="Min-max rescaled across the candidate pool"),
-    "recency": st.column_config.NumberColumn(format="%.3f"), "feedback": st.column_config.NumberColumn(format="%.3f"),
-    "score_deficit": st.column_config.NumberColumn(format="%.3f"),
+    "recency": st.column_config.NumberColumn(**_NUM), "feedback": st.column_config.NumberColumn(**_NUM),
+    "score_deficit": st.column_config.NumberColumn(**_NUM),
 }
+# What a ranking shows, so that it fits the page: the memory, its marks and the score parts (kind, session
+# and tokens are in the why table's detail and the memories' list).
+RANKING_ORDER = ("rank", "label", "text", "relevant", "stale", "score", "relevance", "relevance_norm", "recency",
+                 "feedback")
+WHY_ORDER = ("reason", "rank", "label", "text", "detail", "relevant", "stale")
 
 
-def ranking_table(frame: pd.DataFrame, key: str | None = None) -> None:
-    """A ranking with its score parts (raw relevance beside the normalised one)."""
-    st.dataframe(frame, hide_index=True, width="stretch", column_config=RESULT_COLUMNS, key=key)
+def ranking_table(frame: pd.DataFrame, key: str | None = None, order=RANKING_ORDER,
+                  text_width: int = TEXT_WIDTH) -> None:
+    """A ranking with its score parts (raw relevance beside the normalised one); ``order``: the
+    columns shown, ``text_width`` the memory's text column in pixels."""
+    st.dataframe(frame, hide_index=True, width="stretch", key=key, column_order=[c for c in order if c in frame],
+                 column_config={**RESULT_COLUMNS, "text": st.column_config.TextColumn(width=text_width)})
 
 
 def score_bars(ranking: pd.DataFrame, s: dict[str, Any]) -> None:
@@ -349,11 +426,39 @@ def relevance_warning(best_raw: float | None, threshold: float | None, mode: str
 
 def why_table(why: pd.DataFrame, key: str) -> None:
     """The why (not) recalled table: one row per memory, with its reason and the parts."""
-    st.dataframe(views.why_table(why), hide_index=True, width="stretch", key=key,
-                 column_config={**RESULT_COLUMNS, "detail": st.column_config.TextColumn(width="large"),
-                                "reason": st.column_config.TextColumn(help="vxmem.core.reasons.REASONS")})
+    st.dataframe(views.why_table(why), hide_index=True, width="stretch", key=key, column_order=WHY_ORDER,
+                 column_config={**RESULT_COLUMNS, "text": st.column_config.TextColumn(width=250),
+                                "detail": st.column_config.TextColumn(width=290),
+                                "reason": st.column_config.TextColumn(width=95, help="vxmem.core.reasons.REASONS")})
+    st.caption("The detail says how each memory scored against the one that pushed it out; the score parts are in "
+               "the ranking above.")
 
 
 def chart(c: alt.Chart) -> None:
     """Draw ``c`` the full width of the page."""
     st.altair_chart(c, width="stretch")
+
+
+def sample_caveat(probes: int) -> None:
+    """A visible caveat under a mean of fewer probes than the CLI trusts (its SMALL_SAMPLE)."""
+    note = views.sample_note(probes)
+    if note:
+        st.warning(note, icon=":material/info:")
+
+
+def intervals_caption(ci: pd.DataFrame, what: str) -> None:
+    """Each metric of ``ci`` (:func:`vxmem.workbench.views.metric_intervals`) as its mean, its
+    bootstrap 95% interval and the probes behind it, in one caption; the caveat under it."""
+    parts = [f"{config.METRIC_LABELS.get(r.metric, r.metric)} {views.interval_text(r.mean, r.lo, r.hi, r.probes)}"
+             for r in ci.itertuples()]
+    st.caption(f"{what}: " + "; ".join(parts) + ".")
+    sample_caveat(int(ci["probes"].max()) if len(ci) else 0)
+
+
+def flat_note(values, what: str) -> bool:
+    """Say so (and return True) when ``values`` hold one value only: a chart of them would be empty."""
+    if not views.is_flat(values):
+        return False
+    v = pd.to_numeric(pd.Series(values), errors="coerce").dropna()
+    st.info(f"{what} is {v.iloc[0]:.3f} everywhere here: nothing to chart." if len(v) else f"{what}: nothing scored.")
+    return True

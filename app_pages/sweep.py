@@ -69,6 +69,7 @@ best = views.best_row(frame, metric)
 current = frame[(frame[x] == (fixed[x] or 0)) & (frame[y] == (fixed[y] or 0))]
 
 lower = metric in LOWER_IS_BETTER
+flat = views.is_flat(frame[metric])  # one value everywhere (no stale memory to leak, say): no map to read
 lo_m, hi_m = float(frame[metric].min()), float(frame[metric].max())
 mid = (lo_m + hi_m) / 2
 frame = frame.assign(light=(frame[metric] <= mid) if lower else (frame[metric] >= mid))  # viridis: yellow is light
@@ -90,11 +91,23 @@ outline = alt.Chart(marks).mark_rect(fill=None, strokeWidth=3).encode(
                                                                  range=["#ff2b2b", "#111111"])),
     strokeDash=alt.StrokeDash("point:N", title="marked", scale=alt.Scale(domain=["best", "current"],
                                                                          range=[[1, 0], [4, 2]])))
-shared.chart((heat + text + outline).properties(height=420))
+if flat:
+    st.info(f"{config.METRIC_LABELS[metric]} is {lo_m:.3f} at every point of this grid: the map would be one "
+            "colour. Pick another metric, or a dataset where it moves.")
+else:
+    shared.chart((heat + text + outline).properties(height=420))
+
+
+def ci_of(row: pd.Series) -> str:
+    return f"95% CI {row[f'{metric}_lo']:.3f}-{row[f'{metric}_hi']:.3f}, {int(row[f'{metric}_probes'])} probes"
+
 
 cols = st.columns(4)
-cols[0].metric(f"best {config.METRIC_LABELS[metric]}", f"{best[metric]:.3f}")
+cols[0].metric(f"best {config.METRIC_LABELS[metric]}", f"{best[metric]:.3f}", help=ci_of(best))
+cols[0].caption(ci_of(best))
 cols[1].metric(f"current {config.METRIC_LABELS[metric]}", f"{current[metric].iloc[0]:.3f}" if len(current) else "n/a")
+if len(current):
+    cols[1].caption(ci_of(current.iloc[0]))
 cols[2].markdown(f"**best point**: {title(x)} = {best[x]:g}, {title(y)} = {best[y]:g}")
 
 
@@ -108,26 +121,38 @@ def use_best() -> None:
 
 cols[3].button("Use the best point", on_click=use_best, key="sweep_use_best", type="primary",
                help="Makes it the shared settings of every page (and the URL).")
+shared.sample_caveat(int(best[f"{metric}_probes"]))
 st.download_button("Download the sweep as CSV", views.to_csv(frame.drop(columns=["light"])),
                    file_name=f"sweep_{x}_{y}.csv", mime="text/csv", key="sweep_download")
 
 st.subheader("Trade-offs: nDCG against stale-leak against context tokens")
 pareto = views.pareto_points(frame)
 front = pareto[pareto["pareto"]]
-scatter = alt.Chart(pareto).mark_circle(opacity=0.8).encode(
+no_leak = views.is_flat(pareto["stale_leak"])  # one colour for every point says nothing: no colour scale then
+scatter = alt.Chart(pareto).mark_circle(opacity=0.6).encode(
     x=alt.X("tokens:Q", title="context tokens shipped per probe (mean)", scale=alt.Scale(zero=False)),
     y=alt.Y("ndcg:Q", title="nDCG@k", scale=alt.Scale(zero=False)),
-    color=alt.Color("stale_leak:Q", title="stale-leak@k", scale=alt.Scale(scheme="orangered")),
+    color=alt.value("#4c78a8") if no_leak else alt.Color("stale_leak:Q", title="stale-leak@k",
+                                                          scale=alt.Scale(scheme="orangered")),
     size=alt.Size("pareto:N", scale=alt.Scale(domain=[False, True], range=[40, 160]), title="on the front"),
     tooltip=[x, y, alt.Tooltip("ndcg:Q", format=".3f"), alt.Tooltip("stale_leak:Q", format=".3f"),
              alt.Tooltip("tokens:Q", format=".1f")])
-shared.chart(scatter.properties(height=320))
+if views.is_flat(pareto["ndcg"]) and views.is_flat(pareto["tokens"]):
+    st.info("Every point of this grid has the same nDCG and the same tokens: no trade-off to draw.")
+else:
+    shared.chart(scatter.properties(height=320))
+if no_leak:
+    st.caption(f"stale-leak@k is {pareto['stale_leak'].iloc[0]:.3f} at every point, so the dots are not coloured "
+               "by it.")
 st.caption(f"{len(front)} of {len(pareto)} points are on the Pareto front: no other point has at least their "
            "nDCG, at most their stale-leak and at most their tokens, and is better on one. There is no single best "
            "point without saying which you care about.")
 with st.expander("The points on the front"):
-    st.dataframe(front.sort_values("ndcg", ascending=False)[[x, y, "ndcg", "stale_leak", "tokens", "mrr", "hit"]],
-                 hide_index=True, width="stretch")
+    st.dataframe(front.sort_values("ndcg", ascending=False)[[x, y, "ndcg", "ndcg_lo", "ndcg_hi", "stale_leak",
+                                                             "tokens", "mrr", "hit", "ndcg_probes"]],
+                 hide_index=True, width="stretch",
+                 column_config={c: st.column_config.NumberColumn(format="%.3f")
+                                for c in ("ndcg", "ndcg_lo", "ndcg_hi", "stale_leak", "mrr", "hit")})
 
 st.subheader("Honest tuning: best on tune probes, reported on held-out ones")
 n_probes = sum(r.n_probes for r in reps)
@@ -146,6 +171,9 @@ else:
                      column_config={c: st.column_config.NumberColumn(format="%.3f") for c in ("mean", "lo", "hi")})
         st.caption("The holdout row is the honest estimate; the tune row is optimistic by construction. Intervals: "
                    "bootstrap 95%.")
+        shared.sample_caveat(int(tuned.report["probes"].min()))
 with st.expander("Top points"):
-    st.dataframe(frame.drop(columns=["light"]).sort_values(metric, ascending=lower).head(10), hide_index=True,
-                 width="stretch")
+    top = frame.sort_values(metric, ascending=lower).head(10)
+    st.dataframe(top[[x, y, metric, f"{metric}_lo", f"{metric}_hi", f"{metric}_probes", "tokens"]], hide_index=True,
+                 width="stretch", column_config={c: st.column_config.NumberColumn(format="%.3f")
+                                                 for c in (metric, f"{metric}_lo", f"{metric}_hi")})

@@ -66,20 +66,22 @@ with right:
                    f"{delta:+.3f} vs default" if abs(delta) > 1e-12 else None,
                    delta_color="inverse" if m in LOWER_IS_BETTER else "normal",
                    help=f"95% interval {v['lo']:.3f} to {v['hi']:.3f} over {int(v['probes'])} probes")
-        col.caption(f"95% CI {v['lo']:.3f}-{v['hi']:.3f}")
+        col.caption(f"95% CI {v['lo']:.3f}-{v['hi']:.3f}, {int(v['probes'])} probes")
     rate, pairs = stale_above(key, point, reps)
     n_probes = int(value(now, "hit")["probes"])
     st.caption(f"Means over {n_probes} probes; k = limit = {params['limit']}. Stale ranked above its "
                f"replacement: {'n/a' if pd.isna(rate) else f'{rate:.0%}'} of {pairs} ranked (stale, relevant) "
                "pairs.")
+    shared.sample_caveat(n_probes)
     split = now[now["subset"] != "all"]
     if not split.empty:
         with st.expander("Tune and holdout probes, with intervals"):
             shown = split.assign(metric=split["metric"].map(config.METRIC_LABELS))
             st.dataframe(shown, hide_index=True, width="stretch",
                          column_config={c: st.column_config.NumberColumn(format="%.3f") for c in ("mean", "lo", "hi")})
+            shared.sample_caveat(int(split["probes"].min()))
     ri, probe = shared.probe_picker(reps, key="tune_probe")
-    st.markdown(f"**Ranking at these settings** for *{reps[ri].probes[probe]['query']}*")
+    st.markdown(f"**Ranking at these settings** for {views.plain(reps[ri].probes[probe]['query'], 300)}")
     conv = convs[ri] if len(convs) == len(reps) else None
     why = explain(key, ri, probe, point, reps[ri], conv)
     table = views.returned(why)

@@ -191,7 +191,9 @@ def main(outdir: Path = ROOT / "docs") -> list[Path]:
             for name, query in shots.items():
                 open_page(page, url, name, query)
                 if name == "budget":  # a budget the pinned facts alone overflow: the note shows
-                    slider = page.locator('input[type="range"][aria-label="token_budget"]')
+                    wait_until_idle(page)  # a rerun may still show the last run's slider beside the new one
+                    main_block = page.get_by_test_id("stMain")
+                    slider = main_block.locator('input[type="range"][aria-label="token_budget"]').last
                     slider.focus()
                     for _ in range(config_steps_to(50)):
                         slider.press("ArrowLeft")

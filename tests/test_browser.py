@@ -170,3 +170,26 @@ def test_an_openai_chat_file_is_imported_a_probe_written_and_why_recalled_read(a
     assert cells[0].strip() == "returned" and shot.CHAT_RELEVANT in rows[0], rows
     assert re.search(r"rank 1 of \d+, score", rows[0]), rows
     page.close()
+
+
+def test_a_hostile_url_is_shown_as_text_runs_no_script_and_fetches_nothing(app_url, ctx):
+    from urllib.parse import urlencode
+
+    page = ctx.new_page()
+    dialogs, outside = [], []
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    page.on("request", lambda r: outside.append(r.url) if not r.url.startswith((app_url, "data:", "blob:"))
+            else None)
+    script = "<script>alert(1)</script>"
+    query = urlencode({"mode": script, "hybrid_weight": "<img src=x onerror=alert(2)>",
+                       "recency_from": "![x](http://attacker.invalid/pixel.png)", "evil": script,
+                       "limit": "9" * 5000, "pg": "../../etc/passwd"})
+    shot.open_page(page, app_url, "tune", query)
+    assert not shot.errors_on(page), shot.errors_on(page)
+    sidebar = page.get_by_test_id("stSidebar").inner_text()
+    assert script in sidebar and "unknown parameter 'evil'" in sidebar  # named, as the characters it is
+    assert page.locator("script", has_text="alert(").count() == 0
+    assert page.locator('img[src="x"], img[src*="attacker"]').count() == 0
+    assert not dialogs and not outside, (dialogs, outside[:5])
+    assert "evil" not in query_of(page) and query_of(page).get("mode") is None  # the URL is rewritten clean
+    page.close()

@@ -4,9 +4,25 @@ Every function calls the library (replay, sweep, metrics, the memory itself) and
 what it returns into a tidy DataFrame a chart or a table can draw; no ranking happens here.
 Nothing imports Streamlit. :mod:`~vxmem.workbench.views.settings` holds the datasets and the
 one parameter state, :mod:`~vxmem.workbench.views.replays` the Tune, Sweep, Compare, A/B,
-Replay and Budget frames, :mod:`~vxmem.workbench.views.playground` the Playground's.
+Replay and Budget frames, :mod:`~vxmem.workbench.views.playground` the Playground's,
+:mod:`~vxmem.workbench.views.intervals` every mean's bootstrap interval, :mod:`~vxmem.workbench.views.charts`
+what a chart needs beyond a frame, :mod:`~vxmem.workbench.views.inputs` the checks of what comes from
+outside (uploads, the URL, the session, text shown as Markdown) and
+:mod:`~vxmem.workbench.views.probe_edit` the Import page's probes.
 """
 
+from .charts import ab_points, is_flat
+from .inputs import (
+    MAX_UPLOAD_BYTES,
+    check_state,
+    check_upload,
+    interval_text,
+    plain,
+    sample_note,
+    short,
+    unknown_keys,
+)
+from .intervals import metric_intervals, point_intervals, side_intervals, with_intervals
 from .playground import (
     dumps_events,
     low_relevance_of,
@@ -19,6 +35,7 @@ from .playground import (
     score_parts,
     to_csv,
 )
+from .probe_edit import DATASET_FORMAT, conversation_from_bytes, delete_probe, probe_fields, probe_of, write_probe
 from .replays import (
     POINT_METRICS,
     POLICY_GRIDS,
@@ -76,6 +93,9 @@ from .settings import (
 )
 
 __all__ = [
+    "DATASET_FORMAT", "MAX_UPLOAD_BYTES", "ab_points", "check_state", "check_upload", "conversation_from_bytes",
+    "delete_probe", "interval_text", "is_flat", "metric_intervals", "plain", "point_intervals", "probe_fields",
+    "probe_of", "sample_note", "short", "side_intervals", "unknown_keys", "with_intervals", "write_probe",
     "DEFAULT_MODE", "DEFAULT_POINT", "DEFAULT_SETTINGS", "EMBEDDER_NAMES", "MAX_LIMIT", "POINT_METRICS",
     "POLICY_GRIDS", "REPLAY_SETTINGS", "REPORT_METRICS", "SETTINGS_KEYS", "ab_frames", "best_row", "budget_replay",
     "chatlog_from_bytes", "check_settings", "compare_policies", "context_budgets", "conversation_summary",

@@ -15,6 +15,7 @@ import pandas as pd
 from ...core.clock import to_epoch
 from ...core.keys import K_SUPERSEDED_BY, K_SUPERSEDES
 from ...memory.conversation import ConversationMemory
+from ...memory.stages import DEFAULT_PRESET
 from ...models.embed import Embedder
 from ...ranking import scoring
 from ...ranking.scoring import BLEND_DEFAULTS
@@ -57,6 +58,8 @@ def _playground_replay_settings(settings: Mapping[str, Any], judge: str | None) 
         out["recency_from"] = s["recency_from"]
     if int(s["token_budget"] or 0):
         out["token_budget"] = int(s["token_budget"])
+    if s["embedder"] == "default" and s["preset"] != DEFAULT_PRESET:  # the default embedder runs the preset
+        out["preset"] = s["preset"]
     return out
 
 

@@ -29,6 +29,7 @@ from ..record import Replay
 from ..replay import replay
 from ..sweep import sweep
 from ..why import why_recalled
+from .intervals import with_intervals
 from .settings import DEFAULT_MODE, DEFAULT_POINT, DEFAULT_SETTINGS, REPLAY_SETTINGS, grid_point
 
 # The metric columns of a sweep's per_point frame, in metrics order (a mean of rr is mrr).
@@ -46,7 +47,7 @@ POLICY_GRIDS: dict[str, dict[str, list]] = {
 }
 
 _RESULT_COLUMNS = ["rank", "label", "text", "kind", "session", "tokens", "relevant", "stale"]
-_TIMELINE_COLUMNS = ["created", "end", "session", "kind", "lane", "status", "label", "text", "tokens", "id"]
+_TIMELINE_COLUMNS = ["created", "end", "session", "kind", "lane", "jitter", "status", "label", "text", "tokens", "id"]
 _SECTIONS = ("pinned", "recent", "recalled")
 
 
@@ -220,7 +221,8 @@ def sweep_grid(replays: Sequence[Replay], x: str, x_values: Sequence, y: str, y_
     grid = {k: [v] for k, v in grid_point(fixed or {}).items() if k not in (x, y)}
     for name, vals in ((x, x_values), (y, y_values)):
         grid[name] = [None if (name == "token_budget" and not v) else v for v in vals]
-    out = sweep(list(replays), grid).per_point
+    res = sweep(list(replays), grid)
+    out = with_intervals(res.per_point, res.per_probe, POINT_METRICS)
     if "token_budget" in (x, y):
         out["token_budget"] = out["token_budget"].fillna(0)
     return out
@@ -265,15 +267,21 @@ def compare_policies(replays: Sequence[Replay], metric: str = "ndcg",
     shared = {k: [v] for k, v in grid_point(point or {}).items() if k in ("limit", "token_budget")}
     rows = []
     for name, pol in POLICIES.items():
-        default = sweep(list(replays), {**shared, **{k: [v] for k, v in pol.defaults.items()}},
-                        policy=name).per_point.iloc[0]
+        res = sweep(list(replays), {**shared, **{k: [v] for k, v in pol.defaults.items()}}, policy=name)
+        default = with_intervals(res.per_point, res.per_probe, REPORT_METRICS).iloc[0]
         grid = grids.get(name) or {}
-        best = best_row(sweep(list(replays), {**shared, **grid}, policy=name).per_point, metric) if grid else default
+        if grid:
+            res = sweep(list(replays), {**shared, **grid}, policy=name)
+            best = best_row(with_intervals(res.per_point, res.per_probe, REPORT_METRICS), metric)
+        else:
+            best = default
         for setting, row in (("default", default), ("best", best)):
             params = {k: float(row[k]) for k in pol.params if k in row}
             rows.append({"policy": name, "setting": setting,
                          "params": ", ".join(f"{k}={v:g}" for k, v in params.items()) or "(none)",
-                         **{m: row[m] for m in POINT_METRICS if m in row}, "description": pol.description})
+                         **{m: row[m] for m in POINT_METRICS if m in row},
+                         **{f"{m}_{b}": row[f"{m}_{b}"] for m in REPORT_METRICS for b in ("lo", "hi")},
+                         "probes": int(row["probes"]), "description": pol.description})
     return pd.DataFrame(rows)
 
 
@@ -335,6 +343,8 @@ def memory_timeline(replay: Replay) -> pd.DataFrame:
     mem["session"] = mem["session"].fillna("(none)")
     mem["end"] = mem["deleted"].fillna(mem["superseded_at"])
     mem["lane"] = mem["session"].astype(str) + " / " + mem["kind"].astype(str)
+    # A spread within the lane, the same on every draw, so memories made at one moment stay apart.
+    mem["jitter"] = (mem.groupby("lane").cumcount() * 0.618034) % 1.0 - 0.5
     return mem[_TIMELINE_COLUMNS]
 
 

@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from ...core.progress import Progress
+from ...memory.stages import DEFAULT_PRESET, PRESETS
 from ...models.embed import Embedder, HashingEmbedder, default_embedder, reranks_by_default
 from ...ranking import scoring
 from ...ranking.scoring import BLEND_DEFAULTS
@@ -32,6 +33,7 @@ from ..datasets.formats import CHAT_FORMATS, FORMATS, load
 from ..datasets.model import Conversation, DatasetError
 from ..record import Replay
 from ..replay import replay_many
+from .inputs import check_upload, short
 
 # Every dataset replay of the workbench caches pools big enough for any limit up to MAX_LIMIT.
 MAX_LIMIT = 20
@@ -47,7 +49,8 @@ DEFAULT_POINT: dict[str, Any] = {**BLEND_DEFAULTS, "limit": 10, "token_budget": 
 DEFAULT_MODE = scoring.DEFAULT_MODE
 EMBEDDER_NAMES = ("default", "hashing")  # "default": whatever Vectrix() embeds with
 DEFAULT_SETTINGS: dict[str, Any] = {**DEFAULT_POINT, "mode": DEFAULT_MODE, "hybrid_weight": scoring.HYBRID_WEIGHT,
-                                    "embedder": "default", "recency_from": scoring.RECENCY_FROM[0]}
+                                    "embedder": "default", "recency_from": scoring.RECENCY_FROM[0],
+                                    "preset": DEFAULT_PRESET}
 SETTINGS_KEYS = tuple(DEFAULT_SETTINGS)
 _INT_SETTINGS = ("limit", "token_budget")
 
@@ -75,6 +78,7 @@ def load_bytes(filename: str, data: bytes, format: str | None = None) -> list[Co
     message a person can act on; nothing is half-loaded. A chat log has no probes yet, so
     it is refused here with a pointer to :func:`chatlog_from_bytes` (the Import page).
     """
+    check_upload(filename, data)  # too big, empty, an archive or binary: said before any parsing
     low = filename.lower()
     suffix = next((x for x in (".jsonl", ".csv") if low.endswith(x)), ".json")
     fd, path = tempfile.mkstemp(suffix=suffix)
@@ -101,10 +105,7 @@ def load_bytes(filename: str, data: bytes, format: str | None = None) -> list[Co
 def chatlog_from_bytes(filename: str, data: bytes, format: str | None = None) -> Conversation:
     """An uploaded chat log (OpenAI / ChatML JSONL, a ChatGPT export, CSV) as one conversation
     of turns; its problems are one :class:`DatasetError` naming the file."""
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise DatasetError(f"{filename}: not UTF-8 text (byte {exc.start}); is it a chat log?") from None
+    text = check_upload(filename, data)
     stem = os.path.splitext(os.path.basename(filename))[0] or "chatlog"
     try:
         return loads_chatlog(text, format, name=stem, path=filename)
@@ -122,10 +123,11 @@ def turn_table(conversation: Conversation) -> pd.DataFrame:
 
 
 def probe_list(conversation: Conversation) -> pd.DataFrame:
-    """The probes of ``conversation``: label, time, session, query, relevant labels."""
+    """The probes of ``conversation``: label, time, session, query, relevant and stale labels, category."""
     rows = [{"label": e.label, "time": pd.Timestamp(e.time, unit="s", tz="UTC"), "session": e.session,
-             "query": e.query, "relevant": ", ".join(e.relevant)} for e in conversation.probes]
-    return pd.DataFrame(rows, columns=["label", "time", "session", "query", "relevant"])
+             "query": e.query, "relevant": ", ".join(e.relevant), "stale": ", ".join(e.stale),
+             "category": None if e.category is None else str(e.category)} for e in conversation.probes]
+    return pd.DataFrame(rows, columns=["label", "time", "session", "query", "relevant", "stale", "category"])
 
 
 @functools.cache
@@ -158,6 +160,8 @@ def replay_settings(settings: Mapping[str, Any] | None = None) -> dict[str, Any]
             out["hybrid_weight"] = float(s["hybrid_weight"])  # reranked: it decides which candidates are
     if s["recency_from"] != "created":
         out["recency_from"] = s["recency_from"]
+    if s["embedder"] == "default" and s["preset"] != DEFAULT_PRESET:  # the default embedder runs the preset
+        out["preset"] = s["preset"]
     return out
 
 
@@ -216,25 +220,27 @@ def check_settings(raw: Mapping[str, Any], ranges: Mapping[str, tuple[float, flo
     out = {**DEFAULT_SETTINGS, **dict(base or {})}
     problems: list[str] = []
     choices: dict[str, Sequence[str]] = {"mode": SEARCH_MODES, "embedder": list(embedders),
-                                         "recency_from": scoring.RECENCY_FROM}
+                                         "recency_from": scoring.RECENCY_FROM, "preset": PRESETS}
     for k, v in raw.items():
         if k not in SETTINGS_KEYS:
-            problems.append(f"unknown setting {k!r}")
+            problems.append(f"unknown setting {short(k)}")
             continue
         if k in choices:
             if v not in choices[k]:
-                problems.append(f"{k} {v!r}: expected one of {', '.join(choices[k])}")
+                problems.append(f"{k} {short(v)}: expected one of {', '.join(choices[k])}")
             else:
                 out[k] = v
             continue
         try:
+            if isinstance(v, bool):
+                raise TypeError("a true/false value")
             num = float(v)
-        except (TypeError, ValueError):
-            problems.append(f"{k} {v!r}: not a number")
+        except (TypeError, ValueError, OverflowError):
+            problems.append(f"{k} {short(v)}: not a number")
             continue
         lo, hi = ranges.get(k, (-math.inf, math.inf))
         if not lo <= num <= hi or (k in _INT_SETTINGS and not num.is_integer()):
-            problems.append(f"{k} {v!r}: expected {'a whole number' if k in _INT_SETTINGS else 'a number'} "
+            problems.append(f"{k} {short(v)}: expected {'a whole number' if k in _INT_SETTINGS else 'a number'} "
                             f"in [{lo:g}, {hi:g}]")
             continue
         out[k] = int(num) if k in _INT_SETTINGS else num
@@ -255,10 +261,15 @@ def settings_json(settings: Mapping[str, Any]) -> str:
 def settings_from_json(text: str | bytes, ranges: Mapping[str, tuple[float, float]],
                        embedders: Sequence[str] = EMBEDDER_NAMES) -> tuple[dict[str, Any], list[str]]:
     """Settings exported by :func:`settings_json`, read back and checked (see :func:`check_settings`)."""
+    if isinstance(text, (bytes, bytearray)):
+        try:
+            text = check_upload("the settings file", text, max_bytes=1 << 20)
+        except DatasetError as exc:
+            raise ValueError(f"not a settings file: {exc}") from None
     try:
         raw = json.loads(text)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ValueError(f"not a settings file: {exc}") from None
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+        raise ValueError(f"not a settings file: {str(exc)[:200]}") from None
     if not isinstance(raw, dict):
         raise ValueError("not a settings file: expected a JSON object of setting -> value")
     return check_settings(raw, ranges, embedders)
@@ -272,6 +283,8 @@ def settings_snippet(settings: Mapping[str, Any]) -> str:
         memory += f", hybrid_weight={float(s['hybrid_weight'])!r}"
     if s["recency_from"] != "created":
         memory += f", recency_from={s['recency_from']!r}"
+    if s["preset"] != DEFAULT_PRESET:
+        memory += f", preset={s['preset']!r}"
     lines = ["from vxmem import Vectrix"]
     if s["embedder"] == "hashing":
         lines[0] += "\nfrom vxmem.models.embed import HashingEmbedder"
@@ -284,7 +297,9 @@ def settings_snippet(settings: Mapping[str, Any]) -> str:
 
 
 def param_values(name: str, lo: float, hi: float, n: int) -> list:
-    """``n`` values from ``lo`` to ``hi`` for a sweep axis (geometric for half-lives)."""
+    """``n`` values from ``lo`` to ``hi`` for a sweep axis (geometric for half-lives), each
+    rounded to two significant digits (9.3, not 9.2586: an axis tick a person reads; the
+    ends stay exact)."""
     if n < 1:
         raise ValueError("n must be >= 1")
     if name in ("limit", "token_budget"):
@@ -294,4 +309,5 @@ def param_values(name: str, lo: float, hi: float, n: int) -> list:
         vals = np.geomspace(lo, hi, n)
     else:
         vals = np.linspace(lo, hi, n)
-    return sorted({round(float(v), 4) for v in vals})
+    inner = [float(f"{float(v):.2g}") for v in vals[1:-1]]
+    return sorted({float(lo), *inner, float(hi)} if n > 1 else {float(lo)})

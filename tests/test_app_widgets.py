@@ -1,0 +1,212 @@
+"""The workbench's widgets start afresh when what they were about changes; every mean it shows
+carries its bootstrap interval and probe count; charts and tables that fit and say something
+(streamlit's AppTest, no browser)."""
+
+import json
+import re
+
+from test_app import OPENAI_CHAT, ROOT, charts, grade_box, page, sessions_dir, shown, specs  # noqa: F401
+
+from vxmem.workbench import views
+from vxmem.workbench.datasets import load_jsonl
+
+
+def chart_rows(chart) -> list[dict]:
+    """Every row of every dataset a drawn chart carries (Arrow, as Streamlit ships it)."""
+    from streamlit.dataframe_util import convert_arrow_bytes_to_pandas_df
+
+    return [r for d in chart.proto.datasets for r in convert_arrow_bytes_to_pandas_df(d.data.data).to_dict("records")]
+
+
+# ---------------------------------------------------------------- widgets keep no old state (29.5)
+
+
+def test_the_grade_box_starts_afresh_when_the_query_changes():
+    at = page()
+    labels = grade_box(at).options
+    grade_box(at).set_value(labels[2]).run()
+    assert grade_box(at).value == labels[2]
+    at.text_input(key="pg_query").set_value("where does my sister live?").run()
+    assert not at.exception
+    ranking = at.dataframe[0].value
+    assert grade_box(at).value == ranking.iloc[0]["label"]  # the new ranking's first, not the old pick
+
+
+def test_the_grade_box_starts_afresh_when_the_session_changes():
+    at = page()
+    grade_box(at).set_value(grade_box(at).options[3]).run()
+    at.text_area(key="pg_text").set_value("I started learning the cello").run()
+    at.button(key="pg_remember").click().run()
+    at.text_input(key="pg_session").set_value("work").run()
+    at.text_area(key="pg_text").set_value("The cello lesson is on Tuesday").run()
+    at.button(key="pg_remember").click().run()
+    at.text_input(key="pg_query").set_value("when is the cello lesson?").run()
+    assert not at.exception
+    assert grade_box(at).value == at.dataframe[0].value.iloc[0]["label"]
+
+
+def test_a_message_goes_when_the_session_changes():
+    at = page()
+    at.text_area(key="pg_text").set_value("I adopted a cat named Miso").run()
+    at.button(key="pg_remember").click().run()
+    assert "Remembered" in shown(at.success)
+    at.text_input(key="pg_session").set_value("work").run()
+    assert not at.exception
+    assert "Remembered" not in shown(at.success)
+
+
+def test_a_reset_starts_the_playground_widgets_afresh():
+    at = page()
+    at.text_area(key="pg_text").set_value("half typed").run()
+    at.selectbox(key="pg_target").set_value("m5").run()
+    at.button(key="pg_reset").click().run()
+    assert at.text_area(key="pg_text").value == ""
+    assert at.selectbox(key="pg_target").value == "m1"
+
+
+def test_the_replay_probe_starts_at_the_first_when_the_conversation_changes():
+    at = page("replay", dataset="fixtures/longmemeval_sample.json")
+    at.selectbox(key="replay_conv").set_value(0).run()
+    slider = at.select_slider(key="replay_probe")
+    slider.set_value(len(slider.options) - 1).run()
+    at.selectbox(key="replay_conv").set_value(1).run()
+    assert not at.exception
+    assert at.select_slider(key="replay_probe").value == 0
+
+
+def test_the_probe_pickers_start_afresh_on_another_dataset():
+    at = page("tune", dataset="preference_drift")
+    at.selectbox(key="tune_probe").set_value(5).run()
+    at.selectbox(key="dataset_choice").set_value("many_users").run()
+    assert not at.exception
+    assert at.selectbox(key="tune_probe").value == 0
+
+
+def test_the_import_form_and_its_message_start_afresh_for_a_new_file():
+    at = page("importer")
+    at.file_uploader(key="import_upload").upload("chats.jsonl", OPENAI_CHAT).run()
+    at.text_input(key="import_query").set_value("which saddle did I order?").run()
+    at.multiselect(key="import_relevant").set_value(["bike:0"]).run()
+    at.button(key="import_add").click().run()
+    assert "Added probe q1" in shown(at.success)
+    at.text_input(key="import_query").set_value("half a question").run()
+    other = OPENAI_CHAT.replace(b"saddle", b"bell")
+    at.file_uploader(key="import_upload").upload("other.jsonl", other).run()
+    assert not at.exception and not at.error
+    assert not at.success
+    assert at.text_input(key="import_query").value == ""
+
+
+# ---------------------------------------------------------------- every mean with its interval (29.6)
+
+
+def test_the_replay_page_gives_the_conversations_means_with_intervals_and_probe_counts():
+    at = page("replay")
+    caption = next(c.value for c in at.caption if c.value.startswith("Means over"))
+    for label in ("hit@k", "MRR", "nDCG@k", "stale-leak@k"):
+        assert re.search(re.escape(label) + r" \d\.\d{3} \(95% CI \d\.\d{3}-\d\.\d{3}, \d+ probes\)", caption), caption
+    assert all("(this probe)" in m.label for m in at.metric)  # one probe's values, said to be one probe's
+
+
+def test_below_thirty_probes_every_page_says_the_means_are_uncertain():
+    for name in ("replay", "tune", "sweep", "ab", "compare"):
+        at = page(name, dataset="pinned_profile")  # 3 probes
+        assert not at.exception
+        assert "fewer than 30" in shown(at.warning), name
+        assert "Only 3 probes" in shown(at.warning) or "Only 2 probes" in shown(at.warning), name
+
+
+def test_thirty_probes_or_more_carry_no_caveat():
+    at = page("replay")  # contradicting_facts: 36 probes
+    assert "fewer than 30" not in shown(at.warning)
+
+
+def test_sweep_best_and_current_carry_intervals():
+    at = page("sweep")
+    cis = [c.value for c in at.caption if c.value.startswith("95% CI")]
+    assert len(cis) == 2 and all(re.fullmatch(r"95% CI \d\.\d{3}-\d\.\d{3}, \d+ probes", c) for c in cis), cis
+
+
+def test_ab_means_carry_intervals_and_probe_counts():
+    at = page("ab")
+    cis = [c.value for c in at.caption if c.value.startswith("95% CI")]
+    assert len(cis) == 3, cis  # mean A, mean B, the change
+    assert all(re.search(r"\d+ probes$", c) for c in cis)
+
+
+def test_compare_gives_every_metric_with_its_interval_and_draws_whiskers():
+    at = page("compare")
+    table = at.dataframe[0].value
+    assert "probes" in table
+    assert table["ndcg"].str.fullmatch(r"\d\.\d{3} \[\d\.\d{3}, \d\.\d{3}\]").all()
+    assert all('"rule"' in json.dumps(s) and "_lo" in json.dumps(s) for s in specs(at))
+
+
+# ---------------------------------------------------------------- charts and tables (29.7)
+
+
+def test_sweep_axis_values_are_rounded():
+    at = page("sweep")
+    values = {v for r in chart_rows(charts(at)[0]) for k, v in r.items() if k in ("half_life_days", "recency_weight")}
+    assert values and all(len(f"{v:g}".replace(".", "").lstrip("0")) <= 2 or v in (180.0,) for v in values), values
+    best = next(m.value for m in at.markdown if m.value.startswith("**best point**"))
+    assert not re.search(r"\d\.\d{3,}", best), best  # no "4.4092"
+
+
+def test_an_all_zero_metric_is_said_not_drawn():
+    at = page("compare", dataset="many_users")  # nothing stale to leak, every probe hit: flat
+    assert not at.exception
+    said = shown(at.info)
+    assert "stale-leak@k (lower is better) is 0.000 everywhere" in said and "hit@k" in said
+    assert len(charts(at)) == 2  # MRR and nDCG only
+
+
+def test_a_flat_sweep_metric_is_said_not_mapped():
+    at = page("sweep", dataset="many_users")
+    at.selectbox(key="sweep_metric").set_value("stale_leak").run()
+    assert not at.exception
+    assert "at every point of this grid" in shown(at.info)
+    assert not any('"rect"' in json.dumps(s) for s in specs(at))  # no heatmap
+
+
+def test_the_ab_scatter_draws_one_dot_per_pair_sized_by_its_probes():
+    at = page("ab")
+    frame_probes = sum(int(at.metric[i].value) for i in range(3))  # wins, losses, ties
+    scatter = next(c for c in charts(at) if '"probes:Q"' in c.proto.spec or '"probes"' in c.proto.spec)
+    rows = {(r["a"], r["b"], r["outcome"]): r["probes"] for r in chart_rows(scatter) if "probes" in r}
+    assert sum(rows.values()) == frame_probes
+    assert len({(a, b) for a, b, _ in rows}) == len(rows) < frame_probes  # the ties are one dot, not thirty
+    assert '"size"' in scatter.proto.spec
+
+
+def test_the_timeline_spreads_memories_made_together():
+    at = page("replay")
+    spec = json.dumps(specs(at)[0])
+    assert '"yOffset"' in spec and '"jitter' in spec
+    (rep,) = views.replay_all([load_jsonl(ROOT / "datasets" / "contradicting_facts.jsonl")],
+                              embedder=views.embedder_for("hashing"))
+    mem = views.memory_timeline(rep)
+    assert mem.groupby("lane")["jitter"].nunique().min() > 1  # not one line of dots
+    assert mem["jitter"].between(-0.5, 0.5).all()
+
+
+PAGE_WIDTH = 880  # the main block of the wide layout in a 1360 px window is about 900 px
+
+
+def test_ranking_and_why_tables_fit_the_page():
+    for name in ("replay", "importer"):
+        at = page(name)
+        if name == "importer":
+            at.file_uploader(key="import_upload").upload("chats.jsonl", OPENAI_CHAT).run()
+            at.text_input(key="import_query").set_value("which saddle did I order?").run()
+            at.multiselect(key="import_relevant").set_value(["bike:0"]).run()
+            at.button(key="import_add").click().run()
+        checked = 0
+        for d in at.dataframe:
+            config, order = json.loads(d.proto.columns or "{}"), list(d.proto.column_order)
+            if {"rank", "label", "text"} <= set(order):
+                widths = [config.get(c, {}).get("width") for c in order]
+                assert all(isinstance(w, int) for w in widths), (name, order, widths)
+                assert sum(widths) <= PAGE_WIDTH, (name, order, widths)
+                checked += 1
+        assert checked >= 2, name
