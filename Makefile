@@ -11,8 +11,7 @@ $(BIN)/python:
 	$(BIN)/pip install --quiet --upgrade pip
 
 $(STAMP): $(BIN)/python pyproject.toml
-	$(BIN)/pip install --quiet torch==2.13.0
-	$(BIN)/pip install --quiet -e ".[app,dev,notebooks,semantic]"
+	$(BIN)/pip install --quiet -e ".[app,dev,notebooks,semantic,langchain,llm,server]"
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -22,23 +22,24 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 __all__ = [
-    "Vectrix", "ConversationMemory", "RecallRequest", "Blend", "Result", "Results", "ContextBlock",
+    "Vectrix", "AsyncVectrix", "ConversationMemory", "RecallRequest", "Blend", "Result", "Results", "ContextBlock",
     "ConsolidationReport",
     "HistoryEntry", "feedback_score", "HashingEmbedder", "SemanticEmbedder", "OnnxEmbedder", "OnnxCrossEncoder",
     "count_tokens",
     "VectrixError", "DatabaseLockedError", "InvalidDatabaseError", "ReadOnlyError", "ForkedHandleError",
-    "DiskFullError",
+    "ConflictError", "DiskFullError", "ExportFileError",
     "K_KIND", "K_SESSION", "K_ROLE", "K_TURN", "K_TS", "K_FEEDBACK", "K_SUPERSEDED_BY", "K_SUPERSEDES",
     "K_SUPERSEDED_AT", "K_SCORING", "K_EXPIRES", "K_CONSOLIDATED_FROM", "KIND_TURN", "KIND_FACT", "KIND_PINNED",
     "KINDS", "OUTCOMES",
 ]
 # Where each name lives; the constants (upper-case names) all live in vxmem.core.keys.
 _HOME = {
-    "Vectrix": "vectrix", "ConversationMemory": "memory", "HistoryEntry": "memory", "feedback_score": "memory",
+    "Vectrix": "vectrix", "AsyncVectrix": "aio", "ConflictError": "core.errors",
+    "ConversationMemory": "memory", "HistoryEntry": "memory", "feedback_score": "memory",
     "ContextBlock": "memory", "ConsolidationReport": "memory", "Result": "store", "Results": "store",
     "VectrixError": "core.errors", "DatabaseLockedError": "core.errors", "InvalidDatabaseError": "core.errors",
     "ReadOnlyError": "core.errors", "ForkedHandleError": "core.errors",
-    "DiskFullError": "core.errors", "HashingEmbedder": "models.embed",
+    "DiskFullError": "core.errors", "ExportFileError": "core.errors", "HashingEmbedder": "models.embed",
     "SemanticEmbedder": "models.embed", "count_tokens": "core.tokens", "OnnxEmbedder": "models.onnx",
     "OnnxCrossEncoder": "models.rerank", "RecallRequest": "memory.request", "Blend": "ranking.blend",
     **{name: "core.keys" for name in __all__ if name.isupper()},
@@ -59,9 +60,12 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # what type checkers and editors see
+    from .aio import AsyncVectrix
     from .core.errors import (
+        ConflictError,
         DatabaseLockedError,
         DiskFullError,
+        ExportFileError,
         ForkedHandleError,
         InvalidDatabaseError,
         ReadOnlyError,

@@ -5,6 +5,10 @@
     vxmem replay drift.jsonl --half-life 3 --limit 5 -o probes.csv
     vxmem sweep drift.jsonl --half-life 1,3,7,30 --recency-weight 0:1:0.1 -o results.csv
     vxmem sweep locomo10.json --categories multi-hop,4 --mode hybrid
+    vxmem export chat.vxdb -o chat.jsonl --vectors
+    vxmem restore chat.jsonl --db copy.vxdb
+    vxmem serve --db chat.vxdb --port 8765
+    vxmem mcp --db chat.vxdb --user alice
 
 Each prints a readable table and writes CSV or Parquet (by the file's extension). Bad
 arguments and bad files get one line on stderr and exit code 2, before any long work
@@ -23,7 +27,9 @@ import argparse
 import sys
 from typing import Any
 
+from .memory.stages import PRESETS
 from .ranking.scoring import BLEND_DEFAULTS, RECENCY_FROM
+from .serve.commands import ServeError, add_commands, run_mcp, run_serve
 from .store.checks import SEARCH_MODES
 from .workbench.commands import (
     DEFAULT_POLICY,
@@ -40,6 +46,7 @@ from .workbench.datasets.formats import CHAT_FORMATS, FORMATS
 from .workbench.datasets.model import DatasetError
 from .workbench.grid import SWEEP_KEYS
 from .workbench.policies import POLICIES
+from .workbench.transfer import run_export, run_restore
 
 EXIT_USAGE = 2
 
@@ -52,6 +59,7 @@ _SETTING_FLAGS: tuple[tuple[str, type, str], ...] = (
     ("hybrid_weight", float, "dense share in hybrid mode (default 0.5)"),
     ("pool_limit", int, "largest limit a later sweep may use"),
     ("recency_from", str, "what ages count from: created (default) or accessed (last recalled)"),
+    ("preset", str, "recall preset: fast, default or accurate (default: default)"),
 )
 # Every parameter a sweep takes: the default policy's, the policy-free ones, then the other policies'.
 _GRID_KEYS = tuple(dict.fromkeys([*POLICIES[DEFAULT_POLICY].params, *SWEEP_KEYS,
@@ -156,6 +164,8 @@ def _parser() -> _Parser:
     r.add_argument("--save", help="save the replay (.npz) for later sweeps")
 
     _add_probes(sub)
+    _add_transfer(sub)
+    add_commands(sub)  # serve, mcp
 
     w = sub.add_parser("sweep", help="re-rank cached pools over a parameter grid")
     w.add_argument("dataset", help="a dataset, or a replay saved with `vxmem replay --save`")
@@ -201,6 +211,25 @@ def _add_probes(sub: Any) -> None:
     rm.add_argument("label")
 
 
+def _add_transfer(sub: Any) -> None:
+    """The ``export`` and ``restore`` verbs: a database as portable JSON Lines, and back (docs/EXPORT.md)."""
+    e = sub.add_parser("export", help="write a database, with every memory's history, as JSON Lines",
+                       description="Write every memory of a database (text, kind, session, user, timestamps, "
+                                   "metadata with feedback, supersession and consolidation history, TTL, pinned) "
+                                   "to a versioned JSON Lines file; the database is only read.")
+    e.add_argument("db", help="the database file")
+    e.add_argument("-o", "--output", required=True, help="the export, a .jsonl file")
+    e.add_argument("--vectors", action="store_true", help="include the vectors (a restore then embeds nothing)")
+    r = sub.add_parser("restore", help="a new database from an export",
+                       description="Build a new database from an export, all or nothing: a file that is "
+                                   "truncated, damaged or of a newer format is refused and nothing is written.")
+    r.add_argument("export", help="the .jsonl file `vxmem export` wrote")
+    r.add_argument("--db", required=True, help="the new database file (must not hold documents)")
+    r.add_argument("--embedder", choices=("auto", *EMBEDDERS), default="auto",
+                   help="auto (default): the export's own when vxmem ships it (hashing), else Vectrix()'s; "
+                        "vectors of another embedder are embedded again")
+
+
 def _add_replay_settings(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("memory settings")
     for key, kind, text in _SETTING_FLAGS:
@@ -208,6 +237,8 @@ def _add_replay_settings(parser: argparse.ArgumentParser) -> None:
             g.add_argument(_flag(key), choices=SEARCH_MODES, help=text)
         elif key == "recency_from":
             g.add_argument(_flag(key), choices=RECENCY_FROM, dest=key, help=text)
+        elif key == "preset":
+            g.add_argument(_flag(key), choices=PRESETS, dest=key, help=text)
         else:
             g.add_argument(_flag(key), type=kind, dest=key, help=text)
 
@@ -280,11 +311,12 @@ def main(argv: list[str] | None = None) -> int:
             args, extra = parser.parse_known_args(argv)
             return run_synth(args, _sizes(args.scenario, extra))
         args = parser.parse_args(argv)
-        verbs = {"import": run_import, "replay": run_replay, "sweep": _sweep, "probes": run_probes}
+        verbs = {"import": run_import, "replay": run_replay, "sweep": _sweep, "probes": run_probes,
+                 "export": run_export, "restore": run_restore, "serve": run_serve, "mcp": run_mcp}
         return verbs[args.command](args)
     except SystemExit as exc:  # --version and --help print, then exit
         return int(exc.code or 0)
-    except (CliError, DatasetError, ValueError, TypeError) as exc:
+    except (CliError, DatasetError, ServeError, ValueError, TypeError) as exc:
         msg = " ".join(str(exc).split()) or type(exc).__name__
         print(f"vxmem: error: {msg}", file=sys.stderr)
         return EXIT_USAGE

@@ -38,7 +38,7 @@ class Vectrix(Collection):
     ``vector_dtype`` and ``durability`` are the collection's (see :class:`~vxmem.store.Collection`).
     The remaining keyword arguments configure
     :class:`~vxmem.memory.conversation.ConversationMemory`, reached as ``db.memory``: the blend,
-    TTLs, the judge, ``hybrid_weight``, ``rerank``, ``reranker`` and ``min_relevance``.
+    TTLs, the judge, ``hybrid_weight``, ``preset``, ``rerank``, ``reranker`` and ``min_relevance``.
     """
 
     result_type = MemoryResults  # search() on a memory collection shows the memory columns in to_frame()
@@ -74,12 +74,13 @@ class Vectrix(Collection):
                mode: str | None = None, now: TimeLike = None, exclude_ids: Sequence[str] = (),
                hybrid_weight: float | None = None, min_relevance: float | None = None,
                rerank: bool | None = None, filter: dict[str, Any] | None = None,
-               user: str | None = None, recency_from: str | None = None) -> MemoryResults:
+               user: str | None = None, recency_from: str | None = None,
+               preset: str | None = None) -> MemoryResults:
         return self.memory.recall(query, session=session, limit=limit, token_budget=token_budget,
                                   score_gap=score_gap, kinds=kinds, include_superseded=include_superseded, mode=mode,
                                   now=now, exclude_ids=exclude_ids, hybrid_weight=hybrid_weight,
                                   min_relevance=min_relevance, rerank=rerank, filter=filter, user=user,
-                                  recency_from=recency_from)
+                                  recency_from=recency_from, preset=preset)
 
     def feedback(self, id: str, outcome: str, correction: str | None = None, timestamp: TimeLike = None) -> str | None:
         return self.memory.feedback(id, outcome, correction=correction, timestamp=timestamp)
@@ -103,8 +104,8 @@ class Vectrix(Collection):
         return self.memory.consolidate(session, summarize, keep_recent=keep_recent, older_than=older_than,
                                        batch_turns=batch_turns, delete=delete, pinned=pinned, now=now)
 
-    def expire(self, now: TimeLike = None) -> int:
-        return self.memory.expire(now=now)
+    def expire(self, now: TimeLike = None, user: str | None = None) -> int:
+        return self.memory.expire(now=now, user=user)
 
     def turns(self, session: str | None, limit: int | None = None, now: TimeLike = None,
               filter: dict[str, Any] | None = None) -> list[Result]:

@@ -19,8 +19,18 @@ class InvalidDatabaseError(VectrixError, ValueError):
     """The file is not a vxmem database, or it is damaged."""
 
 
+class ExportFileError(VectrixError, ValueError):
+    """A file ``restore()`` refuses: not a vxmem export, of a newer format version, truncated,
+    damaged, or holding a malformed line or an id twice. Nothing was written."""
+
+
 class ReadOnlyError(VectrixError, PermissionError):
     """A write was attempted on a handle opened with ``read_only=True``."""
+
+
+class ConflictError(VectrixError, ValueError):
+    """A write names something already taken: an id another document holds, or a turn number
+    its session already used. Nothing was written (a ``ValueError``, as any refused argument)."""
 
 
 class ForkedHandleError(VectrixError):

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from ..core.clock import DAY
+from ..core.errors import ConflictError
 from ..core.keys import K_EXPIRES, K_FEEDBACK, K_FEEDBACK_FOLDED, K_KIND, K_ROLE, K_SESSION, K_TS, KIND_TURN
 from ..ranking import scoring
 from ..store.checks import check_id
@@ -35,7 +36,7 @@ def new_memory_id() -> str:
 
 def refuse_taken(m: Mirror, id: str) -> None:
     if id in m.pos_of_id:
-        raise ValueError(f"id already exists: {id!r}")
+        raise ConflictError(f"id already exists: {id!r}")
 
 
 def stamp(kind: str, session: str | None, role: str, ts: float, ttl: float | None) -> dict[str, Any]:
@@ -58,10 +59,10 @@ def claim_turn(m: Mirror, tx: Transaction, session: str | None, turn: int | None
     if turn is None:
         return tx.take_counter(name)
     if np.any(m.turn[m.select(session, (KIND_TURN,))] == turn):
-        raise ValueError(f"turn {turn} of session {session!r} is already held by a live turn")
+        raise ConflictError(f"turn {turn} of session {session!r} is already held by a live turn")
     counter = tx.counter(name)
     if turn < counter:
-        raise ValueError(f"turn {turn} of session {session!r} is below the session's next turn number "
+        raise ConflictError(f"turn {turn} of session {session!r} is below the session's next turn number "
                          f"({counter}): turn numbers are never reused")
     tx.raise_counter(name, turn + 1)
     return turn

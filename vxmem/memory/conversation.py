@@ -21,6 +21,7 @@ collection only through its seam, ``db.engine`` (:class:`~vxmem.store.seam.Memor
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import Future
 from datetime import datetime
 from typing import Any
 
@@ -51,6 +52,7 @@ from ..core.keys import (
     KINDS,
     OUTCOMES,
 )
+from ..models.late import LateInteraction
 from ..models.rerank import Reranker, check_reranker
 from ..ranking import scoring
 from ..ranking.blend import Blend
@@ -74,8 +76,18 @@ from .checks import (
     check_verdicts,
 )
 from .consolidation import ConsolidationReport, Summarizer
-from .draft import REMEMBER_ARGS, REMEMBER_DEFAULTS, Draft, make_draft, ttl_for, write_draft, write_drafts
+from .draft import (
+    REMEMBER_ARGS,
+    REMEMBER_DEFAULTS,
+    Draft,
+    LateBits,
+    make_draft,
+    ttl_for,
+    write_draft,
+    write_drafts,
+)
 from .reading import MemoryReading
+from .stages import DEFAULT_PRESET, check_preset, is_late, preset_reranker
 from .supersession import live_heads, mark_superseded
 
 Judge = Callable[[str, list[str]], Sequence[bool]]
@@ -108,7 +120,12 @@ class ConversationMemory(MemoryReading):
         ``reranker`` by default. None: yes with vxmem's default embedder (the pipeline it
         was measured with), no with ``"hashing"`` or an embedder of your own.
     :param reranker: any ``(query, texts) -> scores`` callable, or a name (default: the
-        bundled ms-marco-MiniLM-L-12-v2 cross-encoder; its model loads on first use).
+        preset's second stage; its model loads on first use).
+    :param preset: ``"default"`` (late interaction over the first stage's top 120, token
+        vectors stored at write time), ``"fast"`` (the first stage alone) or ``"accurate"``
+        (the cross-encoder over the top 20, about ten times slower). None: ``"default"``,
+        whose second stage runs when ``rerank`` says so (by default with vxmem's default
+        embedder); a preset named here runs its second stage unless ``rerank=False``.
     :param min_relevance: the default of ``recall(min_relevance=...)`` (raw scale; None:
         keep every candidate).
     :param recency_from: what a memory's age counts from. ``"created"`` (the spec's): when
@@ -126,11 +143,14 @@ class ConversationMemory(MemoryReading):
                  ttl_days: dict[str, float | None] | None = None, judge: Judge | None = None,
                  judge_candidates: int = 5, hybrid_weight: float = scoring.HYBRID_WEIGHT, *,
                  rerank: bool | None = None, reranker: Reranker | str | None = None,
-                 min_relevance: float | None = None, recency_from: str = "created"):
+                 min_relevance: float | None = None, recency_from: str = "created", preset: str | None = None):
         self.db = db
+        self.preset_given = preset is not None
+        self.preset = check_preset(DEFAULT_PRESET if preset is None else preset)
         self.recency_from = check_choice(recency_from, "recency_from", scoring.RECENCY_FROM)
         self.rerank = None if rerank is None else check_bool(rerank, "rerank")
-        self.reranker = check_reranker(reranker)
+        self.own_reranker = reranker is not None
+        self.reranker = check_reranker(reranker) if self.own_reranker else preset_reranker(self.preset)
         self.min_relevance = check_min_relevance(min_relevance)
         self.blend = Blend(half_life_days, recency_weight, feedback_weight, feedback_half_life_days, hybrid_weight)
         self.ttl_days = check_ttl_map(ttl_days)
@@ -177,10 +197,12 @@ class ConversationMemory(MemoryReading):
             with self.store.locked() as m:  # fail fast, before the embedder runs
                 refuse_taken(m, d.id)
         # The callables (embedder, token counter, judge) run outside the lock, on a snapshot.
+        soon = self._late_soon([d.text])  # the token vectors encode while the embedder runs
         vec = self.store.embed([d.text])[0]
         tokens = self.store.count_tokens([d.text])[0]
+        late = self._late_bits(soon)
         contradicted = self._judge(d.text, vec, d.session, d.ts) if d.run_judge else []
-        return write_draft(self.store, d, vec, tokens, contradicted)
+        return write_draft(self.store, d, vec, tokens, contradicted, late)
 
     def remember_many(self, memories: Iterable[str | Mapping[str, Any]], *, session: str | None = None,
                       role: str = "user", timestamp: TimeLike = None, user: str | None = None,
@@ -207,10 +229,24 @@ class ConversationMemory(MemoryReading):
             for i in given:
                 refuse_taken(m, i)
         texts = [d.text for d in drafts]
+        soon = self._late_soon(texts)
         vecs = self.store.embed(texts)  # one batch, outside the lock
         tokens = self.store.count_tokens(texts)
+        late = self._late_bits(soon)
         contradicted = [self._judge(d.text, v, d.session, d.ts) if d.run_judge else [] for d, v in zip(drafts, vecs)]
-        return write_drafts(self.store, drafts, vecs, tokens, contradicted)
+        return write_drafts(self.store, drafts, vecs, tokens, contradicted, late)
+
+    def _late_soon(self, texts: list[str]) -> Future[list[bytes]] | None:
+        """The texts' late-interaction token vectors, encoding on the model's worker thread,
+        when this memory's recall reads them; else None."""
+        if not (is_late(self.reranker) and self._reranking(None)):
+            return None
+        assert isinstance(self.reranker, LateInteraction)
+        return self.reranker.encode_soon(texts)
+
+    def _late_bits(self, soon: Future[list[bytes]] | None) -> LateBits | None:
+        """What :meth:`_late_soon` started, once encoded: the model's name and the vectors."""
+        return None if soon is None else (getattr(self.reranker, "name", ""), soon.result())
 
     def _draft_of(self, item: Any, i: int, defaults: dict[str, Any]) -> Draft:
         """Item ``i`` of ``remember_many()``, checked; an error names the item."""

@@ -27,6 +27,7 @@ from ..core.checks import (
 from ..core.clock import TimeLike, to_epoch
 from ..core.keys import KIND_TURN, KINDS
 from ..models.embed import reranks_by_default
+from ..models.late import LateInteraction
 from ..models.rerank import Reranker, rerank_scores, reranker_name
 from ..ranking import scoring
 from ..ranking.blend import Blend
@@ -41,6 +42,7 @@ from .checks import any_if_none, check_memory_filter
 from .context import ContextBlock, assemble
 from .recall import MemoryResults, drop_below, gather, rank, rerank_pool
 from .request import RecallRequest
+from .stages import floors, preset_reranker
 from .supersession import HistoryEntry, chain
 
 
@@ -57,7 +59,7 @@ def blend_field(name: str) -> property:
 
 # The keyword arguments of recall() that context() passes on.
 RECALL_ARGS = ("score_gap", "kinds", "include_superseded", "mode", "exclude_ids", "hybrid_weight", "min_relevance",
-               "rerank", "recency_from")
+               "rerank", "recency_from", "blend", "preset")
 
 
 class MemoryReading:
@@ -69,6 +71,9 @@ class MemoryReading:
     min_relevance: float | None
     rerank: bool | None
     reranker: Reranker
+    own_reranker: bool  # the caller gave the reranker (it replaces every preset's second stage)
+    preset: str
+    preset_given: bool  # the caller named the preset (its second stage runs unless rerank=False)
     recency_from: str
 
     @property
@@ -144,7 +149,8 @@ class MemoryReading:
                mode: str | None = None, now: TimeLike = None, exclude_ids: Sequence[str] = (),
                hybrid_weight: float | None = None, min_relevance: float | None = None,
                rerank: bool | None = None, filter: dict[str, Any] | None = None,
-               user: str | None = None, recency_from: str | None = None) -> MemoryResults:
+               user: str | None = None, recency_from: str | None = None,
+               preset: str | None = None) -> MemoryResults:
         """Relevance, blended with recency and feedback, cut to a budget.
 
         The most relevant eligible memories (a pool of ``max(4 x limit, 40)``) have their
@@ -152,8 +158,9 @@ class MemoryReading:
         recency_weight * 0.5 ** (age / half_life_days) + feedback_weight * clamp(feedback,
         -2, 2)``; ties go to the newer. Embedding models put cosines in a narrow band;
         measured against the spread the candidates actually have, "clearly more relevant"
-        means what it says. With a rerank, the pool's ``max(2 x limit, 20)`` most relevant
-        candidates are kept and each one's relevance becomes the reranker's score.
+        means what it says. With a second stage (``preset``), the pool's most relevant
+        candidates (120 for late interaction, 20 for the cross-encoder) are kept and each
+        one's relevance becomes the stage's score.
 
         Each result's ``metadata["_vx_scoring"]`` holds its score's parts: ``relevance``
         (raw), ``relevance_norm``, ``recency``, ``feedback``, ``score``, ``age_days``,
@@ -181,6 +188,7 @@ class MemoryReading:
             when reranked, else the cosine, or BM25 in lexical mode) is below this
             (default: the memory's). :meth:`low_relevance` gives a hint.
         :param rerank: rerank with the memory's reranker (None: the memory's setting).
+        :param preset: ``"fast"``, ``"default"`` or ``"accurate"`` for this recall (None: the memory's).
         :param filter: only memories whose own metadata match it (``{"topic": "billing"}``,
             ``{"topic": ["billing", "refunds"]}``); exact: the pool is drawn from them alone.
         :param user: only this user's memories, from every session unless ``session`` narrows it.
@@ -190,13 +198,16 @@ class MemoryReading:
         request = self.request(query, session=session, limit=limit, token_budget=token_budget, score_gap=score_gap,
                                kinds=kinds, include_superseded=include_superseded, mode=mode, now=now,
                                exclude_ids=exclude_ids, hybrid_weight=hybrid_weight, min_relevance=min_relevance,
-                               rerank=rerank, filter=filter, user=user, recency_from=recency_from)
+                               rerank=rerank, filter=filter, user=user, recency_from=recency_from, preset=preset)
         return self.recall_request(request)
 
-    def request(self, query: str, *, hybrid_weight: float | None = None, **options: Any) -> RecallRequest:
+    def request(self, query: str, *, hybrid_weight: float | None = None, blend: Blend | None = None,
+                **options: Any) -> RecallRequest:
         """The :class:`~vxmem.memory.request.RecallRequest` that ``recall(query, **options)``
-        runs, checked; ``hybrid_weight`` gives it this memory's blend with that weight."""
-        blend = None if hybrid_weight is None else self.blend.replace(hybrid_weight=hybrid_weight)
+        runs, checked; ``blend`` ranks it instead of this memory's blend, and ``hybrid_weight``
+        gives it that blend (default: this memory's) with that weight."""
+        if hybrid_weight is not None and (blend is None or isinstance(blend, Blend)):
+            blend = (blend or self.blend).replace(hybrid_weight=hybrid_weight)
         return RecallRequest(query=query, blend=blend, **options)  # canonical forms made in __post_init__
 
     def recall_request(self, request: RecallRequest, *, touch: bool | None = None) -> MemoryResults:
@@ -205,7 +216,7 @@ class MemoryReading:
         this memory ages from access)."""
         if touch is None:
             touch = self.recency_from == "accessed"
-        self.store.prepare_query(request.query, request.search_mode)  # the embedder runs before the lock
+        self._prepare(request)  # the models run before the lock
         with self.store.locked() as m:  # the pool's positions stay valid only while no one else writes
             pool = self._pool(m, request)
             results = rank(pool, m, request.query, request.blend or self.blend, request.score_gap,
@@ -213,6 +224,14 @@ class MemoryReading:
             if touch and len(results):
                 self._record(np.array([m.pos_of_id[r.id] for r in results], dtype=np.int64), pool.now)
             return results
+
+    def _prepare(self, request: RecallRequest) -> None:
+        """Run what ``request`` needs of the models before the lock: the query's embedding,
+        with a late-interaction stage's query encoding started beside it."""
+        stage = self.second_stage(request)[0]
+        if isinstance(stage, LateInteraction):
+            stage.prefetch(request.query)
+        self.store.prepare_query(request.query, request.search_mode)
 
     def _touch(self, ids: Sequence[str], now_ts: float) -> None:
         """Record ``ids`` (those still there) as accessed at ``now_ts``."""
@@ -254,7 +273,7 @@ class MemoryReading:
     def pool_for(self, request: RecallRequest, size: int | None = None) -> CandidatePool:
         """The candidate pool ``request`` ranks (of ``size`` candidates; default
         ``max(4 x limit, 40)``), as :meth:`candidate_pool` gives it. Records no access."""
-        self.store.prepare_query(request.query, request.search_mode)
+        self._prepare(request)
         with self.store.locked() as m:
             return self._pool(m, request, size)
 
@@ -268,11 +287,13 @@ class MemoryReading:
                        exclude_ids=request.exclude_ids, as_of=now_ts, user=request.user)
         pos = m.keep_matching(pos, request.filter)
         blend = request.blend or self.blend
-        found = gather(self.store, m, request.query, pos, size=size or scoring.pool_size(request.limit),
+        reranker, pool_floor, rerank_floor = self.second_stage(request)
+        found = gather(self.store, m, request.query, pos, size=size or scoring.pool_size(request.limit, pool_floor),
                        mode=request.search_mode, hybrid_weight=blend.hybrid_weight, session=scope, now_ts=now_ts,
                        limit=request.limit)
-        if self._reranking(request.rerank) and len(found):
-            found = rerank_pool(found, m, request.query, self.reranker, reranker_name(self.reranker))
+        if reranker is not None and len(found):
+            found = rerank_pool(found, m, request.query, reranker, reranker_name(reranker), store=self.store,
+                                floor=rerank_floor)
         floor = self.min_relevance if request.min_relevance is None else request.min_relevance
         if floor is not None:
             found = drop_below(found, floor)
@@ -283,12 +304,31 @@ class MemoryReading:
 
     def _reranking(self, rerank: Any) -> bool:
         """Whether a recall with ``rerank=`` reranks: the argument, else the memory's setting,
-        else whether the embedder is the one the default pipeline was measured with."""
+        else whether the memory's preset was named (and has a second stage), else whether the
+        embedder is the one the default pipeline was measured with."""
         if rerank is not None:
             return check_bool(rerank, "rerank")
         if self.rerank is not None:
             return self.rerank
+        if self.preset_given:
+            return self.preset != "fast"
         return reranks_by_default(self.db.embedder)
+
+    def second_stage(self, request: RecallRequest) -> tuple[Reranker | None, int, int]:
+        """The reranker ``request`` runs (None: none) and its (pool, rerank) floors (without
+        one, the classic pool): the memory's preset and reranker, or those of the request's
+        own ``preset`` (whose second stage runs unless ``rerank=False``; a reranker the
+        memory was given replaces it)."""
+        preset = request.preset
+        if preset is None:
+            preset, reranker, on = self.preset, self.reranker, self._reranking(request.rerank)
+        else:
+            reranker = self.reranker if self.own_reranker else preset_reranker(preset)
+            on = check_bool(request.rerank, "rerank") if request.rerank is not None else preset != "fast"
+        if not on:
+            return None, scoring.POOL_FLOOR, scoring.RERANK_FLOOR
+        pool_floor, rerank_floor = floors(preset, reranker)
+        return reranker, pool_floor, rerank_floor
 
     def pipeline(self, mode: str | None = None, rerank: bool | None = None) -> dict[str, Any]:
         """What ``recall(mode=mode, rerank=rerank)`` would run: ``{"mode": the search mode,
@@ -350,7 +390,8 @@ class MemoryReading:
             collection's filter syntax).
         :param recall_kwargs: ``recall()``'s ``score_gap``, ``kinds``, ``include_superseded``,
             ``mode``, ``exclude_ids``, ``hybrid_weight``, ``min_relevance``, ``rerank`` and
-            ``recency_from``.
+            ``recency_from``, and ``blend``: a :class:`~vxmem.ranking.blend.Blend` that ranks
+            the recalled section instead of the memory's.
 
         A memory made with ``recency_from="accessed"`` records the recalled memories that
         made the block as accessed at ``now`` (pinned facts and recent turns are there
@@ -367,7 +408,7 @@ class MemoryReading:
         # A user's block recalls from every session of theirs; the recent turns stay the session's.
         request = self.request(query, session=session if user is None else None, user=user, limit=limit, now=now,
                                filter=filter, **recall_kwargs)
-        self.store.prepare_query(request.query, request.search_mode)
+        self._prepare(request)
         block = assemble(self.store, partial(self.recall_request, touch=False), request, session, token_budget,
                          recent_turns)
         if self.recency_from == "accessed":

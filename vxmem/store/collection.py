@@ -15,14 +15,17 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, Self
 
 import numpy as np
 
 from ..core.checks import check_choice, check_limit, check_text
+from ..core.errors import ConflictError
 from ..core.keys import K_SESSION
+from ..core.progress import Progress
 from ..models.embed import EmbedderArg
 from ..ranking.scoring import HYBRID_WEIGHT
+from . import portable, restoring
 from .checks import (
     check_filter,
     check_hybrid_weight,
@@ -157,7 +160,7 @@ class Collection:
     def _refuse_taken(m: Mirror, ids: list[str]) -> None:
         taken = [i for i in ids if i in m.pos_of_id]
         if taken:
-            raise ValueError(f"id already exists: {taken[0]!r}")
+            raise ConflictError(f"id already exists: {taken[0]!r}")
 
     def search(self, query: str, limit: int = 10, filter: Mapping[str, Any] | None = None, mode: str = "dense",
                hybrid_weight: float = HYBRID_WEIGHT) -> Results:
@@ -265,6 +268,40 @@ class Collection:
         is raised here.
         """
         self.engine.build_index()
+
+    def export(self, path: str | os.PathLike[str], *, vectors: bool = False,
+               progress: Progress = None) -> portable.ExportReport:
+        """Write every document, with its whole history, to ``path`` as JSON Lines (the format of
+        docs/EXPORT.md); returns what was written.
+
+        A memory's line carries its text, kind, session, user, timestamps and metadata, which
+        hold its feedback events, its supersession links, its consolidation provenance, its
+        TTL and whether it is pinned; its access log and the turn counters come too, so
+        :meth:`restore` answers every recall, history and context as this database does.
+        ``vectors=True`` includes the vectors (a restore with the same embedder then embeds
+        nothing). It streams, in one read transaction, holding this handle's lock: other
+        processes keep reading and writing.
+        """
+        with self.engine.locked():
+            return portable.export_database(self.engine.database, path, vectors=vectors, progress=progress)
+
+    @classmethod
+    def restore(cls, source: str | os.PathLike[str], path: str | os.PathLike[str] | None = None,
+                embedder: EmbedderArg = None, token_counter: Callable[[str], int] | None = None, *,
+                progress: Progress = None, **settings: Any) -> Self:
+        """A new database at ``path`` (None: in memory) holding what :meth:`export` wrote to
+        ``source``, opened with ``embedder``, ``token_counter`` and ``settings`` as the
+        constructor takes them.
+
+        All or nothing: a file of a newer format version, a truncated or damaged file, a
+        malformed line or an id twice is refused (:class:`~vxmem.core.errors.ExportFileError`)
+        and nothing is written; ``path`` must not hold documents yet. Vectors come from the
+        file when it has them and they are this embedder's; otherwise every text is embedded
+        again, which is logged (logger ``vxmem.restore``), never silent.
+        """
+        db, _ = restoring.restore_file(source, path, lambda p: cls(p, embedder, token_counter, **settings),
+                                       progress=progress)
+        return db
 
     def close(self) -> None:
         """Save the vector index if it changed, and release the database.

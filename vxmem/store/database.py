@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from ..core.errors import ReadOnlyError, disk_full, is_disk_full
+from . import late_table
 from .checkpoint import JOURNAL_SIZE_LIMIT, Checkpointer
 from .files import index_files, read_only_uri, read_sidecar, remove_stale_temps, rollback
 from .fts import scope_token
@@ -81,6 +82,17 @@ class Transaction:
         self.conn.execute("INSERT INTO vx_changes (generation, doc, op) VALUES (?, ?, 'insert')",
                           (self.generation, rowid))
         self.ops.append(("insert", rowid, id, text, meta, vec, tokens))
+
+    def insert_accesses(self, times: Sequence[float]) -> None:
+        """Record the document this transaction inserted last as accessed at each of ``times``
+        (a restore carries a memory's access log over with it)."""
+        self.conn.executemany("INSERT OR IGNORE INTO vx_access (doc, at) VALUES (?, ?)",
+                              [(self.last_rowid, float(t)) for t in times])
+
+    def put_late(self, model: str, bits: bytes) -> None:
+        """Store the late-interaction token vectors ``model`` made for the document this
+        transaction inserted last (see :mod:`vxmem.store.late_table`)."""
+        late_table.put(self.conn, model, [(self.last_rowid, bits)])
 
     def _stored(self, tokens: int) -> int | None:
         """``tokens`` as stored: the count if the handle's token counter is the one ``vx_meta``
