@@ -14,6 +14,7 @@ it has not seen are encoded on the spot (and remembered, up to ``cache_size`` te
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -163,12 +164,7 @@ class LateInteraction(OnnxModel):
             self._cache.update(fresh)
 
 
-_default: LateInteraction | None = None
-
-
+@functools.cache
 def default_late_interaction() -> LateInteraction:
     """The process-wide late-interaction model (it loads on first use)."""
-    global _default
-    if _default is None:
-        _default = LateInteraction()
-    return _default
+    return LateInteraction()

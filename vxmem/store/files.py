@@ -48,6 +48,19 @@ def postings_path(path: str) -> str:
     return path + ".lexical"
 
 
+@contextlib.contextmanager
+def replaced_when_whole(tmp: str, target: str) -> Iterator[None]:
+    """Write ``tmp`` inside the block; it becomes ``target`` (an atomic rename) only when the
+    block finishes, and is removed when it fails, so ``target`` is never half written."""
+    try:
+        yield
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
+        raise
+
+
 def remove_stale_temps(path: str) -> None:
     """Remove the temporary files a save killed halfway left beside the database."""
     for name in (*index_files(path), mirror_path(path), postings_path(path)):

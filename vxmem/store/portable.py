@@ -42,7 +42,7 @@ from ..core.keys import (
 )
 from ..core.progress import Progress, Reporter
 from .database import Database
-from .files import snapshot_read
+from .files import replaced_when_whole, snapshot_read
 from .jsonio import loads_all
 
 try:  # a dependency; json writes the same values
@@ -238,16 +238,8 @@ def export_database(database: Database, path: str | os.PathLike[str], *, vectors
     target = os.fspath(path)
     tmp = target + ".tmp"
     report = ExportReport(path=target, vectors=vectors)
-    try:
-        with snapshot_read(database.conn), open(tmp, "wb") as out:
-            _write_all(database, out, vectors, report, progress)
-        os.replace(tmp, target)
-    except BaseException:
-        try:
-            os.remove(tmp)
-        except OSError:
-            pass
-        raise
+    with replaced_when_whole(tmp, target), snapshot_read(database.conn), open(tmp, "wb") as out:
+        _write_all(database, out, vectors, report, progress)
     return report
 
 

@@ -26,6 +26,8 @@ from typing import Any
 
 import numpy as np
 
+from .files import replaced_when_whole
+
 MAGIC = b"VXSNAPSHOT1\n"
 _ALIGN = 4096
 _MAX_HEADER = 1 << 26
@@ -87,30 +89,22 @@ def write(path: str, fields: dict[str, Any], arrays: dict[str, np.ndarray | Rows
     length = len(header(0xFFFFFFFF))
     start = _aligned(len(MAGIC) + 8 + length)
     tmp = path + ".tmp"
-    try:
-        with open(tmp, "wb") as f:
-            crc, at = 0, 0
-            for off, arr in parts:
-                # The CRC covers the body as it lies in the file, the zero padding between arrays included.
-                crc = zlib.crc32(bytes(off - at), crc)
-                f.seek(start + off)
-                for chunk in _chunks(arr):
-                    data = chunk.data.cast("B")
-                    crc = zlib.crc32(data, crc)
-                    f.write(data)
-                at = off + arr.nbytes
-            f.truncate(start + body + room)
-            f.seek(0)
-            f.write(MAGIC + length.to_bytes(8, "little") + header(crc).ljust(length))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.remove(tmp)
-        except OSError:
-            pass
-        raise
+    with replaced_when_whole(tmp, path), open(tmp, "wb") as f:
+        crc, at = 0, 0
+        for off, arr in parts:
+            # The CRC covers the body as it lies in the file, the zero padding between arrays included.
+            crc = zlib.crc32(bytes(off - at), crc)
+            f.seek(start + off)
+            for chunk in _chunks(arr):
+                data = chunk.data.cast("B")
+                crc = zlib.crc32(data, crc)
+                f.write(data)
+            at = off + arr.nbytes
+        f.truncate(start + body + room)
+        f.seek(0)
+        f.write(MAGIC + length.to_bytes(8, "little") + header(crc).ljust(length))
+        f.flush()
+        os.fsync(f.fileno())
 
 
 def read(path: str) -> tuple[dict[str, Any], dict[str, np.ndarray]] | None:
