@@ -7,6 +7,7 @@ from vxmem import ConversationMemory, Vectrix
 from vxmem.models.late import COLBERT_SMALL, default_late_interaction, maxsim, pack
 from vxmem.models.packaged import MS_MARCO_MINILM_L12
 from vxmem.ranking import scoring
+from vxmem.workbench.record import Replay
 from vxmem.workbench.replay import replay
 from vxmem.workbench.sweep import rankings
 from vxmem.workbench.synth import generate
@@ -104,3 +105,16 @@ def test_a_late_interaction_replay_sweeps_exactly_as_recall(hashing_embedder):
     assert rep.rerank == COLBERT_SMALL.name and rep.floors == (120, 120)
     for j, p in enumerate(points):
         assert rankings(rep, **p) == [e[j] for e in rep.extras], p
+
+
+def test_the_cli_replays_with_the_preset_it_names(tmp_path, capsys):
+    from vxmem.cli import main
+
+    saved = tmp_path / "replay.npz"
+    assert main(["replay", "datasets/knowledge_update.jsonl", "--preset", "default", "--save", str(saved)]) == 0
+    rep = Replay.load(saved)
+    assert rep.rerank == COLBERT_SMALL.name and rep.floors == (120, 120) and rep.meta["preset"] == "default"
+    assert main(["replay", "datasets/knowledge_update.jsonl", "--preset", "fast", "--save", str(saved)]) == 0
+    assert Replay.load(saved).rerank is None
+    assert main(["replay", "datasets/knowledge_update.jsonl", "--preset", "turbo"]) == 2
+    assert "invalid choice: 'turbo'" in capsys.readouterr().err
