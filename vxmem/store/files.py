@@ -17,9 +17,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import sqlite3
 import threading
 import urllib.parse
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -62,11 +64,42 @@ def replaced_when_whole(tmp: str, target: str) -> Iterator[None]:
 
 
 def remove_stale_temps(path: str) -> None:
-    """Remove the temporary files a save killed halfway left beside the database."""
+    """Remove the temporary files a save or a restore killed halfway left beside the database."""
     for name in (*index_files(path), mirror_path(path), postings_path(path)):
         try:
             os.remove(name + ".tmp")
         except OSError:
+            pass
+    remove_abandoned_restores(path)
+
+
+def restore_temp(path: str) -> str:
+    """The temporary name a restore into ``path`` builds its database under, beside it:
+    ``.NAME.restoring-PID-XXXXXXXX`` (the process's id, so a later one can tell it abandoned)."""
+    head, tail = os.path.split(os.path.abspath(path))
+    return os.path.join(head, f".{tail}.restoring-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+
+
+def remove_abandoned_restores(path: str) -> None:
+    """Remove what restores into ``path`` left beside it when they were killed: the files of a
+    :func:`restore_temp` whose process is gone (a live restore's are left alone)."""
+    head, tail = os.path.split(os.path.abspath(path))
+    pattern = re.compile(rf"\.{re.escape(tail)}\.restoring-(\d+)-[0-9a-f]{{8}}(?:-wal|-shm|\.mirror|\.lexical"
+                         r"|\.usearch|\.usearch\.json)?(?:\.tmp)?")
+    try:
+        names = os.listdir(head)
+    except OSError:
+        return
+    for name in names:
+        got = pattern.fullmatch(name)
+        if got is None or int(got.group(1)) == os.getpid():
+            continue
+        try:
+            os.kill(int(got.group(1)), 0)
+        except ProcessLookupError:  # gone: its restore can never finish
+            with contextlib.suppress(OSError):
+                os.remove(os.path.join(head, name))
+        except (OSError, OverflowError):  # alive (another user's), or not a process id: left alone
             pass
 
 

@@ -17,7 +17,6 @@ import hashlib
 import logging
 import os
 import sqlite3
-import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any, NamedTuple, TypeVar
@@ -32,7 +31,7 @@ from ..models.embed import embedder_name
 from .checks import check_id, check_json, check_reserved, check_token_count
 from .database import Database
 from .engine import Engine
-from .files import index_files, mirror_path, postings_path
+from .files import index_files, mirror_path, postings_path, remove_abandoned_restores, restore_temp
 from .jsonio import loads
 from .portable import (
     END_COUNTS,
@@ -386,8 +385,9 @@ def restore_file(source: str | os.PathLike[str], path: str | os.PathLike[str] | 
     """Restore the export at ``source`` into a new database at ``path`` (None: in memory),
     opened by ``open_handle(path)``; returns the open handle and what was done.
 
-    A file is built as ``.NAME.restoring-*`` beside ``path`` and renamed into place when
-    whole; a refusal or a failure removes it, and ``path`` is left as it was.
+    A file is built as ``.NAME.restoring-PID-*`` beside ``path`` and renamed into place when
+    whole; a refusal or a failure removes it, and ``path`` is left as it was. What a killed
+    restore into ``path`` left there is removed by the next one.
     """
     source = os.fspath(source)
     if not os.path.isfile(source):
@@ -402,8 +402,8 @@ def restore_file(source: str | os.PathLike[str], path: str | os.PathLike[str] | 
             raise
     target = os.fspath(path)
     _refuse_occupied(target)
-    head, tail = os.path.split(os.path.abspath(target))
-    tmp = os.path.join(head, f".{tail}.restoring-{uuid.uuid4().hex[:8]}")
+    remove_abandoned_restores(target)
+    tmp = restore_temp(target)
     try:
         handle = open_handle(tmp)
         try:
