@@ -209,7 +209,7 @@ with right:
         # Half the page wide: the memory and its score; the bars below split the score into its parts.
         shared.ranking_table(ranking, order=("rank", "label", "text", "score", "relevance"), text_width=200)
         shared.relevance_warning(float(ranking["relevance"].max()), out["low_relevance"], out["mode"],
-                                 out.get("rerank"))
+                                 out.get("rerank"), out.get("match_probability"))
         shared.score_bars(ranking, settings)
         g1, g2, g3 = st.columns([2, 1, 1])
         # Keyed by what was ranked: another query, session, clock or memory offers a fresh choice.

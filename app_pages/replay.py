@@ -100,7 +100,8 @@ why = explain(key, ri, pi, point, rep, conv)
 results = views.returned(why)
 shared.ranking_table(results, key="replay_results")
 best = why["relevance"].max() if why["relevance"].notna().any() else None
-shared.relevance_warning(best, rep.meta.get("low_relevance"), rep.mode, rep.rerank)
+shared.relevance_warning(best, rep.meta.get("low_relevance"), rep.mode, rep.rerank,
+                         views.replay_match_probability(rep, pi, shared.point()["limit"]))
 if not results.empty:
     shared.score_bars(results, shared.settings())
 missed = views.missed_at(why)

@@ -418,9 +418,11 @@ def score_bars(ranking: pd.DataFrame, s: dict[str, Any]) -> None:
                "+ feedback_weight x clamp(feedback, +-2)")
 
 
-def relevance_warning(best_raw: float | None, threshold: float | None, mode: str, rerank: str | None = None) -> None:
-    """Warn when the best candidate's raw relevance is low; otherwise show it as a caption."""
-    level, text = views.relevance_note(best_raw, threshold, mode, rerank)
+def relevance_warning(best_raw: float | None, threshold: float | None, mode: str, rerank: str | None = None,
+                      probability: float | None = None) -> None:
+    """Warn when the calibrated probability that anything relevant was found is low (without
+    one, when the best candidate's raw relevance is); otherwise show it as a caption."""
+    level, text = views.relevance_note(best_raw, threshold, mode, rerank, probability)
     (st.warning if level == "warning" else st.caption)(text)
 
 

@@ -70,7 +70,7 @@ def _coverage(db: Vectrix, q: str, now: float, preset: str, id2dia: dict[str, st
     request = mem.request(q, now=now, limit=10, rerank=False)
     pool = mem.pool_for(request, scoring.pool_size(10, max(depth, scoring.POOL_FLOOR)))
     relevance = np.asarray(pool.relevance)
-    if preset == "default":  # a deep stage reads by the neighbour-smoothed first stage
+    if preset in ("default", "fast"):  # both read the neighbour-smoothed first stage
         prev, nxt = deep.neighbour_slots(np.asarray(pool.neighbour_key))
         relevance = deep.read_slots(relevance, pool.ts, np.ones(len(pool), bool), prev, nxt, 10, depth)[0]
     order = scoring.rank_order(relevance, np.asarray(pool.ts))[:depth]

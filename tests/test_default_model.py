@@ -246,10 +246,13 @@ def test_the_playground_warns_when_the_best_result_matches_nothing(monkeypatch):
     junk = views.playground_recall(events, "zzqqxx", "s", T0 + 86400, {"preset": "accurate"})
     assert junk["rerank"] == MS_MARCO_MINILM_L12.name and junk["low_relevance"] == 0.0
     assert junk["ranking"]["relevance_norm"].iloc[0] == 1.0
+    assert junk["match_probability"] is not None and junk["match_probability"] < 0.35
     level, text = views.relevance_note(float(junk["ranking"]["relevance"].max()), junk["low_relevance"],
-                                       junk["mode"], junk["rerank"])
-    assert level == "warning" and f"{MS_MARCO_MINILM_L12.name} logit" in text
-    real = views.playground_recall(events, "Where do I live?", "s", T0 + 86400, {})
+                                       junk["mode"], junk["rerank"], junk["match_probability"])
+    assert level == "warning" and f"{MS_MARCO_MINILM_L12.name} logit" in text and "match probability" in text.lower()
+    xs = views.playground_recall(events, "x" * 5000, "s", T0 + 86400, {"preset": "accurate"})
+    assert xs["match_probability"] == 0.0  # the raw logit of this query was 4.54
+    real = views.playground_recall(events, "Where do I live?", "s", T0 + 86400, {"preset": "accurate"})
     assert real["ranking"]["label"].iloc[0] == "m0"
     assert views.relevance_note(float(real["ranking"]["relevance"].max()), real["low_relevance"], real["mode"],
-                                real["rerank"])[0] == "caption"
+                                real["rerank"], real["match_probability"])[0] == "caption"

@@ -78,13 +78,14 @@ def test_the_default_preset_reads_deep_and_blends_only_the_best_it_found():
     db = Vectrix(embedder="hashing", rerank=True)
     db.remember_many([f"note {i}: the meeting moved to room {i}" for i in range(150)], session="s", timestamp=T0)
     request = db.memory.request("which room is the meeting in", now=T0 + 60, limit=10)
-    assert db.memory.second_stage(request)[1:] == (120, 120)  # it scores the first stage's 120 most relevant
+    assert db.memory.second_stage(request)[1:3] == (120, 120)  # it scores the first stage's 120 most relevant
     deep = db.memory.candidate_pool("which room is the meeting in", limit=10, now=T0 + 60)
     assert len(deep) == scoring.rerank_depth(10) and deep.rerank == COLBERT_SMALL.name  # and blends its best 20
     fast = ConversationMemory(db, preset="fast")
-    assert fast.second_stage(request) == (None, scoring.POOL_FLOOR, scoring.RERANK_FLOOR)
+    assert fast.second_stage(request) == (None, scoring.POOL_FLOOR, scoring.RERANK_FLOOR, True)  # smoothed
     pool = fast.candidate_pool("which room is the meeting in", limit=10, now=T0 + 60)
-    assert scoring.pool_size(10) <= len(pool) < 120 and pool.rerank is None  # the union of two top-40 lists
+    assert len(pool) == scoring.rerank_depth(10) and pool.rerank is None  # its smoothed first stage's best 20
+    assert len(fast.pool_for(request, first_only=True)) < 120  # gathered: the union of two top-40 lists
 
 
 def test_a_late_interaction_replay_sweeps_exactly_as_recall(hashing_embedder):
@@ -118,3 +119,35 @@ def test_the_cli_replays_with_the_preset_it_names(tmp_path, capsys):
     assert Replay.load(saved).rerank is None
     assert main(["replay", "datasets/knowledge_update.jsonl", "--preset", "turbo"]) == 2
     assert "invalid choice: 'turbo'" in capsys.readouterr().err
+
+
+def test_a_fast_replay_sweeps_exactly_as_recall_with_the_smoothed_first_stage(hashing_embedder):
+    points = [{"half_life_days": 7.0, "recency_weight": 0.5, "limit": 10},
+              {"half_life_days": 1.0, "recency_weight": 1.0, "limit": 5, "hybrid_weight": 0.2},
+              {"half_life_days": 60.0, "recency_weight": 0.0, "limit": 12}]
+
+    def on_probe(mem, ev, now):
+        return [ConversationMemory(mem.db, preset="fast", half_life_days=p["half_life_days"],
+                                   recency_weight=p["recency_weight"]).recall(
+            ev.query, session=ev.session, limit=p["limit"], hybrid_weight=p.get("hybrid_weight"), now=now).ids
+            for p in points]
+
+    rep = replay(generate("long_thread", days=14), {"preset": "fast", "pool_limit": 12}, embedder=hashing_embedder,
+                 on_probe=on_probe)
+    assert rep.smoothed and rep.rerank is None
+    for j, p in enumerate(points):
+        assert rankings(rep, **p) == [e[j] for e in rep.extras], p
+
+
+def test_the_fast_preset_lifts_a_turn_beside_a_strong_match():
+    db = Vectrix(embedder="hashing")
+    db.remember_many(["What should I bring to the potluck on Saturday?", "Bring the lemon tart, everyone loves it.",
+                      "The weather looks fine."] + [f"unrelated chatter number {i}" for i in range(30)],
+                     session="s", timestamp=T0)
+    db.remember_many(["Saturday football was fun.", "My Saturday shift starts early.", "Saturday again, the market."],
+                     session="other", timestamp=T0)
+    plain = db.recall("potluck Saturday", now=T0 + 60, rerank=False)
+    fast = db.recall("potluck Saturday", now=T0 + 60, preset="fast")
+    tart = "Bring the lemon tart, everyone loves it."
+    assert [r.text for r in fast].index(tart) < [r.text for r in plain].index(tart)  # the answer, beside the question
+    assert fast[0].metadata["_vx_scoring"]["first_stage"] is not None

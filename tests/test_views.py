@@ -128,7 +128,9 @@ def test_point_report_gives_intervals_for_all_tune_and_holdout_probes():
     assert set(rep["subset"]) == {"all", "tune", "holdout"}
     assert (rep["lo"] <= rep["mean"] + 1e-12).all() and (rep["mean"] <= rep["hi"] + 1e-12).all()
     allp = rep[(rep["subset"] == "all") & (rep["metric"] == "hit")].iloc[0]
-    assert allp["probes"] == sum(r.n_probes for r in reps)
+    # unanswerable probes have no hit to score (NaN): the count is of the probes scored
+    scored = sum(1 for r in reps for p in r.probes if p["hit"] == p["hit"])
+    assert 0 < scored < sum(r.n_probes for r in reps) and allp["probes"] == scored
 
 
 def test_rank_movement_flags_the_probes_that_move():

@@ -39,10 +39,11 @@ from ..store.results import Result
 from ..store.seam import MemoryStore
 from .bookkeeping import memory_pos
 from .checks import any_if_none, check_memory_filter
+from .confidence import match_probability
 from .context import ContextBlock, assemble
-from .recall import MemoryResults, drop_below, gather, rank, rerank_pool
+from .recall import MemoryResults, drop_below, gather, rank, rerank_pool, smoothed_pool
 from .request import RecallRequest
-from .stages import floors, preset_reranker
+from .stages import Stage, floors, preset_reranker
 from .supersession import HistoryEntry, chain
 
 
@@ -228,7 +229,7 @@ class MemoryReading:
     def _prepare(self, request: RecallRequest) -> None:
         """Run what ``request`` needs of the models before the lock: the query's embedding,
         with a late-interaction stage's query encoding started beside it."""
-        stage = self.second_stage(request)[0]
+        stage = self.second_stage(request).reranker
         if isinstance(stage, LateInteraction):
             stage.prefetch(request.query)
         self.store.prepare_query(request.query, request.search_mode)
@@ -270,16 +271,20 @@ class MemoryReading:
                                filter=filter, user=user, recency_from=recency_from)
         return self.pool_for(request, None if pool is None else check_limit(pool, "pool"))
 
-    def pool_for(self, request: RecallRequest, size: int | None = None) -> CandidatePool:
+    def pool_for(self, request: RecallRequest, size: int | None = None, *,
+                 first_only: bool = False) -> CandidatePool:
         """The candidate pool ``request`` ranks (of ``size`` candidates; default
-        ``max(4 x limit, 40)``), as :meth:`candidate_pool` gives it. Records no access."""
+        ``max(4 x limit, 40)``), as :meth:`candidate_pool` gives it; ``first_only``: as
+        gathered, before any second stage (what a replay records). Records no access."""
         self._prepare(request)
         with self.store.locked() as m:
-            return self._pool(m, request, size)
+            return self._pool(m, request, size, first_only)
 
-    def _pool(self, m: Mirror, request: RecallRequest, size: int | None = None) -> CandidatePool:
+    def _pool(self, m: Mirror, request: RecallRequest, size: int | None = None,
+              first_only: bool = False) -> CandidatePool:
         """``request``'s candidate pool, from the mirror ``m`` (inside ``store.locked()``):
-        gathered, reranked when it reranks, cut by ``min_relevance``, aged as it asks."""
+        gathered, through its second stage (unless ``first_only``), cut by ``min_relevance``,
+        aged as it asks."""
         now_ts = request.now
         assert now_ts is not None  # a request's time is fixed when it is made
         scope = any_if_none(request.session)
@@ -287,13 +292,17 @@ class MemoryReading:
                        exclude_ids=request.exclude_ids, as_of=now_ts, user=request.user)
         pos = m.keep_matching(pos, request.filter)
         blend = request.blend or self.blend
-        reranker, pool_floor, rerank_floor = self.second_stage(request)
-        found = gather(self.store, m, request.query, pos, size=size or scoring.pool_size(request.limit, pool_floor),
-                       mode=request.search_mode, hybrid_weight=blend.hybrid_weight, session=scope, now_ts=now_ts,
-                       limit=request.limit)
-        if reranker is not None and len(found):
-            found = rerank_pool(found, m, request.query, reranker, reranker_name(reranker), store=self.store,
-                                floor=rerank_floor)
+        stage = self.second_stage(request)
+        found = gather(self.store, m, request.query, pos,
+                       size=size or scoring.pool_size(request.limit, stage.pool_floor), mode=request.search_mode,
+                       hybrid_weight=blend.hybrid_weight, session=scope, now_ts=now_ts, limit=request.limit)
+        if first_only or not len(found):
+            pass
+        elif stage.reranker is not None:
+            found = rerank_pool(found, m, request.query, stage.reranker, reranker_name(stage.reranker),
+                                store=self.store, floor=stage.rerank_floor)
+        elif stage.smooth:
+            found = smoothed_pool(found)
         floor = self.min_relevance if request.min_relevance is None else request.min_relevance
         if floor is not None:
             found = drop_below(found, floor)
@@ -314,21 +323,22 @@ class MemoryReading:
             return self.preset != "fast"
         return reranks_by_default(self.db.embedder)
 
-    def second_stage(self, request: RecallRequest) -> tuple[Reranker | None, int, int]:
-        """The reranker ``request`` runs (None: none) and its (pool, rerank) floors (without
-        one, the classic pool): the memory's preset and reranker, or those of the request's
-        own ``preset`` (whose second stage runs unless ``rerank=False``; a reranker the
-        memory was given replaces it)."""
+    def second_stage(self, request: RecallRequest) -> Stage:
+        """What ``request`` runs after its first stage (a :class:`~vxmem.memory.stages.Stage`):
+        the memory's preset and reranker, or those of the request's own ``preset`` (whose
+        second stage runs unless ``rerank=False``; a reranker the memory was given replaces
+        it). A preset named ``"fast"`` smooths its first stage instead."""
         preset = request.preset
         if preset is None:
             preset, reranker, on = self.preset, self.reranker, self._reranking(request.rerank)
+            named = self.preset_given
         else:
             reranker = self.reranker if self.own_reranker else preset_reranker(preset)
             on = check_bool(request.rerank, "rerank") if request.rerank is not None else preset != "fast"
+            named = True
         if not on:
-            return None, scoring.POOL_FLOOR, scoring.RERANK_FLOOR
-        pool_floor, rerank_floor = floors(preset, reranker)
-        return reranker, pool_floor, rerank_floor
+            return Stage(None, smooth=named and preset == "fast")
+        return Stage(reranker, *floors(preset, reranker))
 
     def pipeline(self, mode: str | None = None, rerank: bool | None = None) -> dict[str, Any]:
         """What ``recall(mode=mode, rerank=rerank)`` would run: ``{"mode": the search mode,
@@ -356,6 +366,15 @@ class MemoryReading:
         else:
             hint = None
         return float(hint) if isinstance(hint, (int, float)) and not isinstance(hint, bool) else None
+
+    def match_probability(self, results: MemoryResults | CandidatePool) -> float | None:
+        """The calibrated probability that ``results`` (this memory's ``recall()``, or a candidate
+        pool) hold anything relevant to their query: low means the best match is probably noise,
+        whatever its ``relevance_norm`` shows. 0 for no results or an absurd query ("!!!???",
+        "xxxx..."); None for a pipeline with no fitted calibration. See :mod:`vxmem.memory.confidence`
+        (below :data:`~vxmem.memory.confidence.MATCH_THRESHOLD` the dashboard warns)."""
+        emb = getattr(self.db.embedder, "name", None)
+        return match_probability(results, embedder=emb if isinstance(emb, str) else None)
 
     def context(self, query: str, session: str | None = None, token_budget: int = 1500, recent_turns: int = 6,
                 limit: int = 10, now: TimeLike = None, user: str | None = None, filter: dict[str, Any] | None = None,

@@ -95,6 +95,17 @@ def rerank_pool(pool: CandidatePool, m: Mirror, query: str, reranker: Reranker, 
     return pool.take(slots, relevance=scores, first_stage=np.asarray(pool.relevance)[slots], rerank=name)
 
 
+def smoothed_pool(pool: CandidatePool) -> CandidatePool:
+    """The fast preset's pool: its relevance smoothed over neighbouring turns and its
+    ``max(2 x limit, 20)`` best kept, in slot order (see :mod:`vxmem.ranking.deep`)."""
+    keys = pool.neighbour_key if pool.neighbour_key is not None else np.full(len(pool), np.nan)
+    prev, nxt = deep.neighbour_slots(keys)
+    smoothed, kept = deep.read_slots(pool.relevance, pool.ts, np.ones(len(pool), dtype=bool), prev, nxt,
+                                     pool.limit, scoring.RERANK_FLOOR)
+    keep = np.flatnonzero(kept)
+    return pool.take(keep, relevance=smoothed[keep], first_stage=np.asarray(pool.relevance)[keep])
+
+
 def _deep_pool(pool: CandidatePool, m: Mirror, query: str, reranker: Reranker, name: str,
                store: MemoryStore | None, floor: int) -> CandidatePool:
     """A deep stage's pool (see :mod:`vxmem.ranking.deep`): the ``max(2 x limit, 20)`` best

@@ -9,7 +9,7 @@ docs/BENCHMARKS.md has each one's recall and time.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..core.checks import check_choice
 from ..models.late import LateInteraction, default_late_interaction
@@ -19,7 +19,18 @@ from ..ranking import scoring
 PRESETS = ("fast", "default", "accurate")
 DEFAULT_PRESET = "default"
 
-__all__ = ["PRESETS", "DEFAULT_PRESET", "check_preset", "preset_reranker", "floors", "is_late"]
+__all__ = ["PRESETS", "DEFAULT_PRESET", "Stage", "check_preset", "preset_reranker", "floors", "is_late"]
+
+
+class Stage(NamedTuple):
+    """What a recall runs after its first stage: ``reranker`` (None: none), the (pool,
+    rerank) floors, and ``smooth``: the fast preset's first stage smoothed over neighbouring
+    turns, its best ``max(2 x limit, 20)`` kept (see :mod:`vxmem.ranking.deep`)."""
+
+    reranker: Reranker | None
+    pool_floor: int = scoring.POOL_FLOOR
+    rerank_floor: int = scoring.RERANK_FLOOR
+    smooth: bool = False
 
 
 def check_preset(preset: Any) -> str:

@@ -101,6 +101,7 @@ class Grid:
     reranked: bool
     kmax: int
     floors: tuple[int, int] = (scoring.POOL_FLOOR, scoring.RERANK_FLOOR)
+    smoothed: bool = False
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -141,7 +142,8 @@ def make_grid(replays: Sequence[Replay], pol: Policy, grid: Mapping[str, Any], p
     limits = values.get("limit")
     kmax = max(limits) if limits else (int(pool_limits.max()) if probes else 1)
     return Grid(pol, names, values, fixed, hybrid=any(r.mode == "hybrid" for r in replays),
-                reranked=any(r.rerank is not None for r in replays), kmax=kmax, floors=replays[0].floors)
+                reranked=any(r.rerank is not None for r in replays), kmax=kmax, floors=replays[0].floors,
+                smoothed=replays[0].smoothed)
 
 
 def check_sweepable(replays: list[Replay], pol: Policy, grid: Mapping[str, Any]) -> None:
@@ -161,7 +163,7 @@ def check_sweepable(replays: list[Replay], pol: Policy, grid: Mapping[str, Any])
             raise ValueError("hybrid_weight decides which candidates a reranked pool holds, and this replay has "
                              "the reranker's scores of those its own weight chose only: replay it again (a "
                              "reranked hybrid replay now scores every candidate) or with rerank=False")
-    if len({r.floors for r in replays}) > 1:
+    if len({(r.floors, r.smoothed) for r in replays}) > 1:
         raise ValueError("sweep replays recorded with one second stage together: these read pools of different "
                          "depths (replay them with one preset)")
     if len({r.rerank is None for r in replays}) > 1 or len({r.mode == "hybrid" for r in replays}) > 1:

@@ -94,6 +94,8 @@ class Replay:
             mode=self.mode, hybrid_weight=self.hybrid_weight)
         if self.rerank is not None:
             return reranked_pool(pool, self.pools["rerank_score"][i, :n], self.rerank, limit, self.floors)
+        if self.smoothed:
+            return smoothed_pool(pool, limit)
         if limit is not None and self.mode == "hybrid":  # the members within that limit's two top lists, fused
             valid, fused = scoring.searched_slots(pool.dense, pool.lexical, pool.relevance, n, check_limit(limit),
                                                   True, pool.hybrid_weight, pool_floor)
@@ -113,6 +115,11 @@ class Replay:
         :func:`vxmem.ranking.scoring.stage_floors`; a file without them: the classic 40 and 20)."""
         return (int(self.meta.get("pool_floor", scoring.POOL_FLOOR)),
                 int(self.meta.get("rerank_floor", scoring.RERANK_FLOOR)))
+
+    @property
+    def smoothed(self) -> bool:
+        """Whether the probes recalled with the fast preset's smoothed first stage."""
+        return bool(self.meta.get("smoothed", False))
 
     @property
     def rerank(self) -> str | None:
@@ -370,6 +377,19 @@ def reranked_pool(pool: LabelledPool, scores: np.ndarray, name: str, limit: int 
     if np.isnan(scores[slots]).any():
         raise ValueError(f"limit {lim} reranks candidates this replay did not score: replay with pool_limit={lim}")
     return pool.take(slots, relevance=scores[slots], first_stage=first[slots], rerank=name)
+
+
+def smoothed_pool(pool: LabelledPool, limit: int | None = None) -> LabelledPool:
+    """What the fast preset blends of a recorded pool, as ``recall()`` runs it: the pool
+    ``limit`` (default: the probe's own) gathered, smoothed over neighbouring turns, its best kept."""
+    lim = pool.limit if limit is None else check_limit(limit)
+    valid, first = scoring.searched_slots(pool.dense, pool.lexical, pool.relevance, len(pool), lim,
+                                          pool.mode == "hybrid", pool.hybrid_weight)
+    keys = pool.neighbour_key if pool.neighbour_key is not None else np.full(len(pool), np.nan)
+    prev, nxt = deep.neighbour_slots(keys)
+    smoothed, kept = deep.read_slots(first, pool.ts, valid, prev, nxt, lim, scoring.RERANK_FLOOR)
+    slots = np.flatnonzero(kept)
+    return pool.take(slots, relevance=smoothed[slots], first_stage=first[slots])
 
 
 def _deep_pool(pool: LabelledPool, scores: np.ndarray, name: str, lim: int, first: np.ndarray, valid: np.ndarray,

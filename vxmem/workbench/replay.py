@@ -53,7 +53,7 @@ from ..vectrix import Vectrix
 from . import metrics as M
 from .datasets.model import Conversation, Event
 from .policies import Policy, get_policy, rank_pool, resolve_params
-from .record import Replay, padded_pools, reranked_pool
+from .record import Replay, padded_pools, reranked_pool, smoothed_pool
 
 MEMORY_KEYS = ("half_life_days", "recency_weight", "feedback_weight", "feedback_half_life_days", "ttl_days",
                "judge_candidates", "hybrid_weight", "reranker", "recency_from", "preset")
@@ -187,7 +187,8 @@ class _Run:
         self.rerank_scores: list[np.ndarray | None] = []
         self.reranker = self.mem.pipeline(settings["mode"], settings["rerank"])["rerank"]  # its name, or None
         # the (pool, rerank) floors of the memory's second stage: the depth its pools are recorded to
-        self.floors = self.mem.second_stage(RecallRequest("floors", rerank=settings["rerank"]))[1:]
+        stage = self.mem.second_stage(RecallRequest("floors", rerank=settings["rerank"]))
+        self.floors, self.smoothed = (stage.pool_floor, stage.rerank_floor), stage.smooth
         self.ideals: list[list[float]] = []  # per probe: the grades of every relevant memory that existed
         self.n_sessions: list[int] = []  # per probe: how many answer sessions it names
         self.extras: list[Any] = []
@@ -260,7 +261,7 @@ class _Run:
                 "policy": self.policy.name, "rerank": self.reranker,
                 "mode": self.pool_mode or check_mode(self.s.get("mode")),
                 "hybrid_weight": self.mem.hybrid_weight, "preset": self.mem.preset,
-                "pool_floor": self.floors[0], "rerank_floor": self.floors[1],
+                "pool_floor": self.floors[0], "rerank_floor": self.floors[1], "smoothed": self.smoothed,
                 "low_relevance": _low_relevance(self.mem, self.pool_mode or self.s.get("mode"), self.s.get("rerank"))}
         settings = {k: (_name_of(v) if k in ("judge", "summarizer", "reranker") else v) for k, v in self.s.items()}
         settings.setdefault("judge", _name_of(self.mem.judge))
@@ -347,7 +348,7 @@ class _Run:
         # Ages from creation: a ranking that ages from access counts its own accesses.
         widest = max(limit, s["pool_limit"])
         pool = self.mem.pool_for(request.replace(limit=widest, rerank=False, recency_from="created"),
-                                 scoring.pool_size(widest, self.floors[0]))
+                                 scoring.pool_size(widest, self.floors[0]), first_only=True)
         scores = self._rerank_scores(pool, ev.query) if self.reranker else None
         self.rerank_scores.append(scores)
         if self.on_probe is not None:
@@ -366,8 +367,10 @@ class _Run:
             shipped = res.ids
         else:
             p = resolve_params(self.policy, {}, s)
-            ranked = pool if self.reranker is None or scores is None else reranked_pool(pool, scores, self.reranker,
-                                                                                         floors=self.floors)
+            if self.reranker is not None and scores is not None:
+                ranked = reranked_pool(pool, scores, self.reranker, floors=self.floors)
+            else:
+                ranked = smoothed_pool(pool) if self.smoothed else pool
             log = self.policy_access
             if log is not None:
                 ranked = ranked.aged_from_access(log.seen(ranked.ids, t))

@@ -91,3 +91,33 @@ def chit_chat(tl: ScenarioTimeline, session: str, n: int, extra: Sequence[str] =
         tl.turn(tl.pick(pool), session, "user", **kw)
         if tl.rng.random() < 0.5:
             tl.turn(tl.pick(_ASSISTANT), session, "assistant", **kw)
+
+
+UNANSWERABLE = "unanswerable"  # the category of a probe about something the conversation never mentions
+# Questions no scenario answers: nothing in any scenario's statements, distractors or small talk
+# mentions these things. Half ask in the first person, half about "the user", as people ask.
+_NEVER_SAID = [
+    "What's the name of my piano teacher?", "Which university did the user graduate from?",
+    "What is my shoe size?", "Which football team does the user support?", "How old is my grandmother?",
+    "What did the user name their sailing boat?", "Which language am I learning at night school?",
+    "What is the user's favourite board game?", "What tattoo did I get last summer?",
+    "What is the name of the user's landlord?", "Which opera did I see at the theatre?",
+    "What is the user's passport number?", "Which chess opening do I usually play?",
+    "Which instrument did the user play in the school orchestra?", "Which video game am I stuck on?",
+    "What colour is the user's front door?", "What's my accountant called?",
+    "Which podcast does the user listen to?", "What was the title of my thesis?",
+    "Which mountain did the user climb on their honeymoon?",
+]
+
+
+def ask_unanswerable(tl: ScenarioTimeline, n: int = 4) -> None:
+    """Append ``n`` probes about things the conversation never mentions (category
+    :data:`UNANSWERABLE`, nothing relevant), spread over the sessions the scenario probed:
+    what the confidence of a recall (:mod:`vxmem.memory.confidence`) is fitted and checked on.
+    They come after every other event, so the scenario's own events stay as they were."""
+    sessions = list(dict.fromkeys(e.session for e in tl.events if e.type == "probe"))
+    if not sessions:
+        return
+    asked = tl.rng.choice(len(_NEVER_SAID), size=min(n, len(_NEVER_SAID)), replace=False)
+    for i, k in enumerate(asked.tolist()):
+        tl.probe(_NEVER_SAID[k], sessions[i % len(sessions)], relevant=[], category=UNANSWERABLE)

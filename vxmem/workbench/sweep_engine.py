@@ -168,6 +168,10 @@ def _search_chunk(pools: Mapping[str, np.ndarray], sl: slice, g: Grid) -> _Searc
         stage = np.where(read, np.nan_to_num(c["rerank_score"]), 0.0)
         fused, valid = deep.fused_slots(stage, smoothed, c["ts"], read, prev, nxt, lim)
         relevance = np.where(valid, fused, 0.0)
+    elif g.smoothed:  # the fast preset: the first stage smoothed over neighbouring turns, its best kept
+        prev, nxt = deep.neighbour_slots(c.get("neighbour_key", np.full(c["relevance"].shape, np.nan)))
+        smoothed, valid = deep.read_slots(relevance, c["ts"], valid, prev, nxt, lim, scoring.RERANK_FLOOR)
+        relevance = np.where(valid, smoothed, 0.0)
     elif g.reranked:  # the reranker's scores (recorded by a reranked replay) of the candidates the limit reranks
         valid = scoring.rerank_slots(relevance, c["ts"], valid, lim, g.floors[1])
         relevance = np.where(valid, np.nan_to_num(c["rerank_score"]), 0.0)

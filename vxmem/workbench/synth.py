@@ -16,6 +16,13 @@ Scenarios (see :data:`SCENARIOS`; written in :mod:`vxmem.workbench.scenarios`):
 - ``contradicting_facts``: facts about people change; a judge must supersede the old ones.
 - ``long_thread``: a long thread with TTLs, expiry and weekly consolidation.
 - ``many_users``: similar facts in many sessions; a probe must never see another session.
+- ``restated_preference`` and ``quiet_correction`` (:mod:`vxmem.workbench.scenarios_judges`):
+  a favourite said again that is no contradiction, and corrections said without "actually";
+  they tell contradiction judges apart in the supersession audit.
+
+Every scenario ends with four probes about things it never mentions (category
+``"unanswerable"``, nothing relevant; :func:`~vxmem.workbench.scenario_timeline.ask_unanswerable`):
+the questions a recall's match probability (:mod:`vxmem.memory.confidence`) must call unmatched.
 
 The judge and the summarizer these scenarios need are the rule-based ones of
 :mod:`vxmem.memory.rules` (:class:`~vxmem.memory.rules.RuleKeyValueJudge`,
@@ -29,7 +36,7 @@ from collections.abc import Callable
 import numpy as np
 
 from .datasets.model import Conversation
-from .scenario_timeline import ScenarioTimeline
+from .scenario_timeline import ScenarioTimeline, ask_unanswerable
 from .scenarios import (
     contradicting_facts,
     feedback_loop,
@@ -39,6 +46,7 @@ from .scenarios import (
     old_but_relevant,
     preference_drift,
 )
+from .scenarios_judges import quiet_correction, restated_preference
 
 SCENARIOS: dict[str, tuple[Callable, dict[str, int]]] = {
     "preference_drift": (preference_drift, {"users": 2, "topics": 4, "weeks": 8, "chatter": 4}),
@@ -48,6 +56,8 @@ SCENARIOS: dict[str, tuple[Callable, dict[str, int]]] = {
     "contradicting_facts": (contradicting_facts, {"people": 6, "updates": 2}),
     "long_thread": (long_thread, {"days": 28, "per_day": 6, "consolidate_every": 7}),
     "many_users": (many_users, {"users": 6, "facts_per_user": 3}),
+    "restated_preference": (restated_preference, {"people": 6, "rounds": 3}),
+    "quiet_correction": (quiet_correction, {"people": 6, "updates": 2}),
 }
 
 
@@ -72,6 +82,7 @@ def generate(scenario: str, seed: int = 0, **size: int) -> Conversation:
         params[k] = int(v)
     tl = ScenarioTimeline(int(seed))
     info = fn(tl, **params)
+    ask_unanswerable(tl)
     args = "".join(f" --{k.replace('_', '-')} {v}" for k, v in size.items())
     meta = {"generator": f"vxmem.workbench.synth.generate({scenario!r}, seed={seed}"
                          + "".join(f", {k}={v}" for k, v in size.items()) + ")",

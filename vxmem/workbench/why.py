@@ -258,7 +258,7 @@ def _probe_at(replay: Replay, i: int, point: Mapping[str, Any], conversation: Co
     if size > cap and full:
         raise ValueError(f"limit {limit} needs pools of {size} candidates; this replay recorded {cap} "
                          f"(replay with pool_limit={limit})")
-    if mode == "hybrid" or replay.rerank is not None:
+    if mode == "hybrid" or replay.rerank is not None or replay.smoothed:
         # the members within that limit's two top lists, fused over them (reranked: the ones it reranked)
         pool = replay.pool(i, limit=int(limit))
         n_valid = len(pool.ids)

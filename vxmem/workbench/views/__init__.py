@@ -32,6 +32,7 @@ from .playground import (
     playground_recall,
     playground_state,
     relevance_note,
+    replay_match_probability,
     score_parts,
     to_csv,
 )
@@ -103,7 +104,8 @@ __all__ = [
     "memory_timeline", "missed_at", "missed_relevant", "next_label", "param_values", "pareto_points",
     "playground_conversation", "playground_jsonl", "playground_recall", "playground_state", "point_metrics",
     "point_of", "point_report", "probe_list", "probe_metrics", "probe_metrics_at", "probe_results", "probe_table",
-    "rank_movement", "ranking_at", "relevance_note", "replay_all", "replay_settings", "returned", "score_parts",
+    "rank_movement", "ranking_at", "relevance_note", "replay_match_probability", "replay_all", "replay_settings",
+    "returned", "score_parts",
     "settings_from_json", "settings_json", "settings_snippet", "settings_to_query", "shipped_datasets",
     "stale_above_at", "sweep_grid", "sweep_holdout", "to_csv", "turn_table", "why_table",
 ]

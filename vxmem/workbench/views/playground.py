@@ -14,6 +14,7 @@ import pandas as pd
 
 from ...core.clock import to_epoch
 from ...core.keys import K_SUPERSEDED_BY, K_SUPERSEDES
+from ...memory.confidence import MATCH_THRESHOLD, match_probability
 from ...memory.conversation import ConversationMemory
 from ...memory.stages import DEFAULT_PRESET
 from ...models.embed import Embedder
@@ -74,7 +75,9 @@ def playground_recall(events: Sequence[Mapping[str, Any]], query: str, session: 
     (relevance / recency / feedback contributions, long format), ``why`` (every memory and
     why it was or was not returned, :func:`vxmem.workbench.why.why_recalled_live`),
     ``memories`` (every memory with its label and fate), ``history`` (every supersession
-    chain) and ``low_relevance`` (the memory's threshold for a weak best match, or None).
+    chain), ``low_relevance`` (the memory's threshold for a weak best match, or None) and
+    ``match_probability`` (:meth:`~vxmem.memory.conversation.ConversationMemory.match_probability`
+    of the results, or None).
     """
     rs = _playground_replay_settings(settings, judge)
     limit = rs["limit"]
@@ -89,6 +92,7 @@ def playground_recall(events: Sequence[Mapping[str, Any]], query: str, session: 
         captured["why"] = why_recalled_live(memory, event.query, event.session, now=t, **kw)
         captured["history"] = _supersession_chains(memory)
         captured["low_relevance"] = low_relevance_of(memory, rs["mode"])
+        captured["match_probability"] = memory.match_probability(res)
         return None
 
     rep = replay(conv, rs, embedder, on_probe=at_probe if query.strip() else None)
@@ -104,7 +108,8 @@ def playground_recall(events: Sequence[Mapping[str, Any]], query: str, session: 
     return {"ranking": ranking, "parts": score_parts(ranking, {**BLEND_DEFAULTS, **rs}), "why": why,
             "memories": memory_timeline(rep) if rep.memories else pd.DataFrame(),
             "history": _labelled_chains(captured.get("history", pd.DataFrame()), labels),
-            "low_relevance": captured.get("low_relevance"), "mode": rep.mode, "rerank": rep.rerank}
+            "low_relevance": captured.get("low_relevance"), "mode": rep.mode, "rerank": rep.rerank,
+            "match_probability": captured.get("match_probability")}
 
 
 def playground_jsonl(events: Sequence[Mapping[str, Any]], now: float, query: str, session: str | None,
@@ -146,22 +151,43 @@ def low_relevance_of(memory: Any, mode: str | None) -> float | None:
     return None if value is None else float(value)
 
 
+def replay_match_probability(rep: Any, probe: int, limit: int | None = None) -> float | None:
+    """The match probability of probe ``probe`` of a replay, from its recorded pool (the pool
+    ``recall(limit=limit)`` blended); None where the replay's pipeline has no calibration."""
+    if not rep.probes or len(rep.pool(probe)) == 0:
+        return 0.0 if rep.probes else None
+    query = rep.probes[probe].get("query")
+    return match_probability(rep.pool(probe, limit), embedder=rep.meta.get("embedder"), query=query)
+
+
 def relevance_note(best_raw: float | None, threshold: float | None, mode: str,
-                   rerank: str | None = None) -> tuple[str, str]:
-    """What to say about the best candidate's raw relevance: ``(level, text)``, level
-    ``"warning"`` when it is below ``threshold``, else ``"caption"``. ``rerank`` names the
-    reranker whose score the relevance is, if any."""
+                   rerank: str | None = None, probability: float | None = None) -> tuple[str, str]:
+    """What to say about the best candidate: ``(level, text)``, level ``"warning"`` when the
+    calibrated ``probability`` that anything relevant was found is below
+    :data:`~vxmem.memory.confidence.MATCH_THRESHOLD` or the raw relevance is below the
+    pipeline's noise floor ``threshold`` (either signal is enough), else ``"caption"``.
+    ``rerank`` names the reranker whose score the relevance is, if any."""
     scale = f"{rerank} logit" if rerank else \
         {"dense": "cosine", "lexical": "BM25", "hybrid": "fused dense + BM25"}.get(mode, mode)
     if best_raw is None or (isinstance(best_raw, float) and math.isnan(best_raw)):
         return "caption", "No candidate: nothing to rank."
-    if threshold is not None and best_raw < threshold:
-        return "warning", (f"Weak match: the best candidate's raw relevance is {best_raw:.3f} ({scale}), below "
-                           f"{threshold:.3f}, where this memory's matches are noise. relevance_norm rescales the "
-                           "pool to 0-1, so the top shows 1.0 however little matches: nothing here may answer "
-                           "the query.")
+    raw = f"the best candidate's raw relevance is {best_raw:.3f} ({scale})"
+    said = None if probability is None else \
+        f"match probability {probability:.0%} (calibrated: how likely anything here is relevant)"
+    weak = [f"{said}, below {MATCH_THRESHOLD:.0%}"] \
+        if said and probability is not None and probability < MATCH_THRESHOLD else []
+    if threshold is not None and best_raw < threshold:  # below the pipeline's own noise floor, whatever the fit says
+        weak.append(f"{raw}, below {threshold:.3f}, where this memory's matches are noise")
+        if said and len(weak) == 1:
+            weak.append(said)
+    elif weak:
+        weak.append(raw)
+    if weak:
+        return "warning", ("Weak match: " + "; ".join(weak) + ". relevance_norm rescales the pool to 0-1, so the "
+                           "top shows 1.0 however little matches: nothing here may answer the query.")
     known = "" if threshold is None else f"; below {threshold:.3f} this pipeline calls a match weak"
-    return "caption", (f"Raw relevance of the best candidate: {best_raw:.3f} ({scale}){known}. relevance_norm "
+    head = f"{said[0].upper()}{said[1:]}; r" if said else "R"
+    return "caption", (f"{head}aw relevance of the best candidate: {best_raw:.3f} ({scale}){known}. relevance_norm "
                        "rescales each pool to 0-1, so the best candidate always shows 1.0.")
 
 
