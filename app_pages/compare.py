@@ -7,6 +7,7 @@ import streamlit as st
 
 from app_pages import config, shared
 from vxmem.workbench import views
+from vxmem.workbench.views.systems import DASHBOARD_SYSTEMS, systems_frames
 
 st.title("Compare")
 st.caption("The spec's blend against plain cosine, multiplicative decay, LangChain's time-weighted retriever, "
@@ -64,3 +65,34 @@ for j, m in enumerate(shown):
 st.caption("Bars: means over the probes; the black whiskers their bootstrap 95% intervals.")
 with st.expander("What each policy computes"):
     st.dataframe(table[table["setting"] == "default"][["policy", "description"]], hide_index=True, width="stretch")
+
+st.header("Other memory systems: quality against cost")
+st.caption("The neutral harness (`vxmem compare`): each system is given the same turns, corrections and "
+           "probes and answers with the turns it would recall; recall@k against the median milliseconds per "
+           "recall, the Pareto front circled (no other system is both better and faster).")
+picked = st.multiselect("Systems", list(DASHBOARD_SYSTEMS), default=["vxmem", "vxmem:fast", "bm25"],
+                        key="compare_systems")
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def systems(key: str, names: tuple[str, ...], k: int, embedder: str, _convs):
+    return systems_frames(_convs, names, k=k, embedder=None if embedder == "default" else embedder)
+
+
+if picked:
+    with st.spinner("Replaying the dataset through each system..."):
+        sys_table, front = systems(key, tuple(picked), s["limit"], s["embedder"], convs)
+    st.dataframe(sys_table.drop(columns=["error"] if sys_table["error"].isna().all() else []), hide_index=True,
+                 width="stretch")
+    base = alt.Chart(front).encode(
+        x=alt.X("ms_per_recall:Q", title="ms per recall (median; lower is better)", scale=alt.Scale(zero=True)),
+        y=alt.Y("recall:Q", title=f"recall@{s['limit']} (higher is better)", scale=alt.Scale(domain=[0, 1])),
+        tooltip=["system", alt.Tooltip("recall:Q", format=".3f"), alt.Tooltip("ms_per_recall:Q", format=".2f"),
+                 "on_front"])
+    points = base.mark_point(filled=True, size=90).encode(
+        color=alt.Color("on_front:N", title="on the front", scale=alt.Scale(domain=[True, False],
+                                                                            range=["#e45756", "#9ecae9"])))
+    labels = base.mark_text(align="left", dx=8, dy=-6).encode(text="system")
+    line = alt.Chart(front[front["on_front"]].sort_values("ms_per_recall")).mark_line(
+        color="#e45756", strokeDash=[4, 3]).encode(x="ms_per_recall:Q", y="recall:Q")
+    shared.chart((line + points + labels).properties(height=320))

