@@ -78,7 +78,8 @@ def test_the_default_preset_reads_deep_and_blends_only_the_best_it_found():
     db = Vectrix(embedder="hashing", rerank=True)
     db.remember_many([f"note {i}: the meeting moved to room {i}" for i in range(150)], session="s", timestamp=T0)
     request = db.memory.request("which room is the meeting in", now=T0 + 60, limit=10)
-    assert db.memory.second_stage(request)[1:3] == (120, 120)  # it scores the first stage's 120 most relevant
+    # it gathers 240 and scores the 120 most relevant by the neighbour-smoothed first stage
+    assert db.memory.second_stage(request)[1:3] == (scoring.DEEP_POOL_FACTOR * 120, 120) == (240, 120)
     deep = db.memory.candidate_pool("which room is the meeting in", limit=10, now=T0 + 60)
     assert len(deep) == scoring.rerank_depth(10) and deep.rerank == COLBERT_SMALL.name  # and blends its best 20
     fast = ConversationMemory(db, preset="fast")
@@ -103,7 +104,7 @@ def test_a_late_interaction_replay_sweeps_exactly_as_recall(hashing_embedder):
 
     rep = replay(generate("knowledge_update"), {"rerank": True, "pool_limit": 10}, embedder=hashing_embedder,
                  on_probe=on_probe)
-    assert rep.rerank == COLBERT_SMALL.name and rep.floors == (120, 120)
+    assert rep.rerank == COLBERT_SMALL.name and rep.floors == (240, 120)
     for j, p in enumerate(points):
         assert rankings(rep, **p) == [e[j] for e in rep.extras], p
 
@@ -114,7 +115,7 @@ def test_the_cli_replays_with_the_preset_it_names(tmp_path, capsys):
     saved = tmp_path / "replay.npz"
     assert main(["replay", "datasets/knowledge_update.jsonl", "--preset", "default", "--save", str(saved)]) == 0
     rep = Replay.load(saved)
-    assert rep.rerank == COLBERT_SMALL.name and rep.floors == (120, 120) and rep.meta["preset"] == "default"
+    assert rep.rerank == COLBERT_SMALL.name and rep.floors == (240, 120) and rep.meta["preset"] == "default"
     assert main(["replay", "datasets/knowledge_update.jsonl", "--preset", "fast", "--save", str(saved)]) == 0
     assert Replay.load(saved).rerank is None
     assert main(["replay", "datasets/knowledge_update.jsonl", "--preset", "turbo"]) == 2

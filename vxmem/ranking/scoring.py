@@ -222,12 +222,17 @@ def rerank_depth(limit: int, floor: int = RERANK_FLOOR) -> int:
     return max(2 * int(limit), int(floor))
 
 
+DEEP_POOL_FACTOR = 2  # a deep stage gathers this many times as many candidates as it reads
+
+
 def stage_floors(depth: int | None) -> tuple[int, int]:
     """The (pool, rerank) floors of a second stage that scores ``depth`` candidates (None:
-    the cross-encoder's 20): a deep stage gathers a pool at least as deep as it reads."""
+    the cross-encoder's 20). A deep stage gathers :data:`DEEP_POOL_FACTOR` times as many as it
+    reads and picks the ones it reads by the neighbour-smoothed first stage, so a turn beside a
+    strong hit is read even when its own relevance ranks it beyond ``depth``."""
     if depth is None:
         return POOL_FLOOR, RERANK_FLOOR
-    return max(POOL_FLOOR, int(depth)), int(depth)
+    return max(POOL_FLOOR, DEEP_POOL_FACTOR * int(depth)), int(depth)
 
 
 def apply_score_gap(sorted_scores: ArrayLike, score_gap: float | None) -> int:
