@@ -82,8 +82,10 @@ def systems(key: str, names: tuple[str, ...], k: int, embedder: str, _convs):
 if picked:
     with st.spinner("Replaying the dataset through each system..."):
         sys_table, front = systems(key, tuple(picked), s["limit"], s["embedder"], convs)
+    quality = {c: st.column_config.NumberColumn(format="%.3f") for c in ("hit", "recall", "mrr", "ndcg", "stale_leak")}
+    cost = {c: st.column_config.NumberColumn(format="%.2f") for c in ("ms_per_recall", "ms_per_write", "setup_s")}
     st.dataframe(sys_table.drop(columns=["error"] if sys_table["error"].isna().all() else []), hide_index=True,
-                 width="stretch")
+                 width="stretch", column_config={**quality, **cost})
     base = alt.Chart(front).encode(
         x=alt.X("ms_per_recall:Q", title="ms per recall (median; lower is better)", scale=alt.Scale(zero=True)),
         y=alt.Y("recall:Q", title=f"recall@{s['limit']} (higher is better)", scale=alt.Scale(domain=[0, 1])),

@@ -1,12 +1,17 @@
 """The README runs as written: its Python examples in a fresh interpreter, and its `vxmem` commands.
 
-A Python block preceded by ``<!-- quickstart -->`` or ``<!-- example -->`` runs twice in a row,
+A Python block preceded by ``<!-- quickstart -->`` or ``<!-- example -->`` (in the README or in a
+page of docs/) runs twice in a row,
 in a fresh interpreter with the network refused, and must succeed both times with the same
 output: a reader who runs it again gets what they got the first time. It runs on the suite's
 hashing embedder and on the default model, the one a reader gets.
 
 The bash block preceded by ``<!-- cli -->`` runs line by line, in order, in a temporary directory
 holding a copy of the shipped ``datasets/``: the commands a reader types in a fresh clone.
+
+The README and docs/ARCHITECTURE.md stay short (at most 350 and 150 lines: detail goes to a page
+of docs/, linked), and every relative link of the README and of docs/ leads to a file that
+exists, and to a heading that exists when it names one.
 """
 
 import os
@@ -21,6 +26,8 @@ import pytest
 from helpers import ROOT, run_python
 
 README = (ROOT / "README.md").read_text(encoding="utf-8")
+DOCS = sorted((ROOT / "docs").glob("*.md"))
+MAX_LINES = {"README.md": 350, "docs/ARCHITECTURE.md": 150}
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```[ \t]*$", re.S | re.M)
 
 # Commands of the CLI block that are too long to run in the suite, each with its reason. What they
@@ -42,10 +49,10 @@ socket.getaddrinfo = _refuse
 """
 
 
-def marked_blocks(marker: str) -> list[str]:
-    """The fenced blocks that follow ``<!-- marker -->`` (blank lines allowed between)."""
+def marked_blocks(marker: str, text: str = README) -> list[str]:
+    """The fenced blocks of ``text`` that follow ``<!-- marker -->`` (blank lines allowed between)."""
     pattern = re.compile(rf"<!--\s*{marker}\s*-->\s*\n```\w*\n(.*?)^```[ \t]*$", re.S | re.M)
-    return pattern.findall(README)
+    return pattern.findall(text)
 
 
 def cli_lines() -> list[str]:
@@ -56,6 +63,9 @@ def cli_lines() -> list[str]:
 def python_examples() -> list[tuple[str, str]]:
     blocks = [("quickstart", b) for b in marked_blocks("quickstart")]
     blocks += [(f"example{i}", b) for i, b in enumerate(marked_blocks("example"), 1)]
+    for page in DOCS:  # an example moved to a page of docs/ still runs as written
+        found = marked_blocks("example", page.read_text(encoding="utf-8"))
+        blocks += [(f"{page.stem.lower()}-example{i}", b) for i, b in enumerate(found, 1)]
     return blocks
 
 
@@ -107,3 +117,56 @@ def test_the_cli_examples_run_in_a_fresh_clone(tmp_path):
     assert ran
     for name in ("drift.jsonl", "probes.csv", "drift.npz", "points.csv", "chat.jsonl"):
         assert (tmp_path / name).stat().st_size > 0, name
+
+
+@pytest.mark.parametrize("name", sorted(MAX_LINES))
+def test_the_readme_and_the_architecture_stay_short(name):
+    lines = len((ROOT / name).read_text(encoding="utf-8").splitlines())
+    assert lines <= MAX_LINES[name], f"{name} has {lines} lines, over {MAX_LINES[name]}: move detail to docs/"
+
+
+LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
+
+
+def _prose(text: str) -> str:
+    """``text`` without its fenced blocks and inline code, where a link is not a link."""
+    text = re.sub(r"^```.*?^```[ \t]*$", "", text, flags=re.S | re.M)
+    return re.sub(r"`[^`\n]*`", "", text)
+
+
+def _prose_keep_code(page: Path) -> str:
+    """``page`` without its fenced blocks (a ``# comment`` in one is no heading); inline code kept."""
+    return re.sub(r"^```.*?^```[ \t]*$", "", page.read_text(encoding="utf-8"), flags=re.S | re.M)
+
+
+def _anchors(page: Path) -> set[str]:
+    """The anchors GitHub gives the headings of ``page``: lower case, punctuation dropped, spaces to -."""
+    seen: dict[str, int] = {}
+    out = set()
+    for heading in re.findall(r"^#{1,6}\s+(.*?)\s*#*\s*$", _prose_keep_code(page), re.M):
+        slug = re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-")
+        out.add(slug if slug not in seen else f"{slug}-{seen[slug]}")
+        seen[slug] = seen.get(slug, 0) + 1
+    return out
+
+
+def _relative_links(page: Path) -> list[str]:
+    return [target for target in LINK.findall(_prose(page.read_text(encoding="utf-8")))
+            if not re.match(r"[a-z][a-z0-9+.-]*:", target)]  # http:, https:, mailto: ... are not checked
+
+
+def test_the_readme_links_to_pages_of_docs():
+    assert any(target.startswith("docs/") for target in _relative_links(ROOT / "README.md"))
+
+
+@pytest.mark.parametrize("page", [ROOT / "README.md", *DOCS], ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_every_relative_link_leads_somewhere(page):
+    broken = []
+    for target in _relative_links(page):
+        path, _, anchor = target.partition("#")
+        dest = (page.parent / path).resolve() if path else page
+        if not dest.exists():
+            broken.append(f"{target}: no file {dest.relative_to(ROOT) if dest.is_relative_to(ROOT) else dest}")
+        elif anchor and dest.suffix == ".md" and anchor not in _anchors(dest):
+            broken.append(f"{target}: no heading #{anchor} in {dest.relative_to(ROOT)}")
+    assert not broken, f"broken links in {page.relative_to(ROOT)}: {broken}"
