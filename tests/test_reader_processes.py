@@ -15,6 +15,7 @@ import sys
 
 import numpy as np
 import pytest
+from test_readers import make_version_2
 
 from vxmem import Vectrix
 
@@ -148,16 +149,6 @@ def test_a_reader_follows_a_writer_building_and_saving_its_index(tmp_path):
         writer.close()
 
 
-def _make_version_2(path):
-    """What a vxmem of schema 2 left: no change log."""
-    conn = sqlite3.connect(path)
-    conn.execute("DROP TABLE IF EXISTS vx_changes")
-    conn.execute("DELETE FROM vx_meta WHERE key = 'changes_since'")
-    conn.execute("UPDATE vx_meta SET value = '2' WHERE key = 'schema_version'")
-    conn.commit()
-    conn.close()
-
-
 def _schema_version(path):
     conn = sqlite3.connect(path)
     try:
@@ -171,7 +162,7 @@ def test_a_reader_sees_an_older_file_whole_while_a_writer_in_another_process_mig
     path = tmp_path / "old.db"
     with Vectrix(path, embedder=_embedder()) as db:
         db.add([f"old doc {i} tea" for i in range(12)], ids=[f"old-{i}" for i in range(12)])
-    _make_version_2(path)
+    make_version_2(path)
     reader = Vectrix(path, embedder=_embedder(), read_only=True, exact_threshold=4)
     before = _same_as_fresh(reader, path)
     writer = Writer(path)

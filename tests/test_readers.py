@@ -201,7 +201,7 @@ def test_after_any_commits_a_reader_equals_a_fresh_reader(ops):
         shutil.rmtree(d, ignore_errors=True)
 
 
-def _make_version_2(path):
+def make_version_2(path):
     """What a vxmem of schema 2 left: no change log."""
     conn = sqlite3.connect(path)
     conn.execute("DROP TABLE IF EXISTS vx_changes")
@@ -228,7 +228,7 @@ def test_a_reader_of_a_version_2_file_reloads_in_full_and_a_writable_open_adds_t
     path = str(tmp_path / "v2.db")
     with Vectrix(path, embedder=_embedder()) as writer:
         writer.add(["from before"], ids=["old"])
-    _make_version_2(path)
+    make_version_2(path)
     with Vectrix(path, embedder=_embedder(), read_only=True) as reader:
         assert reader.count() == 1
         _old_writer_adds(path, "by-v2", "written by an older vxmem", _embedder().dim)
@@ -317,7 +317,7 @@ def test_a_nested_block_does_not_move_the_mirror_under_the_outer_one(tmp_path):
     path = tmp_path / "nested.db"
     with Vectrix(path, embedder=_embedder()) as writer:
         writer.add(["first", "second"])
-    _make_version_2(path)  # no change log: a change means a whole new mirror
+    make_version_2(path)  # no change log: a change means a whole new mirror
     with Vectrix(path, embedder=_embedder(), read_only=True) as reader:
         with reader.engine.locked() as outer:
             n = outer.n

@@ -170,3 +170,15 @@ def test_every_relative_link_leads_somewhere(page):
         elif anchor and dest.suffix == ".md" and anchor not in _anchors(dest):
             broken.append(f"{target}: no heading #{anchor} in {dest.relative_to(ROOT)}")
     assert not broken, f"broken links in {page.relative_to(ROOT)}: {broken}"
+
+
+def test_the_serving_page_shows_the_readmes_server_examples():
+    import json
+
+    serving = (ROOT / "docs" / "SERVING.md").read_text(encoding="utf-8")
+
+    def block(page: str, marker: str, lang: str) -> str:
+        return re.search(rf"<!--\s*{marker}\s*-->\s*\n```{lang}\n(.*?)^```", page, re.S | re.M).group(1)
+
+    assert block(serving, "serve", "bash") == block(README, "serve", "bash")
+    assert json.loads(block(serving, "mcp-config", "json")) == json.loads(block(README, "mcp-config", "json"))

@@ -19,12 +19,12 @@ counts, precision, recall and their F1 (the judge's one metric).
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import pandas as pd
 
+from ..core.plugins import load_object
 from ..memory.rules import JUDGES
 from ..models.embed import EmbedderArg
 from .datasets.model import Conversation, Event
@@ -50,14 +50,7 @@ def judge_named(spec: str) -> tuple[str, Any]:
     if not sep or not module or not attr:
         raise ValueError(f"unknown judge {spec!r}; known: rules, none, {', '.join(JUDGES)}, "
                          "or package.module:callable")
-    try:
-        obj: Any = importlib.import_module(module)
-    except ImportError as exc:
-        raise ValueError(f"judge {spec!r}: cannot import {module!r} ({exc})") from None
-    for part in attr.split("."):
-        if not hasattr(obj, part):
-            raise ValueError(f"judge {spec!r}: {module!r} has no {attr!r}")
-        obj = getattr(obj, part)
+    obj = load_object(spec, "judge")
     if isinstance(obj, type):
         obj = obj()
     if not callable(obj):

@@ -23,11 +23,11 @@ user's own.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+from ...core.plugins import load_object
 from ...memory.stages import DEFAULT_PRESET, PRESETS
 from ...models.embed import EMBEDDERS as MODEL_EMBEDDERS
 
@@ -88,15 +88,8 @@ def _embedder_part(spec: str) -> tuple[str, str | None]:
 
 def _plugin(spec: str) -> Callable[[], Any]:
     """``package.module:Class``, imported now so that a typo is an error before any work."""
-    module, _, attr = spec.partition(":")
-    try:
-        obj: Any = importlib.import_module(module)
-    except ImportError as exc:
-        raise ValueError(f"system {spec!r}: cannot import {module!r} ({exc})") from None
-    for part in attr.split("."):
-        if not hasattr(obj, part):
-            raise ValueError(f"system {spec!r}: {module!r} has no {attr!r}")
-        obj = getattr(obj, part)
+    attr = spec.partition(":")[2]
+    obj = load_object(spec, "system")
     if not callable(obj):
         raise ValueError(f"system {spec!r}: {attr!r} is not a class or a factory")
     return obj
