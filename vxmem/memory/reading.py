@@ -296,13 +296,12 @@ class MemoryReading:
         found = gather(self.store, m, request.query, pos,
                        size=size or scoring.pool_size(request.limit, stage.pool_floor), mode=request.search_mode,
                        hybrid_weight=blend.hybrid_weight, session=scope, now_ts=now_ts, limit=request.limit)
-        if first_only or not len(found):
-            pass
-        elif stage.reranker is not None:
-            found = rerank_pool(found, m, request.query, stage.reranker, reranker_name(stage.reranker),
-                                store=self.store, floor=stage.rerank_floor)
-        elif stage.smooth:
-            found = smoothed_pool(found)
+        if len(found) and not first_only:  # an empty pool ranks to nothing; a replay records the first stage
+            if stage.reranker is not None:
+                found = rerank_pool(found, m, request.query, stage.reranker, reranker_name(stage.reranker),
+                                    store=self.store, floor=stage.rerank_floor)
+            elif stage.smooth:
+                found = smoothed_pool(found)
         floor = self.min_relevance if request.min_relevance is None else request.min_relevance
         if floor is not None:
             found = drop_below(found, floor)
