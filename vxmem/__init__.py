@@ -18,8 +18,7 @@ from typing import TYPE_CHECKING, Any
 # crashes: vxmem imports it just before it first imports usearch (vxmem.store.hnsw), and the models
 # refuse with a clear ImportError where usearch came first. Not at import: a process that loaded
 # onnxruntime hangs in a forked child's exit.
-
-__version__ = "0.1.0"
+from .core.version import __version__ as __version__
 
 __all__ = [
     "Vectrix", "AsyncVectrix", "ConversationMemory", "RecallRequest", "Blend", "Result", "Results", "ContextBlock",

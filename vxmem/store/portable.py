@@ -41,6 +41,7 @@ from ..core.keys import (
     KINDS,
 )
 from ..core.progress import Progress, Reporter
+from ..core.version import __version__
 from .database import Database
 from .files import replaced_when_whole, snapshot_read
 from .jsonio import loads_all
@@ -167,8 +168,6 @@ def _tables(conn: sqlite3.Connection) -> set[str]:
 def header_line(database: Database, vectors: bool) -> dict[str, Any]:
     """The header: the format, the embedder and dimension of the stored vectors, the token
     counter of the stored counts, and what the file holds (counted in SQL: one pass)."""
-    from .. import __version__
-
     conn = database.conn
     counts = {"documents": 0, "memories": 0, **dict.fromkeys(KINDS, 0)}
     for kind, n in conn.execute("SELECT json_extract(metadata, '$._vx_kind'), count(*) FROM vx_docs GROUP BY 1"):
