@@ -18,6 +18,7 @@ from vxmem.memory.confidence import (
     query_flaw,
     score_features,
 )
+from vxmem.ranking.pool import CandidatePool
 from vxmem.workbench import views
 from vxmem.workbench.scenario_timeline import UNANSWERABLE
 from vxmem.workbench.synth import SCENARIOS, generate
@@ -86,6 +87,35 @@ def test_a_pool_and_its_results_are_judged_alike(bge):
     pool = mem.candidate_pool("What is my dog called?", session="me", now=T0 + 86400)
     assert score_features(pool)["best"] == pytest.approx(score_features(res)["best"])
     assert (mem.match_probability(pool) >= MATCH_THRESHOLD) == (mem.match_probability(res) >= MATCH_THRESHOLD)
+
+
+def _reranked_pool(scores, limit=4):
+    """A hand-made pool reranked by the default's late interaction: one slot per score."""
+    n = len(scores)
+    return CandidatePool(relevance=np.asarray(scores, dtype=float), ts=np.arange(n, dtype=float), age_days=np.zeros(n),
+                         feedback_signs=np.zeros((n, 0)), feedback_ages=np.zeros((n, 0)), tokens=np.full(n, 5),
+                         dense=np.full(n, 0.7), lexical=np.full(n, 2.0), limit=limit, mode="hybrid",
+                         first_stage=np.full(n, 0.5), rerank="answerai-colbert-small-v1-int8")
+
+
+def test_lead_is_how_far_the_best_stands_above_the_median_of_the_limit_best():
+    # the limit's four best are 0.9, 0.5, 0.4, 0.3 (median 0.45); the two below the limit do not count
+    f = score_features(_reranked_pool([0.3, 0.9, 0.5, 0.4, 0.0, -1.0]))
+    assert f["best"] == pytest.approx(0.9) and f["gap"] == pytest.approx(0.4)
+    assert f["lead"] == pytest.approx(0.45)
+    assert score_features(_reranked_pool([0.9]))["lead"] == 0.0
+
+
+def test_a_hit_that_stands_out_is_likelier_a_match_than_the_best_of_a_crowd():
+    # same best, gap, cosine and BM25: only the rest of the results differ
+    alone = _reranked_pool([0.6, 0.5, 0.2, 0.1])
+    crowd = _reranked_pool([0.6, 0.5, 0.5, 0.5])
+    fa, fc = score_features(alone), score_features(crowd)
+    same = ("best", "gap", "dense", "lexical")
+    assert [fa[k] for k in same] == pytest.approx([fc[k] for k in same])
+    assert fa["lead"] > fc["lead"]
+    bge = "bge-small-en-v1.5-int8"
+    assert match_probability(alone, embedder=bge) > match_probability(crowd, embedder=bge)
 
 
 def test_every_shipped_calibration_is_a_probability_and_monotone_in_the_best_score():

@@ -3,13 +3,14 @@
 ``relevance_norm`` rescales every pool to 0-1, so the best result shows 1.0 however little
 matches, and a raw score alone moves with wording ("the user" vs "I"). :func:`match_probability`
 reads the scores a recall already produced (the best raw score of its last stage, its gap to
-the second best, the first stage's best dense cosine and best BM25) and maps them through a
-logistic regression fitted, for each pipeline, on questions the conversation answers and
-questions about things it never mentions (the ``"unanswerable"`` probes of the shipped
-datasets and the synthetic scenarios; LoCoMo questions when measured). The target is "a memory
-the question needs is among the results", so a question whose answer the recall missed counts
-as unmatched too. ``benchmarks/bench_confidence.py`` refits the coefficients below and prints
-precision and recall at :data:`MATCH_THRESHOLD` on questions held out from the fit.
+the second best and its lead over the results' median, the first stage's best dense cosine and
+best BM25) and maps them through a logistic regression fitted, for each pipeline, on questions
+the conversation answers and questions about things it never mentions (the ``"unanswerable"``
+probes of the shipped datasets and the synthetic scenarios; LoCoMo questions when measured).
+The target is "a memory the question needs is among the results", so a question whose answer
+the recall missed counts as unmatched too. ``benchmarks/bench_confidence.py`` refits the
+coefficients below and prints precision and recall at :data:`MATCH_THRESHOLD` on questions
+held out from the fit.
 
 Absurd queries never score as matches: a query with no word once tokenised (``"!!!???"``) or
 made of one repeated character or word (``"xxxx..."``) gets probability 0, and
@@ -33,7 +34,7 @@ __all__ = ["FEATURES", "MATCH_THRESHOLD", "Calibration", "CALIBRATIONS", "query_
            "pipeline_key", "calibration_for", "match_probability"]
 
 # What the probability is computed from, in this order (see score_features()).
-FEATURES = ("best", "gap", "dense", "lexical")
+FEATURES = ("best", "gap", "dense", "lexical", "lead")
 # Below this probability the dashboard warns that nothing relevant may have been found.
 MATCH_THRESHOLD = 0.35
 
@@ -58,14 +59,16 @@ class Calibration:
 
 # Keyed by (reranker name or None, embedder name or None when the stage's score does not depend on it).
 # Refit with: .venv/bin/python benchmarks/bench_confidence.py --locomo PATH/locomo10.json --write
-# Fitted on 419 recalls each (the synthetic scenarios at seed 1 and LoCoMo conv-26 with questions it
+# Fitted on 857 recalls each (the synthetic scenarios at seeds 1-3 and LoCoMo conv-26 with questions it
 # never answers), checked on 353 held out (the shipped datasets and LoCoMo conv-30): docs/BENCHMARKS.md.
 _BGE = "bge-small-en-v1.5-int8"
 CALIBRATIONS: dict[tuple[str | None, str | None], Calibration] = {
-    (None, _BGE): Calibration(-4.1001, (2.5757, 1.5591, 2.5757, 0.3189), "fast"),
-    ("answerai-colbert-small-v1-int8", _BGE): Calibration(-4.2127, (1.3626, 1.4802, 3.8027, 0.673), "default"),
-    ("ms-marco-MiniLM-L-12-v2-int8", _BGE): Calibration(-1.4176, (0.1839, 0.4077, 1.127, -0.0381), "accurate"),
-    (None, "hashing-char35-262144-384-s20240601"): Calibration(-0.4143, (-0.9697, 1.5509, -0.9697, 0.6749),
+    (None, _BGE): Calibration(-6.2864, (3.7421, 1.582, 3.7421, 0.3964, 6.7673), "fast"),
+    ("answerai-colbert-small-v1-int8", _BGE): Calibration(-6.4654, (2.5567, 2.4525, 6.6045, 0.4569, 5.6031),
+                                                          "default"),
+    ("ms-marco-MiniLM-L-12-v2-int8", _BGE): Calibration(-3.8616, (0.0181, 0.1627, 2.5552, -0.1446, 0.4555),
+                                                        "accurate"),
+    (None, "hashing-char35-262144-384-s20240601"): Calibration(-1.0029, (-1.0784, 1.6599, -1.0784, 0.5951, 6.4232),
                                                                "hashing, no second stage"),
 }
 
@@ -109,21 +112,33 @@ def _best_two(x: np.ndarray) -> tuple[float, float]:
     return float(top[0]), float(top[0] - top[1]) if top.size > 1 else 0.0
 
 
-def _arrays(scored: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, str | None, str]:
-    """(raw relevance, dense, lexical, rerank, mode) of a pool or of ranked results."""
+def _lead(x: np.ndarray, limit: int) -> float:
+    """How far the best of ``x`` stands above the median of its ``limit`` best (0: one score)."""
+    x = x[np.isfinite(x)]
+    if not x.size:
+        return float("nan")
+    top = np.sort(x)[::-1][: max(limit, 1)]
+    return float(top[0] - np.median(top))
+
+
+def _arrays(scored: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, str | None, str, int]:
+    """(raw relevance, dense, lexical, rerank, mode, limit) of a pool or of ranked results
+    (their limit: how many there are)."""
     if isinstance(scored, CandidatePool):
         n = len(scored)
         nan = np.full(n, np.nan)
         dense = nan if scored.dense is None else np.asarray(scored.dense, dtype=np.float64)
         lexical = nan if scored.lexical is None else np.asarray(scored.lexical, dtype=np.float64)
-        return (np.asarray(scored.raw_relevance, dtype=np.float64), dense, lexical, scored.rerank, scored.mode)
+        return (np.asarray(scored.raw_relevance, dtype=np.float64), dense, lexical, scored.rerank, scored.mode,
+                int(scored.limit))
     parts = [r.metadata.get(K_SCORING) or {} for r in scored]
 
     def column(key: str) -> np.ndarray:
         return np.array([np.nan if p.get(key) is None else float(p[key]) for p in parts], dtype=np.float64)
 
     first = parts[0] if parts else {}
-    return column("relevance"), column("dense"), column("lexical"), first.get("rerank"), first.get("mode", "hybrid")
+    return (column("relevance"), column("dense"), column("lexical"), first.get("rerank"), first.get("mode", "hybrid"),
+            len(parts))
 
 
 def score_features(scored: Any) -> dict[str, Any]:
@@ -133,9 +148,11 @@ def score_features(scored: Any) -> dict[str, Any]:
     ``best`` and ``gap``: the best raw score of the last stage (the reranker's, or in a recall
     without one the dense cosine) and how far it stands above the second best; ``dense``: the
     best first-stage cosine; ``lexical``: ``log1p`` of the best BM25 (0: no query word in any
-    candidate); plus ``rerank`` and ``mode``, which name the pipeline.
+    candidate); ``lead``: how far the best stands above the median of the results' scores on the
+    same scale as ``best`` (of a pool: of its ``limit`` best), a hit that stands out of the
+    crowd rather than a crowd of near-misses; plus ``rerank`` and ``mode``, which name the pipeline.
     """
-    rel, dense, lexical, rerank, mode = _arrays(scored)
+    rel, dense, lexical, rerank, mode, limit = _arrays(scored)
     if mode == "dense":
         dense = rel
     stage = rel if rerank is not None else dense
@@ -144,7 +161,7 @@ def score_features(scored: Any) -> dict[str, Any]:
     top_lex = _best_two(lexical)[0]
     return {"best": best, "gap": gap, "dense": top_dense,
             "lexical": math.log1p(max(top_lex, 0.0)) if not math.isnan(top_lex) else float("nan"),
-            "rerank": rerank, "mode": mode}
+            "lead": _lead(stage, limit), "rerank": rerank, "mode": mode}
 
 
 def match_probability(scored: Any, *, embedder: str | None = None, query: str | None = None) -> float | None:
