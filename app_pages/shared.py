@@ -18,6 +18,7 @@ same callback that feeds the CLI's tqdm bar). Frames computed from them sit behi
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import threading
 from collections import OrderedDict
@@ -29,6 +30,7 @@ import pandas as pd
 import streamlit as st
 
 from app_pages import config
+from vxmem.memory.stages import PRESETS
 from vxmem.workbench import views
 from vxmem.workbench.datasets import Conversation, DatasetError, load
 from vxmem.workbench.record import Replay
@@ -265,15 +267,34 @@ def cached(key: Any, text: str, work: Callable[[Callable[[int, int, str], None]]
     return _REPLAYS.get(key, lambda: with_progress(text, work))
 
 
-def replays_for(key: str, conversations: tuple[Conversation, ...], s: dict[str, Any] | None = None) -> list[Replay]:
+def replays_for(key: str, conversations: tuple[Conversation, ...], s: dict[str, Any] | None = None,
+                rs: dict[str, Any] | None = None, timed: bool = False) -> list[Replay]:
     """The replays of a dataset (``key``: its path, or the upload's hash) for the settings'
-    embedder and search mode; the other settings re-rank their cached pools."""
+    embedder and search mode; the other settings re-rank their cached pools. ``rs``: what
+    they record with (default: :func:`vxmem.workbench.views.replay_settings` of the settings).
+    ``timed``: without the replay cache, so each recall's ``recall_ms`` is a live one's."""
     s = dict(s or settings())
-    rs = views.replay_settings(s)
-    cache_key = ("replays", key, s["embedder"], tuple(sorted(rs.items())))
-    return cached(cache_key, f"Replaying through a fresh memory ({s['embedder']}, {s['mode']})...",
+    rs = views.replay_settings(s) if rs is None else rs
+    cache_key = ("replays", key, s["embedder"], tuple(sorted(rs.items())), timed)
+    what = f"{s['embedder']}, {s['mode']}" + (f", preset {rs['preset']}" if "preset" in rs else "")
+    return cached(cache_key, f"Replaying through a fresh memory ({what})...",
                   lambda progress: views.replay_all(conversations, rs, views.embedder_for(s["embedder"]),
-                                                    progress=progress))
+                                                    progress=progress, cache=False if timed else None))
+
+
+def preset_replays() -> tuple[str, dict[str, list[Replay]]]:
+    """The picked dataset replayed with each recall preset, cheapest first (at the settings'
+    embedder, mode and ages; see :func:`vxmem.workbench.views.preset_settings`), without the
+    replay cache: each recall pays for its models, so its time is a live one's. With a key
+    for ``st.cache_data`` frames of them. Call it after :func:`dataset`, which checks the pick."""
+    result, s = st.session_state["dataset"], settings()
+    out: dict[str, list[Replay]] = {}
+    keys = [result["key"], s["embedder"]]
+    for preset in PRESETS:
+        rs = views.preset_settings(s, preset)
+        out[preset] = replays_for(result["key"], tuple(result["conversations"]), s, rs, timed=True)
+        keys.append(json.dumps(rs, sort_keys=True))
+    return "|".join(keys), out
 
 
 def dataset_sidebar(show: bool = True) -> None:

@@ -181,6 +181,28 @@ def test_the_ab_scatter_draws_one_dot_per_pair_sized_by_its_probes():
     assert '"size"' in scatter.proto.spec
 
 
+def test_compare_draws_every_preset_and_policy_against_its_cost():
+    from vxmem.memory.stages import PRESETS
+    from vxmem.workbench.policies import POLICIES
+
+    at = page("compare")
+    assert not at.exception and not at.error
+    assert "Presets and policies: quality against cost" in shown(at.header)
+    chart = next(c for c in charts(at) if '"colour"' in c.proto.spec)  # the presets chart
+    points = [r for r in chart_rows(chart) if "kind" in r]
+    labels = {r["label"] for r in points}
+    assert {f"{p} · {q}" for p in PRESETS for q in POLICIES} <= labels
+    assert {"vxmem", "vxmem:fast", "bm25"} <= labels  # the systems picked by default
+    assert all(r["ms_per_recall"] > 0 for r in points) and any(r["on_front"] for r in points)
+    spec = chart.proto.spec
+    assert '"strokeDash"' in spec and '"log"' in spec and "recall@10" in spec and "ms per recall" in spec
+    assert any("text" in r for r in chart_rows(chart))  # the front labelled
+    at.multiselect(key="compare_systems").set_value([]).run()  # no system: the presets and policies alone
+    assert not at.exception and not at.error
+    chart = next(c for c in charts(at) if '"colour"' in c.proto.spec)
+    assert {r["label"] for r in chart_rows(chart) if "kind" in r} == {f"{p} · {q}" for p in PRESETS for q in POLICIES}
+
+
 def test_the_timeline_spreads_memories_made_together():
     at = page("replay")
     spec = json.dumps(specs(at)[0])

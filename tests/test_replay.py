@@ -1,10 +1,14 @@
 """Replay: a conversation driven through a fresh memory on a simulated clock."""
 
+import json
+import math
+
 import numpy as np
 import pandas as pd
 import pytest
 
 from vxmem.core.clock import DAY, to_epoch
+from vxmem.workbench import views
 from vxmem.workbench.datasets import Conversation, Event
 from vxmem.workbench.record import Replay
 from vxmem.workbench.replay import replay, replay_many
@@ -134,6 +138,28 @@ def test_save_and_load_round_trip(rep, tmp_path):
         pd.testing.assert_frame_equal(back.to_frames()[name], frame)
     for k, v in rep.pools.items():
         np.testing.assert_array_equal(back.pools[k], v)
+
+
+def test_each_probe_times_its_live_recall(rep, tmp_path):
+    assert all(math.isfinite(p["recall_ms"]) and p["recall_ms"] > 0 for p in rep.probes)
+    rep.save(tmp_path / "r.npz")
+    assert [p["recall_ms"] for p in Replay.load(tmp_path / "r.npz").probes] == [p["recall_ms"] for p in rep.probes]
+    assert views.median_recall_ms([rep]) > 0
+
+
+def test_a_replay_saved_before_recalls_were_timed_still_loads(rep, tmp_path):
+    path = tmp_path / "old.npz"
+    rep.save(path)
+    with np.load(path, allow_pickle=False) as z:  # the file as it was written before: no recall_ms
+        arrays = {k: z[k] for k in z.files}
+    blob = json.loads(arrays.pop("_json").tobytes().decode("utf-8"))
+    for p in blob["probes"]:
+        del p["recall_ms"]
+    np.savez_compressed(path, _json=np.frombuffer(json.dumps(blob).encode("utf-8"), dtype=np.uint8), **arrays)
+    old = Replay.load(path)
+    assert old.to_frames()["probes"]["recall_ms"].isna().all()
+    assert math.isnan(views.median_recall_ms([old]))
+    assert old.rank("blend") == rep.rank("blend")
 
 
 def test_load_refuses_a_file_that_is_not_a_replay(tmp_path):

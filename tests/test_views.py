@@ -6,8 +6,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from vxmem.memory.stages import PRESETS
 from vxmem.workbench import views
 from vxmem.workbench.datasets import DatasetError
+from vxmem.workbench.policies import POLICIES
 from vxmem.workbench.replay import replay
 from vxmem.workbench.synth import generate
 
@@ -249,3 +251,79 @@ def test_the_pages_views_of_a_reranked_hybrid_replay_keep_its_own_weight(hashing
     assert not views.why_table(views.explain(rep, 0, slider)).empty
     at_own = views.probe_metrics_at([rep], {**views.DEFAULT_POINT, "hybrid_weight": 0.5})
     assert len(at_own) == rep.n_probes
+
+
+# ---------------------------------------------------------------- presets and policies against their cost
+
+
+@pytest.fixture(scope="module")
+def preset_replays(hashing_embedder):
+    """knowledge_update (where the presets recall differently) replayed with each preset, without the
+    replay cache, so each recall is timed as a live one."""
+    conv = generate("knowledge_update")
+    return {p: [replay(conv, views.preset_settings({"embedder": "hashing"}, p), embedder=hashing_embedder,
+                       cache=False)] for p in PRESETS}
+
+
+def _dominated(frame, i):
+    """Whether another row of ``frame`` has at least row i's recall at no more ms, and is better on one."""
+    r, ms = frame.loc[i, "recall"], frame.loc[i, "ms_per_recall"]
+    return bool(((frame["recall"] >= r) & (frame["ms_per_recall"] <= ms)
+                 & ((frame["recall"] > r) | (frame["ms_per_recall"] < ms))).any())
+
+
+def test_every_preset_with_every_policy_and_every_system_is_a_point(preset_replays):
+    systems = pd.DataFrame({"system": ["bm25", "oracle"], "recall": [0.5, 1.0], "ms_per_recall": [0.01, 1e6],
+                            "probes": [15, 15]})
+    frame = views.presets_quality_cost(preset_replays, systems)
+    policies = frame[frame["kind"] == "policy"]
+    assert len(frame) == len(PRESETS) * len(POLICIES) + 2
+    assert set(zip(policies["preset"], policies["policy"])) == {(p, q) for p in PRESETS for q in POLICIES}
+    assert "default · blend" in set(frame["label"]) and frame["kind"].tolist()[-2:] == ["system", "system"]
+    for preset, reps in preset_replays.items():
+        mine = policies[policies["preset"] == preset].set_index("policy")
+        live = np.nanmean([p["recall"] for r in reps for p in r.probes])  # what the probe rows report
+        assert mine.loc["blend", "recall"] == pytest.approx(live, abs=1e-12)
+        ms = mine["ms_per_recall"]  # every policy re-ranks the preset's pool: the preset's own time
+        assert np.isfinite(ms).all() and (ms > 0).all() and ms.nunique() == 1
+        assert ms.iloc[0] == views.median_recall_ms(reps)
+    assert len(set(policies["recall"].round(6))) > 1  # the presets and policies do differ here
+    for i in frame.index:
+        assert frame.loc[i, "on_front"] == (not _dominated(frame, i))
+    shorter = views.presets_quality_cost(preset_replays, point={"limit": 1, "token_budget": 0})
+    assert (shorter["recall"].to_numpy() <= frame["recall"].to_numpy()[:len(shorter)] + 1e-12).all()
+
+
+def test_the_quality_cost_front_on_a_hand_made_table():
+    systems = pd.DataFrame({"system": ["a", "b", "c", "d", "e", "f"], "recall": [0.9, 0.8, 1.0, np.nan, 0.95, 0.9],
+                            "ms_per_recall": [1.0, 2.0, 5.0, 0.1, np.nan, 1.0]})
+    frame = views.presets_quality_cost({}, systems)
+    # b is beaten by a; c is the best recall; a NaN is never on the front; a and f tie, neither beats the other
+    assert frame["on_front"].tolist() == [True, False, True, False, False, True]
+    assert frame["probes"].tolist() == [0] * 6
+    with pytest.raises(KeyError, match="ms_per_recall"):
+        views.presets_quality_cost({}, systems.drop(columns=["ms_per_recall"]))
+
+
+def test_spot_labels_write_one_label_where_points_coincide():
+    frame = pd.DataFrame({
+        "label": ["fast · blend", "fast · cosine", "fast · memorybank", "default · blend", "bm25", "vxmem"],
+        "kind": ["policy"] * 4 + ["system"] * 2, "preset": ["fast"] * 3 + ["default", None, None],
+        "policy": ["blend", "cosine", "memorybank", "blend", None, None],
+        "recall": [0.9, 0.9, 0.5, 1.0, 1.0, 0.4], "ms_per_recall": [1.0, 1.0, 1.0, 3.0, 3.0, 2.0],
+        "on_front": [True, True, False, True, True, False]})
+    spots = views.spot_labels(frame)  # the front's spots only: vxmem is beaten
+    assert spots["text"].tolist() == ["fast · blend, cosine", "default · blend, bm25"]
+    assert spots["above"].tolist() == [False, True]  # neighbours on either side of the front
+    assert views.spot_labels(frame.assign(on_front=False)).empty
+
+
+def test_preset_settings_name_the_preset_whatever_the_embedder():
+    for embedder in ("hashing", "default"):
+        s = {**views.DEFAULT_SETTINGS, "embedder": embedder, "mode": "hybrid", "hybrid_weight": 0.3}
+        assert [views.preset_settings(s, p)["preset"] for p in PRESETS] == list(PRESETS)
+        assert views.preset_settings(s, "accurate")["hybrid_weight"] == 0.3  # it decides what the stage reads
+        assert views.preset_settings({**s, "embedder": "hashing"}, "fast").get("hybrid_weight") is None
+        assert views.preset_settings({**s, "mode": "dense"}, "default")["mode"] == "dense"
+    with pytest.raises(ValueError, match="preset"):
+        views.preset_settings({}, "turbo")

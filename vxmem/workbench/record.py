@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import os
 import zipfile
 from collections.abc import Iterable, Sequence
@@ -48,7 +49,9 @@ class Replay:
     ``grade``, ``stale``, ``foreign``, ``session_bits``, ``n``, and ``feedback_signs`` /
     ``feedback_ages`` with a third axis), plus per-probe ``ideal`` grades, ``n_relevant``,
     ``n_sessions``, ``limit`` and ``now``. :meth:`pool` gives one back;
-    :mod:`vxmem.workbench.sweep` re-ranks them all at once.
+    :mod:`vxmem.workbench.sweep` re-ranks them all at once. Each row of ``probes`` holds the
+    live recall, its metrics and ``recall_ms``, the milliseconds that recall took (NaN in a
+    file saved before replays were timed).
     """
 
     name: str
@@ -231,8 +234,9 @@ class Replay:
         for k in ("rerank_score", "neighbour_key"):  # saved before reranked replays, or deep stages
             if k not in arrays and "relevance" in arrays:
                 arrays[k] = np.full(arrays["relevance"].shape, np.nan)
+        probes = [p if "recall_ms" in p else {**p, "recall_ms": math.nan} for p in blob["probes"]]  # saved untimed
         return cls(name=blob["name"], settings=blob["settings"], events=blob["events"], memories=blob["memories"],
-                   probes=blob["probes"], pools=arrays, pool_ids=blob["pool_ids"], meta=blob.get("meta", {}))
+                   probes=probes, pools=arrays, pool_ids=blob["pool_ids"], meta=blob.get("meta", {}))
 
     def recency_for(self, policy: str | Policy = "blend", recency_from: str | None = None) -> str:
         """What ages count from when ``policy`` ranks this replay's pools: ``recency_from``

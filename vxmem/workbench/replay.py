@@ -2,10 +2,11 @@
 
 ``replay(conversation, settings)`` drives a new in-memory :class:`~vxmem.Vectrix` /
 :class:`~vxmem.ConversationMemory` with ``now=`` set to each event's time. At each probe
-it records the live ``recall()`` ranking and the **candidate pool** with everything
-ranking needs (raw relevance, age, feedback history, kind, session, token counts) and
-which candidates are relevant (graded) or stale, so :mod:`vxmem.workbench.sweep` can re-rank the
-pools for any parameters without embedding or searching again.
+it records the live ``recall()`` ranking, how long that recall took (``recall_ms``, wall-clock
+milliseconds) and the **candidate pool** with everything ranking needs (raw relevance, age,
+feedback history, kind, session, token counts) and which candidates are relevant (graded) or
+stale, so :mod:`vxmem.workbench.sweep` can re-rank the pools for any parameters without
+embedding or searching again.
 
 Independent replays run in parallel with :func:`replay_many` through joblib. On a cluster,
 wrap the call in joblib's backend of the cluster and nothing else changes::
@@ -23,6 +24,7 @@ points (the dashboard feeds ``st.progress`` with it).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -116,7 +118,10 @@ def replay(conversation: Conversation, settings: dict[str, Any] | None = None, e
     ``cache`` keeps the embedder's vectors and the reranker's scores in a file
     (:mod:`vxmem.models.cache`; None: the default file, False: none, or a path), so a second
     replay of the same conversation embeds nothing; the conversation's texts and queries are
-    embedded up front, in batches, with a progress bar when ``progress``.
+    embedded up front, in batches, with a progress bar when ``progress``. Each probe row's
+    ``recall_ms`` is how long its live ``recall()`` took: what the cache held (the query's
+    vector, the reranker's scores) cost it nothing, so replay with ``cache=False`` to time
+    recalls as a live memory runs them.
     ``policy`` picks the ranking whose metrics the probe rows report: ``"blend"`` is the
     live ``recall()``; another policy re-ranks the same recorded pool.
     ``on_probe(memory, event, now)`` is called at each probe; what it returns is kept in
@@ -342,7 +347,9 @@ class _Run:
         limit = ev.limit or s["limit"]
         request = RecallRequest(ev.query, session=ev.session, limit=limit, token_budget=s["token_budget"],
                                 score_gap=s["score_gap"], kinds=self.kinds, mode=s["mode"], now=t, rerank=s["rerank"])
+        started = time.perf_counter()
         res = self.mem.recall_request(request)
+        recall_ms = (time.perf_counter() - started) * 1000.0  # the live recall's own time, nothing around it
         # Reranked: the whole first-stage pool, and the reranker's score of every candidate a
         # recall with some limit up to pool_limit would rerank (see Replay.pool and the sweep).
         # Ages from creation: a ranking that ages from access counts its own accesses.
@@ -384,7 +391,7 @@ class _Run:
             "category": ev.category, "limit": limit, "pool": len(pool), "n_relevant": len(ideal),
             "relevant": sorted(ev.relevant), "stale": list(ev.stale),
             "recalled_ids": list(res.ids), "recalled_labels": [self.rows[m]["labels"] for m in res.ids],
-            "ranked_ids": list(shipped), "tokens": int(tokens_used), **met, "meta": ev.meta})
+            "ranked_ids": list(shipped), "tokens": int(tokens_used), **met, "recall_ms": recall_ms, "meta": ev.meta})
         row["status"] = f"recalled {len(res)}"
 
     def _rerank_scores(self, pool: CandidatePool, query: str) -> np.ndarray:

@@ -5,13 +5,15 @@ what it returns into a tidy DataFrame a chart or a table can draw; no ranking ha
 Nothing imports Streamlit. :mod:`~vxmem.workbench.views.settings` holds the datasets and the
 one parameter state, :mod:`~vxmem.workbench.views.replays` the Tune, Sweep, Compare, A/B,
 Replay and Budget frames, :mod:`~vxmem.workbench.views.playground` the Playground's,
-:mod:`~vxmem.workbench.views.intervals` every mean's bootstrap interval, :mod:`~vxmem.workbench.views.charts`
+:mod:`~vxmem.workbench.views.intervals` every mean's bootstrap interval, :mod:`~vxmem.workbench.views.costs`
+the Compare page's presets and policies against their cost, :mod:`~vxmem.workbench.views.charts`
 what a chart needs beyond a frame, :mod:`~vxmem.workbench.views.inputs` the checks of what comes from
 outside (uploads, the URL, the session, text shown as Markdown) and
 :mod:`~vxmem.workbench.views.probe_edit` the Import page's probes.
 """
 
-from .charts import ab_points, is_flat
+from .charts import ab_points, is_flat, spot_labels, spot_sizes
+from .costs import median_recall_ms, presets_quality_cost
 from .inputs import (
     MAX_UPLOAD_BYTES,
     check_state,
@@ -82,6 +84,7 @@ from .settings import (
     load_bytes,
     param_values,
     point_of,
+    preset_settings,
     probe_list,
     replay_all,
     replay_settings,
@@ -94,7 +97,8 @@ from .settings import (
 )
 
 __all__ = [
-    "DATASET_FORMAT", "MAX_UPLOAD_BYTES", "ab_points", "check_state", "check_upload", "conversation_from_bytes",
+    "DATASET_FORMAT", "MAX_UPLOAD_BYTES", "ab_points", "median_recall_ms", "presets_quality_cost",
+    "preset_settings", "spot_labels", "spot_sizes", "check_state", "check_upload", "conversation_from_bytes",
     "delete_probe", "interval_text", "is_flat", "metric_intervals", "plain", "point_intervals", "probe_fields",
     "probe_of", "sample_note", "short", "side_intervals", "unknown_keys", "with_intervals", "write_probe",
     "DEFAULT_MODE", "DEFAULT_POINT", "DEFAULT_SETTINGS", "EMBEDDER_NAMES", "MAX_LIMIT", "POINT_METRICS",

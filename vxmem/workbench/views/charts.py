@@ -1,5 +1,6 @@
-"""What a chart needs beyond a library frame: whether there is anything to draw, and the A/B
-scatter's probes gathered where they coincide (a tie at 1.0 is most probes, drawn as one dot)."""
+"""What a chart needs beyond a library frame: whether there is anything to draw, the A/B
+scatter's probes gathered where they coincide (a tie at 1.0 is most probes, drawn as one dot),
+and the points and labels of a quality-cost chart gathered the same way."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import numpy as np
 import pandas as pd
 
 AB_POINT_COLUMNS = ["a", "b", "outcome", "probes", "examples"]
+SPOT_COLUMNS = ["ms_per_recall", "recall", "text", "above"]
+LABEL_SEP = " · "  # "default · blend": a preset, then its policies
 
 
 def is_flat(values) -> bool:
@@ -35,3 +38,33 @@ def ab_points(frame: pd.DataFrame, metric: str, lower_is_better: bool = False, e
         examples=("name", lambda s: ", ".join(s.iloc[:examples]) + (f" and {len(s) - examples} more"
                                                                        if len(s) > examples else "")))
     return out.reset_index()[AB_POINT_COLUMNS]
+
+
+def spot_labels(frame: pd.DataFrame) -> pd.DataFrame:
+    """The labels a quality-cost chart writes (``frame``: :func:`~vxmem.workbench.views.presets_quality_cost`'s):
+    one per spot (``ms_per_recall``, ``recall``) where points on the front sit, naming every
+    such point there, so points that coincide (a preset's policies all have its milliseconds)
+    get one label, not several drawn over each other: "fast · blend, cosine" for policies of
+    one preset, the labels joined otherwise. ``above`` alternates along the front (False for
+    the cheapest), so a chart that writes those labels up and to the left and the others down
+    and to the right puts neighbours' labels on either side of the front, not on each other."""
+    shown = frame[frame["on_front"].astype(bool)].dropna(subset=["ms_per_recall", "recall"])
+    rows = []
+    spots = shown.assign(x=shown["ms_per_recall"].round(9), y=shown["recall"].round(9))
+    for j, ((x, y), group) in enumerate(spots.groupby(["x", "y"], sort=True)):
+        if (group["kind"] == "policy").all() and group["preset"].nunique() == 1:
+            text = f"{group['preset'].iloc[0]}{LABEL_SEP}{', '.join(group['policy'])}"
+        else:
+            text = ", ".join(group["label"])
+        rows.append({"ms_per_recall": x, "recall": y, "text": text, "above": j % 2 == 1})
+    return pd.DataFrame(rows, columns=SPOT_COLUMNS)
+
+
+def spot_sizes(frame: pd.DataFrame, size: float = 90.0, step: float = 80.0) -> pd.Series:
+    """A dot size per row of a quality-cost frame: ``size`` for a point alone at its spot
+    (``ms_per_recall``, ``recall``); where points coincide (a preset's policies that recall
+    alike), each one ``step`` bigger than the one after it, so they draw as rings around each
+    other, the last on top and smallest, rather than the last hiding the others."""
+    spot = [frame["ms_per_recall"].round(9), frame["recall"].round(9)]
+    later = frame.groupby(spot, dropna=False, sort=False).cumcount(ascending=False)
+    return (size + step * later).rename("size")

@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from ...core.progress import Progress
-from ...memory.stages import DEFAULT_PRESET, PRESETS
+from ...memory.stages import DEFAULT_PRESET, PRESETS, check_preset
 from ...models.embed import Embedder, HashingEmbedder, default_embedder, reranks_by_default
 from ...ranking import scoring
 from ...ranking.scoring import BLEND_DEFAULTS
@@ -165,12 +165,26 @@ def replay_settings(settings: Mapping[str, Any] | None = None) -> dict[str, Any]
     return out
 
 
+def preset_settings(settings: Mapping[str, Any] | None, preset: str) -> dict[str, Any]:
+    """What a workbench replay with the recall preset ``preset`` records with, whatever the
+    embedder: :func:`replay_settings` with the preset named, and for a preset with a second
+    stage over hybrid pools its hybrid weight (which decides the candidates it reads)."""
+    s = {**DEFAULT_SETTINGS, **dict(settings or {}), "preset": check_preset(preset)}
+    out = {**replay_settings(s), "preset": preset}
+    if preset != "fast" and s["mode"] == "hybrid":
+        out["hybrid_weight"] = float(s["hybrid_weight"])
+    return out
+
+
 def replay_all(conversations: Sequence[Conversation], settings: Mapping[str, Any] | None = None,
-               embedder: Embedder | None = None, progress: Progress = False) -> list[Replay]:
-    """Replay every conversation with the workbench's settings (pools for limit <= MAX_LIMIT)."""
+               embedder: Embedder | None = None, progress: Progress = False, cache: Any = None) -> list[Replay]:
+    """Replay every conversation with the workbench's settings (pools for limit <= MAX_LIMIT).
+    ``cache``: the replay's cache of vectors and reranker scores (None: the default file;
+    False: none, so each recall pays for its query's embedding and its reranker as a live
+    one does, and its ``recall_ms`` says what that costs)."""
     s = dict(REPLAY_SETTINGS)
     s.update(settings or {})
-    return replay_many(list(conversations), s, embedder, n_jobs=1, progress=progress)
+    return replay_many(list(conversations), s, embedder, n_jobs=1, progress=progress, cache=cache)
 
 
 def conversation_summary(conversations: Sequence[Conversation]) -> pd.DataFrame:
