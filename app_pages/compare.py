@@ -23,6 +23,13 @@ st.caption("The spec's blend against plain cosine, multiplicative decay, LangCha
 key, convs, reps = shared.dataset()
 
 
+def with_ci(frame, metrics):
+    """``frame`` with each of ``metrics`` as one text cell, its mean and its bootstrap 95% interval
+    ("0.917 [0.854, 0.972]"), so a table of them fits the page."""
+    return frame.assign(**{m: [f"{v:.3f} [{lo:.3f}, {hi:.3f}]" for v, lo, hi in
+                               zip(frame[m], frame[f"{m}_lo"], frame[f"{m}_hi"])] for m in metrics})
+
+
 @st.cache_data(show_spinner=False, max_entries=64)
 def compare(key: str, metric: str, point: str, _reps):
     return views.compare_policies(_reps, metric, point=json.loads(point))
@@ -37,9 +44,7 @@ s = shared.settings()
 with st.spinner("Sweeping every policy..."):
     table = compare(key, metric, json.dumps({"limit": s["limit"], "token_budget": s["token_budget"]}), reps)
 shown = [m for m in config.HEADLINE_METRICS if m in table]
-# Each metric with its bootstrap 95% interval, in one column ("0.917 [0.854, 0.972]") so the table fits the page.
-cells = table.assign(**{m: [f"{v:.3f} [{lo:.3f}, {hi:.3f}]" for v, lo, hi in
-                            zip(table[m], table[f"{m}_lo"], table[f"{m}_hi"])] for m in shown})
+cells = with_ci(table, shown)
 st.dataframe(cells[["policy", "setting", "params", *shown, "probes"]], hide_index=True, width="stretch",
              height=38 + 35 * len(cells), column_order=["policy", "setting", "params", *shown], column_config={
                  "policy": st.column_config.TextColumn(width=120), "setting": st.column_config.TextColumn(width=65),
@@ -139,9 +144,9 @@ def preset_costs(key: str, point: str, names: tuple[str, ...], _reps, _sys_table
 
 
 preset_key, preset_reps = shared.preset_replays()
+point = json.dumps({"limit": s["limit"], "token_budget": s["token_budget"]})
 with st.spinner("Ranking every preset's pools with every policy..."):
-    points = preset_costs(preset_key, json.dumps({"limit": s["limit"], "token_budget": s["token_budget"]}),
-                          tuple(picked), preset_reps, sys_table)
+    points = preset_costs(preset_key, point, tuple(picked), preset_reps, sys_table)
 points = points.assign(colour=points["policy"].fillna("system"), shape=points["preset"].fillna("system"),
                        size=views.spot_sizes(points))
 colour = alt.Color("colour:N", title="policy", legend=LEGEND,
@@ -154,3 +159,29 @@ with st.expander("Every point"):
     st.dataframe(points[["label", "recall", "ms_per_recall", "on_front", "probes"]], hide_index=True,
                  width="stretch", column_config={"recall": st.column_config.NumberColumn(format="%.3f"),
                                                  "ms_per_recall": st.column_config.NumberColumn(format="%.2f")})
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def preset_table(key: str, point: str, _reps):
+    return views.presets_table(_reps, point=json.loads(point))
+
+
+per_preset = preset_table(preset_key, point, preset_reps)
+categories = [c for c in per_preset if c.startswith("recall · ")]
+timings = {c: st.column_config.NumberColumn(c.replace("_", " "), format="%.2f")
+           for c in ("ms_p50", "ms_p99", "ms_per_write")}
+st.dataframe(with_ci(per_preset, ["recall"])[["preset", "recall", *categories, "coverage", "depth", *timings,
+                                              "probes"]],
+             hide_index=True, width="stretch", column_config={
+                 "recall": st.column_config.TextColumn(f"recall@{s['limit']} [95% CI]"),
+                 **{c: st.column_config.NumberColumn(format="%.3f") for c in categories},
+                 "coverage": st.column_config.NumberColumn("coverage@D", format="%.3f"),
+                 "depth": st.column_config.NumberColumn("D"), **timings})
+st.caption(f"Each preset's quality per millisecond (as `benchmarks/bench_quality.py` prints it), from the replays "
+           f"above: recall@{s['limit']} of its live recall with its bootstrap 95% interval, then per probe category; "
+           "coverage@D, the share of each probe's relevant memories within the first D candidates of the preset's "
+           "recorded first stage, ordered as its second stage picks what it reads (D: how deep that stage reads, "
+           "120 for late interaction and 20 for the cross-encoder; fast: its top k); ms p50 and p99 per recall and "
+           "the median ms per write (each turn's or fact's `remember()`). The timings come from this replay on "
+           "this machine, without the replay cache: compare them with each other, not with another machine's.")
+shared.sample_caveat(int(per_preset["probes"].min()))

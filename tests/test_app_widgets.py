@@ -114,6 +114,8 @@ def test_below_thirty_probes_every_page_says_the_means_are_uncertain():
         assert not at.exception
         assert "fewer than 30" in shown(at.warning), name
         assert "Only 3 probes" in shown(at.warning) or "Only 2 probes" in shown(at.warning), name
+        if name == "compare":  # under the policies' table and under the presets' table
+            assert sum("fewer than 30" in w.value for w in at.warning) == 2
 
 
 def test_thirty_probes_or_more_carry_no_caveat():
@@ -197,6 +199,13 @@ def test_compare_draws_every_preset_and_policy_against_its_cost():
     spec = chart.proto.spec
     assert '"strokeDash"' in spec and '"log"' in spec and "recall@10" in spec and "ms per recall" in spec
     assert any("text" in r for r in chart_rows(chart))  # the front labelled
+    table = next(d.value for d in at.dataframe if "coverage" in d.value)  # each preset's quality per millisecond
+    assert table["preset"].tolist() == list(PRESETS)
+    assert table["recall"].str.fullmatch(r"\d\.\d{3} \[\d\.\d{3}, \d\.\d{3}\]").all()
+    assert table["coverage"].between(0, 1).all() and table["depth"].tolist() == [10, 120, 20]
+    assert (table[["ms_p50", "ms_p99", "ms_per_write"]] > 0).all(axis=None)
+    assert any(c.startswith("recall · ") for c in table)  # a column per probe category
+    assert any("on this machine" in c.value and "coverage@D" in c.value for c in at.caption)
     at.multiselect(key="compare_systems").set_value([]).run()  # no system: the presets and policies alone
     assert not at.exception and not at.error
     chart = next(c for c in charts(at) if '"colour"' in c.proto.spec)

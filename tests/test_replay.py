@@ -147,19 +147,37 @@ def test_each_probe_times_its_live_recall(rep, tmp_path):
     assert views.median_recall_ms([rep]) > 0
 
 
-def test_a_replay_saved_before_recalls_were_timed_still_loads(rep, tmp_path):
+def test_each_write_is_timed_and_kept_in_a_saved_replay(rep, tmp_path):
+    writes = [e for e in rep.events if e["type"] in ("turn", "fact")]
+    assert len(writes) == 5 and all(math.isfinite(e["write_ms"]) and e["write_ms"] > 0 for e in writes)
+    assert all(math.isnan(e["write_ms"]) for e in rep.events if e["type"] not in ("turn", "fact"))
+    rep.save(tmp_path / "r.npz")
+    back = Replay.load(tmp_path / "r.npz")
+    assert [e["write_ms"] for e in back.events if e["type"] in ("turn", "fact")] == [e["write_ms"] for e in writes]
+    assert views.write_times([back]).tolist() == [e["write_ms"] for e in writes]
+    table = views.presets_table({"default": [back]})
+    assert table["ms_per_write"].item() == pytest.approx(np.median([e["write_ms"] for e in writes]))
+
+
+def test_a_replay_saved_before_recalls_and_writes_were_timed_still_loads(rep, tmp_path):
     path = tmp_path / "old.npz"
     rep.save(path)
-    with np.load(path, allow_pickle=False) as z:  # the file as it was written before: no recall_ms
+    with np.load(path, allow_pickle=False) as z:  # the file as it was written before: no recall_ms, no write_ms
         arrays = {k: z[k] for k in z.files}
     blob = json.loads(arrays.pop("_json").tobytes().decode("utf-8"))
     for p in blob["probes"]:
         del p["recall_ms"]
+    for e in blob["events"]:
+        del e["write_ms"]
     np.savez_compressed(path, _json=np.frombuffer(json.dumps(blob).encode("utf-8"), dtype=np.uint8), **arrays)
     old = Replay.load(path)
     assert old.to_frames()["probes"]["recall_ms"].isna().all()
+    assert old.to_frames()["events"]["write_ms"].isna().all()
     assert math.isnan(views.median_recall_ms([old]))
     assert old.rank("blend") == rep.rank("blend")
+    table = views.presets_table({"default": [old]})  # the quality still scores; the timings are NaN
+    assert table[["ms_p50", "ms_p99", "ms_per_write"]].isna().all(axis=None)
+    assert np.isfinite(table["recall"]).all()
 
 
 def test_load_refuses_a_file_that_is_not_a_replay(tmp_path):

@@ -1,5 +1,6 @@
 """The dashboard's frames and helpers (vxmem.workbench.views), without Streamlit."""
 
+import dataclasses
 import math
 
 import numpy as np
@@ -7,6 +8,7 @@ import pandas as pd
 import pytest
 
 from vxmem.memory.stages import PRESETS
+from vxmem.ranking import scoring
 from vxmem.workbench import views
 from vxmem.workbench.datasets import DatasetError
 from vxmem.workbench.policies import POLICIES
@@ -292,6 +294,52 @@ def test_every_preset_with_every_policy_and_every_system_is_a_point(preset_repla
         assert frame.loc[i, "on_front"] == (not _dominated(frame, i))
     shorter = views.presets_quality_cost(preset_replays, point={"limit": 1, "token_budget": 0})
     assert (shorter["recall"].to_numpy() <= frame["recall"].to_numpy()[:len(shorter)] + 1e-12).all()
+
+
+def test_the_presets_table_gives_each_preset_its_quality_per_millisecond(preset_replays):
+    table = views.presets_table(preset_replays)
+    assert table["preset"].tolist() == list(PRESETS)
+    assert table["depth"].tolist() == [10, 120, 20]  # fast's top k; late interaction's 120; the cross-encoder's 20
+    for row in table.to_dict("records"):
+        (rep,) = preset_replays[row["preset"]]
+        probes = pd.DataFrame(rep.probes)
+        assert row["recall"] == pytest.approx(probes["recall"].mean(), abs=1e-12)  # the live recall
+        assert row["recall_lo"] <= row["recall"] <= row["recall_hi"] and row["probes"] == rep.n_probes
+        by_category = probes.groupby("category")["recall"].mean().dropna()  # "unanswerable" has nothing to find
+        assert {c: row[f"recall · {c}"] for c in by_category.index} == pytest.approx(by_category.to_dict())
+        assert not [c for c in row if c.startswith("recall · ") and c.removeprefix("recall · ") not in by_category]
+        coverage = views.stage_coverage(rep)
+        assert 0 <= row["coverage"] <= 1 and row["coverage"] == pytest.approx(np.nanmean(coverage))
+        ms = [p["recall_ms"] for p in rep.probes]
+        assert row["ms_p50"] == pytest.approx(np.median(ms)) and row["ms_p99"] >= row["ms_p50"] > 0
+        assert math.isfinite(row["ms_per_write"]) and row["ms_per_write"] > 0
+    assert (table["ms_per_write"].to_numpy() > 0).all() and table["ms_p99"].notna().all()
+
+
+def test_coverage_counts_the_relevant_the_second_stage_reads(preset_replays):
+    (rep,) = preset_replays["accurate"]  # the cross-encoder reads the first stage's 20 most relevant
+    coverage = views.stage_coverage(rep)
+    for i in range(rep.n_probes):
+        read = rep.pool(i)  # the candidates its recall reranked (record.reranked_pool)
+        n = rep.pools["n_relevant"][i]
+        assert len(read) == 20 and views.stage_depth(rep, rep.probes[i]["limit"]) == 20
+        want = np.count_nonzero(read.grade > 0) / n if n else math.nan
+        assert coverage[i] == pytest.approx(want, nan_ok=True)
+    # By hand: one relevant memory among the 20 read, one in the pool beyond them, one outside the pool.
+    ids = list(rep.pool_ids[0][: int(rep.pools["n"][0])])
+    inside = ids.index(rep.pool(0).ids[0])
+    outside = next(j for j, m in enumerate(ids) if m not in set(rep.pool(0).ids))
+    grade, n_relevant = np.zeros_like(rep.pools["grade"]), rep.pools["n_relevant"].copy()
+    grade[0, [inside, outside]], n_relevant[0] = 1.0, 3
+    made = dataclasses.replace(rep, pools={**rep.pools, "grade": grade, "n_relevant": n_relevant})
+    assert views.stage_coverage(made)[0] == pytest.approx(1 / 3)
+    (fast,) = preset_replays["fast"]  # fast: its top k by the neighbour-smoothed first stage
+    for i in range(fast.n_probes):
+        pool, k = fast.pool(i), fast.probes[i]["limit"]
+        top = scoring.rank_order(pool.relevance, pool.ts)[:k]
+        n = fast.pools["n_relevant"][i]
+        want = np.count_nonzero(pool.grade[top] > 0) / n if n else math.nan
+        assert views.stage_coverage(fast)[i] == pytest.approx(want, nan_ok=True)
 
 
 def test_the_quality_cost_front_on_a_hand_made_table():

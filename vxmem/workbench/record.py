@@ -51,7 +51,9 @@ class Replay:
     ``n_sessions``, ``limit`` and ``now``. :meth:`pool` gives one back;
     :mod:`vxmem.workbench.sweep` re-ranks them all at once. Each row of ``probes`` holds the
     live recall, its metrics and ``recall_ms``, the milliseconds that recall took (NaN in a
-    file saved before replays were timed).
+    file saved before replays were timed); each row of ``events`` that wrote a turn or a fact
+    has ``write_ms``, the milliseconds its ``remember()`` took (NaN for the other events, and
+    in a file saved before writes were timed).
     """
 
     name: str
@@ -235,7 +237,8 @@ class Replay:
             if k not in arrays and "relevance" in arrays:
                 arrays[k] = np.full(arrays["relevance"].shape, np.nan)
         probes = [p if "recall_ms" in p else {**p, "recall_ms": math.nan} for p in blob["probes"]]  # saved untimed
-        return cls(name=blob["name"], settings=blob["settings"], events=blob["events"], memories=blob["memories"],
+        events = [e if "write_ms" in e else {**e, "write_ms": math.nan} for e in blob["events"]]
+        return cls(name=blob["name"], settings=blob["settings"], events=events, memories=blob["memories"],
                    probes=probes, pools=arrays, pool_ids=blob["pool_ids"], meta=blob.get("meta", {}))
 
     def recency_for(self, policy: str | Policy = "blend", recency_from: str | None = None) -> str:

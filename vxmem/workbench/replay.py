@@ -3,10 +3,11 @@
 ``replay(conversation, settings)`` drives a new in-memory :class:`~vxmem.Vectrix` /
 :class:`~vxmem.ConversationMemory` with ``now=`` set to each event's time. At each probe
 it records the live ``recall()`` ranking, how long that recall took (``recall_ms``, wall-clock
-milliseconds) and the **candidate pool** with everything ranking needs (raw relevance, age,
-feedback history, kind, session, token counts) and which candidates are relevant (graded) or
-stale, so :mod:`vxmem.workbench.sweep` can re-rank the pools for any parameters without
-embedding or searching again.
+milliseconds; each turn's and fact's ``remember()`` likewise, as its event row's ``write_ms``)
+and the **candidate pool** with everything ranking needs (raw relevance, age, feedback
+history, kind, session, token counts) and which candidates are relevant (graded) or stale, so
+:mod:`vxmem.workbench.sweep` can re-rank the pools for any parameters without embedding or
+searching again.
 
 Independent replays run in parallel with :func:`replay_many` through joblib. On a cluster,
 wrap the call in joblib's backend of the cluster and nothing else changes::
@@ -121,7 +122,9 @@ def replay(conversation: Conversation, settings: dict[str, Any] | None = None, e
     embedded up front, in batches, with a progress bar when ``progress``. Each probe row's
     ``recall_ms`` is how long its live ``recall()`` took: what the cache held (the query's
     vector, the reranker's scores) cost it nothing, so replay with ``cache=False`` to time
-    recalls as a live memory runs them.
+    recalls as a live memory runs them (its models loaded first, as a warmed memory's are).
+    Each turn's and fact's event row has ``write_ms``, how long its ``remember()`` took (the
+    other events' rows: NaN), under the same proviso.
     ``policy`` picks the ranking whose metrics the probe rows report: ``"blend"`` is the
     live ``recall()``; another policy re-ranks the same recorded pool.
     ``on_probe(memory, event, now)`` is called at each probe; what it returns is kept in
@@ -146,6 +149,8 @@ def replay(conversation: Conversation, settings: dict[str, Any] | None = None, e
     try:
         db = Vectrix(None, embedder=emb, token_counter=token_counter, judge=judge, reranker=reranker, **mem_kwargs)
         try:
+            if cache is False:  # timed: the models load before the first write and recall, not inside them
+                db.warm()
             return _Run(conversation, s, db, summarizer, pol, on_probe, progress).run()
         finally:
             db.close()
@@ -250,7 +255,7 @@ class _Run:
                 row: dict[str, Any] = {
                     "index": i, "time": ev.time, "type": ev.type, "label": ev.label, "session": ev.session,
                     "text": ev.text or ev.correction or ev.query, "memory_id": None, "status": "ok", "deleted": 0,
-                    "tokens_before": None, "tokens_after": None}
+                    "tokens_before": None, "tokens_after": None, "write_ms": np.nan}
                 before = len(self.rows)
                 getattr(self, f"_{ev.type}")(ev, row)
                 live += len(self.rows) - before - row["deleted"]
@@ -279,13 +284,17 @@ class _Run:
     # datasets.check_events has made sure the ones its type needs are there.
 
     def _turn(self, ev: Any, row: dict[str, Any]) -> None:
+        started = time.perf_counter()
         mid = self.mem.remember(ev.text, session=ev.session, role=ev.role, timestamp=ev.time, ttl_days=ev.ttl_days)
+        row["write_ms"] = (time.perf_counter() - started) * 1000.0  # the live write's own time
         self._stored(mid, ev.time, [ev.label] if ev.label else [])
         row["memory_id"] = mid
 
     def _fact(self, ev: Any, row: dict[str, Any]) -> None:
+        started = time.perf_counter()
         mid = self.mem.remember(ev.text, session=ev.session, role=ev.role, timestamp=ev.time, pinned=ev.pinned,
                                 kind=None if ev.pinned else "fact", ttl_days=ev.ttl_days)
+        row["write_ms"] = (time.perf_counter() - started) * 1000.0
         self._stored(mid, ev.time, [ev.label] if ev.label else [])
         row["memory_id"] = mid
 

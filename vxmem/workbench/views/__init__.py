@@ -6,14 +6,23 @@ Nothing imports Streamlit. :mod:`~vxmem.workbench.views.settings` holds the data
 one parameter state, :mod:`~vxmem.workbench.views.replays` the Tune, Sweep, Compare, A/B,
 Replay and Budget frames, :mod:`~vxmem.workbench.views.playground` the Playground's,
 :mod:`~vxmem.workbench.views.intervals` every mean's bootstrap interval, :mod:`~vxmem.workbench.views.costs`
-the Compare page's presets and policies against their cost, :mod:`~vxmem.workbench.views.charts`
-what a chart needs beyond a frame, :mod:`~vxmem.workbench.views.inputs` the checks of what comes from
-outside (uploads, the URL, the session, text shown as Markdown) and
-:mod:`~vxmem.workbench.views.probe_edit` the Import page's probes.
+the Compare page's presets and policies against their cost and each preset's quality per
+millisecond, :mod:`~vxmem.workbench.views.charts` what a chart needs beyond a frame,
+:mod:`~vxmem.workbench.views.inputs` the checks of what comes from outside (uploads, the URL,
+the session, text shown as Markdown) and :mod:`~vxmem.workbench.views.probe_edit` the Import
+page's probes.
 """
 
 from .charts import ab_points, is_flat, spot_labels, spot_sizes
-from .costs import median_recall_ms, presets_quality_cost
+from .costs import (
+    median_recall_ms,
+    presets_quality_cost,
+    presets_table,
+    recall_times,
+    stage_coverage,
+    stage_depth,
+    write_times,
+)
 from .inputs import (
     MAX_UPLOAD_BYTES,
     check_state,
@@ -97,7 +106,8 @@ from .settings import (
 )
 
 __all__ = [
-    "DATASET_FORMAT", "MAX_UPLOAD_BYTES", "ab_points", "median_recall_ms", "presets_quality_cost",
+    "DATASET_FORMAT", "MAX_UPLOAD_BYTES", "ab_points", "median_recall_ms", "presets_quality_cost", "presets_table",
+    "recall_times", "stage_coverage", "stage_depth", "write_times",
     "preset_settings", "spot_labels", "spot_sizes", "check_state", "check_upload", "conversation_from_bytes",
     "delete_probe", "interval_text", "is_flat", "metric_intervals", "plain", "point_intervals", "probe_fields",
     "probe_of", "sample_note", "short", "side_intervals", "unknown_keys", "with_intervals", "write_probe",

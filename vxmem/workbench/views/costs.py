@@ -1,31 +1,65 @@
 """The Compare page's quality against cost: every recall preset crossed with every ranking
 policy, and the compared systems beside them, as recall@k against milliseconds per recall
-with the Pareto front marked (:func:`vxmem.workbench.compare.quality_cost`'s rule)."""
+with the Pareto front marked (:func:`vxmem.workbench.compare.quality_cost`'s rule); and each
+preset's quality per millisecond as one table row (:func:`presets_table`, the workbench's
+``benchmarks/bench_quality.py``)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from ...core.checks import check_limit
+from ...ranking import deep, scoring
+from .. import metrics as M
 from ..compare import quality_cost
 from ..policies import POLICIES
 from ..record import Replay, as_replays
 from ..sweep import sweep
 from .charts import LABEL_SEP
+from .intervals import with_intervals
 from .settings import grid_point
 
 COST_COLUMNS = ["label", "kind", "preset", "policy", "recall", "ms_per_recall", "probes", "on_front"]
+PRESET_COLUMNS = ["preset", "recall", "recall_lo", "recall_hi", "coverage", "depth", "ms_p50", "ms_p99",
+                  "ms_per_write", "probes"]
+
+
+def _finite(values: Iterable[Any]) -> np.ndarray:
+    ms = np.array(list(values), dtype=np.float64)
+    return ms[np.isfinite(ms)]
+
+
+def _quantile(values: np.ndarray, q: float) -> float:
+    """The ``q`` quantile of ``values`` (linear, as pandas'); NaN when there are none."""
+    return float(np.quantile(values, q)) if values.size else float("nan")
+
+
+def _mean(values: np.ndarray) -> float:
+    """The mean of the finite ``values``; NaN when there are none."""
+    finite = _finite(values)
+    return float(finite.mean()) if finite.size else float("nan")
+
+
+def recall_times(replays: Sequence[Replay]) -> np.ndarray:
+    """The milliseconds of the live recalls the probes of ``replays`` timed (their ``recall_ms``;
+    none in replays saved before replays were timed)."""
+    return _finite(p.get("recall_ms", np.nan) for r in replays for p in r.probes)
+
+
+def write_times(replays: Sequence[Replay]) -> np.ndarray:
+    """The milliseconds of the live writes the events of ``replays`` timed (their ``write_ms``:
+    each turn's and fact's ``remember()``; none in replays saved before writes were timed)."""
+    return _finite(e.get("write_ms", np.nan) for r in replays for e in r.events)
 
 
 def median_recall_ms(replays: Sequence[Replay]) -> float:
     """The median milliseconds of the live recalls the probes of ``replays`` timed (their
     ``recall_ms``); NaN when none was timed (replays saved before replays were timed)."""
-    ms = np.array([p.get("recall_ms", np.nan) for r in replays for p in r.probes], dtype=np.float64)
-    ms = ms[np.isfinite(ms)]
-    return float(np.median(ms)) if ms.size else float("nan")
+    return _quantile(recall_times(replays), 0.5)
 
 
 def presets_quality_cost(replays: Mapping[str, Sequence[Replay]], systems: pd.DataFrame | None = None,
@@ -72,3 +106,79 @@ def presets_quality_cost(replays: Mapping[str, Sequence[Replay]], systems: pd.Da
     frame[["recall", "ms_per_recall"]] = frame[["recall", "ms_per_recall"]].astype(np.float64)
     front = quality_cost(frame.rename(columns={"label": "system"}))["on_front"]
     return frame.assign(on_front=front.to_numpy(dtype=bool))
+
+
+def stage_depth(replay: Replay, limit: int) -> int:
+    """D: how many of a probe's first-stage candidates ``replay``'s second stage reads at
+    ``limit``, as ``recall()`` counts them: ``max(2 x limit, rerank floor)`` with a reranker
+    (the floors of :func:`vxmem.ranking.scoring.stage_floors`: 120 for late interaction, 20 for
+    the cross-encoder), else ``limit`` (the fast preset's top, as ``bench_quality.py`` counts it)."""
+    if replay.rerank is None:
+        return check_limit(limit)
+    return scoring.rerank_depth(limit, replay.floors[1])
+
+
+def stage_coverage(replay: Replay, limit: int | None = None) -> np.ndarray:
+    """Per probe of ``replay``: the share of its relevant memories within the first D
+    (:func:`stage_depth`) candidates of its recorded first-stage pool at ``limit`` (default: the
+    probe's own), ordered as the second stage picks what it reads: by the first stage's
+    relevance, neighbour-smoothed for late interaction and the fast preset (see
+    :mod:`vxmem.ranking.deep`). A relevant memory outside the pool counts as missed; NaN
+    for a probe with nothing relevant (its ``n_relevant``, recall's denominator, is 0)."""
+    pools, (pool_floor, rerank_floor) = replay.pools, replay.floors
+    smoothed = replay.smoothed or (replay.rerank is not None and rerank_floor > scoring.RERANK_FLOOR)
+    out = np.full(replay.n_probes, np.nan)
+    for i in range(replay.n_probes):
+        n = int(pools["n"][i])
+        lim = int(pools["limit"][i]) if limit is None else check_limit(limit)
+        dense, lexical, keys = (pools[k][i, :n] if k in pools else np.full(n, np.nan)  # not in a hand-made pool
+                                for k in ("dense", "lexical", "neighbour_key"))
+        valid, first = scoring.searched_slots(dense, lexical, pools["relevance"][i, :n], n, lim,
+                                              replay.mode == "hybrid", replay.hybrid_weight, pool_floor)
+        ts = pools["ts"][i, :n]
+        if smoothed:
+            prev, nxt = deep.neighbour_slots(keys)
+            first = deep.read_slots(first, ts, valid, prev, nxt, lim, rerank_floor)[0]
+        slots = np.flatnonzero(valid)
+        order = slots[scoring.rank_order(first[slots], ts[slots])]
+        out[i] = float(M.recall_at_k(pools["grade"][i, order], pools["n_relevant"][i], stage_depth(replay, lim)))
+    return out
+
+
+def presets_table(replays: Mapping[str, Sequence[Replay]], point: Mapping[str, Any] | None = None) -> pd.DataFrame:
+    """Each recall preset's quality per millisecond, one row per preset (the workbench's
+    ``benchmarks/bench_quality.py`` table).
+
+    ``replays`` maps each preset to the replays of one dataset made with it (as for
+    :func:`presets_quality_cost`); ``point`` may fix ``limit`` and ``token_budget``. Columns:
+    ``recall``, recall@k of the blend at the replays' settings, which is their live ``recall()``,
+    with its bootstrap 95% interval (``recall_lo``, ``recall_hi``); ``recall · <category>``,
+    its mean over the probes of each category present (but one whose probes have nothing
+    relevant, which recall cannot score); ``coverage``, the mean of
+    :func:`stage_coverage` (the relevant memories within the first ``depth`` candidates of the
+    first stage, ``depth`` being how deep the preset's second stage reads; the largest over
+    the probes); ``ms_p50`` and ``ms_p99``, quantiles of the live recalls' milliseconds
+    (``recall_ms``); ``ms_per_write``, the median milliseconds of the live writes
+    (``write_ms``); and ``probes``. A timing the replays did not record is NaN.
+    """
+    grid = {k: [v] for k, v in grid_point(point or {}).items() if k in ("limit", "token_budget")}
+    limit = grid["limit"][0] if "limit" in grid else None
+    rows = []
+    for preset, reps in replays.items():
+        reps = as_replays(reps)
+        res = sweep(reps, dict(grid), policy="blend")
+        row = with_intervals(res.per_point, res.per_probe, ["recall"]).iloc[0]
+        by_category = res.per_probe.groupby("category", observed=True, sort=False)["recall"].mean()
+        coverage = np.concatenate([stage_coverage(r, limit) for r in reps])
+        depths = [stage_depth(r, limit or int(lim)) for r in reps for lim in r.pools["limit"]]
+        ms = recall_times(reps)
+        rows.append({"preset": preset, **{k: float(row[k]) for k in ("recall", "recall_lo", "recall_hi")},
+                     **{f"recall{LABEL_SEP}{c}": float(v) for c, v in by_category.items()},
+                     "coverage": _mean(coverage), "depth": max(depths, default=0),
+                     "ms_p50": _quantile(ms, 0.5), "ms_p99": _quantile(ms, 0.99),
+                     "ms_per_write": _quantile(write_times(reps), 0.5), "probes": int(row["probes"])})
+    if not rows:
+        return pd.DataFrame(columns=PRESET_COLUMNS)
+    frame = pd.DataFrame(rows)
+    unscored = [c for c in frame if c.startswith(f"recall{LABEL_SEP}") and frame[c].isna().all()]
+    return frame.drop(columns=unscored)
