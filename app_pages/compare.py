@@ -168,15 +168,20 @@ def preset_table(key: str, point: str, _reps):
 
 per_preset = preset_table(preset_key, point, preset_reps)
 categories = [c for c in per_preset if c.startswith("recall · ")]
-timings = {c: st.column_config.NumberColumn(c.replace("_", " "), format="%.2f")
+timings = {c: st.column_config.NumberColumn(c.replace("_", " "), format="%.2f", width=80)
            for c in ("ms_p50", "ms_p99", "ms_per_write")}
-st.dataframe(with_ci(per_preset, ["recall"])[["preset", "recall", *categories, "coverage", "depth", *timings,
-                                              "probes"]],
+# Two tables, so neither runs off the page however many categories the dataset has.
+st.dataframe(with_ci(per_preset, ["recall"])[["preset", "recall", "coverage", "depth", *timings, "probes"]],
              hide_index=True, width="stretch", column_config={
-                 "recall": st.column_config.TextColumn(f"recall@{s['limit']} [95% CI]"),
-                 **{c: st.column_config.NumberColumn(format="%.3f") for c in categories},
-                 "coverage": st.column_config.NumberColumn("coverage@D", format="%.3f"),
-                 "depth": st.column_config.NumberColumn("D"), **timings})
+                 "preset": st.column_config.TextColumn(width=80),
+                 "recall": st.column_config.TextColumn(f"recall@{s['limit']} [95% CI]", width=170),
+                 "coverage": st.column_config.NumberColumn("coverage@D", format="%.3f", width=90),
+                 "depth": st.column_config.NumberColumn("D", width=50), **timings,
+                 "probes": st.column_config.NumberColumn(width=60)})
+if categories:
+    st.dataframe(per_preset[["preset", *categories]], hide_index=True, width="stretch", column_config={
+        "preset": st.column_config.TextColumn(width=80),
+        **{c: st.column_config.NumberColumn(c, format="%.3f") for c in categories}})
 st.caption(f"Each preset's quality per millisecond (as `benchmarks/bench_quality.py` prints it), from the replays "
            f"above: recall@{s['limit']} of its live recall with its bootstrap 95% interval, then per probe category; "
            "coverage@D, the share of each probe's relevant memories within the first D candidates of the preset's "

@@ -34,6 +34,8 @@ TITLES = {"playground": "Playground", "replay": "Replay", "tune": "Tune", "sweep
 # What each page draws last: it is ready when this shows in the main block.
 READY = {"playground": "stDataFrame", "replay": "stVegaLiteChart", "tune": "stTable", "sweep": "stVegaLiteChart",
          "ab": "stMetric", "budget": "stCode", "compare": "stVegaLiteChart", "import": "stFileUploader"}
+# Pages that draw in stages, long after their first element: the text of their last one.
+LAST = {"compare": "Each preset's quality per millisecond"}
 CHAT = (
     '{"conversation_id": "bike", "messages": [{"role": "system", "content": "You are a helpful assistant."}, '
     '{"role": "user", "content": "I ordered a wide gel saddle for my road bike, it arrives Thursday."}, '
@@ -118,6 +120,8 @@ def open_page(page, url: str, name: str, query: str = "") -> None:
     page.goto(f"{url}/{PAGES[name]}{'?' + query if query else ''}")
     page.get_by_role("heading", name=TITLES[name]).first.wait_for(timeout=90_000)
     page.get_by_test_id("stMain").get_by_test_id(READY[name]).first.wait_for(timeout=90_000)
+    if name in LAST:
+        page.get_by_text(LAST[name]).first.wait_for(timeout=180_000)
     wait_until_idle(page)
     page.wait_for_timeout(500)  # charts draw after the run ends
     wait_until_idle(page)

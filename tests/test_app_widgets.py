@@ -199,12 +199,16 @@ def test_compare_draws_every_preset_and_policy_against_its_cost():
     spec = chart.proto.spec
     assert '"strokeDash"' in spec and '"log"' in spec and "recall@10" in spec and "ms per recall" in spec
     assert any("text" in r for r in chart_rows(chart))  # the front labelled
-    table = next(d.value for d in at.dataframe if "coverage" in d.value)  # each preset's quality per millisecond
+    shown_table = next(d for d in at.dataframe if "coverage" in d.value)  # each preset's quality per millisecond
+    table, config = shown_table.value, json.loads(shown_table.proto.columns or "{}")
+    widths = [config.get(c, {}).get("width") for c in table.columns]
+    assert all(isinstance(w, int) for w in widths) and sum(widths) <= PAGE_WIDTH, widths  # it fits the page
     assert table["preset"].tolist() == list(PRESETS)
     assert table["recall"].str.fullmatch(r"\d\.\d{3} \[\d\.\d{3}, \d\.\d{3}\]").all()
     assert table["coverage"].between(0, 1).all() and table["depth"].tolist() == [10, 120, 20]
     assert (table[["ms_p50", "ms_p99", "ms_per_write"]] > 0).all(axis=None)
-    assert any(c.startswith("recall · ") for c in table)  # a column per probe category
+    by_category = next(d.value for d in at.dataframe if any(c.startswith("recall · ") for c in d.value))
+    assert by_category["preset"].tolist() == list(PRESETS)  # a column per probe category, in a table of its own
     assert any("on this machine" in c.value and "coverage@D" in c.value for c in at.caption)
     at.multiselect(key="compare_systems").set_value([]).run()  # no system: the presets and policies alone
     assert not at.exception and not at.error
