@@ -8,13 +8,8 @@ import streamlit as st
 
 from app_pages import config, shared
 from vxmem.workbench import views
-from vxmem.workbench.policies import POLICIES
+from vxmem.workbench.views import cost_charts
 from vxmem.workbench.views.systems import DASHBOARD_SYSTEMS, systems_frames
-
-# The presets chart: a colour per policy (none the front's), a shape per preset; the systems grey crosses.
-POLICY_COLOURS = ["#4c78a8", "#f58518", "#54a24b", "#b279a2", "#72b7b2", "#9d755d", "#666666"]
-PRESET_SHAPES = ["circle", "square", "diamond", "cross"]
-LEGEND = alt.Legend(symbolSize=90, symbolStrokeWidth=0)  # the dots' own look, not their white outline
 
 st.title("Compare")
 st.caption("The spec's blend against plain cosine, multiplicative decay, LangChain's time-weighted retriever, "
@@ -91,32 +86,6 @@ def systems(key: str, names: tuple[str, ...], k: int, embedder: str, _convs):
     return systems_frames(_convs, names, k=k, embedder=None if embedder == "default" else embedder)
 
 
-def quality_cost_chart(points, k: int, name: str, front_colour: str, log: bool = False, labels=None,
-                       **marks) -> alt.LayerChart:
-    """Recall@k against ms per recall, a dot per row of ``points`` (``on_front`` marked), the
-    front circled and joined by a dashed line; ``labels`` (:func:`vxmem.workbench.views.spot_labels`)
-    written up-left or down-right of their spots, else each dot's ``name`` beside it.
-    ``marks``: the dots' colour (shape, size) encodings."""
-    x = alt.X("ms_per_recall:Q", title=f"ms per recall (median{', log scale' if log else ''}; lower is better)",
-              scale=alt.Scale(type="log") if log else alt.Scale(zero=True))
-    y = alt.Y("recall:Q", title=f"recall@{k} (higher is better)", scale=alt.Scale(domain=[0, 1]))
-    base = alt.Chart(points).encode(x=x, y=y, tooltip=[name, alt.Tooltip("recall:Q", format=".3f"),
-                                                       alt.Tooltip("ms_per_recall:Q", format=".2f"), "on_front"])
-    dots = base.mark_point(filled=True, size=90, opacity=1, stroke="white", strokeWidth=1).encode(**marks)
-    front = alt.Chart(points[points["on_front"]].sort_values("ms_per_recall")).encode(x=x, y=y)
-    ring = front.mark_point(size=320, color=front_colour, strokeWidth=1.5)
-    if "size" in points:  # dots of their own sizes: each ring a size round its dot
-        ring = ring.transform_calculate(ring="datum.size + 230").encode(size=alt.Size("ring:Q", scale=None))
-    line = front.mark_line(color=front_colour, strokeDash=[4, 3])
-    if labels is None:
-        beside = base.mark_text(align="left", dx=10, dy=-8).encode(text=name)
-        return (line + ring + dots + beside).properties(height=340)
-    written = alt.Chart(labels).encode(x=x, y=y, text="text:N")
-    above = written.transform_filter("datum.above").mark_text(align="right", dx=-12, dy=-10)
-    below = written.transform_filter("!datum.above").mark_text(align="left", dx=12, dy=14)
-    return (line + ring + dots + above + below).properties(height=340)
-
-
 sys_table = None
 if picked:
     with st.spinner("Replaying the dataset through each system..."):
@@ -125,9 +94,7 @@ if picked:
     cost = {c: st.column_config.NumberColumn(format="%.2f") for c in ("ms_per_recall", "ms_per_write", "setup_s")}
     st.dataframe(sys_table.drop(columns=["error"] if sys_table["error"].isna().all() else []), hide_index=True,
                  width="stretch", column_config={**quality, **cost})
-    on_front = alt.Color("on_front:N", title="on the front", legend=LEGEND,
-                         scale=alt.Scale(domain=[True, False], range=["#e45756", "#9ecae9"]))
-    shared.chart(quality_cost_chart(front, s["limit"], "system", "#e45756", color=on_front))
+    shared.chart(cost_charts.systems_chart(front, s["limit"]))
 
 st.header("Presets and policies: quality against cost")
 st.caption("A dot per recall preset and ranking policy: the dataset replayed with the preset, without the replay "
@@ -147,14 +114,7 @@ preset_key, preset_reps = shared.preset_replays()
 point = json.dumps({"limit": s["limit"], "token_budget": s["token_budget"]})
 with st.spinner("Ranking every preset's pools with every policy..."):
     points = preset_costs(preset_key, point, tuple(picked), preset_reps, sys_table)
-points = points.assign(colour=points["policy"].fillna("system"), shape=points["preset"].fillna("system"),
-                       size=views.spot_sizes(points))
-colour = alt.Color("colour:N", title="policy", legend=LEGEND,
-                   scale=alt.Scale(domain=[*POLICIES, "system"], range=POLICY_COLOURS))
-shape = alt.Shape("shape:N", title="preset", legend=LEGEND,
-                  scale=alt.Scale(domain=[*preset_reps, "system"], range=PRESET_SHAPES))
-shared.chart(quality_cost_chart(points, s["limit"], "label", "#333333", log=True, labels=views.spot_labels(points),
-                                color=colour, shape=shape, size=alt.Size("size:Q", scale=None, legend=None)))
+shared.chart(cost_charts.presets_chart(points, s["limit"], list(preset_reps)))
 with st.expander("Every point"):
     st.dataframe(points[["label", "recall", "ms_per_recall", "on_front", "probes"]], hide_index=True,
                  width="stretch", column_config={"recall": st.column_config.NumberColumn(format="%.3f"),

@@ -118,6 +118,32 @@ def test_the_cli_prints_one_row_per_system_and_refuses_unknown_names(tmp_path):
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "unknown system 'nope'" in bad.stderr
 
 
+def test_the_cli_charts_every_preset_and_policy_beside_the_systems(tmp_path):
+    from vxmem.memory.stages import PRESETS
+    from vxmem.workbench.policies import POLICIES
+
+    chart = tmp_path / "front.html"
+    out = run_python(f"""
+        from vxmem.cli import main
+        raise SystemExit(main(["compare", {str(ROOT / 'datasets' / 'knowledge_update.jsonl')!r}, "--system", "bm25",
+                               "--presets", "--embedder", "hashing", "--chart", {str(chart)!r}]))
+    """, timeout=180)
+    assert out.returncode == 0, out.stderr
+    rows = {line.rsplit(maxsplit=3)[0].strip() for line in out.stdout.splitlines() if " · " in line}
+    assert {f"{p} · {q}" for p in PRESETS for q in POLICIES} <= rows
+    front = next(line for line in out.stdout.splitlines() if line.startswith("quality-cost front: "))
+    assert front.removeprefix("quality-cost front: ")  # at least one point on it
+    page = chart.read_text()
+    assert "vega" in page and '"ms_per_recall"' in page and '"strokeDash"' in page
+    bad = run_python(f"""
+        from vxmem.cli import main
+        raise SystemExit(main(["compare", {str(ROOT / 'datasets' / 'knowledge_update.jsonl')!r},
+                               "--chart", {str(tmp_path / 'front.png')!r}]))
+    """)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and ".html" in bad.stderr
+    assert not (tmp_path / "front.png").exists()
+
+
 # ---------------------------------------------------------------------------- the supersession audit
 
 

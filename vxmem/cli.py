@@ -229,6 +229,10 @@ def _add_compare(sub: Any) -> None:
     c.add_argument("--k", type=int, default=10, help="results per probe (default 10)")
     c.add_argument("-o", "--output", help="one row per system, .csv or .parquet")
     c.add_argument("--per-probe", help="one row per system and probe, .csv or .parquet")
+    c.add_argument("--presets", action="store_true",
+                   help="also replay with each recall preset and rank with every policy (one row each)")
+    c.add_argument("--embedder", choices=EMBEDDERS, default="default", help="the --presets replays' embedder")
+    c.add_argument("--chart", help="recall@k against ms per recall, the front marked: .html or .json (needs altair)")
     a = sub.add_parser("audit", help="did each correction retire the right memory? (per judge)",
                        description="Replay a dataset once per contradiction judge and list, for every correction, "
                                    "contradiction and restatement, whether the right memory was retired, missed "

@@ -11,6 +11,7 @@ import os
 import sys
 from typing import Any
 
+from ..memory.stages import PRESETS
 from .datasets.formats import CHAT_FORMATS
 from .datasets.model import Conversation
 from .record import Replay
@@ -382,6 +383,7 @@ def run_compare(args) -> int:
     if args.k < 1:
         raise CliError(f"--k must be >= 1, got {args.k}")
     specs = parse_systems(args.system or ["vxmem"])  # unknown names and missing libraries: now, not later
+    charts = _chart_module(args.chart)
     convs = _load(args.dataset, args.format)
     res = compare(convs, specs, k=args.k)
     table = res.table.rename(columns={"recall": f"recall@{args.k}", "stale_leak": f"stale_leak@{args.k}"})
@@ -394,6 +396,12 @@ def run_compare(args) -> int:
     print("quality-cost front (recall@k against ms per recall): " + ", ".join(front[front["on_front"]]["system"]))
     for _, row in res.table[res.table["errors"] > 0].iterrows():
         print(f"{row['system']}: {row['errors']} error(s), first: {row['error']}", file=sys.stderr)
+    points = _presets_points(convs, res.table, args) if args.presets else None
+    if charts is not None:
+        chart = (charts.systems_chart(front, args.k) if points is None else
+                 charts.presets_chart(points, args.k, [p for p in PRESETS if p in set(points["preset"].dropna())]))
+        chart.properties(width=720).save(args.chart)
+        print(f"wrote {args.chart}")
     if args.output:
         _write(res.table, args.output)
         print(f"wrote {args.output}")
@@ -401,6 +409,37 @@ def run_compare(args) -> int:
         _write(res.per_probe, args.per_probe)
         print(f"wrote {args.per_probe}")
     return 0
+
+
+CHART_EXTENSIONS = (".html", ".json")
+
+
+def _chart_module(path: str | None):
+    """The module that draws ``--chart PATH`` (None without one), checked before any work."""
+    if path is None:
+        return None
+    if os.path.splitext(path)[1].lower() not in CHART_EXTENSIONS:
+        raise CliError(f"--chart {path!r}: use a .html (a page that draws it) or .json (its Vega-Lite spec) file name")
+    try:
+        from .views import cost_charts
+    except ImportError as exc:
+        raise CliError(f"--chart needs altair: pip install 'vxmem[app]' ({exc})") from None
+    return cost_charts
+
+
+def _presets_points(convs, systems, args):
+    """``--presets``: the dataset replayed with each recall preset (no replay cache, so each recall
+    is timed as a live one) and ranked by every policy, printed with the systems as one front."""
+    from .views import preset_settings, presets_quality_cost, replay_all
+
+    emb = embedder_named(args.embedder)
+    reps = {p: replay_all(convs, preset_settings({"embedder": args.embedder}, p), emb, cache=False) for p in PRESETS}
+    points = presets_quality_cost(reps, systems, point={"limit": args.k})
+    shown = points[["label", "recall", "ms_per_recall", "on_front"]].rename(columns={"recall": f"recall@{args.k}"})
+    print(f"\nevery recall preset with every ranking policy ({args.embedder} embedder), beside the systems:")
+    print(_table(shown, 60))
+    print("quality-cost front: " + ", ".join(points[points["on_front"]]["label"]))
+    return points
 
 
 def run_audit(args) -> int:
