@@ -463,7 +463,7 @@ def chart(c: alt.Chart) -> None:
 
 
 def sample_caveat(probes: int) -> None:
-    """A visible caveat under a mean of fewer probes than the CLI trusts (its SMALL_SAMPLE)."""
+    """A visible caveat under a mean of fewer probes than the CLI trusts (metrics.SMALL_SAMPLE)."""
     note = views.sample_note(probes)
     if note:
         st.warning(note, icon=":material/info:")

@@ -299,7 +299,6 @@ def _probe_rows(reps: list[Replay]):
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
-SMALL_SAMPLE = 30  # below this many probes a summary says how uncertain its means are
 
 
 def _print_replay_summary(reps: list[Replay], probes) -> None:
@@ -320,8 +319,8 @@ def _print_replay_summary(reps: list[Replay], probes) -> None:
         mean, lo, hi = bootstrap_ci(probes[col].to_numpy(dtype=float))
         parts.append(f"{c}={mean:.3f} [{lo:.3f}, {hi:.3f}]")
     print(f"overall, {len(probes)} probes, mean [95% bootstrap interval]: " + ", ".join(parts))
-    if len(probes) < SMALL_SAMPLE:
-        print(f"caveat: {len(probes)} probes, fewer than {SMALL_SAMPLE}: these means are far from certain; "
+    if len(probes) < M.SMALL_SAMPLE:
+        print(f"caveat: {len(probes)} probes, fewer than {M.SMALL_SAMPLE}: these means are far from certain; "
               "read the intervals, not the digits")
     cons = pd.concat([pd.DataFrame(r.events) for r in reps], ignore_index=True)
     cons = cons[cons["type"] == "consolidate"]
@@ -430,7 +429,8 @@ def _chart_module(path: str | None):
 def _presets_points(convs, systems, args):
     """``--presets``: the dataset replayed with each recall preset (no replay cache, so each recall
     is timed as a live one) and ranked by every policy, printed with the systems as one front."""
-    from .views import preset_settings, presets_quality_cost, replay_all
+    from .views.costs import presets_quality_cost
+    from .views.settings import preset_settings, replay_all
 
     emb = embedder_named(args.embedder)
     reps = {p: replay_all(convs, preset_settings({"embedder": args.embedder}, p), emb, cache=False) for p in PRESETS}

@@ -28,6 +28,7 @@ METRICS = ("hit", "recall", "rr", "ndcg", "stale_leak", "foreign_leak", "session
 
 # Metrics where a lower value is better: a leak of stale or foreign memories.
 LOWER_IS_BETTER = frozenset({"stale_leak", "foreign_leak"})
+SMALL_SAMPLE = 30  # below this many probes a mean is far from certain: the CLI and the dashboard say so
 
 
 def _top(x: ArrayLike, k: int | None) -> np.ndarray:
