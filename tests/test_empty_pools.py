@@ -84,3 +84,22 @@ def test_recall_with_a_rerank_in_an_empty_session_returns_nothing():
     db = Vectrix(embedder="hashing", rerank=True, reranker=word_overlap)
     db.remember("I like green tea", session="a", timestamp=T0)
     assert len(db.recall("what tea do I like?", session="b", now=T0 + 1)) == 0
+
+
+def test_replays_without_a_probe_score_nothing_under_every_policy_and_preset(hashing_embedder):
+    from vxmem.workbench.datasets.model import Conversation, Event
+    from vxmem.workbench.policies import POLICIES
+
+    turns = Conversation(name="turns", events=[Event(T0, "turn", label="a", session="s", text="I live in Lisbon."),
+                                               Event(T0 + 60, "turn", label="b", session="s", text="I drive a car.")])
+    reps = {p: views.replay_all([turns], views.preset_settings({"embedder": "hashing"}, p), hashing_embedder,
+                                cache=False) for p in ("fast", "default")}
+    for name in POLICIES:  # the access-aged ones rank probe by probe: none to rank
+        row = sweep(reps["fast"], {"limit": [10]}, policy=name).per_point.iloc[0]
+        assert row["probes"] == 0 and np.isnan(row["recall"]), name
+    table = views.compare_policies(reps["fast"])
+    assert (table["probes"] == 0).all() and table["hit_lo"].isna().all()
+    costs = views.presets_quality_cost(reps)
+    assert costs["recall"].isna().all() and not costs["on_front"].any()
+    assert (views.presets_table(reps)["probes"] == 0).all()
+    assert scoring.take_last(np.zeros((0, 3)), np.zeros((0, 3), dtype=np.int64)).shape == (0, 3)

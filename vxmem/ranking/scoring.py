@@ -201,6 +201,8 @@ def take_last(a: ArrayLike, idx: ArrayLike) -> np.ndarray:
     a = np.ascontiguousarray(a)
     idx = np.asarray(idx)
     rows = int(np.prod(a.shape[:-1], dtype=np.int64))
+    if rows == 0 or idx.size == 0:  # no rows (a sweep of no probes) or no slots: nothing to take
+        return np.empty(idx.shape, dtype=a.dtype)
     flat = idx.reshape(rows, -1) + (np.arange(rows, dtype=np.int64) * a.shape[-1])[:, None]
     return a.reshape(-1)[flat].reshape(idx.shape)
 

@@ -49,7 +49,9 @@ def point_intervals(per_probe: pd.DataFrame, metrics: Sequence[str], *, n_boot: 
             _, lo, hi = bootstrap_ci(values, n_boot=n_boot, seed=seed)
             entry.update({f"{m}_lo": lo, f"{m}_hi": hi, f"{m}_probes": int(np.count_nonzero(~np.isnan(values)))})
         out[int(point)] = entry
-    return pd.DataFrame.from_dict(out, orient="index")
+    # every column even when no probe scored (a dataset without probes): NaN, not a missing column
+    columns = [f"{m}_{part}" for m in metrics for part in ("lo", "hi", "probes")]
+    return pd.DataFrame.from_dict(out, orient="index").reindex(columns=columns)
 
 
 def with_intervals(per_point: pd.DataFrame, per_probe: pd.DataFrame, metrics: Sequence[str], *,
