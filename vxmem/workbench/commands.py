@@ -299,8 +299,6 @@ def _probe_rows(reps: list[Replay]):
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
-
-
 def _print_replay_summary(reps: list[Replay], probes) -> None:
     """Metrics by category, overall, and the tokens consolidation saved."""
     import pandas as pd
