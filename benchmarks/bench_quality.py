@@ -9,7 +9,8 @@ path: the file is not shipped) and on the shipped synthetic datasets:
 - R@10 of the evidence turns, overall, per category and per conversation (LoCoMo), and the
   replay's mean recall@10 and stale-leak@10 (synthetic);
 - first-stage coverage: the evidence within the first stage's top D, D being how deep the
-  preset's second stage reads (120 for late interaction, 20 for the cross-encoder, 10 for fast);
+  preset's second stage reads (120 for late interaction, which the accurate preset's cascade
+  runs too before its cross-encoder; 10 for fast);
 - ms per recall, p50 and p99, beside the floor measured in the same run: the query's bge-small
   embedding on onnxruntime plus one exact dot product over the conversation's turns. Each round
   asks every question of one preset, then of the next (the starting preset rotating from round
@@ -46,7 +47,7 @@ from vxmem.workbench.datasets.locomo import RETRIEVAL_CATEGORIES
 from vxmem.workbench.replay import replay
 
 WRITES = 40  # turns per conversation timed one remember() at a time, per preset
-DEPTH = {"fast": 10, "default": 120, "accurate": 20}  # how deep each preset's second stage reads
+DEPTH = {"fast": 10, "default": 120, "accurate": 120}  # how deep each preset's second stage reads
 
 
 def _build(conv: Any, preset: str, timed: int) -> tuple[Vectrix, dict[str, str], list[float]]:
@@ -75,19 +76,19 @@ def _coverage(db: Vectrix, q: str, now: float, preset: str, id2dia: dict[str, st
     gathered = mem.second_stage(mem.request(q, now=now, limit=10)).pool_floor  # as deep as the preset gathers
     pool = mem.pool_for(request, scoring.pool_size(10, gathered))
     relevance = np.asarray(pool.relevance)
-    if preset in ("default", "fast"):  # both read the neighbour-smoothed first stage
-        prev, nxt = deep.neighbour_slots(np.asarray(pool.neighbour_key))
-        relevance = deep.read_slots(relevance, pool.ts, np.ones(len(pool), bool), prev, nxt, 10, depth)[0]
+    prev, nxt = deep.neighbour_slots(np.asarray(pool.neighbour_key))  # every preset reads the smoothed first stage
+    relevance = deep.read_slots(relevance, pool.ts, np.ones(len(pool), bool), prev, nxt, 10, depth)[0]
     order = scoring.rank_order(relevance, np.asarray(pool.ts))[:depth]
     return [id2dia[pool.ids[i]] for i in order.tolist()]
 
 
 def _forget_scores(db: Vectrix) -> None:
-    """Clear the cross-encoder's memo of (query, text) scores, so a timing round after the first
+    """Clear the rerankers' memos of (query, text) scores, so a timing round after the first
     scores from the model again instead of reading the previous round's answers."""
-    clear = getattr(db.memory.reranker, "clear_cache", None)
-    if callable(clear):
-        clear()
+    for stage in (db.memory.reranker, db.memory.final):
+        clear = getattr(stage, "clear_cache", None)
+        if callable(clear):
+            clear()
 
 
 def _floor(embed: Any, matrix: np.ndarray, q: str) -> float:

@@ -145,7 +145,8 @@ def test_embedders_and_rerankers_by_name_and_the_rerank_default():
     assert bge.pipeline(rerank=False)["rerank"] is None
     assert Vectrix(embedder="bge-small", rerank=False).memory.pipeline()["rerank"] is None
     assert Vectrix(embedder="bge-small", preset="fast").memory.pipeline()["rerank"] is None
-    assert Vectrix(embedder="bge-small", preset="accurate").memory.pipeline()["rerank"] == MS_MARCO_MINILM_L12.name
+    assert Vectrix(embedder="bge-small", preset="accurate").memory.pipeline()["rerank"] == (
+        f"{COLBERT_SMALL.name} > {MS_MARCO_MINILM_L12.name}")
     assert Vectrix(embedder="hashing", rerank=True).memory.pipeline(mode="dense")["rerank"] == COLBERT_SMALL.name
     with pytest.raises(ValueError, match="unknown preset .turbo."):
         Vectrix(preset="turbo")
@@ -193,11 +194,11 @@ def test_the_accurate_preset_reranks_with_the_cross_encoder(default_db):
     top = res[0]
     assert top.id == ids[0]
     sc = top.metadata["_vx_scoring"]
-    assert sc["mode"] == "hybrid" and sc["rerank"] == MS_MARCO_MINILM_L12.name
+    assert sc["mode"] == "hybrid" and sc["rerank"] == f"{COLBERT_SMALL.name} > {MS_MARCO_MINILM_L12.name}"
     assert sc["relevance"] == pytest.approx(float(default_reranker()("Which city does Caroline live in?",
-                                                                     [top.text])[0]))
+                                                                     db.memory.in_context([top.id]))[0]))
     assert sc["relevance"] > 0 > res[-1].metadata["_vx_scoring"]["relevance"]  # a logit: a match vs chit-chat
-    assert isinstance(sc["first_stage"], float) and sc["relevance_norm"] == 1.0
+    assert isinstance(sc["first_stage"], float) and isinstance(sc["second_stage"], float)
     frame = res.to_frame()
     assert {"relevance", "relevance_norm", "first_stage", "rerank", "recency", "score"} <= set(frame.columns)
 
@@ -242,9 +243,11 @@ def test_the_playground_warns_when_the_best_result_matches_nothing(monkeypatch):
 
     monkeypatch.delenv("VXMEM_EMBEDDER")  # the dashboard's default pipeline: Vectrix()'s own
     events = [{"time": T0 + 60 * i, "type": "turn", "label": f"m{i}", "session": "s", "text": t}
-              for i, t in enumerate(["I live in Lisbon with my two cats.", "The build failed again.", "lol ok"])]
+              for i, t in enumerate(["I live in Lisbon with my two cats.", "The build failed again.", "lol ok",
+                                     "I signed up for a pottery class on Tuesdays.", "Did you watch the match?",
+                                     "My new job at the bakery starts at six.", "My dog hates the rain."])]
     junk = views.playground_recall(events, "zzqqxx", "s", T0 + 86400, {"preset": "accurate"})
-    assert junk["rerank"] == MS_MARCO_MINILM_L12.name and junk["low_relevance"] == 0.0
+    assert junk["rerank"] == f"{COLBERT_SMALL.name} > {MS_MARCO_MINILM_L12.name}" and junk["low_relevance"] == 0.0
     assert junk["ranking"]["relevance_norm"].iloc[0] == 1.0
     assert junk["match_probability"] is not None and junk["match_probability"] < 0.35
     level, text = views.relevance_note(float(junk["ranking"]["relevance"].max()), junk["low_relevance"],

@@ -30,7 +30,8 @@ def test_each_preset_runs_its_own_second_stage_per_recall():
     stages = {p: db.recall("What is my cat called?", now=T0 + 60, preset=p) for p in ("fast", "default", "accurate")}
     assert stages["fast"][0].metadata["_vx_scoring"]["rerank"] is None
     assert stages["default"][0].metadata["_vx_scoring"]["rerank"] == COLBERT_SMALL.name
-    assert stages["accurate"][0].metadata["_vx_scoring"]["rerank"] == MS_MARCO_MINILM_L12.name
+    cascade = f"{COLBERT_SMALL.name} > {MS_MARCO_MINILM_L12.name}"
+    assert stages["accurate"][0].metadata["_vx_scoring"]["rerank"] == cascade
     assert stages["default"][0].id == stages["accurate"][0].id == ids[0]
     assert db.recall("What is my cat called?", now=T0 + 60, preset="default", rerank=False)[0].metadata[
         "_vx_scoring"]["rerank"] is None  # rerank=False turns any preset's second stage off
@@ -83,7 +84,7 @@ def test_the_default_preset_reads_deep_and_blends_only_the_best_it_found():
     deep = db.memory.candidate_pool("which room is the meeting in", limit=10, now=T0 + 60)
     assert len(deep) == scoring.rerank_depth(10) and deep.rerank == COLBERT_SMALL.name  # and blends its best 20
     fast = ConversationMemory(db, preset="fast")
-    assert fast.second_stage(request) == (None, scoring.POOL_FLOOR, scoring.RERANK_FLOOR, True)  # smoothed
+    assert fast.second_stage(request) == (None, scoring.POOL_FLOOR, scoring.RERANK_FLOOR, True, None)  # smoothed
     pool = fast.candidate_pool("which room is the meeting in", limit=10, now=T0 + 60)
     assert len(pool) == scoring.rerank_depth(10) and pool.rerank is None  # its smoothed first stage's best 20
     assert len(fast.pool_for(request, first_only=True)) < 120  # gathered: the union of two top-40 lists

@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from vxmem.memory.stages import PRESETS
+from vxmem.models.rerank import default_reranker
 from vxmem.ranking import scoring
 from vxmem.workbench import views
 from vxmem.workbench.datasets import DatasetError
@@ -299,7 +300,7 @@ def test_every_preset_with_every_policy_and_every_system_is_a_point(preset_repla
 def test_the_presets_table_gives_each_preset_its_quality_per_millisecond(preset_replays):
     table = views.presets_table(preset_replays)
     assert table["preset"].tolist() == list(PRESETS)
-    assert table["depth"].tolist() == [10, 120, 20]  # fast's top k; late interaction's 120; the cross-encoder's 20
+    assert table["depth"].tolist() == [10, 120, 120]  # fast's top k; late interaction's 120, which accurate reads too
     for row in table.to_dict("records"):
         (rep,) = preset_replays[row["preset"]]
         probes = pd.DataFrame(rep.probes)
@@ -316,8 +317,15 @@ def test_the_presets_table_gives_each_preset_its_quality_per_millisecond(preset_
     assert (table["ms_per_write"].to_numpy() > 0).all() and table["ms_p99"].notna().all()
 
 
-def test_coverage_counts_the_relevant_the_second_stage_reads(preset_replays):
-    (rep,) = preset_replays["accurate"]  # the cross-encoder reads the first stage's 20 most relevant
+@pytest.fixture(scope="module")
+def cross_encoder_replay(hashing_embedder):
+    """knowledge_update replayed with a cross-encoder of the caller's as the only second stage."""
+    return replay(generate("knowledge_update"), {"rerank": True, "reranker": default_reranker()},
+                  embedder=hashing_embedder, cache=False)
+
+
+def test_coverage_counts_the_relevant_the_second_stage_reads(cross_encoder_replay, preset_replays):
+    rep = cross_encoder_replay  # the cross-encoder reads the first stage's 20 most relevant
     coverage = views.stage_coverage(rep)
     for i in range(rep.n_probes):
         read = rep.pool(i)  # the candidates its recall reranked (record.reranked_pool)

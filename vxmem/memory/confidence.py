@@ -66,8 +66,8 @@ CALIBRATIONS: dict[tuple[str | None, str | None], Calibration] = {
     (None, _BGE): Calibration(-6.2864, (3.7421, 1.582, 3.7421, 0.3964, 6.7673), "fast"),
     ("answerai-colbert-small-v1-int8", _BGE): Calibration(-6.4654, (2.5567, 2.4525, 6.6045, 0.4569, 5.6031),
                                                           "default"),
-    ("ms-marco-MiniLM-L-12-v2-int8", _BGE): Calibration(-3.8616, (0.0181, 0.1627, 2.5552, -0.1446, 0.4555),
-                                                        "accurate"),
+    ("answerai-colbert-small-v1-int8 > ms-marco-MiniLM-L-12-v2-int8", _BGE): Calibration(
+        -4.7945, (-0.0169, 0.0475, 3.0513, 0.1571, 0.6106), "accurate"),
     (None, "hashing-char35-262144-384-s20240601"): Calibration(-1.0029, (-1.0784, 1.6599, -1.0784, 0.5951, 6.4232),
                                                                "hashing, no second stage"),
 }

@@ -87,7 +87,7 @@ from .draft import (
     write_drafts,
 )
 from .reading import MemoryReading
-from .stages import DEFAULT_PRESET, check_preset, is_late, preset_reranker
+from .stages import DEFAULT_PRESET, check_preset, is_late, preset_stages
 from .supersession import live_heads, mark_superseded
 
 Judge = Callable[[str, list[str]], Sequence[bool]]
@@ -120,10 +120,12 @@ class ConversationMemory(MemoryReading):
         ``reranker`` by default. None: yes with vxmem's default embedder (the pipeline it
         was measured with), no with ``"hashing"`` or an embedder of your own.
     :param reranker: any ``(query, texts) -> scores`` callable, or a name (default: the
-        preset's second stage; its model loads on first use).
+        preset's second stage; its model loads on first use). With ``preset="accurate"`` it
+        replaces the cascade's cross-encoder.
     :param preset: ``"default"`` (late interaction over the first stage's top 120, token
         vectors stored at write time), ``"fast"`` (the first stage alone) or ``"accurate"``
-        (the cross-encoder over the top 20, about ten times slower). None: ``"default"``,
+        (the default's stages, then the cross-encoder over the 20 they keep, each turn read
+        after the one before it; about 25 times the default's time). None: ``"default"``,
         whose second stage runs when ``rerank`` says so (by default with vxmem's default
         embedder); a preset named here runs its second stage unless ``rerank=False``.
     :param min_relevance: the default of ``recall(min_relevance=...)`` (raw scale; None:
@@ -150,7 +152,8 @@ class ConversationMemory(MemoryReading):
         self.recency_from = check_choice(recency_from, "recency_from", scoring.RECENCY_FROM)
         self.rerank = None if rerank is None else check_bool(rerank, "rerank")
         self.own_reranker = reranker is not None
-        self.reranker = check_reranker(reranker) if self.own_reranker else preset_reranker(self.preset)
+        self.own = check_reranker(reranker) if self.own_reranker else None
+        self.reranker, self.final = preset_stages(self.preset, self.own)
         self.min_relevance = check_min_relevance(min_relevance)
         self.blend = Blend(half_life_days, recency_weight, feedback_weight, feedback_half_life_days, hybrid_weight)
         self.ttl_days = check_ttl_map(ttl_days)

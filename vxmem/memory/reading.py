@@ -28,7 +28,7 @@ from ..core.clock import TimeLike, to_epoch
 from ..core.keys import KIND_TURN, KINDS
 from ..models.embed import reranks_by_default
 from ..models.late import LateInteraction
-from ..models.rerank import Reranker, rerank_scores, reranker_name
+from ..models.rerank import Reranker, rerank_scores
 from ..ranking import scoring
 from ..ranking.blend import Blend
 from ..ranking.pool import CandidatePool
@@ -41,9 +41,9 @@ from .bookkeeping import memory_pos
 from .checks import any_if_none, check_memory_filter
 from .confidence import match_probability
 from .context import ContextBlock, assemble
-from .recall import MemoryResults, drop_below, gather, rank, rerank_pool, smoothed_pool
+from .recall import MemoryResults, drop_below, gather, in_context, rank, rerank_pool, smoothed_pool
 from .request import RecallRequest
-from .stages import Stage, floors, preset_reranker
+from .stages import Stage, floors, preset_stages, stage_name
 from .supersession import HistoryEntry, chain
 
 
@@ -71,8 +71,10 @@ class MemoryReading:
     blend: Blend
     min_relevance: float | None
     rerank: bool | None
-    reranker: Reranker
-    own_reranker: bool  # the caller gave the reranker (it replaces every preset's second stage)
+    reranker: Reranker  # the second stage
+    final: Reranker | None  # a cascade's last stage (the accurate preset's cross-encoder), else None
+    own: Reranker | None  # the reranker the caller gave (see stages.preset_stages), else None
+    own_reranker: bool
     preset: str
     preset_given: bool  # the caller named the preset (its second stage runs unless rerank=False)
     recency_from: str
@@ -95,12 +97,14 @@ class MemoryReading:
     hybrid_weight = blend_field("hybrid_weight")
 
     def warm(self) -> None:
-        """Load the models now: the embedder, and the reranker when ``recall()`` reranks by
+        """Load the models now: the embedder, and the rerankers when ``recall()`` reranks by
         default, so the first ``remember()`` or ``recall()`` is not the slow one. Each model
         loads once per process; calling this again costs one short embedding."""
         self.store.embed(["warm up"], queries=True)
         if self._reranking(None):
-            rerank_scores(self.reranker, "warm up", ["warm up"])
+            for stage in (self.reranker, self.final):
+                if stage is not None:
+                    rerank_scores(stage, "warm up", ["warm up"])
 
     # ------------------------------------------------------------------ reading
 
@@ -226,6 +230,12 @@ class MemoryReading:
                 self._record(np.array([m.pos_of_id[r.id] for r in results], dtype=np.int64), pool.now)
             return results
 
+    def in_context(self, ids: Sequence[str]) -> list[str]:
+        """The texts the accurate preset's cross-encoder reads for the memories ``ids``: each
+        one's text after the turn just before it in its session, when there is one."""
+        with self.store.locked() as m:
+            return in_context(m, np.array([m.pos_of_id[i] for i in ids], dtype=np.int64))
+
     def _prepare(self, request: RecallRequest) -> None:
         """Run what ``request`` needs of the models before the lock: the query's embedding,
         with a late-interaction stage's query encoding started beside it."""
@@ -298,8 +308,8 @@ class MemoryReading:
                        hybrid_weight=blend.hybrid_weight, session=scope, now_ts=now_ts, limit=request.limit)
         if len(found) and not first_only:  # an empty pool ranks to nothing; a replay records the first stage
             if stage.reranker is not None:
-                found = rerank_pool(found, m, request.query, stage.reranker, reranker_name(stage.reranker),
-                                    store=self.store, floor=stage.rerank_floor)
+                found = rerank_pool(found, m, request.query, stage.reranker, stage_name(stage.reranker, stage.final),
+                                    store=self.store, floor=stage.rerank_floor, final=stage.final)
             elif stage.smooth:
                 found = smoothed_pool(found)
         floor = self.min_relevance if request.min_relevance is None else request.min_relevance
@@ -326,25 +336,26 @@ class MemoryReading:
         """What ``request`` runs after its first stage (a :class:`~vxmem.memory.stages.Stage`):
         the memory's preset and reranker, or those of the request's own ``preset`` (whose
         second stage runs unless ``rerank=False``; a reranker the memory was given replaces
-        it). A preset named ``"fast"`` smooths its first stage instead."""
+        it, or the accurate preset's cross-encoder). A preset named ``"fast"`` smooths its first
+        stage instead."""
         preset = request.preset
         if preset is None:
-            preset, reranker, on = self.preset, self.reranker, self._reranking(request.rerank)
+            preset, reranker, final, on = self.preset, self.reranker, self.final, self._reranking(request.rerank)
             named = self.preset_given
         else:
-            reranker = self.reranker if self.own_reranker else preset_reranker(preset)
+            reranker, final = preset_stages(preset, self.own)
             on = check_bool(request.rerank, "rerank") if request.rerank is not None else preset != "fast"
             named = True
         if not on:
             return Stage(None, smooth=named and preset == "fast")
-        return Stage(reranker, *floors(preset, reranker))
+        return Stage(reranker, *floors(preset, reranker), final=final)
 
     def pipeline(self, mode: str | None = None, rerank: bool | None = None) -> dict[str, Any]:
         """What ``recall(mode=mode, rerank=rerank)`` would run: ``{"mode": the search mode,
         "rerank": the reranker's name or None, "embedder": the embedder's name or None}``."""
         mode = scoring.DEFAULT_MODE if mode is None else check_mode(mode)
         emb = getattr(self.db.embedder, "name", None)
-        return {"mode": mode, "rerank": reranker_name(self.reranker) if self._reranking(rerank) else None,
+        return {"mode": mode, "rerank": stage_name(self.reranker, self.final) if self._reranking(rerank) else None,
                 "embedder": emb if isinstance(emb, str) else None}
 
     def low_relevance(self, mode: str | None = None, rerank: bool | None = None) -> float | None:
@@ -358,8 +369,8 @@ class MemoryReading:
         Compare it with ``_vx_scoring["relevance"]`` of the top result to warn a user.
         """
         mode = scoring.DEFAULT_MODE if mode is None else check_mode(mode)
-        if self._reranking(rerank):
-            hint = getattr(self.reranker, "low_relevance", None)
+        if self._reranking(rerank):  # a cascade's relevance is its final stage's score
+            hint = getattr(self.final or self.reranker, "low_relevance", None)
         elif mode == "dense":
             hint = getattr(self.db.embedder, "low_relevance", None)
         else:

@@ -28,14 +28,16 @@ from ..store.results import Result, Results
 from ..store.seam import MemoryStore
 
 _FRAME_KEYS = (K_KIND, K_SESSION, K_ROLE, K_TURN, K_TS)
+CONTEXT_WORDS = 24  # how much of the turn before a memory a cascade's final stage reads with it
 _NONE: dict[str, Any] = {}  # the metadata of a candidate without feedback, as _feedback_matrix reads it
 
 
 class MemoryResults(Results):
     """Results of a memory collection: ``to_frame()`` adds each result's score parts (from
     ``_vx_scoring``: ``relevance``, ``relevance_norm``, ``recency``, ``feedback``, ``score``,
-    ``age_days``, ``recency_from``, ``mode``, ``first_stage``, ``rerank``, and ``dense`` /
-    ``lexical`` outside dense mode) and its kind, session, role, turn and time as columns."""
+    ``age_days``, ``recency_from``, ``mode``, ``first_stage``, ``rerank``, ``fused``,
+    ``second_stage``, and ``dense`` / ``lexical`` outside dense mode) and its kind, session,
+    role, turn and time as columns."""
 
     def frame_columns(self, result: Result) -> dict[str, Any]:
         """The score parts and the reserved columns of ``result``'s row."""
@@ -75,20 +77,22 @@ def gather(store: MemoryStore, m: Mirror, query: str, positions: np.ndarray, *, 
 
 
 def rerank_pool(pool: CandidatePool, m: Mirror, query: str, reranker: Reranker, name: str, *,
-                store: MemoryStore | None = None, floor: int = scoring.RERANK_FLOOR) -> CandidatePool:
+                store: MemoryStore | None = None, floor: int = scoring.RERANK_FLOOR,
+                final: Reranker | None = None) -> CandidatePool:
     """The pool's ``max(2 x limit, floor)`` most relevant candidates (by the mode's relevance,
     not by the blend), their relevance replaced by ``reranker``'s score of (query, text); of
     a stage that reads deeper than 20, only its best (see :func:`~vxmem.ranking.scoring.kept_slots`).
 
     A late-interaction reranker scores with the token vectors ``store`` holds for them
     (encoding the texts of those that have none). The first stage's relevance stays beside
-    it as ``first_stage``; ``name`` goes to ``rerank``. Call it inside ``store.locked()``,
-    like :func:`gather`.
+    it as ``first_stage``; ``name`` goes to ``rerank``. A deep stage's ``final`` reranker (a
+    cascade) then scores the candidates it kept, each read in context (see
+    :func:`in_context`). Call it inside ``store.locked()``, like :func:`gather`.
     """
     if pool.positions is None:
         raise ValueError("only a live pool (made under the lock) can be reranked")
     if floor > scoring.RERANK_FLOOR:
-        return _deep_pool(pool, m, query, reranker, name, store, floor)
+        return _deep_pool(pool, m, query, reranker, name, store, floor, final)
     slots = scoring.rank_order(pool.relevance, pool.ts)[: scoring.rerank_depth(pool.limit, floor)]
     texts = [m.texts[p] for p in pool.positions[slots].tolist()]
     scores = rerank_scores(reranker, query, texts)
@@ -107,9 +111,10 @@ def smoothed_pool(pool: CandidatePool) -> CandidatePool:
 
 
 def _deep_pool(pool: CandidatePool, m: Mirror, query: str, reranker: Reranker, name: str,
-               store: MemoryStore | None, floor: int) -> CandidatePool:
+               store: MemoryStore | None, floor: int, final: Reranker | None) -> CandidatePool:
     """A deep stage's pool (see :mod:`vxmem.ranking.deep`): the ``max(2 x limit, 20)`` best
-    candidates by the fused score, in slot order, which becomes their relevance."""
+    candidates by the fused score, in slot order, which becomes their relevance (in a
+    cascade, mixed with the ``final`` stage's score)."""
     assert pool.positions is not None
     n = len(pool)
     keys = pool.neighbour_key if pool.neighbour_key is not None else np.full(n, np.nan)
@@ -127,8 +132,29 @@ def _deep_pool(pool: CandidatePool, m: Mirror, query: str, reranker: Reranker, n
     stage[slots] = got
     fused, kept = deep.fused_slots(stage, smoothed, pool.ts, read, prev, nxt, pool.limit)
     keep = np.flatnonzero(kept)
-    return pool.take(keep, relevance=fused[keep], first_stage=np.asarray(pool.relevance)[keep], rerank=name,
-                     second_stage=stage[keep])
+    first = np.asarray(pool.relevance)[keep]
+    if final is None:
+        return pool.take(keep, relevance=fused[keep], first_stage=first, rerank=name, second_stage=stage[keep])
+    last = rerank_scores(final, query, in_context(m, pool.positions[keep]))
+    every = np.ones(keep.size, dtype=bool)
+    return pool.take(keep, relevance=deep.cascade_relevance(fused[keep], last, every), first_stage=first,
+                     rerank=name, second_stage=stage[keep], final_stage=last)
+
+
+def in_context(m: Mirror, positions: np.ndarray) -> list[str]:
+    """The texts a cascade's final stage reads: each memory's, after the end of the turn just
+    before it in its session when there is one (a reply says little without what it answers).
+    Only that turn's last :data:`CONTEXT_WORDS` words: the question a reply answers sits at
+    its end, and a long turn would cost time and push the memory's own words out of the model's
+    window."""
+    before = m.turns_before(positions)
+    return [m.texts[p] if b < 0 else f"{_tail(m.texts[b])}\n{m.texts[p]}"
+            for p, b in zip(positions.tolist(), before.tolist())]
+
+
+def _tail(text: str) -> str:
+    words = text.split()
+    return text if len(words) <= CONTEXT_WORDS else " ".join(words[-CONTEXT_WORDS:])
 
 
 def _late_scores(store: MemoryStore, late: LateInteraction, query: str, positions: np.ndarray,
@@ -179,8 +205,10 @@ def rank(pool: CandidatePool, m: Mirror, query: str, blend: Blend, score_gap: fl
     Each result's metadata gains ``_vx_scoring``: the parts of its score. ``relevance`` is
     raw: the reranker's score when the pool was reranked (``first_stage`` then holds the
     mode's relevance before it, and ``rerank`` the reranker's name; both None otherwise),
-    else the mode's own (cosine, BM25 or the fused hybrid score); ``relevance_norm`` is its
-    min-max over the pool, the part the blend adds.
+    else the mode's own (cosine, BM25 or the fused hybrid score); ``relevance_norm`` is the
+    min-max over the pool of what the blend ranks by. After a deep stage, ``fused`` is its
+    fusion with the first stage; in a cascade, ``relevance`` is the final stage's score and
+    ``second_stage`` the deep stage's (None otherwise).
     """
     if pool.positions is None or pool.positions.size == 0:
         return MemoryResults([], query=query, token_budget=token_budget)
@@ -198,6 +226,8 @@ def rank(pool: CandidatePool, m: Mirror, query: str, blend: Blend, score_gap: fl
             "age_days": float(pool.age_days[i]), "mode": pool.mode,
             "first_stage": None if pool.first_stage is None else float(pool.first_stage[i]), "rerank": pool.rerank,
             "fused": None if pool.second_stage is None else float(pool.relevance[i]),
+            "second_stage": None if pool.final_stage is None or pool.second_stage is None
+            else float(pool.second_stage[i]),
             "recency_from": pool.recency_from,
         }
         if pool.mode != "dense":  # which relevance parts contributed

@@ -3,7 +3,9 @@
 ``"fast"``: the first stage alone (hybrid search and the blend; no model beyond the query's
 embedding). ``"default"``: late interaction (:class:`~vxmem.models.late.LateInteraction`)
 over the first stage's 120 most relevant candidates, with token vectors stored at write
-time. ``"accurate"``: the cross-encoder over the 20 most relevant, about ten times slower.
+time. ``"accurate"``: the default's stages, then a cascade: the cross-encoder over the
+``max(2 x limit, 20)`` candidates the default keeps, each read after the turn before it, its
+score mixed with theirs (see :mod:`vxmem.ranking.deep`); about 25 times the default's time.
 docs/BENCHMARKS.md has each one's recall and time.
 """
 
@@ -13,24 +15,26 @@ from typing import Any, NamedTuple
 
 from ..core.checks import check_choice
 from ..models.late import LateInteraction, default_late_interaction
-from ..models.rerank import Reranker, default_reranker
+from ..models.rerank import Reranker, default_reranker, reranker_name
 from ..ranking import scoring
 
 PRESETS = ("fast", "default", "accurate")
 DEFAULT_PRESET = "default"
 
-__all__ = ["PRESETS", "DEFAULT_PRESET", "Stage", "check_preset", "preset_reranker", "floors", "is_late"]
+__all__ = ["PRESETS", "DEFAULT_PRESET", "Stage", "check_preset", "preset_stages", "floors", "is_late", "stage_name"]
 
 
 class Stage(NamedTuple):
     """What a recall runs after its first stage: ``reranker`` (None: none), the (pool,
-    rerank) floors, and ``smooth``: the fast preset's first stage smoothed over neighbouring
-    turns, its best ``max(2 x limit, 20)`` kept (see :mod:`vxmem.ranking.deep`)."""
+    rerank) floors, ``smooth``: the fast preset's first stage smoothed over neighbouring
+    turns, its best ``max(2 x limit, 20)`` kept (see :mod:`vxmem.ranking.deep`), and ``final``:
+    a cascade's last stage, which reranks what a deep second stage kept (None: none)."""
 
     reranker: Reranker | None
     pool_floor: int = scoring.POOL_FLOOR
     rerank_floor: int = scoring.RERANK_FLOOR
     smooth: bool = False
+    final: Reranker | None = None
 
 
 def check_preset(preset: Any) -> str:
@@ -38,10 +42,20 @@ def check_preset(preset: Any) -> str:
     return check_choice(preset, "preset", PRESETS)
 
 
-def preset_reranker(preset: str) -> Reranker:
-    """The second stage a preset runs (``"fast"`` runs none; its reranker is the default's,
-    for a recall that asks for ``rerank=True``)."""
-    return default_reranker() if preset == "accurate" else default_late_interaction()
+def preset_stages(preset: str, own: Reranker | None = None) -> tuple[Reranker, Reranker | None]:
+    """``(second stage, final stage)`` a preset runs (``"fast"`` runs none; its reranker is the
+    default's, for a recall that asks for ``rerank=True``). A reranker of the memory's ``own``
+    replaces the accurate preset's cross-encoder, and any other preset's second stage."""
+    if preset == "accurate":
+        return default_late_interaction(), default_reranker() if own is None else own
+    return default_late_interaction() if own is None else own, None
+
+
+def stage_name(reranker: Reranker, final: Reranker | None) -> str:
+    """What ``_vx_scoring["rerank"]`` calls a second stage: its reranker's name, followed by
+    `` > `` and the final stage's in a cascade."""
+    name = reranker_name(reranker)
+    return name if final is None else f"{name} > {reranker_name(final)}"
 
 
 def is_late(reranker: Any) -> bool:

@@ -10,6 +10,10 @@ candidates, not 20, so evidence the first stage ranks 60th still counts. Around 
    normalised over the ``D`` candidates read, mixed ``0.6 / 0.4``, then smoothed again
    (``0.5``) among the candidates read.
 3. **What the blend sees.** Only the ``max(2 x limit, 20)`` best fused candidates.
+4. **A cascade** (the accurate preset) then runs a cross-encoder over just those and mixes
+   its score with the fused one, each min-max normalised over them, ``0.5 / 0.5``. The
+   cross-encoder reads each turn after the end of the turn before it in its session: a reply
+   ("yes, last Tuesday") says little without what it answers.
 
 Every function takes arrays whose last axis is the pool's slots (leading axes broadcast: a
 sweep's grid and probes) and a ``valid`` mask of the slots that count.
@@ -26,10 +30,11 @@ from . import scoring
 SMOOTH_FIRST = 0.7  # a first-stage score reaches this share of its neighbour's
 SMOOTH_FUSED = 0.5  # a fused score reaches this share of its neighbour's
 STAGE_SHARE = 0.6  # the second stage's share of the fused score
+CASCADE_SHARE = 0.5  # in a cascade, the final stage's share of the relevance the blend sees
 _TURN_SPAN = 2.0**40  # neighbour keys: local session index x this + turn number
 
 __all__ = ["SMOOTH_FIRST", "SMOOTH_FUSED", "STAGE_SHARE", "neighbour_keys", "neighbour_slots", "masked_minmax",
-           "smooth", "read_slots", "fused_slots"]
+           "smooth", "read_slots", "fused_slots", "CASCADE_SHARE", "cascade_relevance"]
 
 
 def neighbour_keys(sessions: Sequence[object], turns: np.ndarray) -> np.ndarray:
@@ -98,3 +103,11 @@ def fused_slots(stage: np.ndarray, smoothed: np.ndarray, ts: np.ndarray, read: n
     mixed = STAGE_SHARE * masked_minmax(stage, read) + (1 - STAGE_SHARE) * masked_minmax(smoothed, read)
     fused = smooth(masked_minmax(mixed, read), read, prev, nxt, SMOOTH_FUSED)
     return fused, scoring.rerank_slots(fused, ts, read, limit)
+
+
+def cascade_relevance(fused: np.ndarray, final: np.ndarray, kept: np.ndarray) -> np.ndarray:
+    """A cascade's relevance of the ``kept`` slots: the final stage's score mixed with the
+    fused one, each min-max normalised over them, :data:`CASCADE_SHARE` to the final stage
+    (0 elsewhere)."""
+    mixed = (1 - CASCADE_SHARE) * masked_minmax(fused, kept) + CASCADE_SHARE * masked_minmax(final, kept)
+    return np.where(kept, mixed, 0.0)

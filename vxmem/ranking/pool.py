@@ -50,6 +50,8 @@ class CandidatePool:
         reranker's name; None in a pool that was not reranked.
     :param second_stage: in a pool a deep second stage (see :mod:`vxmem.ranking.deep`) read, its
         own score of each slot, before the fusion that made ``relevance``; None otherwise.
+    :param final_stage: in a cascade's pool, the final stage's own score of each slot (the
+        cross-encoder's), before the mix with the fused score that made ``relevance``.
     :param neighbour_key: each slot's :func:`~vxmem.ranking.deep.neighbour_keys` (NaN: not a
         numbered turn), which tells a deep stage which candidates are neighbouring turns.
     :param positions: mirror positions, valid only under the collection lock the pool was
@@ -75,6 +77,7 @@ class CandidatePool:
     first_stage: np.ndarray | None = None
     rerank: str | None = None
     second_stage: np.ndarray | None = None
+    final_stage: np.ndarray | None = None
     neighbour_key: np.ndarray | None = None
     positions: np.ndarray | None = None
     recency_from: str = "created"
@@ -84,8 +87,11 @@ class CandidatePool:
 
     @property
     def raw_relevance(self) -> np.ndarray:
-        """Each slot's relevance on its stage's own scale: a deep second stage's score (its
-        ``relevance`` is the fusion, which has no absolute scale), else ``relevance``."""
+        """Each slot's relevance on its last stage's own scale: a cascade's final score, else a
+        deep second stage's (their ``relevance`` is a fusion, which has no absolute scale),
+        else ``relevance``."""
+        if self.final_stage is not None:
+            return self.final_stage
         return self.relevance if self.second_stage is None else self.second_stage
 
     def blend(self, half_life_days: float | np.ndarray, recency_weight: float | np.ndarray,

@@ -79,7 +79,8 @@ class RecallOptions(Strict):
     min_relevance: float | None = _RECALL["min_relevance"]
     recency_from: RecencyFrom | None = _RECALL["recency_from"]
     preset: Preset | None = Field(_RECALL["preset"], description="the second stage: fast (none), default "
-                                                                 "(late interaction) or accurate (cross-encoder)")
+                                                                 "(late interaction) or accurate (late interaction, "
+                                                                 "then a cross-encoder)")
     filter: Filter = None
     now: Time = None
     half_life_days: float | None = _bounded("half_life_days")

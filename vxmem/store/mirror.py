@@ -469,6 +469,18 @@ class Mirror:
         turn = np.nan_to_num(self.turn[pos], nan=0.0)
         return pos[np.lexsort((pos, self.ts[pos], turn))].tolist()
 
+    def turns_before(self, pos: np.ndarray) -> np.ndarray:
+        """The position of the turn just before each of ``pos`` in its session (turn number
+        minus one), -1 where there is none: the first turn, or not a numbered turn."""
+        out = np.full(len(pos), -1, dtype=np.int64)
+        for i, p in enumerate(np.asarray(pos, dtype=np.int64).tolist()):
+            code, turn = int(self.session[p]), float(self.turn[p])
+            if code >= 0 and np.isfinite(turn):
+                mates = np.array(self._session_pos.get(code, ()), dtype=np.int64)
+                hit = mates[self.turn[mates] == turn - 1]
+                out[i] = hit.max() if hit.size else -1
+        return out
+
     def memory_position(self, id: str) -> int | None:
         """The position of the memory ``id``; None when there is no such document or it is
         not a well-formed memory (a plain document, or reserved keys without a usable time)."""

@@ -102,6 +102,7 @@ class Grid:
     kmax: int
     floors: tuple[int, int] = (scoring.POOL_FLOOR, scoring.RERANK_FLOOR)
     smoothed: bool = False
+    cascade: bool = False  # a final stage reranked what the deep stage kept (pools["final_score"])
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -143,7 +144,7 @@ def make_grid(replays: Sequence[Replay], pol: Policy, grid: Mapping[str, Any], p
     kmax = max(limits) if limits else (int(pool_limits.max()) if probes else 1)
     return Grid(pol, names, values, fixed, hybrid=any(r.mode == "hybrid" for r in replays),
                 reranked=any(r.rerank is not None for r in replays), kmax=kmax, floors=replays[0].floors,
-                smoothed=replays[0].smoothed)
+                smoothed=replays[0].smoothed, cascade=replays[0].cascade)
 
 
 def check_sweepable(replays: list[Replay], pol: Policy, grid: Mapping[str, Any]) -> None:
@@ -163,7 +164,13 @@ def check_sweepable(replays: list[Replay], pol: Policy, grid: Mapping[str, Any])
             raise ValueError("hybrid_weight decides which candidates a reranked pool holds, and this replay has "
                              "the reranker's scores of those its own weight chose only: replay it again (a "
                              "reranked hybrid replay now scores every candidate) or with rerank=False")
-    if len({(r.floors, r.smoothed) for r in replays}) > 1:
+    if "hybrid_weight" in grid and any(r.cascade for r in replays):
+        weights = [check_param("hybrid_weight", w) for w in _as_list("hybrid_weight", grid["hybrid_weight"])]
+        if any(w != r.hybrid_weight for w in weights for r in replays if r.cascade):
+            raise ValueError("hybrid_weight decides which candidates the accurate preset's cross-encoder reads, "
+                             "and this replay has its scores of those its own weight chose only: replay with "
+                             "that hybrid_weight, or sweep it over another preset")
+    if len({(r.floors, r.smoothed, r.cascade) for r in replays}) > 1:
         raise ValueError("sweep replays recorded with one second stage together: these read pools of different "
                          "depths (replay them with one preset)")
     if len({r.rerank is None for r in replays}) > 1 or len({r.mode == "hybrid" for r in replays}) > 1:

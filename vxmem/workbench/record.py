@@ -98,7 +98,8 @@ class Replay:
             limit=int(self.pools["limit"][i]), now=float(self.pools["now"][i]),
             mode=self.mode, hybrid_weight=self.hybrid_weight)
         if self.rerank is not None:
-            return reranked_pool(pool, self.pools["rerank_score"][i, :n], self.rerank, limit, self.floors)
+            final = self.pools["final_score"][i, :n] if self.cascade else None
+            return reranked_pool(pool, self.pools["rerank_score"][i, :n], self.rerank, limit, self.floors, final)
         if self.smoothed:
             return smoothed_pool(pool, limit)
         if limit is not None and self.mode == "hybrid":  # the members within that limit's two top lists, fused
@@ -120,6 +121,12 @@ class Replay:
         :func:`vxmem.ranking.scoring.stage_floors`; a file without them: the classic 40 and 20)."""
         return (int(self.meta.get("pool_floor", scoring.POOL_FLOOR)),
                 int(self.meta.get("rerank_floor", scoring.RERANK_FLOOR)))
+
+    @property
+    def cascade(self) -> bool:
+        """Whether the probes recalled with a cascade (the accurate preset): a final stage
+        reranked what the deep stage kept; ``pools["final_score"]`` holds its scores."""
+        return bool(self.meta.get("cascade", False))
 
     @property
     def smoothed(self) -> bool:
@@ -233,7 +240,7 @@ class Replay:
             raise DatasetError("not a saved replay (no JSON part)", path=spath) from None
         if blob.get("format") != FORMAT:
             raise DatasetError(f"not a {FORMAT} file", path=spath)
-        for k in ("rerank_score", "neighbour_key"):  # saved before reranked replays, or deep stages
+        for k in ("rerank_score", "neighbour_key", "final_score"):  # saved before reranked replays, deep stages...
             if k not in arrays and "relevance" in arrays:
                 arrays[k] = np.full(arrays["relevance"].shape, np.nan)
         probes = [p if "recall_ms" in p else {**p, "recall_ms": math.nan} for p in blob["probes"]]  # saved untimed
@@ -321,11 +328,13 @@ class Replay:
 
 
 def padded_pools(pools: Sequence[LabelledPool], ideals: Sequence[Sequence[float]], n_sessions: Sequence[int],
-                 rerank_scores: Sequence[np.ndarray | None], pool_limit: int) -> dict[str, np.ndarray]:
+                 rerank_scores: Sequence[np.ndarray | None], pool_limit: int,
+                 final_scores: Sequence[np.ndarray | None] = ()) -> dict[str, np.ndarray]:
     """Probes' labelled pools as the padded arrays a :class:`Replay` holds, one row per probe,
     with each probe's ``ideals`` (the grades of every relevant memory that existed),
     ``n_sessions`` (how many answer sessions it names) and ``rerank_scores`` (the reranker's
-    score of each candidate, or None), and the replay's ``pool_limit``."""
+    score of each candidate, or None), the replay's ``pool_limit`` and, of a cascade, each
+    probe's ``final_scores`` (the final stage's score of the candidates it may keep)."""
     probes = len(pools)
     width = max((len(p) for p in pools), default=0)
     events = max((p.feedback_signs.shape[1] if p.feedback_signs.ndim == 2 else 0 for p in pools), default=0)
@@ -338,6 +347,7 @@ def padded_pools(pools: Sequence[LabelledPool], ideals: Sequence[Sequence[float]
         "foreign": np.zeros(grid, bool), "session_bits": np.zeros(grid, dtype=np.int64),
         "feedback_signs": np.zeros(grid + (events,)), "feedback_ages": np.zeros(grid + (events,)),
         "rerank_score": np.full(grid, np.nan), "neighbour_key": np.full(grid, np.nan),
+        "final_score": np.full(grid, np.nan),
         "n": np.zeros(probes, dtype=np.int64), "ideal": np.zeros((probes, max(relevant, 1))),
         "n_relevant": np.zeros(probes, dtype=np.int64), "n_sessions": np.array(n_sessions, dtype=np.int64),
         "limit": np.array([p.limit for p in pools], dtype=np.int64),
@@ -356,6 +366,8 @@ def padded_pools(pools: Sequence[LabelledPool], ideals: Sequence[Sequence[float]
         out["ideal"][i, :len(ideal)] = ideal
         if rerank_scores[i] is not None:
             out["rerank_score"][i, :n] = rerank_scores[i]
+        if i < len(final_scores) and final_scores[i] is not None:
+            out["final_score"][i, :n] = final_scores[i]
         out["n_relevant"][i] = len(ideal)
     out["pool_limit"] = np.array(pool_limit)
     return out
@@ -370,15 +382,16 @@ def as_replays(replays: Replay | Iterable[Replay]) -> list[Replay]:
 
 
 def reranked_pool(pool: LabelledPool, scores: np.ndarray, name: str, limit: int | None = None,
-                  floors: tuple[int, int] = (scoring.POOL_FLOOR, scoring.RERANK_FLOOR)) -> LabelledPool:
+                  floors: tuple[int, int] = (scoring.POOL_FLOOR, scoring.RERANK_FLOOR),
+                  final: np.ndarray | None = None) -> LabelledPool:
     """Of a recorded first-stage pool, the candidates a recall with ``limit`` (default: the
     probe's own) reranked, in first-stage order, with the reranker's ``scores`` as their
-    relevance."""
+    relevance (a deep stage's fusion; in a cascade, mixed with the ``final`` stage's scores)."""
     lim = pool.limit if limit is None else check_limit(limit)
     valid, first = scoring.searched_slots(pool.dense, pool.lexical, pool.relevance, len(pool), lim,
                                           pool.mode == "hybrid", pool.hybrid_weight, floors[0])
     if floors[1] > scoring.RERANK_FLOOR:
-        return _deep_pool(pool, scores, name, lim, first, valid, floors[1])
+        return _deep_pool(pool, scores, name, lim, first, valid, floors[1], final)
     slots = np.flatnonzero(scoring.rerank_slots(first, pool.ts, valid, lim, floors[1]))
     slots = slots[scoring.rank_order(first[slots], pool.ts[slots])]
     if np.isnan(scores[slots]).any():
@@ -400,9 +413,10 @@ def smoothed_pool(pool: LabelledPool, limit: int | None = None) -> LabelledPool:
 
 
 def _deep_pool(pool: LabelledPool, scores: np.ndarray, name: str, lim: int, first: np.ndarray, valid: np.ndarray,
-               floor: int) -> LabelledPool:
+               floor: int, final: np.ndarray | None) -> LabelledPool:
     """What a deep second stage kept of a recorded pool, as ``recall()`` runs it (see
-    :mod:`vxmem.ranking.deep`): its best fused candidates, in slot order."""
+    :mod:`vxmem.ranking.deep`): its best fused candidates, in slot order (a cascade's relevance
+    mixed with the ``final`` stage's recorded scores)."""
     keys = pool.neighbour_key if pool.neighbour_key is not None else np.full(len(pool), np.nan)
     prev, nxt = deep.neighbour_slots(keys)
     smoothed, read = deep.read_slots(first, pool.ts, valid, prev, nxt, lim, floor)
@@ -411,7 +425,16 @@ def _deep_pool(pool: LabelledPool, scores: np.ndarray, name: str, lim: int, firs
     stage = np.where(read, np.nan_to_num(scores), 0.0)
     fused, kept = deep.fused_slots(stage, smoothed, pool.ts, read, prev, nxt, lim)
     slots = np.flatnonzero(kept)
-    return pool.take(slots, relevance=fused[slots], first_stage=first[slots], rerank=name, second_stage=stage[slots])
+    if final is None:
+        return pool.take(slots, relevance=fused[slots], first_stage=first[slots], rerank=name,
+                         second_stage=stage[slots])
+    last = final[slots]
+    if np.isnan(last).any():
+        raise ValueError(f"limit {lim} keeps candidates this replay's final stage did not score: replay with "
+                         f"pool_limit={lim}")
+    mixed = deep.cascade_relevance(fused[slots], last, np.ones(slots.size, dtype=bool))
+    return pool.take(slots, relevance=mixed, first_stage=first[slots], rerank=name, second_stage=stage[slots],
+                     final_stage=last)
 
 
 def _json_default(o: Any) -> Any:

@@ -47,7 +47,6 @@ from ..memory.consolidation import Summarizer
 from ..memory.request import RecallRequest
 from ..memory.rules import get_judge, get_summarizer
 from ..models.embed import EmbedderArg, check_embedder
-from ..models.rerank import rerank_scores
 from ..ranking import scoring
 from ..ranking.pool import AccessLog, CandidatePool, LabelledPool
 from ..ranking.scoring import BLEND_DEFAULTS, DEFAULT_MODE
@@ -57,6 +56,7 @@ from . import metrics as M
 from .datasets.model import Conversation, Event
 from .policies import Policy, get_policy, rank_pool, resolve_params
 from .record import Replay, padded_pools, reranked_pool, smoothed_pool
+from .stage_scores import kept_scores, read_scores
 
 MEMORY_KEYS = ("half_life_days", "recency_weight", "feedback_weight", "feedback_half_life_days", "ttl_days",
                "judge_candidates", "hybrid_weight", "reranker", "recency_from", "preset")
@@ -165,7 +165,7 @@ def _cached_models(conversation: Conversation, embedder: EmbedderArg, reranker: 
     and the embedder can be cached; the conversation's texts embedded up front. The reranker
     is None where the memory's ``preset`` picks it (late interaction scores from token
     vectors it keeps itself: a file of scores would not save it anything); the accurate
-    preset's cross-encoder is given, so its scores are cached."""
+    preset's cross-encoder is given (it becomes the cascade's final stage), so its scores are cached."""
     from ..models.cache import CachedEmbedder, CachedReranker, cacheable, open_cache
     from ..models.rerank import check_reranker
 
@@ -199,6 +199,8 @@ class _Run:
         # the (pool, rerank) floors of the memory's second stage: the depth its pools are recorded to
         stage = self.mem.second_stage(RecallRequest("floors", rerank=settings["rerank"]))
         self.floors, self.smoothed = (stage.pool_floor, stage.rerank_floor), stage.smooth
+        self.final = stage.final  # a cascade's last stage (the accurate preset's cross-encoder), else None
+        self.final_scores: list[np.ndarray | None] = []
         self.ideals: list[list[float]] = []  # per probe: the grades of every relevant memory that existed
         self.n_sessions: list[int] = []  # per probe: how many answer sessions it names
         self.extras: list[Any] = []
@@ -264,7 +266,8 @@ class _Run:
                 bar.update()
         finally:
             bar.close()
-        pools = padded_pools(self.pools, self.ideals, self.n_sessions, self.rerank_scores, self.s["pool_limit"])
+        pools = padded_pools(self.pools, self.ideals, self.n_sessions, self.rerank_scores, self.s["pool_limit"],
+                             self.final_scores)
         meta = {"conversation": self.conv.name, "description": self.conv.description,
                 "conversation_meta": {k: v for k, v in self.conv.meta.items() if k != "settings"},
                 "embedder": getattr(self.db.embedder, "name", type(self.db.embedder).__name__),
@@ -272,6 +275,7 @@ class _Run:
                 "mode": self.pool_mode or check_mode(self.s.get("mode")),
                 "hybrid_weight": self.mem.hybrid_weight, "preset": self.mem.preset,
                 "pool_floor": self.floors[0], "rerank_floor": self.floors[1], "smoothed": self.smoothed,
+                "cascade": self.final is not None,
                 "low_relevance": _low_relevance(self.mem, self.pool_mode or self.s.get("mode"), self.s.get("rerank"))}
         settings = {k: (_name_of(v) if k in ("judge", "summarizer", "reranker") else v) for k, v in self.s.items()}
         settings.setdefault("judge", _name_of(self.mem.judge))
@@ -365,8 +369,9 @@ class _Run:
         widest = max(limit, s["pool_limit"])
         pool = self.mem.pool_for(request.replace(limit=widest, rerank=False, recency_from="created"),
                                  scoring.pool_size(widest, self.floors[0]), first_only=True)
-        scores = self._rerank_scores(pool, ev.query) if self.reranker else None
+        scores, final = self._stage_scores(pool, ev.query)
         self.rerank_scores.append(scores)
+        self.final_scores.append(final)
         if self.on_probe is not None:
             self.extras.append(self.on_probe(self.mem, ev, t))
         sess_bit = {sid: 1 << j for j, sid in enumerate(ev.relevant_sessions[:MAX_SESSION_BITS])}
@@ -384,7 +389,7 @@ class _Run:
         else:
             p = resolve_params(self.policy, {}, s)
             if self.reranker is not None and scores is not None:
-                ranked = reranked_pool(pool, scores, self.reranker, floors=self.floors)
+                ranked = reranked_pool(pool, scores, self.reranker, floors=self.floors, final=final)
             else:
                 ranked = smoothed_pool(pool) if self.smoothed else pool
             log = self.policy_access
@@ -403,21 +408,17 @@ class _Run:
             "ranked_ids": list(shipped), "tokens": int(tokens_used), **met, "recall_ms": recall_ms, "meta": ev.meta})
         row["status"] = f"recalled {len(res)}"
 
-    def _rerank_scores(self, pool: CandidatePool, query: str) -> np.ndarray:
-        """The reranker's score of each candidate some recall up to the pool's limit would
-        rerank (NaN for the others). In a hybrid pool that is every candidate: which ones a
-        limit reranks depends on the hybrid weight, and the pool a limit gathers does not, so
-        scoring them all lets a sweep vary the weight of a reranked replay too."""
-        limits = np.arange(1, pool.limit + 1)[:, None]
-        valid, first = scoring.searched_slots(pool.dense, pool.lexical, pool.relevance, len(pool), limits,
-                                              pool.mode == "hybrid", pool.hybrid_weight, self.floors[0])
-        deep = self.floors[1] > scoring.RERANK_FLOOR  # reads by the smoothed first stage: every candidate may count
-        reranked = valid if pool.mode == "hybrid" or deep else scoring.rerank_slots(first, pool.ts, valid, limits,
-                                                                                    self.floors[1])
-        slots = np.flatnonzero(reranked.any(axis=0))
-        out = np.full(len(pool), np.nan)
-        out[slots] = rerank_scores(self.mem.reranker, query, [self.rows[pool.ids[j]]["text"] for j in slots])
-        return out
+    def _stage_scores(self, pool: CandidatePool, query: str) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """The second stage's scores of the probe's pool and, in a cascade, the final stage's
+        (see :mod:`vxmem.workbench.stage_scores`); None where there is no such stage."""
+        if not self.reranker:
+            return None, None
+        read = read_scores(pool, query, self.floors, self.mem.reranker,
+                           lambda slots: [self.rows[pool.ids[j]]["text"] for j in slots])
+        if self.final is None:
+            return read, None
+        return read, kept_scores(pool, query, self.floors, read, self.final,
+                                 lambda slots: self.mem.in_context([pool.ids[j] for j in slots]))
 
     def _is_stale(self, mid: str, ev: Event) -> bool:
         return bool(set(ev.stale) & set(self.rows[mid]["labels"]))

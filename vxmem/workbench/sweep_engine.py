@@ -28,7 +28,7 @@ from .record import Replay
 # The pool arrays a job ranks a chunk of probes from.
 CHUNK_ARRAYS = ("relevance", "dense", "lexical", "ts", "age_days", "tokens", "grade", "stale", "foreign",
                  "session_bits", "feedback_signs", "feedback_ages", "n", "ideal", "n_relevant", "n_sessions",
-                 "rerank_score", "neighbour_key")
+                 "rerank_score", "neighbour_key", "final_score")
 # The chunk arrays that hold a value per pool slot (the feedback ones per event too): all but the per-probe ones.
 _SLOT_ARRAYS = frozenset(CHUNK_ARRAYS) - {"n", "ideal", "n_relevant", "n_sessions"}
 
@@ -168,6 +168,12 @@ def _search_chunk(pools: Mapping[str, np.ndarray], sl: slice, g: Grid) -> _Searc
         stage = np.where(read, np.nan_to_num(c["rerank_score"]), 0.0)
         fused, valid = deep.fused_slots(stage, smoothed, c["ts"], read, prev, nxt, lim)
         relevance = np.where(valid, fused, 0.0)
+        if g.cascade:  # the accurate preset's cross-encoder over what the deep stage kept
+            final = np.where(valid, c["final_score"], 0.0)
+            if np.isnan(final).any():
+                raise ValueError("these limits keep candidates the replay's final stage did not score: replay "
+                                 "with pool_limit at least the largest limit")
+            relevance = deep.cascade_relevance(fused, final, valid)
     elif g.smoothed:  # the fast preset: the first stage smoothed over neighbouring turns, its best kept
         prev, nxt = deep.neighbour_slots(c.get("neighbour_key", np.full(c["relevance"].shape, np.nan)))
         smoothed, valid = deep.read_slots(relevance, c["ts"], valid, prev, nxt, lim, scoring.RERANK_FLOOR)

@@ -166,8 +166,9 @@ def relevance_note(best_raw: float | None, threshold: float | None, mode: str,
     calibrated ``probability`` that anything relevant was found is below
     :data:`~vxmem.memory.confidence.MATCH_THRESHOLD` or the raw relevance is below the
     pipeline's noise floor ``threshold`` (either signal is enough), else ``"caption"``.
-    ``rerank`` names the reranker whose score the relevance is, if any."""
-    scale = f"{rerank} logit" if rerank else \
+    ``rerank`` names the reranker whose score the relevance is, if any (of a cascade,
+    ``"second > final"``, the final one's)."""
+    scale = f"{rerank.rsplit(' > ', 1)[-1]} logit" if rerank else \
         {"dense": "cosine", "lexical": "BM25", "hybrid": "fused dense + BM25"}.get(mode, mode)
     if best_raw is None or (isinstance(best_raw, float) and math.isnan(best_raw)):
         return "caption", "No candidate: nothing to rank."
