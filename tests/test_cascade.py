@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from vxmem import ConversationMemory, Vectrix
-from vxmem.memory.recall import CONTEXT_WORDS
+from vxmem.memory.late_stage import CONTEXT_WORDS
 from vxmem.models.late import COLBERT_SMALL
 from vxmem.models.packaged import MS_MARCO_MINILM_L12
 from vxmem.models.rerank import default_reranker

@@ -64,10 +64,10 @@ class Calibration:
 _BGE = "bge-small-en-v1.5-int8"
 CALIBRATIONS: dict[tuple[str | None, str | None], Calibration] = {
     (None, _BGE): Calibration(-6.2864, (3.7421, 1.582, 3.7421, 0.3964, 6.7673), "fast"),
-    ("answerai-colbert-small-v1-int8", _BGE): Calibration(-6.4654, (2.5567, 2.4525, 6.6045, 0.4569, 5.6031),
+    ("answerai-colbert-small-v1-int8", _BGE): Calibration(-6.8091, (2.6764, 2.056, 7.1063, 0.4509, 5.3588),
                                                           "default"),
     ("answerai-colbert-small-v1-int8 > ms-marco-MiniLM-L-12-v2-int8", _BGE): Calibration(
-        -4.7945, (-0.0169, 0.0475, 3.0513, 0.1571, 0.6106), "accurate"),
+        -4.6212, (-0.0061, 0.0259, 2.9878, 0.1004, 0.6289), "accurate"),
     (None, "hashing-char35-262144-384-s20240601"): Calibration(-1.0029, (-1.0784, 1.6599, -1.0784, 0.5951, 6.4232),
                                                                "hashing, no second stage"),
 }

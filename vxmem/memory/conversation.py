@@ -86,6 +86,7 @@ from .draft import (
     write_draft,
     write_drafts,
 )
+from .late_stage import context_text, write_contexts
 from .reading import MemoryReading
 from .stages import DEFAULT_PRESET, check_preset, is_late, preset_stages
 from .supersession import live_heads, mark_superseded
@@ -200,7 +201,7 @@ class ConversationMemory(MemoryReading):
             with self.store.locked() as m:  # fail fast, before the embedder runs
                 refuse_taken(m, d.id)
         # The callables (embedder, token counter, judge) run outside the lock, on a snapshot.
-        soon = self._late_soon([d.text])  # the token vectors encode while the embedder runs
+        soon = self._late_soon([d])  # the token vectors encode while the embedder runs
         vec = self.store.embed([d.text])[0]
         tokens = self.store.count_tokens([d.text])[0]
         late = self._late_bits(soon)
@@ -232,24 +233,35 @@ class ConversationMemory(MemoryReading):
             for i in given:
                 refuse_taken(m, i)
         texts = [d.text for d in drafts]
-        soon = self._late_soon(texts)
+        soon = self._late_soon(drafts)
         vecs = self.store.embed(texts)  # one batch, outside the lock
         tokens = self.store.count_tokens(texts)
         late = self._late_bits(soon)
         contradicted = [self._judge(d.text, v, d.session, d.ts) if d.run_judge else [] for d, v in zip(drafts, vecs)]
         return write_drafts(self.store, drafts, vecs, tokens, contradicted, late)
 
-    def _late_soon(self, texts: list[str]) -> Future[list[bytes]] | None:
-        """The texts' late-interaction token vectors, encoding on the model's worker thread,
-        when this memory's recall reads them; else None."""
+    def _late_soon(self, drafts: Sequence[Draft]) -> tuple[Future[list[bytes]], list[str | None]] | None:
+        """The drafts' late-interaction token vectors, their own and read in context (see
+        :mod:`~vxmem.memory.late_stage`), encoding on the model's worker thread, with the
+        contexts read, when this memory's recall reads them; else None."""
         if not (is_late(self.reranker) and self._reranking(None)):
             return None
         assert isinstance(self.reranker, LateInteraction)
-        return self.reranker.encode_soon(texts)
+        with self.store.locked() as m:
+            contexts = write_contexts(m, drafts)
+        texts = [d.text for d in drafts] + [context_text(c, d.text) for d, c in zip(drafts, contexts) if c is not None]
+        return self.reranker.encode_soon(texts), contexts
 
-    def _late_bits(self, soon: Future[list[bytes]] | None) -> LateBits | None:
-        """What :meth:`_late_soon` started, once encoded: the model's name and the vectors."""
-        return None if soon is None else (getattr(self.reranker, "name", ""), soon.result())
+    def _late_bits(self, soon: tuple[Future[list[bytes]], list[str | None]] | None) -> LateBits | None:
+        """What :meth:`_late_soon` started, once encoded."""
+        if soon is None:
+            return None
+        job, contexts = soon
+        bits = job.result()
+        n = len(contexts)
+        read = iter(bits[n:])
+        return LateBits(getattr(self.reranker, "name", ""), bits[:n],
+                        [None if c is None else next(read) for c in contexts], contexts)
 
     def _draft_of(self, item: Any, i: int, defaults: dict[str, Any]) -> Draft:
         """Item ``i`` of ``remember_many()``, checked; an error names the item."""

@@ -16,6 +16,7 @@ from ..core.checks import check_bool, check_choice, check_int, check_positive, c
 from ..core.clock import TimeLike, to_epoch
 from ..core.keys import K_SUPERSEDES, K_TURN, K_USER, KIND_PINNED, KIND_TURN, KINDS, TURN_LIMIT
 from ..store.checks import check_id
+from ..store.columns import session_key
 from ..store.database import Transaction
 from ..store.mirror import Mirror
 from ..store.seam import MemoryStore
@@ -28,8 +29,18 @@ REMEMBER_DEFAULTS: dict[str, Any] = {"session": None, "role": "user", "turn": No
                                      "pinned": False, "kind": None, "metadata": None, "id": None, "ttl_days": None,
                                      "check": None, "user": None}
 REMEMBER_ARGS = ("text", *REMEMBER_DEFAULTS)
-# A write's late-interaction token vectors: the model's name, and each memory's (in order).
-LateBits = tuple[str, list[bytes]]
+
+
+class LateBits(NamedTuple):
+    """A write's late-interaction token vectors, one per memory in order: the model's
+    ``name``, each memory's ``own``, and ``read``, those of it read in ``context`` (the text
+    of the turn :func:`~vxmem.memory.late_stage.write_contexts` says it follows; None where
+    it follows none)."""
+
+    name: str
+    own: list[bytes]
+    read: list[bytes | None]
+    context: list[str | None]
 
 
 class Draft(NamedTuple):
@@ -114,16 +125,35 @@ def _prepared(m: Mirror, d: Draft, named: list[str]) -> tuple[str, dict[str, Any
 
 
 def _insert(m: Mirror, tx: Transaction, d: Draft, new_id: str, meta: dict[str, Any], vec: np.ndarray, tokens: int,
-            live: list[str], late: tuple[str, bytes] | None = None) -> None:
-    """Write one prepared draft in ``tx``: its turn number, the document, its late-interaction
-    token vectors (``late``: the model's name and them), its supersession links."""
+            live: list[str], late: LateBits | None, i: int, written: dict[tuple[str, int], tuple[int, str]]) -> None:
+    """Write draft ``i`` of a write, prepared, in ``tx``: its turn number, the document, its
+    late-interaction token vectors (``late``), its supersession links. ``written`` maps the
+    (session, number) of each turn this transaction wrote before it to (rowid, text)."""
+    turn = None
     if d.kind == KIND_TURN:
-        meta[K_TURN] = claim_turn(m, tx, d.session, d.turn)
+        turn = meta[K_TURN] = claim_turn(m, tx, d.session, d.turn)
     tx.insert(new_id, d.text, meta, vec, tokens)
+    key = session_key(d.session)
+    if turn is not None:
+        written[(key, turn)] = (tx.last_rowid, d.text)
     if late is not None:
-        tx.put_late(*late)
+        tx.put_late(late.name, late.own[i])
+        before, read = _written_before(m, written, key, d.session, turn), late.read[i]
+        if read is not None and before is not None and before[1] == late.context[i]:
+            tx.put_late_context(late.name, before[0], read)  # read after the turn it does follow
     for old in live:
         mark_superseded(m, tx, old, new_id, d.ts)
+
+
+def _written_before(m: Mirror, written: dict[tuple[str, int], tuple[int, str]], key: str, session: str | None,
+                    turn: int | None) -> tuple[int, str] | None:
+    """(rowid, text) of the live turn numbered ``turn - 1`` in the session (None: none)."""
+    if turn is None:
+        return None
+    if (key, turn - 1) in written:
+        return written[(key, turn - 1)]
+    p = m.turn_at(m.session_code(session), float(turn - 1))
+    return None if p < 0 else (int(m.rowid[p]), m.texts[p])
 
 
 def write_draft(store: MemoryStore, d: Draft, vec: np.ndarray, tokens: int, named: list[str],
@@ -136,7 +166,7 @@ def write_draft(store: MemoryStore, d: Draft, vec: np.ndarray, tokens: int, name
             refuse_taken(m, d.id)
         new_id, meta, live = _prepared(m, d, named)
         with store.transaction() as tx:
-            _insert(m, tx, d, new_id, meta, vec, tokens, live, None if late is None else (late[0], late[1][0]))
+            _insert(m, tx, d, new_id, meta, vec, tokens, live, late, 0, {})
         return new_id
 
 
@@ -149,7 +179,8 @@ def write_drafts(store: MemoryStore, drafts: Sequence[Draft], vecs: np.ndarray, 
             if d.id is not None:
                 refuse_taken(m, d.id)
         ready = [_prepared(m, d, named) for d, named in zip(drafts, contradicted)]
+        written: dict[tuple[str, int], tuple[int, str]] = {}
         with store.transaction() as tx:
             for i, (d, (new_id, meta, live), vec, n) in enumerate(zip(drafts, ready, vecs, tokens)):
-                _insert(m, tx, d, new_id, meta, vec, n, live, None if late is None else (late[0], late[1][i]))
+                _insert(m, tx, d, new_id, meta, vec, n, live, late, i, written)
         return [new_id for new_id, _, _ in ready]

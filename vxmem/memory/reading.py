@@ -41,7 +41,8 @@ from .bookkeeping import memory_pos
 from .checks import any_if_none, check_memory_filter
 from .confidence import match_probability
 from .context import ContextBlock, assemble
-from .recall import MemoryResults, drop_below, gather, in_context, rank, rerank_pool, smoothed_pool
+from .late_stage import in_context, late_scores
+from .recall import MemoryResults, drop_below, gather, rank, rerank_pool, smoothed_pool
 from .request import RecallRequest
 from .stages import Stage, floors, preset_stages, stage_name
 from .supersession import HistoryEntry, chain
@@ -235,6 +236,16 @@ class MemoryReading:
         one's text after the turn just before it in its session, when there is one."""
         with self.store.locked() as m:
             return in_context(m, np.array([m.pos_of_id[i] for i in ids], dtype=np.int64))
+
+    def stage_scores(self, query: str, ids: Sequence[str]) -> np.ndarray:
+        """The second stage's score of the memories ``ids`` for ``query``, as ``recall()``
+        computes it (late interaction from the stored token vectors, own and in context; any
+        other reranker from their texts)."""
+        with self.store.locked() as m:
+            pos = np.array([m.pos_of_id[i] for i in ids], dtype=np.int64)
+            if isinstance(self.reranker, LateInteraction):
+                return late_scores(self.store, m, self.reranker, query, pos)
+            return rerank_scores(self.reranker, query, [m.texts[p] for p in pos.tolist()])
 
     def _prepare(self, request: RecallRequest) -> None:
         """Run what ``request`` needs of the models before the lock: the query's embedding,

@@ -26,9 +26,9 @@ from ..ranking.pool import CandidatePool
 from ..store.mirror import Mirror, SessionArg
 from ..store.results import Result, Results
 from ..store.seam import MemoryStore
+from .late_stage import in_context, late_scores
 
 _FRAME_KEYS = (K_KIND, K_SESSION, K_ROLE, K_TURN, K_TS)
-CONTEXT_WORDS = 24  # how much of the turn before a memory a cascade's final stage reads with it
 _NONE: dict[str, Any] = {}  # the metadata of a candidate without feedback, as _feedback_matrix reads it
 
 
@@ -123,11 +123,10 @@ def _deep_pool(pool: CandidatePool, m: Mirror, query: str, reranker: Reranker, n
     smoothed, read = deep.read_slots(pool.relevance, pool.ts, valid, prev, nxt, pool.limit, floor)
     slots = np.flatnonzero(read)
     positions = pool.positions[slots]
-    texts = [m.texts[p] for p in positions.tolist()]
     if store is not None and isinstance(reranker, LateInteraction):
-        got = _late_scores(store, reranker, query, positions, texts)
+        got = late_scores(store, m, reranker, query, positions)
     else:
-        got = rerank_scores(reranker, query, texts)
+        got = rerank_scores(reranker, query, [m.texts[p] for p in positions.tolist()])
     stage = np.zeros(n)
     stage[slots] = got
     fused, kept = deep.fused_slots(stage, smoothed, pool.ts, read, prev, nxt, pool.limit)
@@ -139,33 +138,6 @@ def _deep_pool(pool: CandidatePool, m: Mirror, query: str, reranker: Reranker, n
     every = np.ones(keep.size, dtype=bool)
     return pool.take(keep, relevance=deep.cascade_relevance(fused[keep], last, every), first_stage=first,
                      rerank=name, second_stage=stage[keep], final_stage=last)
-
-
-def in_context(m: Mirror, positions: np.ndarray) -> list[str]:
-    """The texts a cascade's final stage reads: each memory's, after the end of the turn just
-    before it in its session when there is one (a reply says little without what it answers).
-    Only that turn's last :data:`CONTEXT_WORDS` words: the question a reply answers sits at
-    its end, and a long turn would cost time and push the memory's own words out of the model's
-    window."""
-    before = m.turns_before(positions)
-    return [m.texts[p] if b < 0 else f"{_tail(m.texts[b])}\n{m.texts[p]}"
-            for p, b in zip(positions.tolist(), before.tolist())]
-
-
-def _tail(text: str) -> str:
-    words = text.split()
-    return text if len(words) <= CONTEXT_WORDS else " ".join(words[-CONTEXT_WORDS:])
-
-
-def _late_scores(store: MemoryStore, late: LateInteraction, query: str, positions: np.ndarray,
-                 texts: list[str]) -> np.ndarray:
-    """Late-interaction scores from the stored token vectors (the missing ones encoded now)."""
-    stored = store.late_vectors(positions, late.name)
-    missing = [i for i, bits in enumerate(stored) if bits is None]
-    if missing:
-        for i, bits in zip(missing, late.encode([texts[i] for i in missing])):
-            stored[i] = bits
-    return late.score(query, [b for b in stored if b is not None])
 
 
 def raw_relevance(pool: CandidatePool) -> np.ndarray:

@@ -94,6 +94,11 @@ class Transaction:
         transaction inserted last (see :mod:`vxmem.store.late_table`)."""
         late_table.put(self.conn, model, [(self.last_rowid, bits)])
 
+    def put_late_context(self, model: str, prev: int, bits: bytes) -> None:
+        """Store the token vectors ``model`` made of the document this transaction inserted
+        last read after the document with rowid ``prev``."""
+        late_table.put_context(self.conn, model, self.last_rowid, prev, bits)
+
     def _stored(self, tokens: int) -> int | None:
         """``tokens`` as stored: the count if the handle's token counter is the one ``vx_meta``
         names (named by this transaction if none is yet), else NULL (counted again at open)."""

@@ -363,6 +363,13 @@ class Engine:
         got = late_table.get(self.database.conn, model, rowids)
         return [got.get(r) for r in rowids]
 
+    def late_context_vectors(self, positions: np.ndarray, model: str) -> list[tuple[int, bytes] | None]:
+        """``(rowid of the turn before, token vectors)`` ``model`` stored for the documents at
+        ``positions`` read in context (None where none are stored). Call it inside ``locked()``."""
+        rowids = self.mirror.rowid[positions].tolist()
+        got = late_table.get_context(self.database.conn, model, rowids)
+        return [got.get(r) for r in rowids]
+
     def follow(self, ops: list[tuple[Any, ...]]) -> None:
         """Apply a committed transaction's ops to the mirror and the HNSW cache."""
         m = self.mirror

@@ -38,6 +38,7 @@ from .columns import (
 )
 from .results import Result
 from .session_blocks import SessionBlock
+from .turn_index import TurnIndex
 
 # session_key is columns.py's, handed on: the memory layer imports it from here.
 __all__ = ["ANY_SESSION", "COLUMNS", "Mirror", "SessionArg", "session_key"]
@@ -110,6 +111,7 @@ class Mirror:
         self.user_codes: dict[str, int] = {}
         self._session_pos: dict[int, list[int]] = {}
         self._blocks: dict[int, SessionBlock] = {}
+        self._turns = TurnIndex()
         self._live: np.ndarray | None = None  # live_positions(), until a document comes or goes
         self.n_alive = 0
         self.latest = -np.inf
@@ -168,6 +170,7 @@ class Mirror:
         self._set_columns(p, meta)
 
     def _set_columns(self, p: int, meta: dict[str, Any]) -> None:
+        turn_was = float(self.turn[p])
         code, self.ts[p], self.expires[p], self.superseded[p], self.turn[p], key = columns_of(meta)
         self.kind[p] = code
         self.feedback[p] = bool(meta.get(K_FEEDBACK))
@@ -182,12 +185,16 @@ class Mirror:
             if old >= 0:
                 self._session_pos[old].remove(p)
                 self._blocks.pop(old, None)
+                self._turns.dropped(old)
             if new >= 0:
                 self._session_pos.setdefault(new, []).append(p)
                 blk = self._blocks.get(new)
                 if blk is not None and not blk.append(p, self.vector(p)):
                     del self._blocks[new]
+                self._turns.added(new, float(self.turn[p]), p)
             self.session[p] = new
+        elif new >= 0 and turn_was != self.turn[p] and not (np.isnan(turn_was) and np.isnan(self.turn[p])):
+            self._turns.dropped(new)
 
     def _note_times(self, p: int, meta: dict[str, Any]) -> None:
         """Raise :attr:`latest` to the times this memory's metadata records."""
@@ -277,6 +284,7 @@ class Mirror:
         if code >= 0:
             self._session_pos[code].remove(p)
             self._blocks.pop(code, None)
+            self._turns.dropped(code)
             self.session[p] = -1
         self.kind[p] = NO_KIND
         self.user[p] = -1
@@ -469,17 +477,12 @@ class Mirror:
         turn = np.nan_to_num(self.turn[pos], nan=0.0)
         return pos[np.lexsort((pos, self.ts[pos], turn))].tolist()
 
-    def turns_before(self, pos: np.ndarray) -> np.ndarray:
-        """The position of the turn just before each of ``pos`` in its session (turn number
-        minus one), -1 where there is none: the first turn, or not a numbered turn."""
-        out = np.full(len(pos), -1, dtype=np.int64)
-        for i, p in enumerate(np.asarray(pos, dtype=np.int64).tolist()):
-            code, turn = int(self.session[p]), float(self.turn[p])
-            if code >= 0 and np.isfinite(turn):
-                mates = np.array(self._session_pos.get(code, ()), dtype=np.int64)
-                hit = mates[self.turn[mates] == turn - 1]
-                out[i] = hit.max() if hit.size else -1
-        return out
+    def turn_at(self, code: int, turn: float) -> int:
+        """The position of the live document numbered ``turn`` in the session with ``code``
+        (-1: none, or no such session)."""
+        if code < 0 or not np.isfinite(turn):
+            return -1
+        return self._turns.at(code, turn, self._session_pos.get(code, ()), self.turn)
 
     def memory_position(self, id: str) -> int | None:
         """The position of the memory ``id``; None when there is no such document or it is

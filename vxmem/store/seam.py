@@ -81,5 +81,9 @@ class MemoryStore(Protocol):
         """The token vectors ``model`` stored for ``positions`` (None: none), inside ``locked()``."""
         ...
 
+    def late_context_vectors(self, positions: np.ndarray, model: str) -> list[tuple[int, bytes] | None]:
+        """(turn before's rowid, token vectors) stored read in context (None: none), inside ``locked()``."""
+        ...
+
 
 

@@ -413,8 +413,7 @@ class _Run:
         (see :mod:`vxmem.workbench.stage_scores`); None where there is no such stage."""
         if not self.reranker:
             return None, None
-        read = read_scores(pool, query, self.floors, self.mem.reranker,
-                           lambda slots: [self.rows[pool.ids[j]]["text"] for j in slots])
+        read = read_scores(pool, self.floors, lambda slots: self.mem.stage_scores(query, [pool.ids[j] for j in slots]))
         if self.final is None:
             return read, None
         return read, kept_scores(pool, query, self.floors, read, self.final,

@@ -30,19 +30,19 @@ def _searched(pool: CandidatePool, floors: tuple[int, int]) -> tuple[np.ndarray,
     return limits, valid, first
 
 
-def read_scores(pool: CandidatePool, query: str, floors: tuple[int, int], reranker: Reranker,
-                texts: Texts) -> np.ndarray:
-    """The reranker's score of each candidate some recall up to the pool's limit would
-    rerank (NaN for the others). In a hybrid pool, or for a deep stage, that is every
-    candidate: which ones a limit reranks depends on the hybrid weight, and the pool a limit
-    gathers does not, so scoring them all lets a sweep vary the weight of a reranked replay too."""
+def read_scores(pool: CandidatePool, floors: tuple[int, int], scores: Callable[[list[int]], np.ndarray]) -> np.ndarray:
+    """The reranker's score (``scores`` of some of the pool's slots) of each candidate some
+    recall up to the pool's limit would rerank (NaN for the others). In a hybrid pool, or
+    for a deep stage, that is every candidate: which ones a limit reranks depends on the
+    hybrid weight, and the pool a limit gathers does not, so scoring them all lets a sweep
+    vary the weight of a reranked replay too."""
     limits, valid, first = _searched(pool, floors)
     deep_stage = floors[1] > scoring.RERANK_FLOOR  # reads by the smoothed first stage: every candidate may count
     reranked = valid if pool.mode == "hybrid" or deep_stage else scoring.rerank_slots(first, pool.ts, valid, limits,
                                                                                       floors[1])
     slots = np.flatnonzero(reranked.any(axis=0))
     out = np.full(len(pool), np.nan)
-    out[slots] = rerank_scores(reranker, query, texts(slots.tolist()))
+    out[slots] = scores(slots.tolist())
     return out
 
 
