@@ -146,7 +146,8 @@ st.caption(f"Each preset's quality per millisecond (as `benchmarks/bench_quality
            f"above: recall@{s['limit']} of its live recall with its bootstrap 95% interval, then per probe category; "
            "coverage@D, the share of each probe's relevant memories within the first D candidates of the preset's "
            "recorded first stage, ordered as its second stage picks what it reads (D: how deep that stage reads, "
-           "120 for late interaction and 20 for the cross-encoder; fast: its top k); ms p50 and p99 per recall and "
-           "the median ms per write (each turn's or fact's `remember()`). The timings come from this replay on "
-           "this machine, without the replay cache: compare them with each other, not with another machine's.")
+           "120 for late interaction, before the accurate preset's cross-encoder; fast: its top k); ms p50 and p99 "
+           "per recall and the median ms per write (each turn's or fact's `remember()`). The timings come from this "
+           "replay on this machine, without the replay cache: compare them with each other, not with another "
+           "machine's.")
 shared.sample_caveat(int(per_preset["probes"].min()))

@@ -112,7 +112,7 @@ def stage_depth(replay: Replay, limit: int) -> int:
     """D: how many of a probe's first-stage candidates ``replay``'s second stage reads at
     ``limit``, as ``recall()`` counts them: ``max(2 x limit, rerank floor)`` with a reranker
     (the floors of :func:`vxmem.ranking.scoring.stage_floors`: 120 for late interaction, 20 for
-    the cross-encoder), else ``limit`` (the fast preset's top, as ``bench_quality.py`` counts it)."""
+    a cross-encoder that reads alone), else ``limit`` (the fast preset's top, as ``bench_quality.py`` counts it)."""
     if replay.rerank is None:
         return check_limit(limit)
     return scoring.rerank_depth(limit, replay.floors[1])
