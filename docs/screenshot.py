@@ -136,6 +136,8 @@ def open_tune(page, url: str) -> None:
 
 def import_chat(page, url: str, chat_path: Path) -> None:
     """On the Import page: upload an OpenAI-format chat file and write a probe for it."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
     open_page(page, url, "import")
     page.get_by_test_id("stMain").locator('[data-testid="stFileUploader"] input[type="file"]').first.set_input_files(
         str(chat_path))
@@ -150,8 +152,15 @@ def import_chat(page, url: str, chat_path: Path) -> None:
     page.keyboard.press("Enter")
     page.keyboard.press("Escape")
     wait_until_idle(page)
-    page.get_by_role("button", name="Add the probe").click()
-    page.get_by_text("The turns this probe should return, and why").wait_for(timeout=60_000)
+    wait_until_idle(page)
+    page.get_by_role("button", name="Add the probe").click()  # waits until the button is enabled
+    why = page.get_by_text("The turns this probe should return, and why")
+    try:
+        why.wait_for(timeout=60_000)
+    except PlaywrightTimeout:  # a rerun still in flight swallowed the click: click once more
+        wait_until_idle(page)
+        page.get_by_role("button", name="Add the probe").click()
+        why.wait_for(timeout=60_000)
     # The header is drawn a moment before the table under it: wait for the table itself, since
     # the status widget may not have shown yet when the click's rerun starts.
     page.get_by_test_id("stTable").locator("tbody tr").first.wait_for(timeout=60_000)
