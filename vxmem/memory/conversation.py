@@ -152,8 +152,7 @@ class ConversationMemory(MemoryReading):
         self.preset = check_preset(DEFAULT_PRESET if preset is None else preset)
         self.recency_from = check_choice(recency_from, "recency_from", scoring.RECENCY_FROM)
         self.rerank = None if rerank is None else check_bool(rerank, "rerank")
-        self.own_reranker = reranker is not None
-        self.own = check_reranker(reranker) if self.own_reranker else None
+        self.own = None if reranker is None else check_reranker(reranker)
         self.reranker, self.final = preset_stages(self.preset, self.own)
         self.min_relevance = check_min_relevance(min_relevance)
         self.blend = Blend(half_life_days, recency_weight, feedback_weight, feedback_half_life_days, hybrid_weight)

@@ -21,6 +21,7 @@ import numpy as np
 
 from ..core.keys import KIND_TURN
 from ..models.late import LateInteraction, TokenBits, maxsim
+from ..store.columns import session_key
 from ..store.mirror import Mirror
 from ..store.seam import MemoryStore
 
@@ -94,7 +95,7 @@ def write_contexts(m: Mirror, drafts: Sequence[Any]) -> list[str | None]:
         if d.kind != KIND_TURN:
             out.append(None)
             continue
-        key = repr(d.session)
+        key = session_key(d.session)
         prev: str | None
         if key in last and (d.turn is None or d.turn == last[key][0] + 1):
             prev, number = last[key][1], last[key][0] + 1

@@ -75,10 +75,14 @@ class MemoryReading:
     reranker: Reranker  # the second stage
     final: Reranker | None  # a cascade's last stage (the accurate preset's cross-encoder), else None
     own: Reranker | None  # the reranker the caller gave (see stages.preset_stages), else None
-    own_reranker: bool
     preset: str
     preset_given: bool  # the caller named the preset (its second stage runs unless rerank=False)
     recency_from: str
+
+    @property
+    def own_reranker(self) -> bool:
+        """Whether the caller gave this memory its reranker."""
+        return self.own is not None
 
     @property
     def store(self) -> MemoryStore:

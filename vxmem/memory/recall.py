@@ -87,7 +87,7 @@ def rerank_pool(pool: CandidatePool, m: Mirror, query: str, reranker: Reranker, 
     (encoding the texts of those that have none). The first stage's relevance stays beside
     it as ``first_stage``; ``name`` goes to ``rerank``. A deep stage's ``final`` reranker (a
     cascade) then scores the candidates it kept, each read in context (see
-    :func:`in_context`). Call it inside ``store.locked()``, like :func:`gather`.
+    :func:`~vxmem.memory.late_stage.in_context`). Call it inside ``store.locked()``, like :func:`gather`.
     """
     if pool.positions is None:
         raise ValueError("only a live pool (made under the lock) can be reranked")
