@@ -131,10 +131,11 @@ categories = [c for c in per_preset if c.startswith("recall · ")]
 timings = {c: st.column_config.NumberColumn(c.replace("_", " "), format="%.2f", width=80)
            for c in ("ms_p50", "ms_p99", "ms_per_write")}
 # Two tables, so neither runs off the page however many categories the dataset has.
-st.dataframe(with_ci(per_preset, ["recall"])[["preset", "recall", "coverage", "depth", *timings, "probes"]],
+st.dataframe(with_ci(per_preset, ["recall"])[["preset", "recall", "mrr", "coverage", "depth", *timings, "probes"]],
              hide_index=True, width="stretch", column_config={
                  "preset": st.column_config.TextColumn(width=80),
                  "recall": st.column_config.TextColumn(f"recall@{s['limit']} [95% CI]", width=170),
+                 "mrr": st.column_config.NumberColumn(f"MRR@{s['limit']}", format="%.3f", width=80),
                  "coverage": st.column_config.NumberColumn("coverage@D", format="%.3f", width=90),
                  "depth": st.column_config.NumberColumn("D", width=50), **timings,
                  "probes": st.column_config.NumberColumn(width=60)})
@@ -144,6 +145,7 @@ if categories:
         **{c: st.column_config.NumberColumn(c, format="%.3f") for c in categories}})
 st.caption(f"Each preset's quality per millisecond (as `benchmarks/bench_quality.py` prints it), from the replays "
            f"above: recall@{s['limit']} of its live recall with its bootstrap 95% interval, then per probe category; "
+           f"MRR@{s['limit']}, the mean reciprocal rank of each probe's first relevant memory (how high it sits); "
            "coverage@D, the share of each probe's relevant memories within the first D candidates of the preset's "
            "recorded first stage, ordered as its second stage picks what it reads (D: how deep that stage reads, "
            "120 for late interaction, before the accurate preset's cross-encoder; fast: its top k); ms p50 and p99 "

@@ -6,8 +6,8 @@
 For each preset (``fast``, ``default``, ``accurate``) it prints, on LoCoMo conversations (a
 path: the file is not shipped) and on the shipped synthetic datasets:
 
-- R@10 of the evidence turns, overall, per category and per conversation (LoCoMo), and the
-  replay's mean recall@10 and stale-leak@10 (synthetic);
+- R@10 of the evidence turns, overall, per category and per conversation (LoCoMo), with the
+  overall R@5 and MRR@10 (how high the first evidence turn sits), and the replay's mean recall@10 and stale-leak@10 (synthetic);
 - first-stage coverage: the evidence within the first stage's top D, D being how deep the
   preset's second stage reads (120 for late interaction, which the accurate preset's cascade
   runs too before its cross-encoder; 10 for fast);
@@ -132,8 +132,10 @@ def locomo(path: str, presets: Sequence[str], rounds: int) -> tuple[pd.DataFrame
                 ev = set(pr.relevant)
                 top = [id2dia[i] for i in db.recall(pr.query, now=now).ids[:10]]
                 first = _coverage(db, pr.query, now, p, id2dia)
+                rank1 = next((i + 1 for i, x in enumerate(top) if x in ev), None)
                 rows.append({"preset": p, "conversation": conv.name, "category": pr.category,
-                             "r10": len(ev & set(top)) / len(ev), "coverage": len(ev & set(first)) / len(ev)})
+                             "r10": len(ev & set(top)) / len(ev), "r5": len(ev & set(top[:5])) / len(ev),
+                             "mrr": 1.0 / rank1 if rank1 else 0.0, "coverage": len(ev & set(first)) / len(ev)})
         for db, _, _ in dbs.values():
             db.close()
     return pd.DataFrame(rows), pd.DataFrame(times)
@@ -161,14 +163,15 @@ def locomo_table(rows: pd.DataFrame, times: pd.DataFrame, presets: Sequence[str]
     write = times[times.kind == "write"].groupby("preset")["ms"].median()
     floor = p50["floor"]
     head = ["preset", *(f"{c} R@10" for c in cats), *(f"{c} R@10" for c in convs), "**all R@10**",
-            "coverage@D (D)", "coverage, worst category", "ms p50 (x floor)", "ms p99 (x p50)", "ms / remember()"]
+            "all R@5", "MRR@10", "coverage@D (D)", "coverage, worst category", "ms p50 (x floor)", "ms p99 (x p50)", "ms / remember()"]
     lines = ["| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 1)]
     for p in presets:
         d = rows[rows.preset == p]
         worst = d.groupby("category")["coverage"].mean().min()
         cells = [f"{d[d.category == c].r10.mean():.3f}" for c in cats]
         cells += [f"{d[d.conversation == c].r10.mean():.3f}" for c in convs]
-        cells += [f"**{d.r10.mean():.3f}**", f"{d.coverage.mean():.3f} ({DEPTH[p]})", f"{worst:.3f}",
+        cells += [f"**{d.r10.mean():.3f}**", f"{d.r5.mean():.3f}", f"{d.mrr.mean():.3f}",
+                  f"{d.coverage.mean():.3f} ({DEPTH[p]})", f"{worst:.3f}",
                   f"{p50[p]:.1f} ({p50[p] / floor:.1f}x)", f"{p99[p]:.1f} ({p99[p] / p50[p]:.1f}x)",
                   f"{write[p]:.1f}"]
         lines.append(f"| {p} | " + " | ".join(cells) + " |")

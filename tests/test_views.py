@@ -306,6 +306,7 @@ def test_the_presets_table_gives_each_preset_its_quality_per_millisecond(preset_
         probes = pd.DataFrame(rep.probes)
         assert row["recall"] == pytest.approx(probes["recall"].mean(), abs=1e-12)  # the live recall
         assert row["recall_lo"] <= row["recall"] <= row["recall_hi"] and row["probes"] == rep.n_probes
+        assert row["mrr"] == pytest.approx(probes["rr"].mean(), abs=1e-12)  # how high the first relevant one sits
         by_category = probes.groupby("category")["recall"].mean().dropna()  # "unanswerable" has nothing to find
         assert {c: row[f"recall · {c}"] for c in by_category.index} == pytest.approx(by_category.to_dict())
         assert not [c for c in row if c.startswith("recall · ") and c.removeprefix("recall · ") not in by_category]

@@ -24,7 +24,7 @@ from .intervals import with_intervals
 from .settings import grid_point
 
 COST_COLUMNS = ["label", "kind", "preset", "policy", "recall", "ms_per_recall", "probes", "on_front"]
-PRESET_COLUMNS = ["preset", "recall", "recall_lo", "recall_hi", "coverage", "depth", "ms_p50", "ms_p99",
+PRESET_COLUMNS = ["preset", "recall", "recall_lo", "recall_hi", "mrr", "coverage", "depth", "ms_p50", "ms_p99",
                   "ms_per_write", "probes"]
 
 
@@ -154,7 +154,8 @@ def presets_table(replays: Mapping[str, Sequence[Replay]], point: Mapping[str, A
     ``recall``, recall@k of the blend at the replays' settings, which is their live ``recall()``,
     with its bootstrap 95% interval (``recall_lo``, ``recall_hi``); ``recall · <category>``,
     its mean over the probes of each category present (but one whose probes have nothing
-    relevant, which recall cannot score); ``coverage``, the mean of
+    relevant, which recall cannot score); ``mrr``, the mean reciprocal rank of each probe's
+    first relevant memory in the top k (how high it sits, which recall@k does not say); ``coverage``, the mean of
     :func:`stage_coverage` (the relevant memories within the first ``depth`` candidates of the
     first stage, ``depth`` being how deep the preset's second stage reads; the largest over
     the probes); ``ms_p50`` and ``ms_p99``, quantiles of the live recalls' milliseconds
@@ -172,7 +173,7 @@ def presets_table(replays: Mapping[str, Sequence[Replay]], point: Mapping[str, A
         coverage = np.concatenate([stage_coverage(r, limit) for r in reps])
         depths = [stage_depth(r, limit or int(lim)) for r in reps for lim in r.pools["limit"]]
         ms = recall_times(reps)
-        rows.append({"preset": preset, **{k: float(row[k]) for k in ("recall", "recall_lo", "recall_hi")},
+        rows.append({"preset": preset, **{k: float(row[k]) for k in ("recall", "recall_lo", "recall_hi", "mrr")},
                      **{f"recall{LABEL_SEP}{c}": float(v) for c, v in by_category.items()},
                      "coverage": _mean(coverage), "depth": max(depths, default=0),
                      "ms_p50": _quantile(ms, 0.5), "ms_p99": _quantile(ms, 0.99),
