@@ -6,8 +6,9 @@
 For each preset (``fast``, ``default``, ``accurate``) it prints, on LoCoMo conversations (a
 path: the file is not shipped) and on the shipped synthetic datasets:
 
-- R@10 of the evidence turns, overall, per category and per conversation (LoCoMo), with the
-  overall R@5 and MRR@10 (how high the first evidence turn sits), and the replay's mean recall@10 and stale-leak@10 (synthetic);
+- R@10 of the evidence turns, overall, per category and per conversation (LoCoMo), with
+  the overall R@5 and MRR@10 (how high the first evidence turn sits); the replay's mean
+  recall@10 and stale-leak@10 (synthetic);
 - first-stage coverage: the evidence within the first stage's top D, D being how deep the
   preset's second stage reads (120 for late interaction, which the accurate preset's cascade
   runs too before its cross-encoder; 10 for fast);
@@ -163,7 +164,8 @@ def locomo_table(rows: pd.DataFrame, times: pd.DataFrame, presets: Sequence[str]
     write = times[times.kind == "write"].groupby("preset")["ms"].median()
     floor = p50["floor"]
     head = ["preset", *(f"{c} R@10" for c in cats), *(f"{c} R@10" for c in convs), "**all R@10**",
-            "all R@5", "MRR@10", "coverage@D (D)", "coverage, worst category", "ms p50 (x floor)", "ms p99 (x p50)", "ms / remember()"]
+            "all R@5", "MRR@10", "coverage@D (D)", "coverage, worst category", "ms p50 (x floor)", "ms p99 (x p50)",
+            "ms / remember()"]
     lines = ["| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 1)]
     for p in presets:
         d = rows[rows.preset == p]
