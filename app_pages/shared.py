@@ -184,8 +184,8 @@ def settings_sidebar() -> None:
         if s["embedder"] == "default":
             st.selectbox("Recall preset", config.PRESETS, key=_bind("preset"), on_change=_changed, args=("preset",),
                          help="`preset`: fast (the first stage alone), default (late interaction over the first "
-                              "stage's 120 best) or accurate (the default, then a cross-encoder over the 20 it "
-                              "keeps). A change replays the dataset once.")
+                              "stage's 120 best) or accurate (the default, then a cross-encoder reordering its top "
+                              "limit). A change replays the dataset once.")
         st.selectbox("Ages count from", config.RECENCY_FROM, key=_bind("recency_from"), on_change=_changed,
                      args=("recency_from",), format_func=lambda v: config.RECENCY_LABELS[v],
                      help="`recency_from`: when a memory was stored, or when a recall last returned it "

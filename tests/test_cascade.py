@@ -1,4 +1,4 @@
-"""The accurate preset's cascade: the default's deep stage, then the cross-encoder over what it kept."""
+"""The accurate preset's cascade: the default's stages and blend, then the cross-encoder reordering its top limit."""
 
 import numpy as np
 import pytest
@@ -25,19 +25,26 @@ def _notes(db):
                             timestamp=T0)
 
 
-def test_the_cross_encoder_reranks_what_the_default_keeps_and_mixes_half_and_half():
+def test_the_cross_encoder_reorders_the_defaults_top_limit_and_mixes_half_and_half():
     db = Vectrix(embedder="hashing", rerank=True)
     _notes(db)
     default = db.memory.candidate_pool(QUERY, limit=10, now=T0 + 60)
     accurate = ConversationMemory(db, preset="accurate").candidate_pool(QUERY, limit=10, now=T0 + 60)
-    assert accurate.ids == default.ids and accurate.rerank == CASCADE  # the same 20 kept, in slot order
-    np.testing.assert_array_equal(accurate.second_stage, default.second_stage)
+    shipped = db.recall(QUERY, limit=10, now=T0 + 60).ids
+    assert len(default) == 20 and len(accurate) == 10 and accurate.rerank == CASCADE
+    assert sorted(accurate.ids) == sorted(shipped)  # the very memories the default returns, no others
+    slot = {m: j for j, m in enumerate(default.ids)}
+    picked = np.array([slot[m] for m in accurate.ids])
+    assert (np.diff(picked) > 0).all()  # in slot order
+    np.testing.assert_array_equal(accurate.second_stage, default.second_stage[picked])
     want = default_reranker()(QUERY, db.memory.in_context(accurate.ids))
     np.testing.assert_allclose(accurate.final_stage, want)
     every = np.ones(len(accurate), dtype=bool)
-    mixed = 0.5 * deep.masked_minmax(default.relevance, every) + 0.5 * deep.masked_minmax(want, every)
+    mixed = 0.5 * deep.masked_minmax(default.relevance[picked], every) + 0.5 * deep.masked_minmax(want, every)
     np.testing.assert_allclose(accurate.relevance, mixed)
     np.testing.assert_allclose(accurate.raw_relevance, want)  # min_relevance reads the cross-encoder's logit
+    reordered = ConversationMemory(db, preset="accurate").recall(QUERY, limit=10, now=T0 + 60).ids
+    assert sorted(reordered) == sorted(shipped) and reordered != shipped  # the same ten, in another order
 
 
 def test_a_recall_shows_every_stage_and_filters_on_the_cross_encoders_score():
@@ -90,3 +97,12 @@ def test_an_accurate_replay_sweeps_exactly_as_recall(hashing_embedder, tmp_path)
         assert rankings(rep, **p) == rankings(back, **p) == [e[j] for e in rep.extras], p
     with pytest.raises(ValueError, match="accurate preset's cross-encoder"):
         sweep(rep, {"hybrid_weight": [0.2, 0.5]})
+
+
+def test_another_policy_picks_the_top_the_cross_encoder_reorders_alike_in_replay_and_sweep(hashing_embedder):
+    rep = replay(generate("knowledge_update"), {"preset": "accurate"}, embedder=hashing_embedder,
+                 policy="multiplicative", cache=False)
+    assert rep.cascade and rep.meta["policy"] == "multiplicative"
+    ranked = [p["ranked_ids"] for p in rep.probes]
+    assert ranked == rankings(rep, "multiplicative")
+    assert ranked != [p["recalled_ids"] for p in rep.probes]  # its own top, not the blend's

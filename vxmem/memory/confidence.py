@@ -67,7 +67,7 @@ CALIBRATIONS: dict[tuple[str | None, str | None], Calibration] = {
     ("answerai-colbert-small-v1-int8", _BGE): Calibration(-6.8091, (2.6764, 2.056, 7.1063, 0.4509, 5.3588),
                                                           "default"),
     ("answerai-colbert-small-v1-int8 > ms-marco-MiniLM-L-12-v2-int8", _BGE): Calibration(
-        -4.6212, (-0.0061, 0.0259, 2.9878, 0.1004, 0.6289), "accurate"),
+        -4.7219, (-0.0002, 0.1771, 3.1279, 0.0763, 0.5359), "accurate"),
     (None, "hashing-char35-262144-384-s20240601"): Calibration(-1.0029, (-1.0784, 1.6599, -1.0784, 0.5951, 6.4232),
                                                                "hashing, no second stage"),
 }

@@ -125,8 +125,8 @@ class ConversationMemory(MemoryReading):
         replaces the cascade's cross-encoder.
     :param preset: ``"default"`` (late interaction over the first stage's top 120, token
         vectors stored at write time), ``"fast"`` (the first stage alone) or ``"accurate"``
-        (the default's stages, then the cross-encoder over the 20 they keep, each turn read
-        after the one before it; about 25 times the default's time). None: ``"default"``,
+        (the default's stages and blend, then the cross-encoder reordering the ``limit`` memories
+        they return, each turn read after the one before it; about 10 times the default's time). None: ``"default"``,
         whose second stage runs when ``rerank`` says so (by default with vxmem's default
         embedder); a preset named here runs its second stage unless ``rerank=False``.
     :param min_relevance: the default of ``recall(min_relevance=...)`` (raw scale; None:

@@ -42,7 +42,7 @@ from .checks import any_if_none, check_memory_filter
 from .confidence import match_probability
 from .context import ContextBlock, assemble
 from .late_stage import in_context, late_scores
-from .recall import MemoryResults, drop_below, gather, rank, rerank_pool, smoothed_pool
+from .recall import MemoryResults, cascade_pool, drop_below, gather, rank, rerank_pool, smoothed_pool
 from .request import RecallRequest
 from .stages import Stage, floors, preset_stages, stage_name
 from .supersession import HistoryEntry, chain
@@ -308,8 +308,8 @@ class MemoryReading:
     def _pool(self, m: Mirror, request: RecallRequest, size: int | None = None,
               first_only: bool = False) -> CandidatePool:
         """``request``'s candidate pool, from the mirror ``m`` (inside ``store.locked()``):
-        gathered, through its second stage (unless ``first_only``), cut by ``min_relevance``,
-        aged as it asks."""
+        gathered, through its second stage (unless ``first_only``), aged as it asks, through a
+        cascade's final stage (the blend's top ``limit`` only), cut by ``min_relevance``."""
         now_ts = request.now
         assert now_ts is not None  # a request's time is fixed when it is made
         scope = any_if_none(request.session)
@@ -324,15 +324,17 @@ class MemoryReading:
         if len(found) and not first_only:  # an empty pool ranks to nothing; a replay records the first stage
             if stage.reranker is not None:
                 found = rerank_pool(found, m, request.query, stage.reranker, stage_name(stage.reranker, stage.final),
-                                    store=self.store, floor=stage.rerank_floor, final=stage.final)
+                                    store=self.store, floor=stage.rerank_floor)
             elif stage.smooth:
                 found = smoothed_pool(found)
-        floor = self.min_relevance if request.min_relevance is None else request.min_relevance
-        if floor is not None:
-            found = drop_below(found, floor)
         aged_from = self.recency_from if request.recency_from is None else request.recency_from
         if aged_from == "accessed" and found.positions is not None:
             found = found.aged_from_access(self.store.last_access(found.positions, now_ts))
+        if len(found) and not first_only and stage.reranker is not None and stage.final is not None:
+            found = cascade_pool(found, m, request.query, stage.final, blend)  # reorders the blend's top limit
+        floor = self.min_relevance if request.min_relevance is None else request.min_relevance
+        if floor is not None:
+            found = drop_below(found, floor)
         return found
 
     def _reranking(self, rerank: Any) -> bool:

@@ -77,22 +77,20 @@ def gather(store: MemoryStore, m: Mirror, query: str, positions: np.ndarray, *, 
 
 
 def rerank_pool(pool: CandidatePool, m: Mirror, query: str, reranker: Reranker, name: str, *,
-                store: MemoryStore | None = None, floor: int = scoring.RERANK_FLOOR,
-                final: Reranker | None = None) -> CandidatePool:
+                store: MemoryStore | None = None, floor: int = scoring.RERANK_FLOOR) -> CandidatePool:
     """The pool's ``max(2 x limit, floor)`` most relevant candidates (by the mode's relevance,
     not by the blend), their relevance replaced by ``reranker``'s score of (query, text); of
     a stage that reads deeper than 20, only its best (see :func:`~vxmem.ranking.scoring.kept_slots`).
 
     A late-interaction reranker scores with the token vectors ``store`` holds for them
     (encoding the texts of those that have none). The first stage's relevance stays beside
-    it as ``first_stage``; ``name`` goes to ``rerank``. A deep stage's ``final`` reranker (a
-    cascade) then scores the candidates it kept, each read in context (see
-    :func:`~vxmem.memory.late_stage.in_context`). Call it inside ``store.locked()``, like :func:`gather`.
+    it as ``first_stage``; ``name`` goes to ``rerank``. A cascade's final stage comes after
+    the blend (:func:`cascade_pool`). Call it inside ``store.locked()``, like :func:`gather`.
     """
     if pool.positions is None:
         raise ValueError("only a live pool (made under the lock) can be reranked")
     if floor > scoring.RERANK_FLOOR:
-        return _deep_pool(pool, m, query, reranker, name, store, floor, final)
+        return _deep_pool(pool, m, query, reranker, name, store, floor)
     slots = scoring.rank_order(pool.relevance, pool.ts)[: scoring.rerank_depth(pool.limit, floor)]
     texts = [m.texts[p] for p in pool.positions[slots].tolist()]
     scores = rerank_scores(reranker, query, texts)
@@ -111,10 +109,9 @@ def smoothed_pool(pool: CandidatePool) -> CandidatePool:
 
 
 def _deep_pool(pool: CandidatePool, m: Mirror, query: str, reranker: Reranker, name: str,
-               store: MemoryStore | None, floor: int, final: Reranker | None) -> CandidatePool:
+               store: MemoryStore | None, floor: int) -> CandidatePool:
     """A deep stage's pool (see :mod:`vxmem.ranking.deep`): the ``max(2 x limit, 20)`` best
-    candidates by the fused score, in slot order, which becomes their relevance (in a
-    cascade, mixed with the ``final`` stage's score)."""
+    candidates by the fused score, in slot order, which becomes their relevance."""
     assert pool.positions is not None
     n = len(pool)
     keys = pool.neighbour_key if pool.neighbour_key is not None else np.full(n, np.nan)
@@ -132,12 +129,27 @@ def _deep_pool(pool: CandidatePool, m: Mirror, query: str, reranker: Reranker, n
     fused, kept = deep.fused_slots(stage, smoothed, pool.ts, read, prev, nxt, pool.limit)
     keep = np.flatnonzero(kept)
     first = np.asarray(pool.relevance)[keep]
-    if final is None:
-        return pool.take(keep, relevance=fused[keep], first_stage=first, rerank=name, second_stage=stage[keep])
-    last = rerank_scores(final, query, in_context(m, pool.positions[keep]))
-    every = np.ones(keep.size, dtype=bool)
-    return pool.take(keep, relevance=deep.cascade_relevance(fused[keep], last, every), first_stage=first,
-                     rerank=name, second_stage=stage[keep], final_stage=last)
+    return pool.take(keep, relevance=fused[keep], first_stage=first, rerank=name, second_stage=stage[keep])
+
+
+def cascade_pool(pool: CandidatePool, m: Mirror, query: str, final: Reranker, blend: Blend) -> CandidatePool:
+    """A cascade's last stage (the accurate preset) over a deep stage's pool: the pool blended
+    with ``blend``, its ``limit`` best (the memories the default would return; the others
+    leave the pool) read by ``final``, each in context (see
+    :func:`~vxmem.memory.late_stage.in_context`), their relevance its score mixed with the
+    fused one (:func:`~vxmem.ranking.deep.cascade_relevance`), for :func:`rank` to blend
+    again. Call it inside ``store.locked()``, like :func:`gather`."""
+    if pool.positions is None:
+        raise ValueError("only a live pool (made under the lock) can be reranked")
+    if len(pool) == 0:
+        return pool
+    score, _, _, _ = pool.blend(blend.half_life_days, blend.recency_weight, blend.feedback_weight,
+                                blend.feedback_half_life_days)
+    top = np.flatnonzero(deep.cascade_slots(score, pool.ts, np.ones(len(pool), dtype=bool), pool.limit))
+    last = rerank_scores(final, query, in_context(m, pool.positions[top]))
+    every = np.ones(top.size, dtype=bool)
+    return pool.take(top, relevance=deep.cascade_relevance(np.asarray(pool.relevance)[top], last, every),
+                     final_stage=last)
 
 
 def raw_relevance(pool: CandidatePool) -> np.ndarray:

@@ -3,9 +3,9 @@
 ``"fast"``: the first stage alone (hybrid search and the blend; no model beyond the query's
 embedding). ``"default"``: late interaction (:class:`~vxmem.models.late.LateInteraction`)
 over the first stage's 120 most relevant candidates, with token vectors stored at write
-time. ``"accurate"``: the default's stages, then a cascade: the cross-encoder over the
-``max(2 x limit, 20)`` candidates the default keeps, each read after the turn before it, its
-score mixed with theirs (see :mod:`vxmem.ranking.deep`); about 25 times the default's time.
+time. ``"accurate"``: the default's stages and blend, then a cascade: the cross-encoder reorders
+the ``limit`` memories the default returns, each read after the turn before it, its score
+mixed with theirs (see :mod:`vxmem.ranking.deep`); about 10 times the default's time.
 docs/BENCHMARKS.md has each one's recall and time.
 """
 

@@ -10,10 +10,12 @@ candidates, not 20, so evidence the first stage ranks 60th still counts. Around 
    normalised over the ``D`` candidates read, mixed ``0.6 / 0.4``, then smoothed again
    (``0.5``) among the candidates read.
 3. **What the blend sees.** Only the ``max(2 x limit, 20)`` best fused candidates.
-4. **A cascade** (the accurate preset) then runs a cross-encoder over just those and mixes
-   its score with the fused one, each min-max normalised over them, ``0.5 / 0.5``. The
-   cross-encoder reads each turn after the end of the turn before it in its session: a reply
-   ("yes, last Tuesday") says little without what it answers.
+4. **A cascade** (the accurate preset) then blends those as the default would, and runs a
+   cross-encoder over the ``limit`` best only (:func:`cascade_slots`): it reorders what the
+   default returns and never changes which memories those are. Its score is mixed with the
+   fused one, each min-max normalised over them, ``0.5 / 0.5``, and they are blended again.
+   The cross-encoder reads each turn after the end of the turn before it in its session: a
+   reply ("yes, last Tuesday") says little without what it answers.
 
 Every function takes arrays whose last axis is the pool's slots (leading axes broadcast: a
 sweep's grid and probes) and a ``valid`` mask of the slots that count.
@@ -34,7 +36,7 @@ CASCADE_SHARE = 0.5  # in a cascade, the final stage's share of the relevance th
 _TURN_SPAN = 2.0**40  # neighbour keys: local session index x this + turn number
 
 __all__ = ["SMOOTH_FIRST", "SMOOTH_FUSED", "STAGE_SHARE", "neighbour_keys", "neighbour_slots", "masked_minmax",
-           "smooth", "read_slots", "fused_slots", "CASCADE_SHARE", "cascade_relevance"]
+           "smooth", "read_slots", "fused_slots", "CASCADE_SHARE", "cascade_relevance", "cascade_slots"]
 
 
 def neighbour_keys(sessions: Sequence[object], turns: np.ndarray) -> np.ndarray:
@@ -111,3 +113,19 @@ def cascade_relevance(fused: np.ndarray, final: np.ndarray, kept: np.ndarray) ->
     (0 elsewhere)."""
     mixed = (1 - CASCADE_SHARE) * masked_minmax(fused, kept) + CASCADE_SHARE * masked_minmax(final, kept)
     return np.where(kept, mixed, 0.0)
+
+
+def cascade_slots(score: np.ndarray, ts: np.ndarray, valid: np.ndarray, limit: np.ndarray | int) -> np.ndarray:
+    """The mask of the ``valid`` slots among the ``limit`` best by the blended ``score`` (ties
+    as :func:`~vxmem.ranking.scoring.rank_order` breaks them): what a cascade's final stage reads."""
+    score = np.asarray(score, dtype=np.float64)
+    valid = np.broadcast_to(np.asarray(valid, dtype=bool), score.shape)
+    lim = np.asarray(limit, dtype=np.int64)
+    k = min(int(lim.max(initial=0)), score.shape[-1])
+    if k == 0:
+        return np.zeros(score.shape, dtype=bool)
+    order = scoring.rank_order(score, ts, valid=valid, k=k)
+    top = scoring.take_last(valid, order) & (np.arange(order.shape[-1]) < lim)
+    mask = np.zeros(score.shape, dtype=bool)
+    np.put_along_axis(mask, order, top, axis=-1)
+    return mask

@@ -102,7 +102,7 @@ class Grid:
     kmax: int
     floors: tuple[int, int] = (scoring.POOL_FLOOR, scoring.RERANK_FLOOR)
     smoothed: bool = False
-    cascade: bool = False  # a final stage reranked what the deep stage kept (pools["final_score"])
+    cascade: bool = False  # a final stage reorders the blend's top limit (pools["final_score"])
 
     @property
     def shape(self) -> tuple[int, ...]:

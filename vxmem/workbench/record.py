@@ -14,7 +14,7 @@ import json
 import math
 import os
 import zipfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +28,8 @@ from ..ranking.pool import AccessLog, LabelledPool
 from ..ranking.scoring import HYBRID_WEIGHT, RECENCY_FROM, pool_size
 from .datasets.model import DatasetError
 from .policies import Policy, get_policy, rank_pool, resolve_params
+
+ScoreFn = Callable[[LabelledPool], np.ndarray]  # a pool blended: a cascade reorders its top
 
 POOL_COLUMNS = ["probe", "slot", "id", "label", "kind", "relevance", "relevance_norm", "age_days", "recency",
                 "feedback", "score", "rank", "tokens", "n_feedback", "grade", "stale", "foreign"]
@@ -99,7 +101,8 @@ class Replay:
             mode=self.mode, hybrid_weight=self.hybrid_weight)
         if self.rerank is not None:
             final = self.pools["final_score"][i, :n] if self.cascade else None
-            return reranked_pool(pool, self.pools["rerank_score"][i, :n], self.rerank, limit, self.floors, final)
+            return reranked_pool(pool, self.pools["rerank_score"][i, :n], self.rerank, limit, self.floors, final,
+                                 self._blend_score)
         if self.smoothed:
             return smoothed_pool(pool, limit)
         if limit is not None and self.mode == "hybrid":  # the members within that limit's two top lists, fused
@@ -125,7 +128,8 @@ class Replay:
     @property
     def cascade(self) -> bool:
         """Whether the probes recalled with a cascade (the accurate preset): a final stage
-        reranked what the deep stage kept; ``pools["final_score"]`` holds its scores."""
+        reorders the blend's top limit; ``pools["final_score"]`` holds its scores of every
+        candidate the deep stage kept, so any blend's top is scored."""
         return bool(self.meta.get("cascade", False))
 
     @property
@@ -152,6 +156,11 @@ class Replay:
         """The blend the probes recalled with: the replay's settings, the spec's defaults
         for what they leave out."""
         return Blend.of(self.settings, base=Blend(hybrid_weight=self.hybrid_weight))
+
+    def _blend_score(self, pool: LabelledPool) -> np.ndarray:
+        """``pool`` blended as the probes recalled (what a cascade's final stage reorders the top of)."""
+        b = self.blend
+        return pool.blend(b.half_life_days, b.recency_weight, b.feedback_weight, b.feedback_half_life_days)[0]
 
     def to_frames(self) -> dict[str, Any]:
         """DataFrames: ``events``, ``memories`` (one row per memory, with when it was
@@ -383,15 +392,17 @@ def as_replays(replays: Replay | Iterable[Replay]) -> list[Replay]:
 
 def reranked_pool(pool: LabelledPool, scores: np.ndarray, name: str, limit: int | None = None,
                   floors: tuple[int, int] = (scoring.POOL_FLOOR, scoring.RERANK_FLOOR),
-                  final: np.ndarray | None = None) -> LabelledPool:
+                  final: np.ndarray | None = None, score: ScoreFn | None = None) -> LabelledPool:
     """Of a recorded first-stage pool, the candidates a recall with ``limit`` (default: the
     probe's own) reranked, in first-stage order, with the reranker's ``scores`` as their
-    relevance (a deep stage's fusion; in a cascade, mixed with the ``final`` stage's scores)."""
+    relevance (a deep stage's fusion). In a cascade, only the ``limit`` best by ``score`` (of
+    the deep stage's pool; default: the blend's defaults), their relevance mixed with the
+    ``final`` stage's recorded scores (see :func:`~vxmem.ranking.deep.cascade_slots`)."""
     lim = pool.limit if limit is None else check_limit(limit)
     valid, first = scoring.searched_slots(pool.dense, pool.lexical, pool.relevance, len(pool), lim,
                                           pool.mode == "hybrid", pool.hybrid_weight, floors[0])
     if floors[1] > scoring.RERANK_FLOOR:
-        return _deep_pool(pool, scores, name, lim, first, valid, floors[1], final)
+        return _deep_pool(pool, scores, name, lim, first, valid, floors[1], final, score)
     slots = np.flatnonzero(scoring.rerank_slots(first, pool.ts, valid, lim, floors[1]))
     slots = slots[scoring.rank_order(first[slots], pool.ts[slots])]
     if np.isnan(scores[slots]).any():
@@ -413,10 +424,10 @@ def smoothed_pool(pool: LabelledPool, limit: int | None = None) -> LabelledPool:
 
 
 def _deep_pool(pool: LabelledPool, scores: np.ndarray, name: str, lim: int, first: np.ndarray, valid: np.ndarray,
-               floor: int, final: np.ndarray | None) -> LabelledPool:
+               floor: int, final: np.ndarray | None, score: ScoreFn | None) -> LabelledPool:
     """What a deep second stage kept of a recorded pool, as ``recall()`` runs it (see
-    :mod:`vxmem.ranking.deep`): its best fused candidates, in slot order (a cascade's relevance
-    mixed with the ``final`` stage's recorded scores)."""
+    :mod:`vxmem.ranking.deep`): its best fused candidates, in slot order (of a cascade, the
+    ``lim`` best by ``score``, their relevance mixed with the ``final`` stage's recorded scores)."""
     keys = pool.neighbour_key if pool.neighbour_key is not None else np.full(len(pool), np.nan)
     prev, nxt = deep.neighbour_slots(keys)
     smoothed, read = deep.read_slots(first, pool.ts, valid, prev, nxt, lim, floor)
@@ -425,16 +436,20 @@ def _deep_pool(pool: LabelledPool, scores: np.ndarray, name: str, lim: int, firs
     stage = np.where(read, np.nan_to_num(scores), 0.0)
     fused, kept = deep.fused_slots(stage, smoothed, pool.ts, read, prev, nxt, lim)
     slots = np.flatnonzero(kept)
+    deep_pool = pool.take(slots, relevance=fused[slots], first_stage=first[slots], rerank=name,
+                          second_stage=stage[slots])
     if final is None:
-        return pool.take(slots, relevance=fused[slots], first_stage=first[slots], rerank=name,
-                         second_stage=stage[slots])
+        return deep_pool
     last = final[slots]
     if np.isnan(last).any():
         raise ValueError(f"limit {lim} keeps candidates this replay's final stage did not score: replay with "
                          f"pool_limit={lim}")
-    mixed = deep.cascade_relevance(fused[slots], last, np.ones(slots.size, dtype=bool))
-    return pool.take(slots, relevance=mixed, first_stage=first[slots], rerank=name, second_stage=stage[slots],
-                     final_stage=last)
+    blend = get_policy("blend")
+    blended = score(deep_pool) if score is not None else blend.score(deep_pool, resolve_params(blend, {}))
+    top = np.flatnonzero(deep.cascade_slots(np.broadcast_to(blended, (len(deep_pool),)), deep_pool.ts,
+                                            np.ones(len(deep_pool), dtype=bool), lim))
+    mixed = deep.cascade_relevance(fused[slots][top], last[top], np.ones(top.size, dtype=bool))
+    return deep_pool.take(top, relevance=mixed, final_stage=last[top])
 
 
 def _json_default(o: Any) -> Any:

@@ -388,13 +388,13 @@ class _Run:
             shipped = res.ids
         else:
             p = resolve_params(self.policy, {}, s)
-            if self.reranker is not None and scores is not None:
-                ranked = reranked_pool(pool, scores, self.reranker, floors=self.floors, final=final)
-            else:
-                ranked = smoothed_pool(pool) if self.smoothed else pool
             log = self.policy_access
-            if log is not None:
-                ranked = ranked.aged_from_access(log.seen(ranked.ids, t))
+            ranked = pool if log is None else pool.aged_from_access(log.seen(pool.ids, t))
+            if self.reranker is not None and scores is not None:  # a cascade reorders the policy's top
+                ranked = reranked_pool(ranked, scores, self.reranker, floors=self.floors, final=final,
+                                       score=lambda kept: self.policy.score(kept, p))
+            elif self.smoothed:
+                ranked = smoothed_pool(ranked)
             shipped = [ranked.ids[j] for j in rank_pool(ranked, self.policy, limit=limit,
                                                       token_budget=s["token_budget"], **p)]
             if log is not None:

@@ -168,12 +168,9 @@ def _search_chunk(pools: Mapping[str, np.ndarray], sl: slice, g: Grid) -> _Searc
         stage = np.where(read, np.nan_to_num(c["rerank_score"]), 0.0)
         fused, valid = deep.fused_slots(stage, smoothed, c["ts"], read, prev, nxt, lim)
         relevance = np.where(valid, fused, 0.0)
-        if g.cascade:  # the accurate preset's cross-encoder over what the deep stage kept
-            final = np.where(valid, c["final_score"], 0.0)
-            if np.isnan(final).any():
-                raise ValueError("these limits keep candidates the replay's final stage did not score: replay "
-                                 "with pool_limit at least the largest limit")
-            relevance = deep.cascade_relevance(fused, final, valid)
+        if g.cascade and np.isnan(np.where(valid, c["final_score"], 0.0)).any():  # reorders the blend's top
+            raise ValueError("these limits keep candidates the replay's final stage did not score: replay "
+                             "with pool_limit at least the largest limit")
     elif g.smoothed:  # the fast preset: the first stage smoothed over neighbouring turns, its best kept
         prev, nxt = deep.neighbour_slots(c.get("neighbour_key", np.full(c["relevance"].shape, np.nan)))
         smoothed, valid = deep.read_slots(relevance, c["ts"], valid, prev, nxt, lim, scoring.RERANK_FLOOR)
@@ -194,6 +191,11 @@ def _rank_searched(s: _Searched, g: Grid, age_days: np.ndarray | None = None) ->
                           feedback_ages=c["feedback_ages"], tokens=c["tokens"])
     score = g.policy.score(batch, s.params, s.valid)
     score, valid = np.broadcast_arrays(score, s.valid)
+    if g.cascade:  # the accurate preset: its cross-encoder reorders the policy's top limit (ranking.deep)
+        valid = deep.cascade_slots(score, c["ts"], valid, s.limit)
+        relevance = deep.cascade_relevance(s.relevance, np.nan_to_num(c["final_score"]), valid)
+        score = g.policy.score(dataclasses.replace(batch, relevance=relevance), s.params, valid)
+        score, valid = np.broadcast_arrays(score, valid)
     top = scoring.rank_order(score, c["ts"], valid=valid, k=g.kmax)
     in_list = scoring.take_last(valid, top) & (np.arange(top.shape[-1]) < s.limit)
     tokens = _take(c["tokens"], top)
