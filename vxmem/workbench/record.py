@@ -81,7 +81,9 @@ class Replay:
         """Probe ``i``'s cached pool, unpadded, with the replay's labels (``grade``,
         ``stale``, ``foreign``, ``session_bits``). In a reranked replay, the candidates the
         probe's recall reranked, in first-stage order, their ``relevance`` the reranker's
-        score (the recorded arrays hold every candidate of ``pool_limit``).
+        score (the recorded arrays hold every candidate of ``pool_limit``); in a cascade, the
+        ``limit`` the replay's blend ranks best, with the final stage's score mixed in (ages as
+        recorded, even when the replay's ages count from access).
 
         With ``limit``, only the pool ``recall(limit=limit)`` would have blended: the first
         ``max(4 x limit, 40)`` slots by relevance (of a hybrid pool, the members within that
