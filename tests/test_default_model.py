@@ -259,3 +259,41 @@ def test_the_playground_warns_when_the_best_result_matches_nothing(monkeypatch):
     assert real["ranking"]["label"].iloc[0] == "m0"
     assert views.relevance_note(float(real["ranking"]["relevance"].max()), real["low_relevance"], real["mode"],
                                 real["rerank"], real["match_probability"])[0] == "caption"
+
+
+def _session_output(model, feed_text, disabled):
+    """The first output of ``model`` run on its own onnxruntime session, every fusion but ``disabled``."""
+    from tokenizers import Tokenizer
+
+    from vxmem.models.onnx import import_onnxruntime
+
+    ort = import_onnxruntime()
+    files = model.files()
+    tok = Tokenizer.from_file(str(files["tokenizer.json"]))
+    tok.no_padding()
+    enc = tok.encode(*feed_text) if isinstance(feed_text, tuple) else tok.encode(feed_text)
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = 1
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    session = ort.InferenceSession(str(files["model.onnx"]), sess_options=opts, providers=["CPUExecutionProvider"],
+                                   disabled_optimizers=list(disabled))
+    ids = np.asarray([enc.ids], dtype=np.int64)
+    feed = {"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": np.asarray([enc.type_ids])}
+    return session.run(None, feed)[0]
+
+
+def test_stored_token_vectors_run_every_fusion_and_the_cross_encoder_skips_the_slow_one():
+    """Token vectors are stored, so how their model runs must not change under old databases;
+    the cross-encoder's logits are not, so it leaves out the SkipLayerNormalization fusion."""
+    from vxmem.models.late import LateInteraction
+    from vxmem.models.onnx import SKIP_LAYER_NORM_FUSION
+    from vxmem.models.rerank import OnnxCrossEncoder
+
+    text = "Caroline: I moved to Lisbon last spring, after the job at the museum came through."
+    fused = _session_output(COLBERT_SMALL, text, ())[0]
+    want = fused / np.linalg.norm(fused, axis=1, keepdims=True)
+    assert np.array_equal(LateInteraction(threads=1).tokens([text])[0], want)
+
+    query = "Where does Caroline live now?"
+    unfused = float(np.ravel(_session_output(MS_MARCO_MINILM_L12, (query, text), (SKIP_LAYER_NORM_FUSION,)))[0])
+    assert OnnxCrossEncoder(MS_MARCO_MINILM_L12, threads=1)(query, [text])[0] == unfused

@@ -33,9 +33,17 @@ import numpy as np
 
 from .packaged import PackagedModel, check_sha256
 
-__all__ = ["OnnxModel", "OnnxEmbedder", "preload", "import_onnxruntime", "default_threads"]
+__all__ = ["OnnxModel", "OnnxEmbedder", "preload", "import_onnxruntime", "default_threads",
+           "SKIP_LAYER_NORM_FUSION"]
 
 _USEARCH_EXTENSION = "usearch.compiled"
+
+# onnxruntime fuses a residual Add and the LayerNormalization after it into one SkipLayerNormalization
+# kernel. On the int8 exports vxmem bundles a run takes 14-21% less time without it, and its output is
+# closer to the graph as exported (``benchmarks/bench_fusions.py``; bge-small has no such pair). A
+# model lists it in ``OnnxModel.disabled_optimizers`` where its outputs are not stored: changing how a
+# model that stores its outputs runs would leave every stored vector slightly off its new queries.
+SKIP_LAYER_NORM_FUSION = "SkipLayerNormFusion"
 
 
 def _late() -> bool:
@@ -95,8 +103,10 @@ class OnnxModel:
     how many inputs run at once, each alone and on one onnxruntime thread, so the result of
     an input never depends on the others (default :func:`default_threads`); ``max_length``
     the tokens per input, truncated beyond. Loading takes about a second, so it waits for
-    the first call.
+    the first call. ``disabled_optimizers`` names onnxruntime graph rewrites its session leaves out.
     """
+
+    disabled_optimizers: tuple[str, ...] = ()
 
     def __init__(self, model: PackagedModel | None = None, *, onnx_path: str | os.PathLike[str] | None = None,
                  tokenizer_path: str | os.PathLike[str] | None = None, sha256: dict[str, str] | None = None,
@@ -154,7 +164,8 @@ class OnnxModel:
         opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         opts.log_severity_level = 3
-        session = ort.InferenceSession(os.fspath(onnx_path), sess_options=opts, providers=["CPUExecutionProvider"])
+        session = ort.InferenceSession(os.fspath(onnx_path), sess_options=opts, providers=["CPUExecutionProvider"],
+                                       disabled_optimizers=list(self.disabled_optimizers))
         self._inputs = {i.name for i in session.get_inputs()}
         workers = self.threads or default_threads()
         if workers > 1:

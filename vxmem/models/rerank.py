@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from .embed import callable_or_name
-from .onnx import OnnxModel
+from .onnx import SKIP_LAYER_NORM_FUSION, OnnxModel
 from .packaged import MS_MARCO_MINILM_L12, PackagedModel
 
 __all__ = ["Reranker", "OnnxCrossEncoder", "RERANKERS", "DEFAULT_RERANKER", "default_reranker", "get_reranker",
@@ -39,6 +39,8 @@ class OnnxCrossEncoder(OnnxModel):
     and off-topic queries at most -8). ``cache_size`` bounds the (query, text) -> logit
     memo (the oldest half goes when it fills).
     """
+
+    disabled_optimizers = (SKIP_LAYER_NORM_FUSION,)  # 13-21% faster a pair; a logit is never stored
 
     def __init__(self, model: PackagedModel | None = None, *, low_relevance: float | None = None,
                  cache_size: int = 100_000, **kwargs: Any):
