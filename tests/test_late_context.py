@@ -4,7 +4,7 @@ import numpy as np
 
 from vxmem import Vectrix
 from vxmem.memory.late_stage import CONTEXT_SHARE, context_text
-from vxmem.models.late import default_late_interaction
+from vxmem.models.late import LateInteraction, default_late_interaction
 
 from helpers import T0
 
@@ -79,3 +79,26 @@ def test_a_memory_whose_recall_reads_no_token_vectors_stores_none():
     db.remember_many(CHAT, session="trip", timestamp=T0)
     tables = {r[0] for r in db.engine.database.conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     assert "vx_docs" in tables and "vx_late_context" not in tables
+
+
+def _late_rows(db):
+    conn = db.engine.database.conn
+    return (conn.execute("SELECT doc, bits FROM vx_late ORDER BY doc").fetchall(),
+            conn.execute("SELECT doc, prev, bits FROM vx_late_context ORDER BY doc").fetchall())
+
+
+def test_a_write_stores_the_same_token_vectors_however_many_lanes_its_model_has():
+    # one turn on two lanes or fewer encodes its own text on the writer's thread, else on the model's worker
+    stored = []
+    for lanes in (1, 2, 4):
+        late = LateInteraction(threads=lanes)
+        db = Vectrix(embedder="hashing", rerank=True, reranker=late)
+        db.remember("I keep the spare key under the mat.", kind="fact", timestamp=T0)
+        for i, text in enumerate(CHAT):
+            db.remember(text, session="trip", timestamp=T0 + i)
+        own, read = _late_rows(db)
+        assert len(own) == 5 and len(read) == 3
+        assert [b for _, b in own] == late.encode(["I keep the spare key under the mat."] + CHAT)
+        assert [b for _, _, b in read] == late.encode([context_text(CHAT[k - 1], CHAT[k]) for k in (1, 2, 3)])
+        stored.append((own, read))
+    assert stored[0] == stored[1] == stored[2]

@@ -21,7 +21,6 @@ collection only through its seam, ``db.engine`` (:class:`~vxmem.store.seam.Memor
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import Future
 from datetime import datetime
 from typing import Any
 
@@ -81,6 +80,7 @@ from .draft import (
     REMEMBER_DEFAULTS,
     Draft,
     LateBits,
+    LateJob,
     make_draft,
     ttl_for,
     write_draft,
@@ -239,28 +239,36 @@ class ConversationMemory(MemoryReading):
         contradicted = [self._judge(d.text, v, d.session, d.ts) if d.run_judge else [] for d, v in zip(drafts, vecs)]
         return write_drafts(self.store, drafts, vecs, tokens, contradicted, late)
 
-    def _late_soon(self, drafts: Sequence[Draft]) -> tuple[Future[list[bytes]], list[str | None]] | None:
+    def _late_soon(self, drafts: Sequence[Draft]) -> LateJob | None:
         """The drafts' late-interaction token vectors, their own and read in context (see
-        :mod:`~vxmem.memory.late_stage`), encoding on the model's worker thread, with the
-        contexts read, when this memory's recall reads them; else None."""
+        :mod:`~vxmem.memory.late_stage`), started on the model's worker thread, with the
+        contexts read, when this memory's recall reads them; else None.
+
+        The worker encodes while the caller embeds. One turn on a model of two lanes or fewer
+        leaves its own text to the caller, after the embedding: its three runs then take two
+        lanes, the longest alone (the turn in context), where all three at once would share
+        two cores three ways (``benchmarks/bench_writes.py``).
+        """
         if not (is_late(self.reranker) and self._reranking(None)):
             return None
         assert isinstance(self.reranker, LateInteraction)
         with self.store.locked() as m:
             contexts = write_contexts(m, drafts)
-        texts = [d.text for d in drafts] + [context_text(c, d.text) for d, c in zip(drafts, contexts) if c is not None]
-        return self.reranker.encode_soon(texts), contexts
+        own = [d.text for d in drafts]
+        read = [context_text(c, d.text) for d, c in zip(drafts, contexts) if c is not None]
+        here = own if len(drafts) == 1 and read and self.reranker.lanes < 3 else []
+        return LateJob(self.reranker.encode_soon(read if here else own + read), contexts, here)
 
-    def _late_bits(self, soon: tuple[Future[list[bytes]], list[str | None]] | None) -> LateBits | None:
-        """What :meth:`_late_soon` started, once encoded."""
+    def _late_bits(self, soon: LateJob | None) -> LateBits | None:
+        """What :meth:`_late_soon` started, once encoded (the caller's share encoded here)."""
         if soon is None:
             return None
-        job, contexts = soon
-        bits = job.result()
-        n = len(contexts)
+        assert isinstance(self.reranker, LateInteraction)
+        bits = (self.reranker.encode(soon.here) if soon.here else []) + soon.job.result()
+        n = len(soon.contexts)
         read = iter(bits[n:])
         return LateBits(getattr(self.reranker, "name", ""), bits[:n],
-                        [None if c is None else next(read) for c in contexts], contexts)
+                        [None if c is None else next(read) for c in soon.contexts], soon.contexts)
 
     def _draft_of(self, item: Any, i: int, defaults: dict[str, Any]) -> Draft:
         """Item ``i`` of ``remember_many()``, checked; an error names the item."""

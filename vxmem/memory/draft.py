@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from concurrent.futures import Future
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -41,6 +42,16 @@ class LateBits(NamedTuple):
     own: list[bytes]
     read: list[bytes | None]
     context: list[str | None]
+
+
+class LateJob(NamedTuple):
+    """A write's late-interaction encoding under way: ``job`` the worker's, ``contexts`` as
+    :class:`LateBits` has them, and ``here`` the memories' own texts the writer encodes itself
+    (none: the worker encodes them too, before the texts read in context)."""
+
+    job: Future[list[bytes]]
+    contexts: list[str | None]
+    here: list[str]
 
 
 class Draft(NamedTuple):

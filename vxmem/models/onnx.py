@@ -132,6 +132,11 @@ class OnnxModel:
         self._tokenizer: Any = None
         self._inputs: set[str] = set()
 
+    @property
+    def lanes(self) -> int:
+        """How many inputs the model runs at once: ``threads``, else :func:`default_threads`."""
+        return self.threads or default_threads()
+
     def _files(self) -> tuple[Path, Path]:
         if self.model is not None:
             files = self.model.files(verify=True)
