@@ -70,10 +70,13 @@ def maxsim(query: np.ndarray, docs: Sequence[TokenBits]) -> np.ndarray:
     scale = np.where(scale > 0, scale, 1.0)
     q8 = np.round(q / scale[:, None]).astype(np.int8)
     dots = np.asarray(numkong.dots_packed(bits, numkong.dots_pack(q8, dtype="int8")))  # (doc tokens, query tokens)
-    # a bit b stands for the sign 2b - 1, scaled by 1 / sqrt(DIMS) to unit length
-    sims = (2.0 * dots - q8.sum(axis=1, dtype=np.int64)[None, :]) * (scale / np.sqrt(DIMS))[None, :]
+    # Each doc's best token per query token, taken on the integers: the cosine below grows with the
+    # dot product (its scale is positive), so its maximum is the best dot's, and is computed once a doc.
     starts = np.concatenate([[0], np.cumsum(lens)[:-1]])
-    return np.maximum.reduceat(sims, starts, axis=0).mean(axis=1)
+    best = np.maximum.reduceat(dots, starts, axis=0)
+    # a bit b stands for the sign 2b - 1, scaled by 1 / sqrt(DIMS) to unit length
+    sims = (2.0 * best - q8.sum(axis=1, dtype=np.int64)[None, :]) * (scale / np.sqrt(DIMS))[None, :]
+    return sims.mean(axis=1)
 
 
 class LateInteraction(OnnxModel):
