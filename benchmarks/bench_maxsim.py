@@ -1,0 +1,103 @@
+"""MaxSim's time per recall at the depths a late-interaction stage reads, beside the float reference.
+
+    python benchmarks/bench_maxsim.py [--depths 60,120,240] [--reps 300] [--locomo PATH]
+
+A recall of the default preset scores its candidates twice, against each one's own token vectors
+and against those read in context, in one MaxSim call over both: 120 candidates are 240 readings.
+Readings are the stored sign bits of real turns: LoCoMo's (a path: the file is not shipped) or
+texts of two memory-like sentences, about a LoCoMo turn's length. The query is a question of 18
+tokens. For each depth (readings per call) it prints the median ms of
+
+- ``maxsim``: :func:`vxmem.models.late.maxsim` as shipped (each doc's best token taken on the integer
+  dot products, then scaled);
+- ``scaled first``: the same integer dot products, every one scaled to a cosine before the best is
+  taken (the reference: the shipped scores must equal it bit for bit, which the run checks);
+
+each way in turn, and the ratio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_memory import sentence  # noqa: E402
+
+import vxmem  # noqa: E402,F401  (onnxruntime before usearch)
+from vxmem.models.late import DIMS, LateInteraction, TokenBits, maxsim  # noqa: E402
+
+QUERY = "What did she say about the painting she finished for the art show last month?"
+
+
+def scaled_first(query: np.ndarray, docs: Sequence[TokenBits]) -> np.ndarray:
+    """The reference: MaxSim with every dot product scaled to a cosine before each doc's best is taken."""
+    import numkong
+
+    width = DIMS // 8
+    lens = np.array([len(d) // width for d in docs], dtype=np.int64)
+    bits = np.unpackbits(np.frombuffer(b"".join(docs), dtype=np.uint8).reshape(-1, width), axis=1).view(np.int8)
+    q = np.asarray(query, dtype=np.float64)
+    scale = np.abs(q).max(axis=1) / 127.0
+    scale = np.where(scale > 0, scale, 1.0)
+    q8 = np.round(q / scale[:, None]).astype(np.int8)
+    dots = np.asarray(numkong.dots_packed(bits, numkong.dots_pack(q8, dtype="int8")))
+    sims = (2.0 * dots - q8.sum(axis=1, dtype=np.int64)[None, :]) * (scale / np.sqrt(DIMS))[None, :]
+    starts = np.concatenate([[0], np.cumsum(lens)[:-1]])
+    return np.maximum.reduceat(sims, starts, axis=0).mean(axis=1)
+
+
+def texts(n: int, locomo: str | None) -> list[str]:
+    if locomo:
+        from vxmem.workbench.datasets import load_locomo
+
+        turns = [e.text for conv in load_locomo(locomo) for e in conv.events if e.type == "turn"]
+        return turns[:n]
+    rng = np.random.default_rng(0)
+    return [f"{sentence(rng)} {sentence(rng)}" for _ in range(n)]
+
+
+def median_ms(fn, reps: int) -> float:
+    fn()
+    samples = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - t)
+    return statistics.median(samples) * 1e3
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--depths", default="60,120,240", help="candidates a recall reads (two readings each)")
+    ap.add_argument("--reps", type=int, default=300)
+    ap.add_argument("--locomo", help="a LoCoMo JSON file whose turns are the readings (not shipped)")
+    args = ap.parse_args()
+    depths = [int(d) for d in args.depths.split(",")]
+    late = LateInteraction()
+    docs = late.encode(texts(2 * max(depths), args.locomo))
+    query = late.query(QUERY)
+    tokens = np.mean([len(d) // (DIMS // 8) for d in docs])
+    print(f"{len(docs)} readings of {tokens:.1f} tokens on average; a query of {len(query)} tokens; "
+          f"median of {args.reps} calls, ms")
+    print(f"{'candidates':>10} {'readings':>9} {'maxsim':>8} {'scaled first':>13} {'ratio':>6}  same scores")
+    for depth in depths:
+        part = docs[: 2 * depth]
+        same = np.array_equal(maxsim(query, part), scaled_first(query, part))
+        times = {"maxsim": [], "scaled": []}
+        for r in range(3):  # each way in turn, the order alternating
+            ways = [("maxsim", maxsim), ("scaled", scaled_first)]
+            for name, fn in ways if r % 2 == 0 else ways[::-1]:
+                times[name].append(median_ms(lambda fn=fn, part=part: fn(query, part), args.reps // 3))
+        a, b = statistics.median(times["maxsim"]), statistics.median(times["scaled"])
+        print(f"{depth:>10} {2 * depth:>9} {a:>8.3f} {b:>13.3f} {b / a:>5.2f}x  {'yes' if same else 'NO'}")
+
+
+if __name__ == "__main__":
+    main()
