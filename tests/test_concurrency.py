@@ -222,3 +222,43 @@ def test_a_writer_closing_beside_a_reader_in_one_process_keeps_the_file_sound_fo
                 assert conn.execute("SELECT count(*) FROM vx_docs").fetchone()[0] == 1 + 300 * round
             finally:
                 conn.close()
+
+
+def test_threads_writing_turns_store_each_read_after_the_turn_it_follows_and_recall_scores_them_alike():
+    import numpy as np
+
+    from vxmem.memory.late_stage import CONTEXT_SHARE, context_text
+    from vxmem.models.late import default_late_interaction
+
+    db = Vectrix(embedder=WordHashEmbedder(), rerank=True)  # the default's late interaction: token vectors stored
+    late = default_late_interaction()
+    query = "what did the threads say about tea"
+
+    def work(k, barrier):
+        barrier.wait()
+        for i in range(6):  # a session of its own, and one all threads race into
+            db.remember(f"thread {k} says {WORDS[(i + k) % len(WORDS)]} and {WORDS[i]}",
+                        session=f"own-{k}" if i % 2 else "shared", timestamp=1000 + i)
+
+    assert _run_threads(work) == []
+    conn = db.engine.database.conn
+    by_rowid = dict(conn.execute("SELECT rowid, id FROM vx_docs").fetchall())
+    texts, after = {}, {}
+    for session in ["shared"] + [f"own-{k}" for k in range(THREADS)]:
+        order = [r.id for r in db.turns(session, now=10**6)]  # by turn number
+        texts.update((r.id, r.text) for r in db.turns(session, now=10**6))
+        after.update((order[n], order[n - 1]) for n in range(1, len(order)))
+    own = {by_rowid[d]: b for d, b in conn.execute("SELECT doc, bits FROM vx_late").fetchall()}
+    assert own == {i: late.encode([t])[0] for i, t in texts.items()}
+    read = conn.execute("SELECT doc, prev, bits FROM vx_late_context").fetchall()
+    assert len(read) >= THREADS * 2  # each thread's own session: two turns follow one of its own, unraced
+    for doc, prev, bits in read:  # and in the shared one, only a turn read after the turn it really follows
+        mid = by_rowid[doc]
+        assert by_rowid[prev] == after[mid]
+        assert bits == late.encode([context_text(texts[after[mid]], texts[mid])])[0]
+    ids = list(texts)  # every turn scores as if read in order, its context stored or read at recall
+    want = [(1 - CONTEXT_SHARE) * late(query, [texts[i]])[0]
+            + CONTEXT_SHARE * late(query, [context_text(texts[after[i]] if i in after else None, texts[i])])[0]
+            for i in ids]
+    np.testing.assert_allclose(db.memory.stage_scores(query, ids), want, atol=1e-6)
+    db.close()
