@@ -245,8 +245,9 @@ def test_threads_writing_turns_store_each_read_after_the_turn_it_follows_and_rec
     by_rowid = dict(conn.execute("SELECT rowid, id FROM vx_docs").fetchall())
     texts, after = {}, {}
     for session in ["shared"] + [f"own-{k}" for k in range(THREADS)]:
-        order = [r.id for r in db.turns(session, now=10**6)]  # by turn number
-        texts.update((r.id, r.text) for r in db.turns(session, now=10**6))
+        turns = db.turns(session, now=10**6)  # by turn number
+        order = [r.id for r in turns]
+        texts.update((r.id, r.text) for r in turns)
         after.update((order[n], order[n - 1]) for n in range(1, len(order)))
     own = {by_rowid[d]: b for d, b in conn.execute("SELECT doc, bits FROM vx_late").fetchall()}
     assert own == {i: late.encode([t])[0] for i, t in texts.items()}

@@ -172,7 +172,7 @@ class OnnxModel:
         session = ort.InferenceSession(os.fspath(onnx_path), sess_options=opts, providers=["CPUExecutionProvider"],
                                        disabled_optimizers=list(self.disabled_optimizers))
         self._inputs = {i.name for i in session.get_inputs()}
-        workers = self.threads or default_threads()
+        workers = self.lanes
         if workers > 1:
             self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"vxmem-{self.name}")
         self._tokenizer, self._session = tok, session
