@@ -270,7 +270,8 @@ def test_tuning_rejects_a_split_of_other_replays(ab_replay):
     ({"recency_weight": 0.5, "feedback_weight": 0}, "blend", {"feedback_half_life_days"}),
     ({"recency_weight": 0, "feedback_weight": 0}, "blend", {"half_life_days", "feedback_half_life_days"}),
     ({}, "blend", set()),
-    ({"hybrid_weight": 0.3}, "blend", {"hybrid_weight"}),
+    ({"hybrid_weight": 0.3}, "blend", set()),  # recall's default mode is hybrid
+    ({"hybrid_weight": 0.3, "mode": "dense"}, "blend", {"hybrid_weight"}),
     ({"hybrid_weight": 0.3, "mode": "hybrid"}, "blend", set()),
     ({"decay_rate": 0.1}, "blend", {"decay_rate"}),
     ({"half_life_days": 3.0}, "cosine", {"half_life_days"}),

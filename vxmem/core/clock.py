@@ -24,6 +24,16 @@ _EPOCH_MAX = datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC).timestamp()
 TimeLike = float | int | datetime | str | None
 
 
+def expiry(ts: float, ttl_days: float | None) -> float | None:
+    """When a memory stored at ``ts`` with ``ttl_days`` to live expires; None for never: no
+    TTL, or an expiry past the last time the clock can read (the end of year 9999), which no
+    ``now`` could ever reach."""
+    if ttl_days is None:
+        return None
+    end = ts + ttl_days * DAY
+    return end if end <= _EPOCH_MAX else None
+
+
 def to_epoch(value: TimeLike, name: str = "now") -> float:
     """Seconds since the epoch for ``value``; ``None`` means the wall clock.
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from ..core.clock import DAY
+from ..core.clock import expiry
 from ..core.errors import ConflictError
 from ..core.keys import K_EXPIRES, K_FEEDBACK, K_FEEDBACK_FOLDED, K_KIND, K_ROLE, K_SESSION, K_TS, KIND_TURN
 from ..ranking import scoring
@@ -42,8 +42,9 @@ def refuse_taken(m: Mirror, id: str) -> None:
 def stamp(kind: str, session: str | None, role: str, ts: float, ttl: float | None) -> dict[str, Any]:
     """The reserved keys every new memory carries."""
     meta: dict[str, Any] = {K_KIND: kind, K_SESSION: session, K_ROLE: role, K_TS: ts}
-    if ttl is not None:
-        meta[K_EXPIRES] = ts + ttl * DAY
+    end = expiry(ts, ttl)
+    if end is not None:
+        meta[K_EXPIRES] = end
     return meta
 
 

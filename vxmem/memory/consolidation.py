@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from ..core.checks import check_text
-from ..core.clock import DAY, to_datetime
+from ..core.clock import expiry, to_datetime
 from ..core.keys import (
     K_CONSOLIDATED_FROM,
     K_CONSOLIDATED_INTO,
@@ -164,8 +164,9 @@ def _batch(store: MemoryStore, turn_ids: list[str], summarize: Summarizer, kind:
             for fid, text, vec, tokens in zip(ids, facts, vecs, fact_tokens):
                 meta = {K_KIND: kind, K_SESSION: session, K_ROLE: "summary", K_TS: newest,
                         K_CONSOLIDATED_FROM: list(turn_ids)}
-                if ttl_days is not None:
-                    meta[K_EXPIRES] = newest + ttl_days * DAY
+                end = expiry(newest, ttl_days)
+                if end is not None:
+                    meta[K_EXPIRES] = end
                 if len(users) == 1 and None not in users:
                     meta[K_USER] = next(iter(users))
                 tx.insert(fid, text, meta, vec, tokens)

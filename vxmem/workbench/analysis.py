@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..ranking import scoring
 from . import metrics as M
 from .grid import as_point
 from .holdout import bootstrap_ci
@@ -161,8 +162,8 @@ def inert_parameters(params: Mapping[str, Any], policy="blend", replays=None) ->
     A sweep over an inert parameter draws a flat line that looks like robustness.
     ``params`` names policy parameters and any of :data:`POINT_KEYS`. Flagged:
     ``half_life_days`` when ``recency_weight`` is 0, ``feedback_half_life_days`` when
-    ``feedback_weight`` is 0, ``hybrid_weight`` unless ``mode`` is hybrid, and parameters
-    of another policy. With ``replays``, missing values come from their settings, and the
+    ``feedback_weight`` is 0, ``hybrid_weight`` unless ``mode`` (default: recall's, hybrid)
+    is hybrid, and parameters of another policy. With ``replays``, missing values come from their settings, and the
     feedback parameters are inert when no memory in any pool has feedback.
     """
     pol = get_policy(policy)
@@ -197,12 +198,11 @@ def inert_parameters(params: Mapping[str, Any], policy="blend", replays=None) ->
         elif check_param("feedback_weight", value("feedback_weight")) == 0:
             out["feedback_half_life_days"] = "feedback_weight is 0, so feedback is multiplied away"
     if "hybrid_weight" in point:
-        mode = point.get("mode")
-        if mode is None and reps:
-            modes = {r.settings.get("mode") or "dense" for r in reps}
-            mode = modes.pop() if len(modes) == 1 else None
-        if mode != "hybrid":
-            out["hybrid_weight"] = f"mode is {mode or 'dense'}; only hybrid fuses dense and lexical relevance"
+        modes = {point["mode"]} if point.get("mode") is not None else \
+            {r.mode for r in reps} or {scoring.DEFAULT_MODE}
+        if "hybrid" not in modes:  # replays of several modes, one of them hybrid: the weight counts there
+            out["hybrid_weight"] = (f"mode is {' and '.join(sorted(modes))}; "
+                                    "only hybrid fuses dense and lexical relevance")
     return out
 
 

@@ -10,7 +10,7 @@ before any work; :func:`as_point` reads one point's parameters as a dict.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,7 +53,14 @@ def blend_axes(blends: Blend | Sequence[Blend], replays: Sequence[Replay]) -> di
 
 
 def _as_list(name: str, values: Any) -> list[Any]:
-    if isinstance(values, (str, bytes)) or not isinstance(values, (list, tuple, np.ndarray, range)):
+    """A grid axis's values: a list, tuple, array, range, set (in sorted order) or any other
+    iterable (a generator, a Series) as they come; a single value is a list of one."""
+    if isinstance(values, (set, frozenset)):
+        try:
+            values = sorted(values, key=lambda v: (v is None, v))
+        except TypeError:  # values of several types: each is checked, and refused, below
+            values = list(values)
+    elif isinstance(values, (str, bytes, Mapping)) or not isinstance(values, Iterable):
         values = [values]
     values = list(values)
     if not values:

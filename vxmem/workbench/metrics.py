@@ -24,6 +24,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
+from ..core.checks import check_limit
+
 METRICS = ("hit", "recall", "rr", "ndcg", "stale_leak", "foreign_leak", "session_recall", "budget_fill")
 
 # Metrics where a lower value is better: a leak of stale or foreign memories.
@@ -32,8 +34,9 @@ SMALL_SAMPLE = 30  # below this many probes a mean is far from certain: the CLI 
 
 
 def _top(x: ArrayLike, k: int | None) -> np.ndarray:
+    """The first ``k`` ranked items of ``x`` (all of them for None); ``k`` checked."""
     x = np.asarray(x)
-    return x if k is None else x[..., :k]
+    return x if k is None else x[..., : check_limit(k, "k")]
 
 
 def hit_at_k(gains: ArrayLike, k: int | None = None) -> np.ndarray:
@@ -59,13 +62,17 @@ def reciprocal_rank(gains: ArrayLike, k: int | None = None) -> np.ndarray:
 
 
 def mrr(gains: ArrayLike, k: int | None = None) -> float:
-    """Mean reciprocal rank over all leading axes."""
-    return float(np.mean(reciprocal_rank(gains, k)))
+    """Mean reciprocal rank over all leading axes (NaN for no rankings at all)."""
+    rr = reciprocal_rank(gains, k)
+    return float(rr.mean()) if rr.size else float("nan")
 
 
 def dcg_at_k(gains: ArrayLike, k: int | None = None) -> np.ndarray:
     """Discounted cumulative gain: ``sum gain_i / log2(i + 1)`` over ranks i = 1..k."""
-    g = np.asarray(_top(gains, k), dtype=np.float64)
+    return _dcg(np.asarray(_top(gains, k), dtype=np.float64))
+
+
+def _dcg(g: np.ndarray) -> np.ndarray:
     discounts = 1.0 / np.log2(np.arange(2, g.shape[-1] + 2))
     return np.sum(g * discounts, axis=-1)
 
@@ -76,9 +83,9 @@ def ndcg_at_k(gains: ArrayLike, ideal_gains: ArrayLike, k: int | None = None) ->
     ``ideal_gains`` are the grades of every relevant item that existed, in any order.
     """
     ideal = -np.sort(-np.asarray(ideal_gains, dtype=np.float64), axis=-1)
-    kk = k if k is not None else np.asarray(gains).shape[-1]
-    idcg = dcg_at_k(ideal, kk)
-    dcg = dcg_at_k(gains, kk)
+    top = np.asarray(_top(gains, k), dtype=np.float64)
+    idcg = _dcg(ideal[..., : top.shape[-1] if k is None else k])
+    dcg = _dcg(top)
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(idcg > 0, dcg / np.where(idcg > 0, idcg, 1.0), np.nan)
 

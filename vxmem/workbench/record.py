@@ -293,6 +293,10 @@ class Replay:
         pol = get_policy(policy)
         p = resolve_params(pol, params, self.settings)
         budget = self.settings["token_budget"] if token_budget is ... else token_budget
+        if budget is not None:
+            budget = check_limit(budget, "token_budget")
+        if limit is not None:
+            limit = check_limit(limit)
         accessed = self.recency_for(pol, recency_from) == "accessed"
         whole, index = self.history() if accessed else (self, list(range(self.n_probes)))
         wanted = {j: k for k, j in enumerate(index)}

@@ -26,12 +26,12 @@ points (the dashboard feeds ``st.progress`` with it).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from ..core.checks import check_choice, check_limit
+from ..core.checks import check_choice, check_kinds, check_limit
 from ..core.keys import (
     K_CONSOLIDATED_FROM,
     K_EXPIRES,
@@ -68,6 +68,8 @@ MAX_SESSION_BITS = 62
 
 def check_settings(settings: dict[str, Any] | None) -> dict[str, Any]:
     """Settings with defaults filled in, after checking every key is known."""
+    if settings is not None and not isinstance(settings, Mapping):
+        raise TypeError(f"settings must be a dict of setting -> value, not {type(settings).__name__}")
     settings = dict(settings or {})
     unknown = set(settings) - set(SETTINGS_KEYS)
     if unknown:
@@ -80,6 +82,8 @@ def check_settings(settings: dict[str, Any] | None) -> dict[str, Any]:
         if out[k] is not None:
             out[k] = check_limit(out[k], k)
     out["pool_limit"] = max(out["limit"], out["pool_limit"] or out["limit"])
+    if out.get("kinds") is not None:  # as recall() reads it: one kind or several, never none
+        out["kinds"] = check_kinds(out["kinds"])
     if out.get("recency_from") is not None:
         check_choice(out["recency_from"], "recency_from", scoring.RECENCY_FROM)
     return out
@@ -133,6 +137,8 @@ def replay(conversation: Conversation, settings: dict[str, Any] | None = None, e
     """
     if not isinstance(conversation, Conversation):
         raise TypeError(f"conversation must be a Conversation, not {type(conversation).__name__}")
+    if settings is not None and not isinstance(settings, Mapping):
+        raise TypeError(f"settings must be a dict of setting -> value, not {type(settings).__name__}")
     base = dict(conversation.meta.get("settings") or {})
     base.update(settings or {})
     s = check_settings(base)

@@ -77,7 +77,7 @@ def preference_drift(tl: ScenarioTimeline, users: int, topics: int, weeks: int, 
             if c.week == week:
                 _change_preference(tl, c)
             if week in (c.week - 1, c.week + 1, weeks):
-                changed = week > c.week
+                changed = week >= c.week  # the change lands before this week's probes
                 tl.probe(tl.pick(c.spec["queries"]), c.session,
                          relevant=[c.new] if changed else [c.old],
                          stale=[c.old] if changed else [],

@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from ..core.checks import check_limit
 from ..core.progress import Progress, Reporter
 from ..ranking.blend import Blend
 from . import metrics as M
@@ -75,7 +76,13 @@ class SweepResult:
         return M.aggregate(self.per_probe, by=["point"] + self.params, category=True)
 
     def best(self, metric: str = "ndcg", n: int = 5) -> Any:
-        """The ``n`` points with the best mean ``metric`` (lowest for the leaks), first on ties."""
+        """The ``n`` points with the best mean ``metric`` (lowest for the leaks), first on ties;
+        ``"rr"``, a probe's reciprocal rank, ranks by its mean, ``"mrr"``."""
+        n = check_limit(n, "n")
+        metric = "mrr" if metric == "rr" else metric
+        measured = [c for c in self.per_point.columns if c not in (*self.params, "policy", "point", "probes")]
+        if metric not in measured:
+            raise KeyError(f"metric {metric!r} is not in this sweep; metrics: {', '.join(map(str, measured))}")
         return self.per_point.sort_values(metric, ascending=metric in M.LOWER_IS_BETTER, kind="stable").head(n)
 
     def to_frames(self) -> dict[str, Any]:

@@ -92,6 +92,19 @@ def session_name(value, what: str) -> str:
     return s
 
 
+def name_unnamed(chats: list[Chat], unnamed: set[int]) -> None:
+    """Name the chats at the places ``unnamed`` (from 0) in ``chats`` ``c1``, ``c2``, ... by
+    place, once every chat the file names is known, so a generated name never takes one the
+    file gives: the third chat becomes ``c3-2`` when another is called ``c3``."""
+    taken = {c.session for i, c in enumerate(chats) if i not in unnamed}
+    for i in sorted(unnamed):
+        name, k = f"c{i + 1}", 2
+        while name in taken:
+            name, k = f"c{i + 1}-{k}", k + 1
+        chats[i].session = name
+        taken.add(name)
+
+
 def count_skip(skipped: dict[str, int], why: str) -> None:
     """One more message left out for ``why`` (``meta["stats"]["skipped"]`` of the conversation)."""
     skipped[why] = skipped.get(why, 0) + 1

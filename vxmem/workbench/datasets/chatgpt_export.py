@@ -15,6 +15,7 @@ from .chat_records import (
     ChatMessage,
     checked_text,
     count_skip,
+    name_unnamed,
     read_json,
     read_time,
     session_name,
@@ -35,27 +36,34 @@ def parse_chatgpt(text: str, path: str | None, skipped: dict[str, int]) -> list[
     if not isinstance(data, list):
         raise DatasetError("a ChatGPT export's conversations.json is a list of conversations, each with "
                            "'title', 'create_time', 'mapping' and 'current_node'", path=path)
-    chats: dict[str, Chat] = {}
+    chats: list[Chat] = []
+    named: set[str] = set()
+    unnamed: set[int] = set()
     for i, conv in enumerate(data):
         title = conv.get("title") if isinstance(conv, dict) else None
         try:
-            chat = _chatgpt_conversation(conv, i, skipped)
-            if chat.session in chats:
+            chat = _chatgpt_conversation(conv, skipped)
+            if not chat.session:
+                unnamed.add(i)
+            elif chat.session in named:
                 raise BadRecord(f"conversation id {chat.session!r} appears twice")
-            chats[chat.session] = chat
+            named.add(chat.session)
+            chats.append(chat)
         except BadRecord as exc:
             raise DatasetError(f"conversation {i} ({title!r}): {exc}", path=path) from None
-    return list(chats.values())
+    name_unnamed(chats, unnamed)
+    return chats
 
 
-def _chatgpt_conversation(conv, i: int, skipped: dict[str, int]) -> Chat:
+def _chatgpt_conversation(conv, skipped: dict[str, int]) -> Chat:
+    """One conversation as a chat (its session "" when it has no id: named once all are read)."""
     if not isinstance(conv, dict):
         raise BadRecord("expected an object with 'title', 'create_time', 'mapping' and 'current_node'")
     mapping = conv.get("mapping")
     if not isinstance(mapping, dict) or not all(isinstance(v, dict) for v in mapping.values()):
         raise BadRecord("'mapping' must be an object of node id -> {message, parent, children}")
     key = next((k for k in ("conversation_id", "id") if conv.get(k) is not None), None)
-    session = session_name(conv[key], f"'{key}'") if key else f"c{i + 1}"
+    session = session_name(conv[key], f"'{key}'") if key else ""
     title = conv.get("title")
     chat = Chat(session, start=read_time(conv.get("create_time"), "'create_time'"),
                  title=checked_text(title, "'title'") if title is not None else None)
@@ -103,6 +111,8 @@ def _newest_leaf(mapping: dict[str, dict]) -> str | None:
     while True:
         seen.add(node)
         children = mapping[node].get("children") or []
+        if not isinstance(children, list):
+            raise BadRecord(f"node {node!r}: 'children' must be a list of node ids")
         nxt = next((c for c in reversed(children) if isinstance(c, str) and c in mapping and c not in seen), None)
         if nxt is None:
             return node

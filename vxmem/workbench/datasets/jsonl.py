@@ -76,6 +76,11 @@ def _read_header(line: str, n: int, path: str | None) -> dict[str, Any]:
     name = header.get("name")
     if not isinstance(name, str) or not name:
         raise DatasetError("the header needs a non-empty 'name'", line=n, path=path)
+    if header.get("settings") is not None and not isinstance(header["settings"], dict):
+        raise DatasetError("the header's 'settings' must be an object of replay settings", line=n, path=path)
+    for key in ("judge", "summarizer", "description"):
+        if header.get(key) is not None and not isinstance(header[key], str):
+            raise DatasetError(f"the header's {key!r} must be a string", line=n, path=path)
     return header
 
 

@@ -114,12 +114,18 @@ def _sample(sample: Any, keep: frozenset[str] | None) -> Conversation:
         turns = conv[f"session_{n}"]
         if not isinstance(turns, list):
             raise ValueError(f"session_{n} must be a list of turns")
-        t0 = _session_start(conv.get(f"session_{n}_date_time"), t_prev, stats)
+        date = conv.get(f"session_{n}_date_time")
+        if date is not None and not isinstance(date, str):
+            raise ValueError(f"session_{n}_date_time must be a date like '1:56 pm on 8 May, 2023', got {date!r}")
+        t0 = _session_start(date, t_prev, stats)
         events += _session_turns(sid, n, turns, t0, stats)
         t_prev = events[-1].time if events else t0
     labels = {e.label for e in events if e.label is not None}
     t_end = (events[-1].time if events else 0.0) + TURN_GAP
-    for qi, qa in enumerate(sample.get("qa") or []):
+    qas = sample.get("qa")
+    if qas is not None and not isinstance(qas, list):
+        raise ValueError("'qa' must be a list of question objects")
+    for qi, qa in enumerate(qas or []):
         probe = _qa_probe(qi, qa, t_end, labels, stats)
         if keep is None or probe.category in keep:
             events.append(probe)
@@ -145,8 +151,10 @@ def _session_turns(sid: str, n: int, turns: list[Any], t0: float, stats: dict[st
     """Session ``n``'s turns as turn events a minute apart; a photo's caption joins its text."""
     events = []
     for j, turn in enumerate(turns):
-        if not isinstance(turn, dict) or not isinstance(turn.get("text"), str):
-            raise ValueError(f"session_{n} turn {j} needs 'speaker', 'dia_id' and 'text'")
+        if not isinstance(turn, dict) or not isinstance(turn.get("text"), str) \
+                or not isinstance(turn.get("dia_id"), str) or not turn["dia_id"].strip():
+            raise ValueError(f"session_{n} turn {j} needs a 'dia_id' and a 'text' (strings; a 'speaker' too, "
+                             "usually)")
         text = turn["text"].strip()
         if turn.get("blip_caption"):
             text = f"{text} [shares a photo: {turn['blip_caption']}]".strip()

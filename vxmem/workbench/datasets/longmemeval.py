@@ -64,9 +64,15 @@ def _instance(inst: Any) -> Conversation:
     if events and tq < events[-1].time:
         tq = events[-1].time
     qtype = inst.get("question_type")
-    events.append(Event(time=tq, type="probe", label="q", query=str(inst["question"]), session=None,
+    question = inst["question"]
+    if not isinstance(question, str) or not question.strip():
+        raise ValueError(f"'question' must be a non-empty string, got {question!r}")
+    answer_sessions = inst.get("answer_session_ids") or []
+    if not isinstance(answer_sessions, list):
+        raise ValueError(f"'answer_session_ids' must be a list of session ids, got {answer_sessions!r}")
+    events.append(Event(time=tq, type="probe", label="q", query=question, session=None,
                         relevant=relevant, category=None if qtype is None else str(qtype),
-                        relevant_sessions=tuple(str(s) for s in inst.get("answer_session_ids") or ()),
+                        relevant_sessions=tuple(str(s) for s in answer_sessions),
                         meta={"answer": inst.get("answer"), "abstention": qid.endswith("_abs")}))
     return Conversation(name=qid, events=events, description=f"LongMemEval {qtype} question {qid}",
                         meta={"source": "longmemeval",

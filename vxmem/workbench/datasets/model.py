@@ -112,6 +112,10 @@ class Event:
         if self.kinds is not None:
             self.kinds = (self.kinds,) if isinstance(self.kinds, str) else tuple(self.kinds)
         self.time = float(self.time)
+        if not math.isfinite(self.time):
+            raise DatasetError(f"an event's time must be finite, got {self.time!r}")
+        if self.type == "probe":
+            _check_probe(self)
 
     @property
     def creates_memory(self) -> bool:
@@ -152,7 +156,7 @@ class Event:
         if unknown:
             raise ValueError(f"a {etype} event has no field {sorted(unknown)[0]!r} "
                              f"(allowed: {', '.join(sorted(_COMMON | _FIELDS[etype]))})")
-        if "time" not in obj:
+        if obj.get("time") is None:  # to_epoch reads None as the wall clock: a replay would not repeat
             raise ValueError("every event needs a 'time' (ISO-8601 or epoch seconds)")
         try:
             t = to_epoch(obj["time"], "time")
@@ -166,6 +170,22 @@ class Event:
             ev.meta = dict(obj["meta"])
         _READERS[etype](ev, obj)
         return ev
+
+
+def _check_probe(ev: Event) -> None:
+    """What a probe built in code gets wrong that its reader also refuses: a grade that is
+    not a positive number, a label both relevant and stale, a limit below 1, an empty query
+    (one not given yet is the reader's to fill; a conversation refuses a probe without one)."""
+    for k, g in ev.relevant.items():
+        if not math.isfinite(g) or g <= 0:
+            raise DatasetError(f"grade of relevant label {k!r} must be a finite number > 0, got {g!r}")
+    overlap = set(ev.relevant) & set(ev.stale)
+    if overlap:
+        raise DatasetError(f"label {sorted(overlap)[0]!r} is both relevant and stale")
+    if ev.limit is not None and (isinstance(ev.limit, bool) or not isinstance(ev.limit, int) or ev.limit < 1):
+        raise DatasetError(f"a probe's limit must be an integer >= 1 or None, got {ev.limit!r}")
+    if ev.query is not None and (not isinstance(ev.query, str) or not ev.query.strip()):
+        raise DatasetError(f"a probe's query must be a non-empty string, got {ev.query!r}")
 
 
 # ---------------------------------------------------------------------------- reading one event's fields
@@ -425,6 +445,8 @@ def check_events(events: Sequence[Event]) -> list[tuple[int, str]]:
         if not isinstance(e, Event):
             problems.append((i, f"expected an Event, got {type(e).__name__}"))
             continue
+        if e.type == "probe" and e.query is None:
+            problems.append((i, "a probe needs a query"))
         if e.time < last:
             problems.append((i, f"time goes backwards ({format_time(e.time)} after {format_time(last)})"))
         last = max(last, e.time)

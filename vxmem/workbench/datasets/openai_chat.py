@@ -14,6 +14,7 @@ from .chat_records import (
     ChatMessage,
     checked_text,
     count_skip,
+    name_unnamed,
     read_json,
     read_time,
     session_name,
@@ -23,6 +24,7 @@ from .model import DatasetError
 _TIME_KEYS = ("timestamp", "created_at", "create_time")
 _SESSION_KEYS = ("conversation_id", "session", "id")
 _TEXT_PART_TYPES = ("text", "input_text", "output_text")
+_UNNAMED = "\0unnamed "  # the key of a chat without an id until the file is read (see name_unnamed)
 
 
 def parse_openai(text: str, path: str | None, skipped: dict[str, int]) -> list[Chat]:
@@ -43,15 +45,17 @@ def parse_openai(text: str, path: str | None, skipped: dict[str, int]) -> list[C
             elif shape[0] != kind:
                 raise BadRecord(f"a {kind} line in a file of one {shape[0]} per line (line {shape[1]})")
             if kind == "conversation":
-                _openai_conversation(obj, len(chats) + 1, chats, skipped)
+                _openai_conversation(obj, chats, skipped)
             elif isinstance(obj, dict):
                 _openai_line(obj, chats, skipped)
         except BadRecord as exc:
             raise DatasetError(str(exc), line=n, path=path) from None
-    return list(chats.values())
+    out = list(chats.values())
+    name_unnamed(out, {i for i, key in enumerate(chats) if key.startswith(_UNNAMED)})
+    return out
 
 
-def _openai_conversation(obj, number: int, chats: dict[str, Chat], skipped: dict[str, int]) -> None:
+def _openai_conversation(obj, chats: dict[str, Chat], skipped: dict[str, int]) -> None:
     if isinstance(obj, list):
         messages, head = obj, {}
     else:
@@ -59,7 +63,7 @@ def _openai_conversation(obj, number: int, chats: dict[str, Chat], skipped: dict
         if not isinstance(messages, list):
             raise BadRecord("'messages' must be a list of {\"role\", \"content\"} objects")
     key = next((k for k in _SESSION_KEYS if head.get(k) is not None), None)
-    session = session_name(head[key], f"'{key}'") if key else f"c{number}"
+    session = session_name(head[key], f"'{key}'") if key else f"{_UNNAMED}{len(chats)}"  # named at the end
     if session in chats:
         raise BadRecord(f"conversation {session!r} appears twice")
     chat = Chat(session, start=read_time(next((head[k] for k in _TIME_KEYS if head.get(k) is not None), None),
