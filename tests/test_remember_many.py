@@ -67,6 +67,21 @@ def test_an_id_already_taken_refuses_the_batch():
     assert len(db) == 1
 
 
+def test_a_turn_number_given_twice_in_one_batch_is_named_and_nothing_is_written():
+    emb = CountingEmbedder()
+    db = Vectrix(embedder=emb)
+    emb.calls.clear()
+    with pytest.raises(ValueError, match="turn 5 of session 's' is given twice"):
+        db.remember_many([{"text": "a", "turn": 5}, {"text": "b", "turn": 5}], session="s", timestamp=T0)
+    assert len(db) == 0 and emb.calls == []
+    with pytest.raises(ValueError, match="turn 5 of session 's' is given twice"):  # whoever's turns they are
+        db.remember_many([{"text": "a", "turn": 5}, {"text": "b", "turn": 5, "user": "bob"}], session="s",
+                         timestamp=T0)
+    db.remember_many([{"text": "a", "turn": 5, "session": "s"}, {"text": "b", "turn": 5, "session": "t"}],
+                     timestamp=T0)  # the same number in two sessions is two turns
+    assert len(db) == 2
+
+
 def test_the_judge_supersedes_stored_facts_inside_the_batch_transaction():
     def judge(new, olds):
         return [new.split()[0] == old.split()[0] for old in olds]

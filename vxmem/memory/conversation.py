@@ -36,6 +36,7 @@ from ..core.checks import (
     check_text,
 )
 from ..core.clock import TimeLike, days_to_seconds, to_epoch
+from ..core.errors import ConflictError
 from ..core.keys import (
     FORGET_KINDS,
     K_KIND,
@@ -226,6 +227,12 @@ class ConversationMemory(MemoryReading):
         given = [d.id for d in drafts if d.id is not None]
         if len(set(given)) != len(given):
             raise ValueError("memories name the same id twice")
+        numbered: set[tuple[str | None, int]] = set()  # turns are numbered per session, whoever's they are
+        for d in drafts:
+            if d.turn is not None:
+                if (d.session, d.turn) in numbered:
+                    raise ConflictError(f"turn {d.turn} of session {d.session!r} is given twice")
+                numbered.add((d.session, d.turn))
         if not drafts:
             return []
         with self.store.locked() as m:  # fail fast, before the embedder runs
