@@ -26,7 +26,10 @@ asks. Formats, search modes, settings and sweepable parameters are the library's
 from __future__ import annotations
 
 import argparse
+import math
+import os
 import sys
+from datetime import datetime
 from typing import Any
 
 from .memory.stages import PRESETS
@@ -120,6 +123,35 @@ def _ints(text: str, name: str, allow_none: bool = False) -> list[int | None]:
     return out
 
 
+def _at_least_one(text: str) -> int:
+    """A whole number >= 1, for options such as ``--top``: anything else is an argparse error."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {n}")
+    return n
+
+
+def _probe_time(text: str) -> str | float:
+    """``--time``: an ISO-8601 time as written, or a number as epoch seconds. ISO is tried
+    first, so ``20240101`` (ISO's basic form) stays a date."""
+    try:
+        datetime.fromisoformat(text.strip())
+        return text
+    except ValueError:
+        pass
+    try:
+        seconds = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an ISO-8601 time (2024-03-05T09:00:00Z) or epoch seconds, "
+                                         f"got {text!r}") from None
+    if not math.isfinite(seconds):
+        raise argparse.ArgumentTypeError(f"epoch seconds must be a finite number, got {text!r}")
+    return seconds
+
+
 def _version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -184,7 +216,7 @@ def _parser() -> _Parser:
     w.add_argument("--n-jobs", type=int, default=1)
     w.add_argument("--categories", help=_CATEGORIES_HELP)
     w.add_argument("--sort", default="ndcg", help="metric the table is sorted by (default ndcg)")
-    w.add_argument("--top", type=int, default=20, help="rows of the table (default 20)")
+    w.add_argument("--top", type=_at_least_one, default=20, help="rows of the table (default 20)")
     w.add_argument("-o", "--output", help="per-point results, .csv or .parquet")
     w.add_argument("--per-probe", help="per-point-and-probe results, .csv or .parquet")
     return top
@@ -208,7 +240,8 @@ def _add_probes(sub: Any) -> None:
     add.add_argument("--expect", action="append", metavar="LABEL", help="a memory a good recall returns (repeat)")
     add.add_argument("--stale", action="append", metavar="LABEL", help="a memory it must not return (repeat)")
     add.add_argument("--session", help="the session it is asked in (default: across every session)")
-    add.add_argument("--time", help="when it is asked, ISO-8601 or epoch seconds (default: after the last event)")
+    add.add_argument("--time", type=_probe_time,
+                     help="when it is asked, ISO-8601 or epoch seconds (default: after the last event)")
     add.add_argument("--category", help="a category for the metrics' split")
     add.add_argument("--label", help="the probe's label (default: the first free q<n>)")
     rm = acts.add_parser("delete", help="delete the probe with this label")
@@ -243,7 +276,7 @@ def _add_compare(sub: Any) -> None:
                    help="rules (the rule-based key-value judge), none, or package.module:callable (repeat)")
     a.add_argument("--embedder", choices=EMBEDDERS, default="default")
     a.add_argument("--all", action="store_true", help="list rightly retired memories too")
-    a.add_argument("--top", type=int, default=40, help="rows of the table (default 40)")
+    a.add_argument("--top", type=_at_least_one, default=40, help="rows of the table (default 40)")
     a.add_argument("-o", "--output", help="one row per memory and judge, .csv or .parquet")
 
 
@@ -331,6 +364,63 @@ def _grid(args) -> dict[str, list]:
     return grid
 
 
+# ---------------------------------------------------------------------------- the files a command writes
+
+# The options naming files each command writes, and the argument naming the file it reads.
+_WRITES = {"synth": ("output",), "import": ("output",), "replay": ("output", "save"),
+           "sweep": ("output", "per_probe"), "compare": ("output", "per_probe", "chart"), "audit": ("output",),
+           "export": ("output",), "restore": ("db",)}
+_READS = {"import": "chatlog", "replay": "dataset", "sweep": "dataset", "compare": "dataset", "audit": "dataset",
+          "export": "db", "restore": "export"}
+# The commands with a --format option: the library's ``format=`` in their errors is that option.
+_FORMAT_COMMANDS = ("import", "replay", "sweep", "compare", "audit")
+
+
+def _unwritable(path: str) -> str | None:
+    """Why no file can be written at ``path`` (None: one can): it is a directory, its directory
+    is missing or is a file, or this user may not write there."""
+    if os.path.isdir(path):
+        return "it is a directory"
+    directory = os.path.dirname(path) or os.curdir
+    if not os.path.isdir(directory):
+        return f"{directory!r} is not a directory" if os.path.exists(directory) else f"no directory {directory!r}"
+    if not os.access(directory, os.W_OK | os.X_OK):
+        return f"the directory {directory!r} is not writable"
+    if os.path.exists(path) and not os.access(path, os.W_OK):
+        return "the file is not writable"
+    return None
+
+
+def _same_file(a: str, b: str) -> bool:
+    """Whether ``a`` and ``b`` name one file (links followed), whether or not it exists yet."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one of them is not there yet
+        return os.path.realpath(a) == os.path.realpath(b)
+
+
+def _check_files(args) -> None:
+    """Every file the command writes, checked before any work: a place it can be written, not
+    the file the command reads, and no two the same; one bad name and nothing is written."""
+    read = getattr(args, _READS[args.command]) if args.command in _READS else None
+    seen: list[tuple[str, str]] = []
+    for dest in _WRITES.get(args.command, ()):
+        path = getattr(args, dest)
+        if path is None:
+            continue
+        option = {"output": "-o", "db": "--db"}.get(dest, "--" + dest.replace("_", "-"))
+        what = f"cannot restore into {path}" if args.command == "restore" else f"{option} {path!r}"
+        problem = _unwritable(path)
+        if problem is None and read is not None and _same_file(path, read):
+            problem = f"that is {read!r}, which this command reads: name another file"
+        if problem is not None:
+            raise CliError(f"{what}: {problem}")
+        for other, other_path in seen:
+            if _same_file(path, other_path):
+                raise CliError(f"{other} and {option} name the same file {path!r}")
+        seen.append((option, path))
+
+
 def _sweep(args) -> int:
     """``vxmem sweep``: the results files' names and the grid checked before any work, then the sweep."""
     check_table_path(args.output)
@@ -345,8 +435,11 @@ def main(argv: list[str] | None = None) -> int:
         parser = _parser()
         if argv and argv[0] == "synth":
             args, extra = parser.parse_known_args(argv)
-            return run_synth(args, _sizes(args.scenario, extra))
+            sizes = _sizes(args.scenario, extra)
+            _check_files(args)
+            return run_synth(args, sizes)
         args = parser.parse_args(argv)
+        _check_files(args)
         verbs = {"import": run_import, "replay": run_replay, "sweep": _sweep, "probes": run_probes,
                  "compare": run_compare, "audit": run_audit, "export": run_export, "restore": run_restore,
                  "serve": run_serve, "mcp": run_mcp}
@@ -355,6 +448,8 @@ def main(argv: list[str] | None = None) -> int:
         return int(exc.code or 0)
     except (CliError, DatasetError, ServeError, ValueError, TypeError) as exc:
         msg = " ".join(str(exc).split()) or type(exc).__name__
+        if argv and argv[0] in _FORMAT_COMMANDS:  # the library's keyword, as the command spells it
+            msg = msg.replace("pass format=", "pass --format")
         print(f"vxmem: error: {msg}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:  # pragma: no cover

@@ -7,7 +7,9 @@ asked for is a :class:`CliError`: one line on stderr, exit code 2.
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import re
 import sys
 from typing import Any
 
@@ -33,8 +35,11 @@ class CliError(Exception):
 
 def check_table_path(path: str | None, flag: str = "-o") -> None:
     """Refuse a results file name the writer cannot write, before any work is done."""
-    if path is not None and os.path.splitext(path)[1].lower() not in TABLE_EXTENSIONS:
+    ext = None if path is None else os.path.splitext(path)[1].lower()
+    if ext is not None and ext not in TABLE_EXTENSIONS:
         raise CliError(f"{flag} {path!r}: use a .csv or .parquet file name")
+    if ext == ".parquet" and not any(importlib.util.find_spec(m) for m in ("pyarrow", "fastparquet")):
+        raise CliError(f"{flag} {path!r}: writing Parquet needs pyarrow: pip install pyarrow")
 
 
 def _write(frame, path: str) -> None:
@@ -207,15 +212,18 @@ def run_probes(args) -> int:
     (beside itself, then moved into place), so a failed call leaves it as it was."""
     from .datasets.formats import guess_format
     from .datasets.jsonl import load_jsonl, save_jsonl
-    from .datasets.model import format_time
+    from .datasets.model import DatasetError, format_time
     from .datasets.probes import add_probe, remove_probe
 
     if not os.path.exists(args.dataset):
         raise CliError(f"{args.dataset}: no such file")
-    fmt = guess_format(args.dataset)
+    try:
+        fmt = guess_format(args.dataset)
+    except DatasetError:  # not text, or no format vxmem knows
+        fmt = "unknown"
     if fmt != "jsonl":
-        raise CliError(f"{args.dataset} is a {fmt} file: probes are written into vxmem JSONL datasets "
-                       "(`vxmem import` a chat log first)")
+        raise CliError(f"{args.dataset} is {'an' if fmt == 'unknown' else 'a'} {fmt} file: probes are written "
+                       "into vxmem JSONL datasets (`vxmem import` a chat log first)")
     import pandas as pd
 
     conv = load_jsonl(args.dataset)
@@ -226,9 +234,13 @@ def run_probes(args) -> int:
         print(pd.DataFrame(rows).to_string(index=False) if rows else "no probes in this dataset")
         return 0
     if args.action == "add":
-        changed = add_probe(conv, args.query, list(args.expect or ()), args.session, args.time,
-                            stale_labels=list(args.stale or ()), category=args.category, label=args.label)
-        done = f"added probe {changed.probes[-1].label if args.label is None else args.label!r}"
+        try:
+            changed = add_probe(conv, args.query, list(args.expect or ()), args.session, args.time,
+                                stale_labels=list(args.stale or ()), category=args.category, label=args.label)
+        except (TypeError, ValueError) as exc:
+            raise CliError(_as_options(str(exc))) from None
+        added = {e.label for e in changed.probes} - {e.label for e in conv.probes}  # not the last: it sits at its time
+        done = f"added probe {added.pop()!r}"
     else:
         try:
             changed = remove_probe(conv, args.label)
@@ -241,6 +253,16 @@ def run_probes(args) -> int:
         raise CliError(f"cannot write {args.dataset!r}: {exc.strerror or exc}") from None
     print(f"{done}: {args.dataset} has {len(changed.probes)} probes")
     return 0
+
+
+# add_probe's argument names, as `vxmem probes add` spells them.
+_PROBE_OPTIONS = {"relevant_labels": "--expect", "stale_labels": "--stale"}
+
+
+def _as_options(message: str) -> str:
+    """An error of :func:`~.datasets.probes.add_probe` in the command's words: its options, not its arguments."""
+    message = re.sub(r"\b(relevant_labels|stale_labels)\b", lambda m: _PROBE_OPTIONS[m.group(1)], message)
+    return "--" + message if message.startswith(("time ", "query ")) else message
 
 
 # ---------------------------------------------------------------------------- replay
@@ -397,7 +419,10 @@ def run_compare(args) -> int:
     if charts is not None:
         chart = (charts.systems_chart(front, args.k) if points is None else
                  charts.presets_chart(points, args.k, [p for p in PRESETS if p in set(points["preset"].dropna())]))
-        chart.properties(width=720).save(args.chart)
+        try:
+            chart.properties(width=720).save(args.chart)
+        except OSError as exc:
+            raise CliError(f"cannot write {args.chart!r}: {exc.strerror or exc}") from None
         print(f"wrote {args.chart}")
     if args.output:
         _write(res.table, args.output)

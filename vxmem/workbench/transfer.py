@@ -53,6 +53,8 @@ def run_restore(args: Any) -> int:
                                   notify=print)
     except VectrixError as exc:  # the target is open for writing elsewhere, or the disk is full
         raise CliError(str(exc)) from None
+    except OSError as exc:  # its directory refuses the new file (permissions, a name too long): none is left
+        raise CliError(f"cannot restore into {args.db}: {exc.strerror or exc}") from None
     db.close()
     c = report.counts
     print(f"restored {c['documents']} documents ({c['memories']} memories, {c['feedback_events']} feedback events, "
