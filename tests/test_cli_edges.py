@@ -238,6 +238,16 @@ def test_top_must_be_at_least_one(small, capsys, no_work, argv):
     assert "argument --top: must be >= 1" in _error_line(capsys)
 
 
+def test_an_unknown_sort_is_refused_before_the_sweep(small, capsys, no_work):
+    assert main(["sweep", str(small), "--half-life", "1,3", "--sort", "foo"]) == 2
+    assert "--sort 'foo': not a metric; choose from hit, recall, ndcg" in _error_line(capsys)
+
+
+def test_sort_by_a_probes_reciprocal_rank_sorts_by_its_mean(small, capsys):
+    assert main(["sweep", str(small), "--embedder", "hashing", "--half-life", "1,3", "--sort", "rr"]) == 0
+    assert "sorted by mrr" in capsys.readouterr().out
+
+
 def test_format_errors_name_the_format_option(tmp_path, capsys):
     src = tmp_path / "chat.txt"
     src.write_text("hello\n")

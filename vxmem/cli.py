@@ -53,6 +53,7 @@ from .workbench.datasets.formats import CHAT_FORMATS, FORMATS
 from .workbench.datasets.model import DatasetError
 from .workbench.grid import SWEEP_KEYS
 from .workbench.policies import POLICIES
+from .workbench.sweep import METRIC_COLUMNS
 from .workbench.transfer import run_export, run_restore
 
 EXIT_USAGE = 2
@@ -425,7 +426,12 @@ def _sweep(args) -> int:
     """``vxmem sweep``: the results files' names and the grid checked before any work, then the sweep."""
     check_table_path(args.output)
     check_table_path(args.per_probe, "--per-probe")
-    return run_sweep(args, _grid(args))
+    grid = _grid(args)
+    args.sort = "mrr" if args.sort == "rr" else args.sort  # a probe's reciprocal rank; the table holds its mean
+    known = (*(m for m in METRIC_COLUMNS if m != "rr"), "mrr", "tokens", "n_results", *grid)  # what the table may hold
+    if args.sort not in known:
+        raise CliError(f"--sort {args.sort!r}: not a metric; choose from {', '.join(dict.fromkeys(known))}")
+    return run_sweep(args, grid)
 
 
 def main(argv: list[str] | None = None) -> int:
