@@ -1,8 +1,10 @@
 """``vxmem serve`` and ``vxmem mcp``: open the database, check the flags, run a server.
 
 ``vxmem serve`` binds 127.0.0.1 unless told otherwise, and refuses to bind any other address
-without a token (``--token`` or ``VXMEM_TOKEN``). ``vxmem mcp`` speaks MCP over stdin and
-stdout, so it writes nothing else to stdout.
+without a token (``--token`` or ``VXMEM_TOKEN``). It binds its port before it opens the
+database: a port taken or a host unknown is one line and exit code 2, with nothing created,
+and the line that says where it serves comes once it listens there. ``vxmem mcp`` speaks MCP
+over stdin and stdout, so it writes nothing else to stdout.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import argparse
 import importlib
 import ipaddress
 import os
+import socket
 import sys
 from typing import Any
 
@@ -58,6 +61,40 @@ def token_for(args: argparse.Namespace) -> str | None:
     return token
 
 
+def port_number(text: str) -> int:
+    """``--port``: a TCP port, 0 to 65535 (0: one the system picks)."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a port number (0 to 65535), got {text!r}") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"must be a port number (0 to 65535), got {port}")
+    return port
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """A socket listening on ``host``:``port`` (IPv6 if the host has a colon, as uvicorn binds);
+    a :class:`ServeError` that says why if it cannot be had (the port taken, the host unknown)."""
+    address = host.strip("[]")
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((address, port))
+        sock.listen(2048)
+    except OSError as exc:  # socket.gaierror (an unknown host) is one
+        sock.close()
+        raise ServeError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    return sock
+
+
+def url_of(host: str, sock: socket.socket) -> str:
+    """Where ``sock`` serves, with the port it really has (``--port 0``: the system's pick)."""
+    port = sock.getsockname()[1]
+    address = host.strip("[]")
+    return f"http://[{address}]:{port}" if ":" in address else f"http://{host}:{port}"
+
+
 def open_db(args: argparse.Namespace) -> Vectrix:
     """The database the flags name, its models loaded so the first request is not the slow one."""
     check_user_name(args.user)
@@ -83,7 +120,8 @@ def needs(module: str) -> Any:
 
 
 def run_serve(args: argparse.Namespace) -> int:
-    """``vxmem serve``: the REST API under uvicorn until Ctrl-C (or SIGTERM)."""
+    """``vxmem serve``: the REST API under uvicorn until Ctrl-C (or SIGTERM), on a socket bound
+    before the database is opened."""
     token = token_for(args)
     uvicorn = needs("uvicorn")
     from ..aio import AsyncVectrix
@@ -92,19 +130,20 @@ def run_serve(args: argparse.Namespace) -> int:
 
     if args.max_body < 1:
         raise ServeError("--max-body must be a positive number of bytes")
-    db = open_db(args)
-    adb = AsyncVectrix.of(db)
-    try:
-        app = create_app(MemoryService(adb, args.user, args.session), token=token, max_body=args.max_body,
-                         cors_origins=args.cors_origin or ())
-        config = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning", access_log=False,
-                                server_header=False, lifespan="off")
-        print(f"vxmem serve: {args.db} on http://{args.host}:{args.port} (docs at /docs; Ctrl-C stops it)",
-              file=sys.stderr, flush=True)
-        uvicorn.Server(config).run()
-    finally:
-        adb.close()
-        db.close()
+    with listen(args.host, args.port) as sock:  # before the database: a port taken creates nothing
+        db = open_db(args)
+        adb = AsyncVectrix.of(db)
+        try:
+            app = create_app(MemoryService(adb, args.user, args.session), token=token, max_body=args.max_body,
+                             cors_origins=args.cors_origin or ())
+            config = uvicorn.Config(app, host=args.host, port=sock.getsockname()[1], log_level="warning",
+                                    access_log=False, server_header=False, lifespan="off")
+            print(f"vxmem serve: {args.db} on {url_of(args.host, sock)} (docs at /docs; Ctrl-C stops it)",
+                  file=sys.stderr, flush=True)
+            uvicorn.Server(config).run(sockets=[sock])
+        finally:
+            adb.close()
+            db.close()
     return 0
 
 
@@ -132,7 +171,7 @@ def add_commands(sub: Any) -> None:
                                    f"another address needs --token (or {TOKEN_ENV}).")
     add_server_flags(s)
     s.add_argument("--host", default="127.0.0.1", help="the address to bind (default 127.0.0.1)")
-    s.add_argument("--port", type=int, default=8765, help="default 8765")
+    s.add_argument("--port", type=port_number, default=8765, help="0 to 65535 (default 8765; 0: any free one)")
     s.add_argument("--token", help=f"require 'Authorization: Bearer TOKEN' on every request (or set {TOKEN_ENV})")
     s.add_argument("--max-body", type=int, default=1_000_000, dest="max_body",
                    help="largest request body in bytes; larger ones get 413 (default 1000000)")

@@ -4,8 +4,8 @@ Tools ``remember``, ``recall``, ``feedback``, ``forget``, ``context``, ``history
 ``turns``. Each tool's input schema is its REST request model's (:mod:`vxmem.serve.models`)
 without ``user``: an MCP server serves the one user it was started for (``--user``), so a
 client can never reach another user's memories. Results are structured content (ids, texts,
-scores and their breakdown, created times). A bad argument or a refused call is a tool error
-with a one-line message, and writes nothing.
+scores and their breakdown, created times). A bad or unknown argument (``user`` among them)
+or a refused call is a tool error with a one-line message, and writes nothing.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from pydantic import BaseModel
 from .. import __version__
 from ..vectrix import Vectrix
 from . import models as m
-from .service import MemoryService, error_of
+from .service import MemoryService, error_of, errors_line
 
 # tool: (request model, the service's verb, response model)
 TOOLS: dict[str, tuple[type[BaseModel], str, type[BaseModel]]] = {
@@ -57,13 +57,26 @@ def description(verb: str) -> str:
     return " ".join(doc.strip().split("\n\n")[0].split())
 
 
+class ModelTool(Tool):
+    """A tool that hands a call's arguments to its function as they came, for the request model
+    to check: the SDK's own pass would drop an unknown argument without a word, and read a
+    string that looks like JSON (a ``text`` of ``"[1, 2]"``) as a list."""
+
+    async def run(self, arguments: dict[str, Any], context: Any, convert_result: bool = False) -> Any:
+        return await super().run({"arguments": arguments}, context, convert_result=convert_result)
+
+
 def tool_function(name: str, model: type[BaseModel], verb: Callable[[Any], Awaitable[BaseModel]],
                   out: type[BaseModel]) -> Callable[..., Awaitable[BaseModel]]:
-    """The tool ``name``: takes the fields of ``model`` (``user`` aside), checks them with the
-    model itself (so an error is one line, not the SDK's report) and runs ``verb``."""
-    fields = [f for f in model.model_fields if f != "user"]
+    """The tool ``name``: refuses an argument that is not a field of ``model`` (``user`` too, an
+    MCP server serves its ``--user``), checks the others with the model itself (so an error is
+    one line, not the SDK's report) and runs ``verb``. An argument given as null is left out."""
+    fields = set(model.model_fields) - {"user"}
 
-    async def tool(**arguments: Any) -> BaseModel:
+    async def tool(arguments: dict[str, Any]) -> BaseModel:
+        unknown = [{"loc": (k,), "msg": "Extra inputs are not permitted"} for k in arguments if k not in fields]
+        if unknown:
+            raise ToolError(errors_line(unknown))
         given = {k: v for k, v in arguments.items() if v is not None}
         try:
             return await verb(model(**given))
@@ -74,9 +87,9 @@ def tool_function(name: str, model: type[BaseModel], verb: Callable[[Any], Await
             raise ToolError(failure.message) from None
 
     tool.__name__ = name
-    # Loose parameters for the SDK (it checks nothing itself); the schema clients see is input_schema().
+    # One parameter for the SDK, the call's arguments whole (ModelTool.run); clients see input_schema().
     tool.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
-        [inspect.Parameter(f, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Any) for f in fields],
+        [inspect.Parameter("arguments", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Any)],
         return_annotation=out)
     return tool
 
@@ -85,8 +98,8 @@ def build_server(svc: MemoryService) -> MCPServer:
     """The MCP server of ``svc``'s verbs (run it with ``.run("stdio")``)."""
     tools = []
     for name, (model, verb, out) in TOOLS.items():
-        tool = Tool.from_function(tool_function(name, model, getattr(svc, verb), out), name=name,
-                                  description=description(verb), structured_output=True)
+        tool = ModelTool.from_function(tool_function(name, model, getattr(svc, verb), out), name=name,
+                                       description=description(verb), structured_output=True)
         tool.parameters = input_schema(model)
         tools.append(tool)
     return MCPServer("vxmem", version=__version__, instructions=INSTRUCTIONS, tools=tools, log_level="WARNING")

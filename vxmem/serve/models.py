@@ -4,7 +4,9 @@ Defaults come from the library (``RecallRequest``'s fields, ``remember()``'s def
 ``context()``'s signature), choices from its constants (kinds, outcomes, search modes) and
 the blend's bounds from :data:`~vxmem.ranking.blend.BLEND_BOUNDS`, so a schema says what the
 library accepts. The library checks every value again; these models add what a server must
-also refuse: sizes above the caps (``limit``, ``token_budget``, batches) and unknown fields.
+also refuse: sizes above the caps (``limit``, ``token_budget``, batches), unknown fields, and
+``true`` or ``false`` for a number or a time (:func:`no_bool`; pydantic's lax mode reads
+``true`` as 1).
 The REST API and the MCP tools share them (the tools without ``user``: an MCP server
 serves one).
 """
@@ -16,7 +18,8 @@ import inspect
 import math
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic_core import PydanticCustomError
 
 from ..memory.conversation import ConversationMemory
 from ..memory.draft import REMEMBER_DEFAULTS
@@ -40,7 +43,27 @@ Preset = Literal["fast", "default", "accurate"]
 _RECALL: dict[str, Any] = {f.name: f.default for f in dataclasses.fields(RecallRequest)}
 _CONTEXT: dict[str, Any] = {n: p.default for n, p in inspect.signature(ConversationMemory.context).parameters.items()}
 
-Time = Annotated[float | str | None, Field(description="epoch seconds or an ISO-8601 time (default: now)")]
+
+def no_bool(what: str) -> BeforeValidator:
+    """A check that refuses ``true`` and ``false`` where ``what`` is wanted: pydantic's lax mode
+    would read ``true`` as 1 (a time of 1970, a limit of one)."""
+
+    def check(value: Any) -> Any:
+        if isinstance(value, bool):
+            raise PydanticCustomError("bool_not_number", "Input should be {what}, not true or false", {"what": what})
+        return value
+
+    return BeforeValidator(check)
+
+
+# Every number or time of a request is one of these, never a boolean. The check wraps the whole
+# type, None included, so that a field's bounds stay in its JSON schema.
+Number = Annotated[float | None, no_bool("a number")]
+Count = Annotated[int, no_bool("an integer")]
+MaybeCount = Annotated[int | None, no_bool("an integer")]
+Time = Annotated[float | str | None, no_bool("epoch seconds or an ISO-8601 time"),
+                 Field(description="epoch seconds or an ISO-8601 time (default: now)")]
+Age = Annotated[float | str | None, no_bool("days or an ISO-8601 time"), Field(description="days, or an ISO-8601 time")]
 User = Annotated[str | None, Field(pattern=USER_PATTERN, description="whose memories (default: the server's user)")]
 Session = Annotated[str | None, Field(min_length=1, max_length=256, description="the conversation")]
 Id = Annotated[str, Field(min_length=1, max_length=256, description="a memory's id")]
@@ -73,21 +96,21 @@ class RecallOptions(Strict):
     kinds: list[Kind] = Field(list(_RECALL["kinds"]), min_length=1)
     include_superseded: bool = _RECALL["include_superseded"]
     exclude_ids: list[Id] = Field([], max_length=MAX_BATCH)
-    score_gap: float | None = Field(_RECALL["score_gap"], ge=0)
+    score_gap: Number = Field(_RECALL["score_gap"], ge=0)
     mode: Mode | None = _RECALL["mode"]
     rerank: bool | None = _RECALL["rerank"]
-    min_relevance: float | None = _RECALL["min_relevance"]
+    min_relevance: Number = _RECALL["min_relevance"]
     recency_from: RecencyFrom | None = _RECALL["recency_from"]
     preset: Preset | None = Field(_RECALL["preset"], description="the second stage: fast (none), default "
                                                                  "(late interaction) or accurate (late interaction, "
                                                                  "then a cross-encoder)")
     filter: Filter = None
     now: Time = None
-    half_life_days: float | None = _bounded("half_life_days")
-    recency_weight: float | None = _bounded("recency_weight")
-    feedback_weight: float | None = _bounded("feedback_weight")
-    feedback_half_life_days: float | None = _bounded("feedback_half_life_days")
-    hybrid_weight: float | None = _bounded("hybrid_weight")
+    half_life_days: Number = _bounded("half_life_days")
+    recency_weight: Number = _bounded("recency_weight")
+    feedback_weight: Number = _bounded("feedback_weight")
+    feedback_half_life_days: Number = _bounded("feedback_half_life_days")
+    hybrid_weight: Number = _bounded("hybrid_weight")
 
     def blend_given(self) -> dict[str, float]:
         """The blend parameters this request sets."""
@@ -95,14 +118,14 @@ class RecallOptions(Strict):
 
 
 class RecallBody(RecallOptions):
-    limit: int = Field(_RECALL["limit"], ge=1, le=MAX_LIMIT)
-    token_budget: int | None = Field(_RECALL["token_budget"], ge=1, le=MAX_TOKEN_BUDGET)
+    limit: Count = Field(_RECALL["limit"], ge=1, le=MAX_LIMIT)
+    token_budget: MaybeCount = Field(_RECALL["token_budget"], ge=1, le=MAX_TOKEN_BUDGET)
 
 
 class ContextBody(RecallOptions):
-    token_budget: int = Field(_CONTEXT["token_budget"], ge=1, le=MAX_TOKEN_BUDGET)
-    recent_turns: int = Field(_CONTEXT["recent_turns"], ge=0, le=MAX_RECENT_TURNS)
-    limit: int = Field(_CONTEXT["limit"], ge=1, le=MAX_LIMIT)
+    token_budget: Count = Field(_CONTEXT["token_budget"], ge=1, le=MAX_TOKEN_BUDGET)
+    recent_turns: Count = Field(_CONTEXT["recent_turns"], ge=0, le=MAX_RECENT_TURNS)
+    limit: Count = Field(_CONTEXT["limit"], ge=1, le=MAX_LIMIT)
 
 
 class MemoryItem(Strict):
@@ -111,13 +134,13 @@ class MemoryItem(Strict):
     text: Text
     session: Session = REMEMBER_DEFAULTS["session"]
     role: Annotated[str, Field(min_length=1, max_length=64)] = REMEMBER_DEFAULTS["role"]
-    turn: int | None = Field(REMEMBER_DEFAULTS["turn"], ge=0)
+    turn: MaybeCount = Field(REMEMBER_DEFAULTS["turn"], ge=0)
     timestamp: Time = REMEMBER_DEFAULTS["timestamp"]
     pinned: bool = REMEMBER_DEFAULTS["pinned"]
     kind: Kind | None = REMEMBER_DEFAULTS["kind"]
     metadata: dict[str, Any] | None = REMEMBER_DEFAULTS["metadata"]
     id: Id | None = REMEMBER_DEFAULTS["id"]
-    ttl_days: float | None = Field(REMEMBER_DEFAULTS["ttl_days"], gt=0)
+    ttl_days: Number = Field(REMEMBER_DEFAULTS["ttl_days"], gt=0)
 
 
 class RememberBody(MemoryItem):
@@ -143,7 +166,7 @@ class FeedbackBody(Strict):
 class ForgetBody(Strict):
     session: Session = None
     kinds: list[Kind] | None = Field(None, min_length=1, description="default: turns (every kind with ids)")
-    older_than: float | str | None = Field(None, description="days, or an ISO-8601 time")
+    older_than: Age = None
     ids: list[Id] | None = Field(None, max_length=MAX_BATCH)
     superseded: bool = False
     filter: Filter = None
@@ -159,7 +182,7 @@ class HistoryBody(Strict):
 
 class TurnsBody(Strict):
     session: Session = None
-    limit: int = Field(MAX_LIMIT, ge=1, le=MAX_TURNS, description="the last this many turns")
+    limit: Count = Field(MAX_LIMIT, ge=1, le=MAX_TURNS, description="the last this many turns")
     now: Time = None
     user: User = None
 

@@ -4,8 +4,9 @@
 serve`` runs it under uvicorn. OpenAPI is at ``/openapi.json`` and ``/docs``; ``/healthz``
 answers ``{"status": "ok"}``. Every error is JSON, ``{"error": kind, "message": one line}``,
 with a status that fits: 400 (not JSON), 401 (no or wrong token), 404 (no such memory, or
-not this user's), 409 (an id or a turn number taken), 413 (body over the limit), 422 (an
-argument refused); a refused request writes nothing, and no response carries a stack trace.
+not this user's), 409 (an id or a turn number taken), 413 (body over the limit), 415 (a body
+not sent as ``Content-Type: application/json``), 422 (an argument refused); a refused request
+writes nothing, and no response carries a stack trace.
 
 With a token, every request but ``/healthz`` must carry ``Authorization: Bearer <token>``,
 compared in constant time. CORS is off unless origins are given.
@@ -13,6 +14,7 @@ compared in constant time. CORS is off unless origins are given.
 
 from __future__ import annotations
 
+import email.message
 import hmac
 import logging
 from collections.abc import Awaitable, Callable, Sequence
@@ -76,13 +78,32 @@ def described(verb: str) -> str:
     return " ".join(doc.strip().split("\n\n")[0].split())
 
 
+def is_json(content_type: str | None) -> bool:
+    """Whether a ``Content-Type`` says JSON (``application/json``, or ``application/*+json``),
+    as FastAPI reads it: a body of any other type (or of none) never reaches the model."""
+    if not content_type:
+        return False
+    message = email.message.Message()
+    message["content-type"] = content_type
+    subtype = message.get_content_subtype()
+    return message.get_content_maintype() == "application" and (subtype == "json" or subtype.endswith("+json"))
+
+
+async def json_body(request: Request) -> None:
+    """Refuse a request whose body is not sent as JSON with 415, not with the model's puzzling
+    "Input should be a valid dictionary" (``curl -d`` sends a form unless told otherwise)."""
+    if not is_json(request.headers.get("content-type")):
+        raise ApiError(Failure(415, "unsupported_media_type",
+                               "send the body as JSON with the header 'Content-Type: application/json'"))
+
+
 Service = Annotated[MemoryService, Depends(service)]
 ERRORS: dict[int | str, dict[str, Any]] = {
     status: {"model": m.ErrorOut, "description": text}
     for status, text in ((400, "not JSON"), (401, "no or wrong token"), (404, "no such memory for this user"),
                          (409, "an id or turn number already taken"), (413, "body over the limit"),
-                         (422, "an argument refused"))}
-router = APIRouter(prefix="/v1", responses=ERRORS)
+                         (415, "body not sent as Content-Type: application/json"), (422, "an argument refused"))}
+router = APIRouter(prefix="/v1", responses=ERRORS, dependencies=[Depends(json_body)])
 
 
 @router.post("/remember", response_model=m.RememberOut, description=described("remember"))

@@ -14,6 +14,7 @@ API answers with it and the MCP tools report it.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -69,6 +70,11 @@ def errors_line(errors: Sequence[Mapping[str, Any]]) -> str:
 
 def validation_message(exc: ValidationError) -> str:
     return errors_line(exc.errors(include_url=False, include_input=False))
+
+
+def _as_user_named(exc: ConflictError, user: str) -> ConflictError:
+    """``exc`` with the sessions it names as ``user`` named them, not as they are stored."""
+    return ConflictError(re.sub(r"session (['\"])" + re.escape(f"{user}/"), r"session \1", str(exc)))
 
 
 def error_of(exc: BaseException) -> Failure:
@@ -158,8 +164,11 @@ class MemoryService:
     async def remember(self, body: m.RememberBody) -> m.RememberOut:
         user = self.user_of(body.user)
         args = body.model_dump(exclude={"user", "session"})
-        return m.RememberOut(id=await self.db.remember(**args, session=self.write_session(user, body.session),
-                                                       user=user))
+        try:
+            return m.RememberOut(id=await self.db.remember(**args, session=self.write_session(user, body.session),
+                                                           user=user))
+        except ConflictError as exc:
+            raise _as_user_named(exc, user) from None
 
     async def remember_many(self, body: m.RememberManyBody) -> m.RememberManyOut:
         user = self.user_of(body.user)
@@ -168,7 +177,10 @@ class MemoryService:
             args: dict[str, Any] = {"text": item} if isinstance(item, str) else item.model_dump(exclude_unset=True)
             args["session"] = self.write_session(user, args.get("session") or body.session)
             items.append({**args, "user": user})
-        ids = await self.db.remember_many(items, role=body.role, timestamp=body.timestamp, user=user)
+        try:
+            ids = await self.db.remember_many(items, role=body.role, timestamp=body.timestamp, user=user)
+        except ConflictError as exc:
+            raise _as_user_named(exc, user) from None
         return m.RememberManyOut(ids=ids)
 
     def request_of(self, body: m.RecallBody) -> RecallRequest:
