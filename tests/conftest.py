@@ -15,7 +15,7 @@ from hypothesis import settings  # noqa: E402
 
 from vxmem.models.embed import get_embedder
 
-from helpers import WordHashEmbedder  # noqa: E402
+from helpers import CHAT_CSV, WordHashEmbedder  # noqa: E402
 
 # CI never fails by chance: the same examples every run, no example database between runs.
 settings.register_profile("ci", derandomize=True, database=None, print_blob=True, deadline=None)
@@ -31,3 +31,17 @@ def hashing_embedder():
 @pytest.fixture(scope="session")
 def word_embedder():
     return WordHashEmbedder()
+
+
+@pytest.fixture
+def imported(tmp_path, capsys):
+    """A chat log (``CHAT_CSV``) imported by ``vxmem import`` as a vxmem JSONL dataset (no
+    probes yet): its path and its turn labels."""
+    from vxmem.cli import main
+    from vxmem.workbench.datasets.jsonl import load_jsonl
+
+    src, out = tmp_path / "chat.csv", tmp_path / "chat.jsonl"
+    src.write_text(CHAT_CSV)
+    assert main(["import", str(src), "-o", str(out)]) == 0
+    capsys.readouterr()
+    return out, [e.label for e in load_jsonl(out).events if e.type == "turn"]

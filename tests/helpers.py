@@ -16,7 +16,13 @@ T0 = 1_700_000_000.0  # a fixed "now" for tests that pass time explicitly
 TESTS = str(Path(__file__).resolve().parent)
 ROOT = Path(TESTS).parent
 
-__all__ = ["DAY", "T0", "TESTS", "ROOT", "WordHashEmbedder", "run_python", "fts_count", "vector_of"]
+__all__ = ["DAY", "T0", "TESTS", "ROOT", "CHAT_CSV", "WordHashEmbedder", "run_python", "fts_count", "vector_of"]
+
+# A chat log of three turns in one session, as a CSV export (the `imported` fixture imports it).
+CHAT_CSV = ("session,role,text,timestamp\n"
+            "me,user,I live in Lisbon,2024-01-01T09:00:00Z\n"
+            "me,user,My cat is called Miso,2024-01-02T09:00:00Z\n"
+            "me,user,I moved from Lisbon to Porto last week,2024-03-01T09:00:00Z\n")
 
 
 class WordHashEmbedder:

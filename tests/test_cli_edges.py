@@ -11,10 +11,7 @@ from vxmem.cli import main
 from vxmem.workbench.datasets import load_jsonl
 from vxmem.workbench.synth import generate
 
-CHAT_CSV = ("session,role,text,timestamp\n"
-            "me,user,I live in Lisbon,2024-01-01T09:00:00Z\n"
-            "me,user,My cat is called Miso,2024-01-02T09:00:00Z\n"
-            "me,user,I moved from Lisbon to Porto last week,2024-03-01T09:00:00Z\n")
+from helpers import CHAT_CSV
 
 
 @pytest.fixture
@@ -22,16 +19,6 @@ def small(tmp_path):
     path = tmp_path / "mu.jsonl"
     generate("many_users", users=2).save(path)
     return path
-
-
-@pytest.fixture
-def chat(tmp_path, capsys):
-    """A chat log imported as a vxmem JSONL dataset (no probes yet), and its turn labels."""
-    src, out = tmp_path / "chat.csv", tmp_path / "chat.jsonl"
-    src.write_text(CHAT_CSV)
-    assert main(["import", str(src), "-o", str(out)]) == 0
-    capsys.readouterr()
-    return out, [e.label for e in load_jsonl(out).events if e.type == "turn"]
 
 
 @pytest.fixture
@@ -192,8 +179,8 @@ def test_a_restore_into_a_read_only_directory_is_refused(tmp_path, exported, cap
 @pytest.mark.parametrize("text, seconds", [("1709600000", 1709600000.0), ("1709600000.5", 1709600000.5),
                                            ("2024-03-05T00:53:20Z", 1709600000.0),
                                            ("20240305", 1709596800.0)])  # ISO's basic form stays a date
-def test_probe_time_takes_iso_8601_or_epoch_seconds(chat, capsys, text, seconds):
-    path, labels = chat
+def test_probe_time_takes_iso_8601_or_epoch_seconds(imported, capsys, text, seconds):
+    path, labels = imported
     assert main(["probes", "add", str(path), "--query", "Where do I live?", "--expect", labels[2],
                  "--time", text]) == 0
     assert load_jsonl(path).probes[0].time == seconds
@@ -203,16 +190,16 @@ def test_probe_time_takes_iso_8601_or_epoch_seconds(chat, capsys, text, seconds)
                                          ("inf", "--time: epoch seconds must be a finite number"),
                                          ("soon", "--time: expected an ISO-8601 time"),
                                          ("1e30", "--time is out of range")])
-def test_a_bad_probe_time_is_refused_by_its_option(chat, capsys, text, words):
-    path, labels = chat
+def test_a_bad_probe_time_is_refused_by_its_option(imported, capsys, text, words):
+    path, labels = imported
     before = path.read_bytes()
     assert main(["probes", "add", str(path), "--query", "Where?", "--expect", labels[0], "--time", text]) == 2
     assert words in _error_line(capsys)
     assert path.read_bytes() == before
 
 
-def test_probe_errors_name_the_commands_options(chat, capsys):
-    path, labels = chat
+def test_probe_errors_name_the_commands_options(imported, capsys):
+    path, labels = imported
     assert main(["probes", "add", str(path), "--query", "Where?", "--expect", labels[0], "--stale", labels[0]]) == 2
     err = _error_line(capsys)
     assert "in both --expect and --stale" in err and "_labels" not in err
@@ -220,8 +207,8 @@ def test_probe_errors_name_the_commands_options(chat, capsys):
     assert "--stale: 'nope' is not the label of a memory" in _error_line(capsys)
 
 
-def test_probes_add_names_the_probe_it_added_even_before_others(chat, capsys):
-    path, labels = chat
+def test_probes_add_names_the_probe_it_added_even_before_others(imported, capsys):
+    path, labels = imported
     assert main(["probes", "add", str(path), "--query", "Where now?", "--expect", labels[2]]) == 0
     assert main(["probes", "add", str(path), "--query", "My cat?", "--expect", labels[1],
                  "--time", "2024-01-03T00:00:00Z"]) == 0  # placed before q1 on the timeline

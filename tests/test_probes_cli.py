@@ -8,22 +8,6 @@ from vxmem.workbench.replay import replay
 
 from helpers import ROOT
 
-CHAT_CSV = ("session,role,text,timestamp\n"
-            "me,user,I live in Lisbon,2024-01-01T09:00:00Z\n"
-            "me,user,My cat is called Miso,2024-01-02T09:00:00Z\n"
-            "me,user,I moved from Lisbon to Porto last week,2024-03-01T09:00:00Z\n")
-
-
-@pytest.fixture
-def imported(tmp_path, capsys):
-    """A chat log imported as a vxmem JSONL dataset (no probes yet), and its turn labels."""
-    src, out = tmp_path / "chat.csv", tmp_path / "chat.jsonl"
-    src.write_text(CHAT_CSV)
-    assert main(["import", str(src), "-o", str(out)]) == 0
-    capsys.readouterr()
-    labels = [e.label for e in load_jsonl(out).events if e.type == "turn"]
-    return out, labels
-
 
 def _error(capsys) -> str:
     err = capsys.readouterr().err
