@@ -215,6 +215,19 @@ def test_probes_add_names_the_probe_it_added_even_before_others(imported, capsys
     assert capsys.readouterr().out.splitlines()[-1].startswith("added probe 'q2'")
 
 
+def test_probes_add_refuses_a_read_only_dataset_and_keeps_a_writable_ones_permissions(imported, capsys):
+    path, labels = imported
+    os.chmod(path, 0o444)
+    before = path.read_bytes()
+    assert main(["probes", "add", str(path), "--query", "Where now?", "--expect", labels[2]]) == 2
+    assert "read-only" in _error_line(capsys)
+    assert path.read_bytes() == before and oct(path.stat().st_mode & 0o777) == oct(0o444)
+    assert not list(path.parent.glob("*.tmp"))
+    os.chmod(path, 0o640)
+    assert main(["probes", "add", str(path), "--query", "Where now?", "--expect", labels[2]]) == 0
+    assert path.read_bytes() != before and oct(path.stat().st_mode & 0o777) == oct(0o640)
+
+
 # ---------------------------------------------------------------- small ones
 
 

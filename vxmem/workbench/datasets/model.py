@@ -9,9 +9,11 @@ to each other by labels, never by memory ids, so a file means the same thing in 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
+import stat
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -411,12 +413,24 @@ class Conversation:
         """Write the conversation as JSONL (header line first).
 
         The file is written beside its final name and moved into place, so a reader never
-        sees half a conversation.
+        sees half a conversation; a file it replaces keeps its permissions, and a read-only
+        one is refused (:class:`DatasetError`), as an editor would.
         """
-        tmp = f"{os.fspath(path)}.tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(self.to_jsonl())
-        os.replace(tmp, path)
+        path = os.fspath(path)
+        old = os.stat(path) if os.path.exists(path) else None
+        if old is not None and not old.st_mode & stat.S_IWUSR:
+            raise DatasetError("the file is read-only: make it writable to save over it", path=path)
+        tmp = f"{path}.tmp"
+        try:
+            with open(tmp, "w", encoding="utf-8") as f:
+                f.write(self.to_jsonl())
+            if old is not None:
+                os.chmod(tmp, stat.S_IMODE(old.st_mode))
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.remove(tmp)
+            raise
 
     def __repr__(self) -> str:
         counts: dict[str, int] = {}
