@@ -6,7 +6,7 @@ pytest.importorskip("langchain_core", reason='needs the langchain extra: pip ins
 
 from langchain_core.documents import Document
 from langchain_core.language_models.fake_chat_models import ParrotFakeChatModel
-from langchain_core.messages import AIMessage, ChatMessage, HumanMessage, SystemMessage
+from langchain_core.messages import AIMessage, ChatMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.output_parsers import StrOutputParser
 from langchain_core.prompts import ChatPromptTemplate
 from langchain_core.runnables import RunnablePassthrough
@@ -76,6 +76,29 @@ def test_the_history_remembers_each_turn_with_its_role():
     assert [type(m) for m in messages] == [SystemMessage, HumanMessage, AIMessage, ChatMessage]
     assert [m.content for m in messages] == ["Be brief.", "I live in Lisbon.", "Noted.", "lookup done"]
     assert [m.id for m in messages] == [t.id for t in turns]
+
+
+def test_a_tool_calling_exchange_comes_back_as_it_went_in_and_its_calls_are_recalled():
+    db = Vectrix(embedder="hashing")
+    history = VxmemChatMessageHistory(db, "s", clock=lambda: T0)
+    call = {"name": "get_weather", "args": {"city": "Paris"}, "id": "call-1", "type": "tool_call"}
+    sent = [HumanMessage("What's the weather in Paris?"), AIMessage(content="", tool_calls=[call]),
+            ToolMessage(content="18C and sunny", tool_call_id="call-1"), AIMessage("It is 18C and sunny.")]
+    history.add_messages(sent)
+    back = history.messages
+    assert [type(m) for m in back] == [HumanMessage, AIMessage, ToolMessage, AIMessage]
+    assert [m.content for m in back] == [m.content for m in sent]
+    assert back[1].tool_calls == [call] and back[2].tool_call_id == "call-1"
+    hits = db.recall("get_weather Paris", session="s", now=T0 + 60)
+    assert 'calls get_weather({"city": "Paris"})' in [h.text for h in hits]
+
+
+def test_the_retriever_keeps_the_memorys_fields_over_the_callers_keys_of_the_same_name():
+    db = Vectrix(embedder="hashing")
+    mid = db.remember("I prefer dark mode", session="alice", metadata={"id": "x", "score": 99, "topic": "ui"},
+                      timestamp=T0)
+    [doc] = VxmemRetriever(db=db, session="alice", limit=1, now=T0 + 60).invoke("dark mode")
+    assert doc.metadata["id"] == mid and doc.metadata["score"] != 99 and doc.metadata["topic"] == "ui"
 
 
 def test_what_the_history_remembers_is_recalled():

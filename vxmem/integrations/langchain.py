@@ -14,6 +14,7 @@ session's turns back as messages. langchain-core is imported here and nowhere el
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -21,7 +22,7 @@ try:
     from langchain_core.callbacks import CallbackManagerForRetrieverRun
     from langchain_core.chat_history import BaseChatMessageHistory
     from langchain_core.documents import Document
-    from langchain_core.messages import AIMessage, BaseMessage, ChatMessage, HumanMessage, SystemMessage
+    from langchain_core.messages import AIMessage, BaseMessage, ChatMessage, HumanMessage, SystemMessage, ToolMessage
     from langchain_core.retrievers import BaseRetriever
 except ImportError as exc:  # pragma: no cover - the extra is missing
     raise ImportError('vxmem.integrations.langchain needs the langchain extra: pip install "vxmem[langchain]"') \
@@ -32,7 +33,7 @@ from ..core.keys import K_KIND, K_ROLE, K_SCORING, K_SESSION, K_TS, K_TURN, K_US
 from ..store.results import Result
 from ..vectrix import Vectrix
 
-__all__ = ["VxmemRetriever", "VxmemChatMessageHistory", "document_of", "ROLE_OF_TYPE"]
+__all__ = ["VxmemRetriever", "VxmemChatMessageHistory", "document_of", "turn_of", "message_of", "ROLE_OF_TYPE"]
 
 # LangChain's message types and the roles vxmem stores them under (and back).
 ROLE_OF_TYPE = {"human": "user", "ai": "assistant", "system": "system", "tool": "tool", "function": "function"}
@@ -46,17 +47,17 @@ def document_of(result: Result) -> Document:
     ``metadata`` holds the memory's ``id``, ``kind``, ``session``, ``role``, ``turn`` and
     ``user``, when it was ``created`` (ISO 8601, UTC) and ``created_ts`` (epoch seconds), the
     blended ``score`` and its breakdown under ``scoring`` (relevance, recency, feedback, ...),
-    and the caller's own metadata keys."""
+    and the caller's own metadata keys (where one has a name of these, the memory's field wins)."""
     meta = result.metadata
-    out: dict[str, Any] = {"id": result.id, "kind": meta.get(K_KIND), "session": meta.get(K_SESSION),
-                           "role": meta.get(K_ROLE), "turn": meta.get(K_TURN), "user": meta.get(K_USER)}
+    out: dict[str, Any] = {k: v for k, v in meta.items() if not k.startswith(RESERVED_PREFIX)}
+    out |= {"id": result.id, "kind": meta.get(K_KIND), "session": meta.get(K_SESSION),
+            "role": meta.get(K_ROLE), "turn": meta.get(K_TURN), "user": meta.get(K_USER)}
     ts = meta.get(K_TS)
     if ts is not None:
         out["created"] = to_datetime(float(ts)).isoformat()
         out["created_ts"] = float(ts)
     out["score"] = result.score
     out["scoring"] = dict(meta.get(K_SCORING) or {})
-    out.update({k: v for k, v in meta.items() if not k.startswith(RESERVED_PREFIX)})
     return Document(page_content=result.text, id=result.id, metadata=out)
 
 
@@ -122,8 +123,8 @@ class VxmemChatMessageHistory(BaseChatMessageHistory):
         return [message_of(t) for t in self.db.turns(self.session, limit=self.limit, now=self.clock())]
 
     def add_messages(self, messages: Sequence[BaseMessage]) -> None:
-        """Remember the messages as turns, in order, in one transaction."""
-        items = [{"text": m.text, "role": role_of(m)} for m in messages]
+        """Remember the messages as turns, in order, in one transaction (see :func:`turn_of`)."""
+        items = [turn_of(m) for m in messages]
         self.db.remember_many(items, session=self.session, user=self.user, timestamp=self.clock())
 
     def clear(self) -> None:
@@ -138,9 +139,37 @@ def role_of(message: BaseMessage) -> str:
     return ROLE_OF_TYPE.get(message.type, message.type)
 
 
+def turn_of(message: BaseMessage) -> dict[str, Any]:
+    """``message`` as the turn :meth:`VxmemChatMessageHistory.add_messages` remembers: its text
+    and role. An assistant message's tool calls and a tool message's call id go to the turn's
+    metadata (``tool_calls``, ``tool_call_id``), so they come back (:func:`message_of`); a
+    message that only calls tools is remembered as the calls it makes (``calls
+    get_weather({"city": "Paris"})``), recallable like any turn, and comes back with its own
+    empty content."""
+    item: dict[str, Any] = {"text": message.text, "role": role_of(message)}
+    meta: dict[str, Any] = {}
+    calls = getattr(message, "tool_calls", None) if isinstance(message, AIMessage) else None
+    if calls:
+        meta["tool_calls"] = [{"name": c["name"], "args": c["args"], "id": c.get("id")} for c in calls]
+        if not message.text.strip():
+            meta["content"] = message.content
+            item["text"] = "; ".join(f"calls {c['name']}({json.dumps(c['args'], sort_keys=True)})" for c in calls)
+    if isinstance(message, ToolMessage):
+        meta["tool_call_id"] = message.tool_call_id
+    if meta:
+        item["metadata"] = meta
+    return item
+
+
 def message_of(turn: Result) -> BaseMessage:
-    """A stored turn as the LangChain message its role says, carrying the memory's id."""
+    """A stored turn as the LangChain message its role says, carrying the memory's id (an
+    assistant turn with its tool calls, a tool turn with its call id: see :func:`turn_of`)."""
     role = turn.metadata.get(K_ROLE, "user")
+    meta = turn.metadata
+    if role == "tool" and isinstance(meta.get("tool_call_id"), str):
+        return ToolMessage(content=turn.text, tool_call_id=meta["tool_call_id"], id=turn.id)
+    if role == "assistant" and isinstance(meta.get("tool_calls"), list):
+        return AIMessage(content=meta.get("content", turn.text), tool_calls=meta["tool_calls"], id=turn.id)
     cls = _MESSAGE_OF_ROLE.get(role)
     if cls is None:
         return ChatMessage(content=turn.text, role=role, id=turn.id)
