@@ -25,7 +25,8 @@ from helpers import DAY, T0, TESTS
 ANSWERS = Path(TESTS) / "data" / "llm_answers.json"
 JUDGE_FAILURES = ["judge-malformed", "judge-wrong-count", "judge-prose", "judge-no-choices", "judge-500",
                   "judge-hang"]
-SUMMARIZER_FAILURES = ["summarizer-malformed", "summarizer-wrong-type", "summarizer-500", "summarizer-hang"]
+SUMMARIZER_FAILURES = ["summarizer-malformed", "summarizer-wrong-type", "summarizer-surrogate", "summarizer-500",
+                       "summarizer-hang"]
 
 
 @pytest.fixture(scope="module")
@@ -146,10 +147,11 @@ def test_consolidation_stores_the_endpoints_facts_and_drops_the_turns(url):
     assert "user: I'm allergic to peanuts." in asked["messages"][1]["content"]
 
 
-def test_a_fenced_answer_is_read(url):
+@pytest.mark.parametrize("model", ["summarizer-fenced", "summarizer-fenced-upper"])
+def test_a_fenced_answer_is_read(url, model):
     db = Vectrix()
     chat(db)
-    report = db.consolidate("s", endpoint(OpenAICompatibleSummarizer, "summarizer-fenced", url), keep_recent=0,
+    report = db.consolidate("s", endpoint(OpenAICompatibleSummarizer, model, url), keep_recent=0,
                             now=T0 + DAY)
     assert [db.get(f).text for f in report.facts] == ["The user is allergic to peanuts."]
 

@@ -54,6 +54,9 @@ def test_one_bad_item_refuses_the_whole_call_naming_it_and_nothing_is_written():
         db.remember_many([{"text": "x", "colour": "red"}], timestamp=T0)
     with pytest.raises(TypeError, match=r"memories\[0\] must be a str or a dict"):
         db.remember_many([42], timestamp=T0)
+    for one in ("hello", {"text": "hello"}, None, 42):
+        with pytest.raises(TypeError, match="memories must be a list of texts or dicts"):
+            db.remember_many(one, timestamp=T0)
     with pytest.raises(ValueError, match="same id twice"):
         db.remember_many([{"text": "a", "id": "x"}, {"text": "b", "id": "x"}], timestamp=T0)
     assert len(db) == 0 and emb.calls == []

@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -153,15 +154,21 @@ def _describe(exc: BaseException) -> str:
 def check_answer(content: str, schema: dict[str, Any]) -> dict[str, Any]:
     """``content`` parsed as JSON and checked against ``schema``; ``ValueError`` says what is wrong.
 
-    Servers that cannot constrain their output sometimes wrap the JSON in a Markdown fence:
-    that fence is taken off, nothing else is forgiven."""
+    Servers that cannot constrain their output sometimes wrap the JSON in a Markdown fence
+    (```` ```json ````, in any case, or none): that fence is taken off, nothing else is forgiven;
+    text that is not valid Unicode (a ``\ud800`` escape alone) is refused like malformed JSON."""
     text = content.strip()
-    if text.startswith("```"):
-        text = text.strip("`").removeprefix("json").strip()
+    fenced = re.fullmatch(r"```[A-Za-z0-9_+-]*[ \t]*\n?(.*?)\n?[ \t]*```", text, flags=re.DOTALL)
+    if fenced:
+        text = fenced.group(1).strip()
     try:
         answer = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ValueError(f"the answer is not JSON ({exc.msg} at position {exc.pos}): {content[:80]!r}") from None
+    try:
+        json.dumps(answer, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("the answer holds text that is not valid Unicode (a lone surrogate)") from None
     try:
         import jsonschema
     except ImportError:

@@ -222,6 +222,9 @@ class ConversationMemory(MemoryReading):
         stored before the call (not the call's own), as it would see them in a loop only if
         the call held no fact it contradicts.
         """
+        if isinstance(memories, (str, bytes, Mapping)) or not isinstance(memories, Iterable):
+            raise TypeError(f"memories must be a list of texts or dicts, not {type(memories).__name__} "
+                            "(one memory: remember())")
         defaults = {"session": session, "role": role, "timestamp": timestamp, "user": user, "check": check}
         drafts = [self._draft_of(item, i, defaults) for i, item in enumerate(memories)]
         given = [d.id for d in drafts if d.id is not None]
