@@ -184,3 +184,34 @@ def test_an_open_whose_counts_cannot_be_stored_still_opens_and_counts_them_next_
     with Vectrix(path, embedder=WordHashEmbedder()):
         pass
     assert [t for _, t in _stored(path)[0]] == [count_tokens(text) for text, _ in rows]
+
+
+def _context_db(counter):
+    db = Vectrix(embedder=WordHashEmbedder(), token_counter=counter)
+    for i in range(10):
+        db.remember(f"turn number {i} about dinner plans", session="s", timestamp=T0 + i * DAY)
+        db.remember(f"an older note {i} on dinner and wine", session="t", timestamp=T0 + i * 60)
+    db.remember("Alice is vegetarian", session="s", pinned=True, timestamp=T0)
+    return db
+
+
+def test_the_context_block_costs_what_its_counter_says_of_its_text_newlines_included():
+    db = _context_db(len)  # a counter that counts every character, newlines too
+    for budget in range(40, 900, 23):
+        block = db.context("dinner", session="s", token_budget=budget, recent_turns=4, now=T0 + 20 * DAY)
+        assert block.tokens_used == len(block.text) <= budget, budget
+        assert block.tokens_used == sum(block.tokens_by_section.values())
+    assert block.recalled and block.recent and block.pinned  # the widest budget holds every section
+
+
+def test_a_counter_that_does_not_add_up_line_by_line_still_keeps_the_block_in_budget():
+    def counter(s):  # two characters a token, rounded down: a whole costs more than its pieces
+        return len(s) // 2
+
+    db = _context_db(counter)
+    trimmed = 0
+    for budget in range(20, 450, 11):
+        block = db.context("dinner", session="s", token_budget=budget, recent_turns=4, now=T0 + 20 * DAY)
+        assert block.tokens_used == counter(block.text) <= budget, budget
+        trimmed += block.cut_recalled + block.cut_recent
+    assert trimmed  # some budgets cut memories to fit

@@ -69,15 +69,24 @@ class ContextBlock:
 
 
 class _Budget:
-    """Tokens left, and what each section took; a section's header is paid with its first line."""
+    """Tokens left, and what each section took. A line is paid with the newline before it; a
+    section's first line also pays its header and, after another section, the blank line
+    between them: what ``ContextBlock.text`` joins them with."""
 
     def __init__(self, total: int, count: Callable[[str], int]):
         self.left = total
         self.count = count
         self.used = dict.fromkeys(SECTIONS, 0)
+        self.newline, self.gap = count("\n"), count("\n\n")
+
+    def cost(self, section: str, r: Result, first: bool) -> int:
+        line = self.count(render(section, r)) + self.newline
+        if not first:
+            return line
+        return line + self.count(HEADERS[section]) + (self.gap if any(self.used.values()) else 0)
 
     def take(self, section: str, r: Result, first: bool) -> bool:
-        cost = self.count(render(section, r)) + (self.count(HEADERS[section]) if first else 0)
+        cost = self.cost(section, r, first)
         if cost > self.left:
             return False
         self.left -= cost
@@ -100,8 +109,7 @@ def assemble(store: MemoryStore, recall: Callable[[RecallRequest], Results], req
     with store.locked() as m:
         pinned = _pinned(m, session, now_ts, user, flt)
         if pinned:  # never cut: paid for even past the budget
-            budget.used["pinned"] = budget.count(HEADERS["pinned"]) + sum(
-                budget.count(render("pinned", r)) for r in pinned)
+            budget.used["pinned"] = sum(budget.cost("pinned", r, first=i == 0) for i, r in enumerate(pinned))
             budget.left -= budget.used["pinned"]
         over = budget.left < 0
         recent, cut_recent = _recent(m, session, recent_turns, now_ts, budget, flt)
@@ -118,9 +126,29 @@ def assemble(store: MemoryStore, recall: Callable[[RecallRequest], Results], req
     if over:
         note = (f"pinned facts alone take {budget.used['pinned']} tokens, over the budget of "
                 f"{token_budget}; none were dropped")
-    return ContextBlock(pinned=pinned, recent=recent, recalled=recalled, token_budget=token_budget,
-                        tokens_used=sum(budget.used.values()), tokens_by_section=budget.used, over_budget=over,
-                        cut_recent=cut_recent, cut_recalled=cut_recalled, note=note)
+    block = ContextBlock(pinned=pinned, recent=recent, recalled=recalled, token_budget=token_budget,
+                         tokens_by_section=budget.used, over_budget=over, cut_recent=cut_recent,
+                         cut_recalled=cut_recalled, note=note)
+    return _fitted(block, budget.count)
+
+
+def _fitted(block: ContextBlock, count: Callable[[str], int]) -> ContextBlock:
+    """``block`` with ``tokens_used`` counted on its text. A counter that does not add up line
+    by line (a tokenizer that merges across a newline) can make the whole cost more than its
+    lines: then recalled memories, then the oldest recent turns, are dropped until it fits."""
+    block.tokens_used = count(block.text)
+    while block.tokens_used > block.token_budget and not block.over_budget and (block.recalled or block.recent):
+        if block.recalled:
+            gone = block.recalled.pop()
+            block.cut_recalled += 1
+            section = "recalled"
+        else:
+            gone = block.recent.pop(0)
+            block.cut_recent += 1
+            section = "recent"
+        block.tokens_by_section[section] -= count(render(section, gone))
+        block.tokens_used = count(block.text)
+    return block
 
 
 def _pinned(m: Mirror, session: str | None, now_ts: float, user: str | None = None,
