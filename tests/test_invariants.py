@@ -29,7 +29,10 @@ def _build(ops, embedder):
         ts = 1_700_000_000 + day * DAY
         if op == "correct":
             if ids:
-                ids.append(db.feedback(ids[arg % len(ids)], "corrected", correction=text, timestamp=ts))
+                try:
+                    ids.append(db.feedback(ids[arg % len(ids)], "corrected", correction=text, timestamp=ts))
+                except ValueError as exc:  # dated before what it replaces: refused, nothing written
+                    assert "comes before memory" in str(exc)
         else:
             ids.append(db.remember(text, session=arg, kind=None if op == "turn" else op, ttl_days=ttl,
                                    timestamp=ts))

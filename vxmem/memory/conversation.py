@@ -90,7 +90,7 @@ from .draft import (
 from .late_stage import context_text, write_contexts
 from .reading import MemoryReading
 from .stages import DEFAULT_PRESET, check_preset, is_late, preset_stages
-from .supersession import live_heads, mark_superseded
+from .supersession import check_correction_time, live_heads, mark_superseded
 
 Judge = Callable[[str, list[str]], Sequence[bool]]
 
@@ -303,10 +303,13 @@ class ConversationMemory(MemoryReading):
     def _judge(self, text: str, vec: np.ndarray, session: str | None, ts: float) -> list[str]:
         """Ids of the live facts nearest to ``text`` that the judge says it contradicts.
 
-        The candidates are read under the lock; the judge is called after it is released.
+        The candidates are the facts stored at or before ``ts`` that nothing supersedes: a
+        memory written out of time order never supersedes one from its future. They are read
+        under the lock; the judge is called after it is released.
         """
         with self.store.locked() as m:
             pos = m.select(session, (KIND_FACT, KIND_PINNED), live_at=ts, include_superseded=False)
+            pos = pos[m.ts[pos] <= ts]
             if pos.size == 0 or self.judge is None:
                 return []
             top, _ = self.store.topk(vec, pos, self.judge_candidates, session)
@@ -342,6 +345,8 @@ class ConversationMemory(MemoryReading):
         ts = to_epoch(timestamp, "timestamp")
         with self.store.locked() as m:  # fail fast, before the embedder runs
             memory_pos(m, id)
+            if correction is not None:
+                check_correction_time(m, id, ts)
         vec = tokens = None
         if correction is not None:  # the callables run outside the lock
             vec = self.store.embed([correction])[0]

@@ -93,3 +93,14 @@ def _entry(m: Mirror, id: str, as_of: float | None) -> HistoryEntry:
                         live=not superseded, superseded_by=meta.get(K_SUPERSEDED_BY) if superseded else None,
                         superseded_at=to_datetime(at) if at is not None else None,
                         supersedes=supersedes)
+
+
+def check_correction_time(m: Mirror, id: str, ts: float) -> None:
+    """Refuse a correction of ``id`` at ``ts`` dated before the newest of what it would
+    replace (``id`` and the live corrections of it) was stored: both would be live in between."""
+    replaced = [id] + live_heads(m, id)
+    newest = max(replaced, key=lambda i: float(m.ts[m.pos_of_id[i]]))
+    at = float(m.ts[m.pos_of_id[newest]])
+    if ts < at:
+        raise ValueError(f"a correction at {to_datetime(ts).isoformat()} comes before memory {newest!r}, which it "
+                         f"would replace, was stored ({to_datetime(at).isoformat()}): date it at or after that")
