@@ -8,6 +8,7 @@ import threading
 import pytest
 
 from vxmem import AsyncVectrix, Blend, Vectrix
+from vxmem.core.errors import VectrixError
 
 from helpers import DAY, T0
 
@@ -157,3 +158,22 @@ def test_a_cancelled_call_keeps_the_later_calls_in_order():
 
     ids, n = asyncio.run(main())
     assert "a" in ids and "b" not in ids and n == 1
+
+
+def test_aclose_waits_for_every_call_made_before_it_and_refuses_the_ones_after(tmp_path):
+    path = tmp_path / "a.vxdb"
+
+    async def main():
+        adb = AsyncVectrix(str(path), embedder="hashing")
+        tasks = [asyncio.ensure_future(adb.remember(f"late {i}", timestamp=T0 + i)) for i in range(5)]
+        await asyncio.sleep(0)  # the calls are admitted; most still wait their turn behind the first
+        await adb.aclose()
+        done = await asyncio.gather(*tasks, return_exceptions=True)
+        with pytest.raises(VectrixError, match="closed"):
+            await adb.recall("late", now=T0 + DAY)
+        return done
+
+    done = asyncio.run(main())
+    assert all(isinstance(d, str) for d in done), done
+    with Vectrix(str(path), embedder="hashing") as db:
+        assert sorted(r.text for r in db.scan()) == [f"late {i}" for i in range(5)]

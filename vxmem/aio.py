@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 
 from .core.checks import check_limit
 from .core.clock import TimeLike
+from .core.errors import VectrixError
 from .core.keys import FORGET_KINDS, KINDS
 from .memory.consolidation import ConsolidationReport, Summarizer
 from .memory.context import ContextBlock
@@ -57,11 +58,17 @@ class CallOrder:
         self.readers = ThreadPoolExecutor(max_workers=readers, thread_name_prefix="vxmem-reader")
         self.last_write: asyncio.Future[None] | None = None
         self.reads: list[asyncio.Future[None]] = []
+        self.pending: set[asyncio.Future[None]] = set()  # every call admitted and not yet done
+        self.closed = False
 
     def admit(self, write: bool) -> tuple[list[asyncio.Future[None]], asyncio.Future[None]]:
         """What this call waits for, and the future that says it is done. Runs without an
-        await, so calls are admitted exactly in the order they were made."""
+        await, so calls are admitted exactly in the order they were made; none once closing."""
+        if self.closed:
+            raise VectrixError("this AsyncVectrix is closed")
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.pending.add(done)
+        done.add_done_callback(self.pending.discard)
         waits = [] if self.last_write is None or self.last_write.done() else [self.last_write]
         if write:
             waits += [f for f in self.reads if not f.done()]
@@ -91,17 +98,26 @@ class CallOrder:
             if waits:
                 await asyncio.wait(waits)  # never cancels what it waits for
             work = (self.writer if write else self.readers).submit(fn)
-        except BaseException:  # cancelled while waiting: done once what it waited for is, keeping the order
+        except BaseException as exc:  # cancelled while waiting: done once what it waited for is, keeping the order
             if waits:
                 asyncio.ensure_future(asyncio.wait(waits)).add_done_callback(finish)
             else:
                 release()
+            if isinstance(exc, RuntimeError) and self.closed:  # close() shut the workers while it waited
+                raise VectrixError("this AsyncVectrix was closed before the call ran") from None
             raise
         # Done when the thread is, even if the caller stops waiting: the next write must not overlap it.
         work.add_done_callback(finish)
         return await asyncio.wrap_future(work)
 
+    async def drain(self) -> None:
+        """Refuse new calls, then wait until every call admitted before is done."""
+        self.closed = True
+        while self.pending:
+            await asyncio.wait(list(self.pending))
+
     def shutdown(self) -> None:
+        self.closed = True
         self.writer.shutdown(wait=True)
         self.readers.shutdown(wait=True)
 
@@ -225,7 +241,10 @@ class AsyncVectrix:
         return await self.call("count", filter)
 
     async def aclose(self) -> None:
-        """Wait for the calls in flight, then close the handle (when this object opened it)."""
+        """Wait for every call made before it (those still waiting their turn too), then
+        close the handle (when this object opened it); a call made after it raises
+        :class:`~vxmem.core.errors.VectrixError`."""
+        await self.order.drain()
         await asyncio.get_running_loop().run_in_executor(None, self.close)
 
     def close(self) -> None:

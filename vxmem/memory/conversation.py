@@ -333,7 +333,8 @@ class ConversationMemory(MemoryReading):
         :param id: the memory recalled.
         :param outcome: ``"useful"``, ``"dead_end"`` or ``"corrected"``.
         :param correction: the corrected fact (with ``"corrected"`` only).
-        :param timestamp: when the outcome was seen (default: now).
+        :param timestamp: when the outcome was seen (default: now); a correction is refused
+            when dated before what it replaces was stored.
         """
         check_choice(outcome, "outcome", OUTCOMES)
         if correction is not None:
