@@ -516,6 +516,26 @@ def test_folded_feedback_scores_exactly_as_the_whole_history_and_stays_bounded(d
     assert got == pytest.approx(exact, rel=1e-12, abs=1e-12)
 
 
+def test_folded_feedback_reads_as_of_any_earlier_time_exactly(db):
+    mid = db.remember("a much-graded memory", session="s", kind="fact", timestamp=T0)
+    rng = np.random.default_rng(5)
+    events = []
+    for _ in range(300):
+        outcome = ("useful", "dead_end", "useful")[int(rng.integers(3))]
+        ts = T0 + float(rng.uniform(0, 200)) * DAY  # out of order too
+        db.feedback(mid, outcome, timestamp=ts)
+        events.append((OUTCOME_SIGN[outcome], ts))
+    meta = db.get(mid).metadata
+    half_life = db.memory.feedback_half_life_days
+    assert meta["_vx_feedback_folded"]["ts"] > T0 + 100 * DAY  # the days below read the fold's log
+    for day in (0.5, 10, 50, 100, 150, 199, 250):
+        now = T0 + day * DAY
+        exact = sum(s * float(decay((now - ts) / DAY, half_life)) for s, ts in events if ts <= now)
+        assert feedback_score(meta, now, half_life) == pytest.approx(exact, rel=1e-12, abs=1e-12), day
+        got = db.recall("much-graded memory", session="s", now=now)[0].metadata["_vx_scoring"]["feedback"]
+        assert got == pytest.approx(exact, rel=1e-12, abs=1e-12), day
+
+
 def test_feedback_folded_meets_the_reserved_key_checks_when_written_back(db):
     mid = db.remember("graded", session="s", kind="fact", timestamp=T0)
     for i in range(100):

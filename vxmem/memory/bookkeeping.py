@@ -20,8 +20,8 @@ from ..store.checks import check_id
 from ..store.database import Transaction
 from ..store.mirror import Mirror, session_key
 
-# A memory keeps at most this many feedback events; past it the oldest are folded into one
-# decayed sum (``_vx_feedback_folded``), which leaves the score as it was.
+# A memory keeps at most this many feedback events; past it all but the newest half are folded
+# into one decayed sum (``_vx_feedback_folded``, with their log), which leaves the score as it was.
 FEEDBACK_EVENTS_KEPT = 64
 
 

@@ -326,9 +326,10 @@ class ConversationMemory(MemoryReading):
         memory that supersedes this one (and any correction of it still live, so only the
         newest correction stays live). Returns the new memory's id in that case, otherwise None.
 
-        A memory keeps its last 64 events as they are; older ones are folded into one
-        decayed sum dated at the newest of them, which scores exactly as they did under
-        this memory's ``feedback_half_life_days`` (see :func:`vxmem.ranking.scoring.fold_feedback`).
+        A memory keeps up to 64 events as they are; past that, all but the newest 32 are
+        folded into one decayed sum dated at the newest of them, which scores exactly as they
+        did under this memory's ``feedback_half_life_days``, and a log of them answers reads as
+        of an earlier time (see :func:`vxmem.ranking.scoring.fold_feedback`).
 
         :param id: the memory recalled.
         :param outcome: ``"useful"``, ``"dead_end"`` or ``"corrected"``.

@@ -95,13 +95,16 @@ def feedback_events(meta: Mapping[str, Any], now: float) -> tuple[list[float], l
     """(signs, ages in days) of the feedback recorded in ``meta`` at or before ``now``.
 
     Events folded by :func:`fold_feedback` come last, as one event whose "sign" is their
-    decayed sum, aged from the time it was summed to; before that time the fold is left
-    out whole (its events are no longer told apart).
+    decayed sum, aged from the time it was summed to; before that time the fold's log of its
+    events is read instead, those up to ``now`` one by one (a fold from a release that kept no
+    log is left out whole there).
     """
     events = [(o, ts) for o, ts in meta.get(K_FEEDBACK) or () if ts <= now]  # as of now: none from later
+    folded = meta.get(K_FEEDBACK_FOLDED)
+    if folded and folded["ts"] > now:
+        events += [(o, ts) for o, ts in folded.get("log") or () if ts <= now]
     signs = [OUTCOME_SIGN[o] for o, _ in events]
     ages = [(now - ts) / DAY for _, ts in events]
-    folded = meta.get(K_FEEDBACK_FOLDED)
     if folded and folded["ts"] <= now:
         signs.append(float(folded["sum"]))
         ages.append((now - folded["ts"]) / DAY)
@@ -118,7 +121,8 @@ def fold_feedback(events: list[list[Any]], folded: Mapping[str, Any] | None, hal
     (before ``t_ref`` it counts as of ``t_ref``). An earlier fold is carried forward the
     same way; one made with another half-life is carried as a single event at its time.
     Returns the events kept (in their order) and the new ``{"sum", "ts", "half_life_days",
-    "events"}``.
+    "events", "log"}``: ``log`` holds every folded event, oldest first, for reads as of a time
+    before ``t_ref`` (absent when an earlier fold kept none).
     """
     order = sorted(range(len(events)), key=lambda i: (events[i][1], i))
     old = set(order[: max(len(events) - keep, 0)])
@@ -131,7 +135,10 @@ def fold_feedback(events: list[list[Any]], folded: Mapping[str, Any] | None, hal
         count += int(folded["events"])
     t_ref = max(t for _, t in parts)
     total = sum(s * float(decay((t_ref - t) / DAY, half_life_days)) for s, t in parts)
-    return kept, {"sum": total, "ts": t_ref, "half_life_days": float(half_life_days), "events": count}
+    out: dict[str, Any] = {"sum": total, "ts": t_ref, "half_life_days": float(half_life_days), "events": count}
+    if not folded or "log" in folded:
+        out["log"] = sorted([*(folded or {}).get("log", ()), *gone], key=lambda e: e[1])
+    return kept, out
 
 
 def blend(relevance_norm: ArrayLike, recency: ArrayLike, feedback: ArrayLike, recency_weight: ArrayLike,

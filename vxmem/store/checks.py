@@ -136,14 +136,25 @@ def _check_reserved_value(kind: str, value: Any, name: str) -> None:
             check_choice(ev[0], f"{name}[{i}] outcome", OUTCOMES)
             check_number(ev[1], f"{name}[{i}] time", *TS_RANGE)
     elif kind == "folded":
-        if not isinstance(value, Mapping) or set(value) != {"sum", "ts", "half_life_days", "events"}:
-            raise TypeError(f"{name} must be a dict with keys sum, ts, half_life_days and events")
-        check_number(value["sum"], f"{name}['sum']")
-        check_number(value["ts"], f"{name}['ts']", *TS_RANGE)
-        check_positive(value["half_life_days"], f"{name}['half_life_days']")
-        check_int(value["events"], f"{name}['events']", minimum=1)
+        _check_folded(value, name)
     else:  # pragma: no cover - a type name keys.RESERVED_TYPES uses but this function does not know
         raise AssertionError(kind)
+
+
+def _check_folded(value: Any, name: str) -> None:
+    """Folded feedback: ``sum``, ``ts``, ``half_life_days``, ``events`` and ``log``, every
+    folded event (as many as ``events``; a fold written without a log stays valid)."""
+    keys = {"sum", "ts", "half_life_days", "events"}
+    if not isinstance(value, Mapping) or not keys <= set(value) <= keys | {"log"}:
+        raise TypeError(f"{name} must be a dict with keys sum, ts, half_life_days, events (and log)")
+    check_number(value["sum"], f"{name}['sum']")
+    check_number(value["ts"], f"{name}['ts']", *TS_RANGE)
+    check_positive(value["half_life_days"], f"{name}['half_life_days']")
+    check_int(value["events"], f"{name}['events']", minimum=1)
+    if "log" in value:
+        _check_reserved_value("feedback", value["log"], f"{name}['log']")
+        if len(value["log"]) != value["events"]:
+            raise ValueError(f"{name}['log'] must hold the {value['events']} events folded")
 
 
 def check_reserved(meta: Mapping[str, Any], name: str = "metadata") -> None:
