@@ -78,3 +78,15 @@ def test_memory_arguments_of_the_wrong_type_are_type_errors_and_change_nothing(c
     with pytest.raises(exc):
         call(db, i)
     assert [(r.id, r.metadata) for r in db.scan()] == before
+
+
+def test_read_only_must_be_true_or_false(tmp_path):
+    with pytest.raises(TypeError, match="read_only must be True or False"):
+        Vectrix(str(tmp_path / "x.vxdb"), embedder="hashing", read_only="no")
+    assert not (tmp_path / "x.vxdb").exists()
+
+
+def test_recall_request_refuses_anything_but_a_request():
+    db = Vectrix(embedder="hashing")
+    with pytest.raises(TypeError, match="request must be a RecallRequest, not str"):
+        db.memory.recall_request("alpha")

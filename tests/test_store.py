@@ -110,6 +110,16 @@ def test_update_metadata_merges_or_replaces():
     assert db.get(i).metadata == {"c": 4}
 
 
+def test_replacing_a_memorys_metadata_keeps_its_bookkeeping():
+    db = Vectrix(embedder="hashing")
+    dark = db.remember("I prefer dark mode", kind="fact", metadata={"topic": "ui"}, timestamp=1_700_000_000)
+    light = db.feedback(dark, "corrected", correction="light mode now", timestamp=1_700_000_100)
+    reserved = {k: v for k, v in db.get(dark).metadata.items() if k.startswith("_vx_")}
+    assert db.update_metadata(dark, {"note": "checked"}, merge=False) == {**reserved, "note": "checked"}
+    assert db.recall("which mode", now=1_700_000_200).ids == [light]  # still superseded
+    assert [e.id for e in db.history(light)] == [dark, light]
+
+
 def test_update_metadata_of_unknown_id_is_a_key_error():
     with pytest.raises(KeyError):
         Vectrix().update_metadata("nope", {"a": 1})

@@ -224,6 +224,8 @@ class MemoryReading:
         """Run one checked :class:`~vxmem.memory.request.RecallRequest`: what ``recall()``
         does with its arguments. ``touch`` records the results as accessed (default: when
         this memory ages from access)."""
+        if not isinstance(request, RecallRequest):
+            raise TypeError(f"request must be a RecallRequest, not {type(request).__name__}")
         if touch is None:
             touch = self.recency_from == "accessed"
         self._prepare(request)  # the models run before the lock

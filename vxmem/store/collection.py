@@ -21,7 +21,7 @@ import numpy as np
 
 from ..core.checks import check_choice, check_limit, check_text
 from ..core.errors import ConflictError
-from ..core.keys import K_SESSION
+from ..core.keys import K_SESSION, RESERVED_PREFIX
 from ..core.progress import Progress
 from ..models.embed import EmbedderArg
 from ..ranking.scoring import HYBRID_WEIGHT
@@ -82,7 +82,7 @@ class Collection:
         check_choice(durability, "durability", DURABILITY)
         self.path = None if path is None or str(path) == ":memory:" else os.fspath(path)
         self.durability = durability
-        self.engine = Engine(self.path, embedder, token_counter, bool(read_only), exact_threshold, vector_dtype,
+        self.engine = Engine(self.path, embedder, token_counter, read_only, exact_threshold, vector_dtype,
                              durability)
         self.read_only = self.engine.read_only
         self.vector_dtype = vector_dtype
@@ -215,7 +215,9 @@ class Collection:
 
         :param id: the document (``KeyError`` if there is none).
         :param patch: JSON keys and values to set.
-        :param merge: False replaces the whole metadata with ``patch``.
+        :param merge: False replaces the caller's keys with ``patch``; the reserved ``_vx_*``
+            keys a memory keeps its bookkeeping in (kind, session, time, supersession, feedback)
+            stay unless ``patch`` sets them, so a memory stays a memory.
         """
         check_id(id)
         if not isinstance(patch, Mapping):
@@ -226,7 +228,9 @@ class Collection:
             p = m.pos_of_id.get(id)
             if p is None:
                 raise KeyError(f"no document with id {id!r}")
-            meta = dict(m.metas[p]) if merge else {}
+            meta = dict(m.metas[p])
+            if not merge:
+                meta = {k: v for k, v in meta.items() if k.startswith(RESERVED_PREFIX)}
             meta.update(json_copy(patch))
             with self.engine.transaction() as tx:
                 tx.update_meta(id, meta)

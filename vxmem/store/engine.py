@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from ..core.checks import check_int
+from ..core.checks import check_bool, check_int
 from ..core.errors import ForkedHandleError, VectrixError
 from ..core.tokens import check_token_counter, token_counter_name
 from ..models.embed import EmbedderArg, check_embedder, embedder_name, get_embedder, l2_normalize
@@ -77,7 +77,7 @@ class Engine:
         self.embedder = check_embedder(embedder)
         self._token_counter = check_token_counter(token_counter)
         self.exact_threshold = check_int(exact_threshold, "exact_threshold", minimum=0)
-        self.read_only = bool(read_only)
+        self.read_only = check_bool(read_only, "read_only")
         dtype = check_vector_dtype(vector_dtype)
         if dtype == np.float16:
             float16_kernels()  # loaded with the open, not in the first search; missing: refused before any file
