@@ -64,3 +64,10 @@ def test_a_query_may_embed_to_zero_and_still_matches_by_words():
     db = Vectrix(embedder=embedder)
     db.remember("plain words here", session="s", timestamp=T0)
     assert db.recall("???", session="s", now=T0 + 1, mode="dense", rerank=False).ids  # no error: ranked, at 0
+
+
+def test_an_empty_text_is_named_as_empty_not_as_the_embedders_fault():
+    db = Vectrix(embedder="hashing")
+    with pytest.raises(ValueError, match="text 1 is empty: there is nothing to embed"):
+        db.add(["fine", "   "])
+    assert len(db) == 0

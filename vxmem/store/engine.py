@@ -261,6 +261,8 @@ class Engine:
             raise ValueError(f"embedder {self._name()!r} returned non-finite values (NaN or infinity)")
         if not queries and not nonzero:
             zero = int(np.flatnonzero(peaks == 0)[0])
+            if not texts[zero].strip():
+                raise ValueError(f"text {zero} is empty: there is nothing to embed or recall")
             raise ValueError(f"embedder {self._name()!r} returned an all-zero vector for text {zero} "
                              f"({texts[zero][:40]!r}): it could never be recalled by similarity")
         return unit_rows(vecs, peaks)
