@@ -6,15 +6,14 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from app_pages import config, shared
+from app_pages import config, kept, shared
 from vxmem.workbench import views
 
 st.title("A/B")
 st.caption("A is the shared settings; B is set here. Every probe is ranked under both from the cached pools "
            "(another search mode replays the dataset once for B), with the change from A to B, wins, losses "
            "and ties, and the probes that changed most. The interval on the mean change is a paired bootstrap.")
-key, convs, reps = shared.dataset()
-result = st.session_state["dataset"]
+result = shared.picked()
 
 
 @st.cache_data(show_spinner=False, max_entries=128)
@@ -26,26 +25,42 @@ a = shared.settings()
 left, right = st.columns(2, gap="large")
 with left:
     st.markdown("**A: the shared settings**")
-    policy_a = st.selectbox("A's policy", config.POLICIES, key="ab_policy_a")
+    # B's controls (and A's policy) keep their values across a visit to another page.
+    policy_a = kept.widget(st.selectbox, "A's policy", key="ab_policy_a", default=config.POLICIES[0],
+                           options=config.POLICIES)
     st.caption(", ".join(f"{config.PARAMS[k][0]} {a[k]:g}" for k in config.RANKING_PARAMS) + f"; mode {a['mode']}")
 with right:
     st.markdown("**B**")
-    policy_b = st.selectbox("B's policy", config.POLICIES, key="ab_policy_b")
-    mode_b = st.selectbox("B's search mode", config.MODES, index=list(config.MODES).index(a["mode"]), key="ab_mode_b")
+    policy_b = kept.widget(st.selectbox, "B's policy", key="ab_policy_b", default=config.POLICIES[0],
+                           options=config.POLICIES)
+    mode_b = kept.widget(st.selectbox, "B's search mode", key="ab_mode_b", default=a["mode"], options=config.MODES)
     b: dict = {}
     cols = st.columns(2)
     for j, name in enumerate(config.RANKING_PARAMS):
-        label, lo, hi, _, step = config.PARAMS[name]
+        label, lo, hi, default, step = config.PARAMS[name]
         start = a[name]
-        if name == "recency_weight" and "ab_recency_weight" not in st.session_state:
-            start = 0.0 if a[name] else config.PARAMS[name][3]  # a first B worth comparing: recency off (or on)
-        b[name] = cols[j % 2].slider(f"B: {label}", lo, hi, start, step, key=f"ab_{name}")
-metric = st.selectbox("Compare on", list(config.AB_METRICS), key="ab_metric", format_func=config.AB_METRICS.get)
+        if name == "recency_weight":
+            start = 0.0 if a[name] else default  # a first B worth comparing: recency off (or on)
+        b[name] = kept.widget(cols[j % 2].slider, f"B: {label}", key=f"ab_{name}", default=start, min_value=lo,
+                              max_value=hi, step=step)
+metric = kept.widget(st.selectbox, "Compare on", key="ab_metric", default=next(iter(config.AB_METRICS)),
+                     options=list(config.AB_METRICS), format_func=config.AB_METRICS.get)
 
 b_settings = {**a, **b, "mode": mode_b}
+
+
+def replayed_as(s: dict) -> dict:
+    """How the settings ``s`` replay, but for the pool size (see views.replay_settings)."""
+    return {k: v for k, v in views.replay_settings(s).items() if k != "pool_limit"}
+
+
+# When B replays as A does (the same search mode...), one replay serves both sides, its pools recorded
+# wide enough for B's limit too; otherwise B is replayed on its own.
+one_replay = replayed_as(b_settings) == replayed_as(a)
+key, convs, reps = shared.dataset(widest=b_settings["limit"] if one_replay else None)
 reps_b = None
 key_b = key
-if mode_b != a["mode"]:
+if not one_replay:
     reps_b = shared.replays_for(result["key"], tuple(convs), b_settings)
     key_b = shared.cache_key(result["key"], b_settings)
 frame, summary = compare(key, key_b, json.dumps(views.point_of(a), sort_keys=True),

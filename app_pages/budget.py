@@ -3,7 +3,7 @@
 import altair as alt
 import streamlit as st
 
-from app_pages import config, shared
+from app_pages import config, kept, shared
 from vxmem.workbench import views
 
 st.title("Budget")
@@ -15,8 +15,11 @@ key, convs, reps = shared.dataset()
 
 ri, probe = shared.probe_picker(reps, key="budget_probe")
 c1, c2 = st.columns([3, 1])
-budget = c1.select_slider("token_budget", config.BUDGETS, value=config.DEFAULT_BUDGET, key="budget_tokens")
-recent = int(c2.number_input("recent_turns", 0, 20, config.DEFAULT_RECENT_TURNS, key="budget_recent"))
+# Both keep their values across a visit to another page.
+budget = kept.widget(c1.select_slider, "token_budget", key="budget_tokens", default=config.DEFAULT_BUDGET,
+                     options=config.BUDGETS)
+recent = int(kept.widget(c2.number_input, "recent_turns", key="budget_recent", default=config.DEFAULT_RECENT_TURNS,
+                         min_value=0, max_value=20))
 s = dict(shared.settings())
 conv = convs[ri]
 ckey = ("budget", key, ri, recent, views.settings_json({k: s[k] for k in views.SETTINGS_KEYS}), tuple(config.BUDGETS))

@@ -7,7 +7,7 @@ import hashlib
 
 import streamlit as st
 
-from app_pages import config, shared
+from app_pages import config, kept, shared
 from vxmem.workbench import views
 from vxmem.workbench.datasets import DatasetError
 
@@ -15,7 +15,8 @@ state = st.session_state
 NEW = "(a new probe)"
 EVERY = "(every session)"
 END = "(the end of the chat)"
-# The probe form's widgets: a new file or another probe to edit fills them afresh.
+# The probe form's widgets: a new file or another probe to edit fills them afresh. They, and the probe
+# picked to edit, keep their values across a visit to another page (a half-written probe is not lost).
 FORM = ("import_query", "import_session", "import_relevant", "import_stale", "import_category", "import_after")
 
 st.title("Import")
@@ -57,7 +58,8 @@ if up is not None:
     data = up.getvalue()
     source = f"{hashlib.sha256(data).hexdigest()}:{fmt}"
     if state.get("import_source") != source:  # a new file: its probes, its form and its messages afresh
-        for k in (*FORM, "import_target", "import_message", "import_probe"):
+        kept.forget(*FORM, "import_target")
+        for k in ("import_message", "import_probe"):
             state.pop(k, None)
         try:
             set_imported(views.conversation_from_bytes(up.name, data, fmt))
@@ -80,6 +82,10 @@ skipped = stats.get("skipped") or {}
 if skipped:
     st.caption("Left out (instructions and tooling, not what was said): "
                + ", ".join(f"{v} {k}" for k, v in skipped.items()))
+clamped = int(stats.get("clamped") or 0)
+if clamped:
+    st.caption(f"{clamped} timestamp{'s were' if clamped != 1 else ' was'} moved forward to keep time in order "
+               "(earlier than the message before it in its chat).")
 turns = views.turn_table(conv)
 st.dataframe(turns, hide_index=True, width="stretch", height=min(400, 38 + 35 * len(turns)),
              column_config={"label": st.column_config.TextColumn(width="small"),
@@ -91,13 +97,14 @@ if not probes.empty:
     st.dataframe(probes, hide_index=True, width="stretch", column_config={
         "label": st.column_config.TextColumn(width="small"), "query": st.column_config.TextColumn(width="large")})
 labels = probes["label"].tolist()
-target = st.selectbox("Write", [NEW, *labels], key="import_target", on_change=pick_target,
-                      format_func=lambda t: t if t == NEW else f"probe {t}: edit or delete it")
+target = kept.widget(st.selectbox, "Write", key="import_target", default=NEW, options=[NEW, *labels],
+                     on_change=pick_target, format_func=lambda t: t if t == NEW else f"probe {t}: edit or delete it")
 editing = target != NEW
 sessions = sorted({s for s in turns["session"] if isinstance(s, str)})
 q1, q2 = st.columns([3, 1])
-query = q1.text_input("Question", key="import_query", placeholder="e.g. which saddle did I order?")
-q2.selectbox("Asked in session", [EVERY, *sessions], key="import_session")
+query = kept.widget(q1.text_input, "Question", key="import_query", default="",
+                    placeholder="e.g. which saddle did I order?")
+kept.widget(q2.selectbox, "Asked in session", key="import_session", default=EVERY, options=[EVERY, *sessions])
 texts = dict(zip(turns["label"], turns["text"]))
 
 
@@ -106,15 +113,16 @@ def turn(lab: str) -> str:
 
 
 # New options are accepted (a pasted label); the library names a label that is not a memory here.
-relevant = st.multiselect("The turns a good recall returns", turns["label"].tolist(), key="import_relevant",
-                          format_func=turn, accept_new_options=True)
-st.multiselect("Stale turns it must not return (superseded, out of date)", turns["label"].tolist(),
-               key="import_stale", format_func=turn, accept_new_options=True,
-               help="A memory recalled here counts in stale-leak@k.")
+relevant = kept.widget(st.multiselect, "The turns a good recall returns", key="import_relevant", default=[],
+                       options=turns["label"].tolist(), format_func=turn, accept_new_options=True)
+kept.widget(st.multiselect, "Stale turns it must not return (superseded, out of date)", key="import_stale", default=[],
+            options=turns["label"].tolist(), format_func=turn, accept_new_options=True,
+            help="A memory recalled here counts in stale-leak@k.")
 c1, c2 = st.columns(2)
-c1.text_input("Category (optional)", key="import_category", placeholder="e.g. preference")
-c2.selectbox("Asked after", [END, *turns["label"].tolist()], key="import_after", format_func=lambda t: t if t == END
-             else turn(t), disabled=editing, help="An edited probe keeps its moment.")
+kept.widget(c1.text_input, "Category (optional)", key="import_category", default="", placeholder="e.g. preference")
+kept.widget(c2.selectbox, "Asked after", key="import_after", default=END, options=[END, *turns["label"].tolist()],
+            format_func=lambda t: t if t == END else turn(t), disabled=editing,
+            help="An edited probe keeps its moment.")
 
 
 def write() -> None:

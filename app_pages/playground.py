@@ -53,12 +53,14 @@ def restore(text: str, with_settings: bool = False) -> None:
     state.pg_kept = {"query": saved["query"] or config.PLAYGROUND_QUERY, "session": saved["session"] or "demo",
                      "relevant": [lab for lab in saved["relevant"] if lab in labels],
                      "judge": saved["judge"] == RuleKeyValueJudge.name}
-    if with_settings:
-        values, _ = views.check_settings(saved["settings"], config.RANGES, list(config.EMBEDDERS.values()),
-                                         base=shared.settings())
+    problems: list[str] = []
+    if with_settings:  # a value out of range (or unknown) stays as it is, and is named
+        values, problems = views.check_settings(saved["settings"], config.RANGES, list(config.EMBEDDERS.values()),
+                                                base=shared.settings())
         shared.apply_settings(values)
     forget_widgets()
-    state.pg_message = ("success", f"Restored a session of {len(saved['events'])} events.")
+    said = f"Restored a session of {len(saved['events'])} events."
+    state.pg_message = ("warning", f"{said} Not restored: {'; '.join(problems)}.") if problems else ("success", said)
 
 
 def _saved_path(key: str):
@@ -112,14 +114,46 @@ def remember() -> None:
     state.pg_text = ""
 
 
+@st.cache_data(show_spinner=False, max_entries=256)
+def recall(events_json: str, query: str, session, now: float, settings_json: str, judge, embedder: str):
+    import json
+
+    return views.playground_recall(json.loads(events_json), query, session, now, json.loads(settings_json), judge,
+                                   views.embedder_for(embedder))
+
+
+def ranked(events: list) -> dict:
+    """The playground of ``events`` at the clock, asked the query, at the shared settings (cached)."""
+    s = shared.settings()
+    return recall(views.dumps_events(events), state.pg_kept["query"], state.pg_kept["session"] or None, state.pg_now,
+                  views.settings_json(s), RuleKeyValueJudge.name if state.pg_kept["judge"] else None, s["embedder"])
+
+
+def newly_superseded(before: list, after: list) -> list[str]:
+    """The labels of the memories that ``after`` supersedes and ``before`` did not (what a correction replaced)."""
+    def fates(events):
+        mem = ranked(events)["memories"]
+        return dict(zip(mem["label"], mem["status"])) if "status" in mem else {}
+
+    was = fates(before)
+    return [lab for lab, fate in fates(after).items() if fate == "superseded" and was.get(lab) != "superseded"]
+
+
 def correct() -> None:
     text = state.pg_correction.strip()
-    if not state.pg_target or not text:
+    target = state.pg_target
+    if not target or not text:
         state.pg_message = ("error", "Pick a memory and type the corrected text.")
         return
     label = views.next_label(state.pg_events)
-    add_event({"time": state.pg_now, "type": "feedback", "label": label, "target": state.pg_target,
-               "outcome": "corrected", "correction": text}, f"{label} now supersedes {state.pg_target}.")
+    before = state.pg_events
+    add_event({"time": state.pg_now, "type": "feedback", "label": label, "target": target,
+               "outcome": "corrected", "correction": text}, f"{label} now supersedes {target}.")
+    replaced = newly_superseded(before, state.pg_events) if state.pg_events is not before else []
+    if replaced and replaced != [target]:  # a correction of a corrected memory replaces its latest correction
+        names = ", ".join(replaced)
+        state.pg_message = ("success", f"{label} now supersedes {names}; {target} had already been replaced by "
+                                       f"{names}.")
     state.pg_correction = ""
 
 
@@ -148,14 +182,6 @@ def load_session() -> None:
         restore(views.check_upload(up.name, up.getvalue()), with_settings=True)
     except (DatasetError, ValueError, TypeError, KeyError) as exc:
         state.pg_message = ("error", f"Cannot restore {up.name}: {exc}")
-
-
-@st.cache_data(show_spinner=False, max_entries=256)
-def recall(events_json: str, query: str, session, now: float, settings_json: str, judge, embedder: str):
-    import json
-
-    return views.playground_recall(json.loads(events_json), query, session, now, json.loads(settings_json), judge,
-                                   views.embedder_for(embedder))
 
 
 st.title("Playground")
@@ -188,7 +214,7 @@ with left:
     st.button("Reset the playground", on_click=reset, key="pg_reset")
     if state.pg_message:
         kind, text = state.pg_message
-        (st.error if kind == "error" else st.success)(views.plain(text, 400))
+        {"error": st.error, "warning": st.warning}.get(kind, st.success)(views.plain(text, 600))
 
 with right:
     s1, s2 = st.columns(2)
@@ -200,8 +226,7 @@ with right:
     st.text_input("Query", key=kept("query"), on_change=keep, args=("query",))
     query = state.pg_kept["query"]
     session = state.pg_kept["session"] or None
-    out = recall(views.dumps_events(state.pg_events), query, session, state.pg_now,
-                 views.settings_json(settings), RuleKeyValueJudge.name if judge else None, settings["embedder"])
+    out = ranked(state.pg_events)
     ranking = out["ranking"]
     if ranking.empty:
         st.info("Type a query (and remember something in this session) to see a ranking.")

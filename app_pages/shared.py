@@ -17,7 +17,6 @@ same callback that feeds the CLI's tqdm bar). Frames computed from them sit behi
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import threading
@@ -29,7 +28,7 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from app_pages import config
+from app_pages import config, kept, uploads
 from vxmem.memory.stages import PRESETS
 from vxmem.workbench import views
 from vxmem.workbench.datasets import Conversation, DatasetError, load
@@ -222,11 +221,6 @@ def load_shipped(path: str, fmt: str | None) -> list[Conversation]:
     return load(path, format=fmt)
 
 
-@st.cache_data(show_spinner=False, max_entries=8)
-def load_uploaded(name: str, data: bytes, fmt: str | None) -> list[Conversation]:
-    return views.load_bytes(name, data, fmt)
-
-
 class _Cache:
     """A small thread-safe LRU of heavy results, shared by every session of the process."""
 
@@ -307,24 +301,13 @@ def dataset_sidebar(show: bool = True) -> None:
         st.subheader("Dataset")
         options = names + ([config.IMPORTED] if imported is not None else []) + [config.UPLOAD]
         # Kept outside the widget: Streamlit drops a widget's state on a page that does not draw it.
-        kept = st.session_state.get("dataset_kept", config.DEFAULT_DATASET)
+        last = st.session_state.get("dataset_kept", config.DEFAULT_DATASET)
         choice = st.selectbox("Shipped scenario, fixture or upload", options,
-                              index=options.index(kept) if kept in options else 0, key="dataset_choice")
+                              index=options.index(last) if last in options else 0, key="dataset_choice")
         st.session_state["dataset_kept"] = choice
         result: dict[str, Any] = {"key": None, "label": choice, "conversations": None, "error": None}
         if choice == config.UPLOAD:
-            up = st.file_uploader(config.UPLOAD_LABEL, type=config.UPLOAD_TYPES, key="dataset_upload")
-            fmt = config.FORMAT_CHOICES[st.selectbox("Format", list(config.FORMAT_CHOICES), key="dataset_format")]
-            if up is None:
-                result["error"] = "Upload a file in the sidebar, or pick a shipped dataset."
-            else:
-                data = up.getvalue()
-                try:
-                    result["conversations"] = load_uploaded(up.name, data, fmt)
-                    result["key"] = f"upload:{hashlib.sha256(data).hexdigest()}:{fmt}"
-                    result["label"] = up.name
-                except DatasetError as exc:
-                    result["error"] = f"Cannot load {views.plain(up.name)}: {views.plain(exc, 400)}"
+            uploads.dataset_upload(result)
         elif choice == config.IMPORTED:
             conv = imported["conversation"]
             if conv.probes:
@@ -339,8 +322,7 @@ def dataset_sidebar(show: bool = True) -> None:
             except DatasetError as exc:  # a shipped file edited by hand
                 result["error"] = f"Cannot load {choice}: {views.plain(exc, 400)}"
         if st.session_state.get("dataset_seen") != result["key"]:  # another dataset: its pickers start afresh
-            for k in DATASET_WIDGETS:
-                st.session_state.pop(k, None)
+            kept.forget(*DATASET_WIDGETS)
             st.session_state["dataset_seen"] = result["key"]
         if result["conversations"]:
             n = len(result["conversations"])
@@ -349,24 +331,41 @@ def dataset_sidebar(show: bool = True) -> None:
     st.session_state["dataset"] = result
 
 
-def dataset() -> tuple[str, list[Conversation], list[Replay]]:
-    """The picked dataset: (cache key, conversations, replays); a bad one stops the page."""
+def picked() -> dict[str, Any]:
+    """The picked dataset (``dataset_sidebar``'s result); none, or a bad one, stops the page."""
     result = st.session_state.get("dataset")
-    if result is None:
-        st.error("No dataset picked.")
+    error = "No dataset picked." if result is None else result["error"]
+    if error:
+        st.error(error)
         st.stop()
-    if result["error"]:
-        st.error(result["error"])
-        st.stop()
-    convs = result["conversations"]
-    reps = replays_for(result["key"], tuple(convs))
-    return cache_key(result["key"]), convs, reps
+    return result
 
 
-def cache_key(key: str, s: dict[str, Any] | None = None) -> str:
-    """A key for ``st.cache_data`` frames of a dataset's replays: the dataset, embedder and mode."""
-    s = s or settings()
+def wide_settings(s: dict[str, Any], widest: int | None = None) -> dict[str, Any]:
+    """What the settings ``s`` replay with (:func:`vxmem.workbench.views.replay_settings`), with
+    pools for ``widest`` too: the largest limit a page will rank at. Pools wider than the settings'
+    own are recorded for the largest limit of all, so every page that needs them shares one replay."""
     rs = views.replay_settings(s)
+    if widest is not None and int(widest) > int(rs["pool_limit"]):
+        rs["pool_limit"] = max(int(widest), views.MAX_LIMIT)
+    return rs
+
+
+def dataset(widest: int | None = None) -> tuple[str, list[Conversation], list[Replay]]:
+    """The picked dataset: (cache key, conversations, replays); a bad one stops the page.
+    ``widest``: the largest limit the page will rank at (default: the settings' limit)."""
+    result = picked()
+    convs = result["conversations"]
+    rs = wide_settings(settings(), widest)
+    reps = replays_for(result["key"], tuple(convs), rs=rs)
+    return cache_key(result["key"], rs=rs), convs, reps
+
+
+def cache_key(key: str, s: dict[str, Any] | None = None, rs: dict[str, Any] | None = None) -> str:
+    """A key for ``st.cache_data`` frames of a dataset's replays: the dataset, embedder and mode
+    (``rs``: what they were replayed with; default: what the settings replay with)."""
+    s = s or settings()
+    rs = views.replay_settings(s) if rs is None else rs
     return (f"{key}|{s['embedder']}|{rs['mode']}|{rs['pool_limit']}|{rs.get('recency_from', 'created')}"
             f"|{rs.get('preset', 'default')}")
 

@@ -8,14 +8,14 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from app_pages import config, shared
+from app_pages import config, kept, shared
 from vxmem.workbench import views
 from vxmem.workbench.metrics import LOWER_IS_BETTER
 
 st.title("Sweep")
 st.caption("Every point of the grid re-ranks every probe's cached pool; the other parameters stay at "
            "the shared settings.")
-key, convs, reps = shared.dataset()
+shared.picked()  # the controls below need no replay; the replay (its pools as wide as the limits swept) follows
 
 
 @st.cache_data(show_spinner=False, max_entries=128)
@@ -32,12 +32,14 @@ def title(name: str) -> str:
     return config.PARAMS[name][0]
 
 
+# The controls keep their values across a visit to another page.
 names = list(config.PARAMS)
 c1, c2, c3 = st.columns(3)
-x = c1.selectbox("x axis", names, index=0, key="sweep_x", format_func=title)
-y = c2.selectbox("y axis", [n for n in names if n != x], index=0, key="sweep_y", format_func=title)
-metric = c3.selectbox("metric", config.PICK_METRICS, key="sweep_metric",
-                      format_func=lambda m: config.METRIC_LABELS[m])
+x = kept.widget(c1.selectbox, "x axis", key="sweep_x", default=names[0], options=names, format_func=title)
+others = [n for n in names if n != x]
+y = kept.widget(c2.selectbox, "y axis", key="sweep_y", default=others[0], options=others, format_func=title)
+metric = kept.widget(c3.selectbox, "metric", key="sweep_metric", default=config.PICK_METRICS[0],
+                     options=config.PICK_METRICS, format_func=lambda m: config.METRIC_LABELS[m])
 fixed = shared.point()
 
 
@@ -46,9 +48,10 @@ def axis_values(col, name):
     lo_v = config.MIN_SWEPT_BUDGET if name == "token_budget" else lo
     lo_steps, hi_steps, default_steps = config.SWEEP_STEPS
     with col:
-        rng = st.slider(f"{label} range", lo_v, hi, (lo_v if not name.endswith("half_life_days") else 1.0, hi),
-                        step, key=f"sweep_range_{name}")
-        n = st.slider(f"{label} steps", lo_steps, hi_steps, default_steps, key=f"sweep_steps_{name}")
+        rng = kept.widget(st.slider, f"{label} range", key=f"sweep_range_{name}", min_value=lo_v, max_value=hi,
+                          default=(lo_v if not name.endswith("half_life_days") else 1.0, hi), step=step)
+        n = kept.widget(st.slider, f"{label} steps", key=f"sweep_steps_{name}", default=default_steps,
+                        min_value=lo_steps, max_value=hi_steps)
     vals = views.param_values(name, rng[0], rng[1], n)
     current = fixed[name] or (0 if name == "token_budget" else None)
     if current and rng[0] <= current <= rng[1] and current not in vals:
@@ -59,6 +62,9 @@ def axis_values(col, name):
 c1, c2 = st.columns(2)
 xv = axis_values(c1, x)
 yv = axis_values(c2, y)
+# A swept limit needs pools recorded for the largest limit on the grid.
+swept_limits = [int(v) for name, vals in ((x, xv), (y, yv)) if name == "limit" for v in vals]
+key, convs, reps = shared.dataset(widest=max(swept_limits, default=None))
 fixed_json = json.dumps(fixed, sort_keys=True)
 try:
     frame = grid(key, x, tuple(xv), y, tuple(yv), fixed_json, reps)

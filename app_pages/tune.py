@@ -6,7 +6,7 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from app_pages import config, shared
+from app_pages import config, kept, shared
 from vxmem.workbench import views
 from vxmem.workbench.metrics import LOWER_IS_BETTER
 
@@ -15,7 +15,19 @@ st.caption("Move a slider: the sweep engine re-ranks the candidate pools the rep
            "(no re-embedding, no re-search), with the same functions `recall()` uses. Intervals are "
            "bootstrap 95% intervals over the probes; the holdout probes (a share of the conversations, or "
            "of the probes when there is one conversation) show how a setting tuned here would generalise.")
-key, convs, reps = shared.dataset()
+
+
+def varied(name: str) -> tuple[str, tuple]:
+    """The label of the parameter the rank-movement chart varies, and the values it takes."""
+    label, lo, hi, _, _ = config.PARAMS[name]
+    lo = config.MIN_SWEPT_BUDGET if name == "token_budget" else lo
+    return label, tuple(views.param_values(name, lo, hi, config.MOVEMENT_POINTS))
+
+
+# The chart at the bottom may vary the limit: then the pools are recorded for its largest value.
+VARY = list(config.PARAMS)
+limits = varied("limit")[1]
+key, convs, reps = shared.dataset(widest=int(max(limits)) if kept.value("tune_vary", VARY[0]) == "limit" else None)
 
 
 @st.cache_data(show_spinner=False, max_entries=512)
@@ -98,11 +110,9 @@ with right:
         shared.why_table(why, key="tune_why")
 
 st.subheader("How each probe's relevant memory moves in rank")
-vary = st.selectbox("As this parameter moves (the others stay at the sliders)", list(config.PARAMS),
-                    index=0, key="tune_vary", format_func=lambda k: config.PARAMS[k][0])
-label, lo, hi, _, _ = config.PARAMS[vary]
-lo = config.MIN_SWEPT_BUDGET if vary == "token_budget" else lo
-values = tuple(views.param_values(vary, lo, hi, config.MOVEMENT_POINTS))
+vary = kept.widget(st.selectbox, "As this parameter moves (the others stay at the sliders)", key="tune_vary",
+                   default=VARY[0], options=VARY, format_func=lambda k: config.PARAMS[k][0])
+label, values = varied(vary)
 try:
     moves = movement(key, point, vary, values, reps)
 except ValueError as exc:  # e.g. a limit a hybrid replay's pools cannot serve
@@ -120,7 +130,7 @@ else:
     picked = st.multiselect(f"Probes drawn in colour (up to 20; the {config.MOVEMENT_HIGHLIGHT} that move most "
                             "first)", order, default=order[:config.MOVEMENT_HIGHLIGHT], max_selections=20,
                             key=f"tune_picked:{key}:{vary}")  # a new dataset or parameter: a new choice
-    limit = int(hi) if vary == "limit" else params["limit"]  # a rank can only go down to the limit
+    limit = int(max(values)) if vary == "limit" else params["limit"]  # a rank can only go down to the limit
     shown = moving.assign(plotted=moving["rank"].fillna(limit + 1), picked=moving["probe_label"].isin(picked))
     log = vary.endswith("half_life_days")
     x = alt.X("value:Q", title=label, scale=alt.Scale(type="log" if log else "linear",

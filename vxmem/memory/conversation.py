@@ -341,8 +341,7 @@ class ConversationMemory(MemoryReading):
         if correction is not None:
             if outcome != "corrected":
                 raise ValueError("correction text goes with outcome='corrected' only")
-            check_text(correction, "correction")
-            if not correction.strip():
+            if not check_text(correction, "correction").strip():
                 raise ValueError("correction must not be empty")
         ts = to_epoch(timestamp, "timestamp")
         with self.store.locked() as m:  # fail fast, before the embedder runs

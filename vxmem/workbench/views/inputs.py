@@ -141,6 +141,10 @@ _STATE_CHECKS = {
     "imported": lambda v: None if isinstance(v, Mapping) and isinstance(v.get("conversation"), Conversation)
     and isinstance(v.get("key"), str) else "not an imported chat",
     "url_problems": lambda v: None if isinstance(v, list) and all(isinstance(x, str) for x in v) else "not a list",
+    "widgets_kept": lambda v: None if isinstance(v, dict) and all(isinstance(k, str) for k in v)
+    else "not a mapping of widget values",
+    "upload_kept": lambda v: None if isinstance(v, Mapping) and isinstance(v.get("name"), str)
+    and isinstance(v.get("data"), bytes) else "not an uploaded file",
 }
 
 
