@@ -384,3 +384,10 @@ def test_preset_settings_name_the_preset_whatever_the_embedder():
         assert views.preset_settings({**s, "mode": "dense"}, "default")["mode"] == "dense"
     with pytest.raises(ValueError, match="preset"):
         views.preset_settings({}, "turbo")
+
+
+@pytest.mark.parametrize("load", [views.load_bytes, views.conversation_from_bytes])
+def test_an_upload_of_no_known_format_points_at_the_pages_format_box(load):
+    with pytest.raises(DatasetError, match="pick it in the Format box") as err:
+        load("notes.txt", b"dear diary\n")
+    assert "format=" not in str(err.value)

@@ -231,3 +231,13 @@ def test_a_ttl_inside_the_clocks_range_still_expires():
     mid = db.remember("a memory that expires", timestamp=0, ttl_days=1e6)  # year 4707
     assert db.get(mid).metadata["_vx_expires"] == 1e6 * 86400
     assert db.expire(now="9999-12-31T00:00:00") == 1
+
+
+def test_a_duplicate_label_names_the_line_of_the_first():
+    text = (HEAD + '{"time": 0, "type": "turn", "label": "a", "text": "x"}\n'
+            '{"time": 1, "type": "turn", "label": "b", "text": "y"}\n'
+            '{"time": 2, "type": "turn", "label": "a", "text": "z"}\n')
+    with pytest.raises(DatasetError, match="line 4: label 'a' is already used by line 2"):
+        loads_jsonl(text)
+    with pytest.raises(DatasetError, match="already used by event 0"):
+        Conversation("x", [Event(0, "turn", text="x", label="a"), Event(1, "turn", text="y", label="a")])

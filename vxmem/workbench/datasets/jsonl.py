@@ -55,7 +55,7 @@ def loads_jsonl(text: str, path: str | None = None) -> Conversation:
         except ValueError as exc:
             raise DatasetError(str(exc), line=n, path=path) from None
         lines.append(n)
-    problems = check_events(events)
+    problems = check_events(events, lambda i: f"line {lines[i]}")
     if problems:
         i, msg = problems[0]
         raise DatasetError(msg, line=lines[i], path=path)

@@ -450,8 +450,11 @@ def _references(e: Event) -> Sequence[tuple[str, str | None]]:
     return []
 
 
-def check_events(events: Sequence[Event]) -> list[tuple[int, str]]:
-    """Cross-event problems as ``(event index, message)``: time order, labels, references."""
+def check_events(events: Sequence[Event], where: Callable[[int], str] | None = None) -> list[tuple[int, str]]:
+    """Cross-event problems as ``(event index, message)``: time order, labels, references.
+    ``where(i)`` names event ``i`` in a message (default ``"event i"``; a file's reader says
+    its line)."""
+    where = where or (lambda i: f"event {i}")
     problems: list[tuple[int, str]] = []
     seen: dict[str, tuple[int, Event]] = {}
     last = -math.inf
@@ -471,7 +474,7 @@ def check_events(events: Sequence[Event]) -> list[tuple[int, str]]:
                 problems.append((i, f"{what} {ref!r} names a {seen[ref][1].type} event, which stores no memory"))
         if e.label is not None:
             if e.label in seen:
-                problems.append((i, f"label {e.label!r} is already used by event {seen[e.label][0]}"))
+                problems.append((i, f"label {e.label!r} is already used by {where(seen[e.label][0])}"))
             else:
                 seen[e.label] = (i, e)
     return problems

@@ -34,8 +34,8 @@ def conversation_from_bytes(filename: str, data: bytes, format: str | None = Non
         if format == DATASET_FORMAT or (format is None and FORMAT in first):
             return loads_jsonl(text, path=filename)
         return loads_chatlog(text, format, name=stem, path=filename)
-    except DatasetError:
-        raise
+    except DatasetError as exc:  # in the page's words: its Format box, not the library's argument
+        raise DatasetError(str(exc).replace("pass format=", "pick it in the Format box")) from None
     except (ValueError, TypeError, KeyError) as exc:
         raise DatasetError(f"{filename}: cannot read it as {format or 'a chat log or a vxmem dataset'}: {exc}") \
             from None

@@ -87,8 +87,9 @@ def load_bytes(filename: str, data: bytes, format: str | None = None) -> list[Co
             f.write(data)
         try:
             convs = load(path, format=format)
-        except DatasetError as exc:
-            raise DatasetError(str(exc).replace(path, filename)) from None
+        except DatasetError as exc:  # in the page's words: its Format box, not the library's argument
+            raise DatasetError(str(exc).replace(path, filename).replace("pass format=", "pick it in the Format box")) \
+                from None
         except (ValueError, TypeError, KeyError, UnicodeDecodeError) as exc:
             raise DatasetError(f"{filename}: cannot read it as {format or 'any supported format'}: {exc}") from None
     finally:
