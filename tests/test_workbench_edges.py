@@ -241,3 +241,13 @@ def test_a_duplicate_label_names_the_line_of_the_first():
         loads_jsonl(text)
     with pytest.raises(DatasetError, match="already used by event 0"):
         Conversation("x", [Event(0, "turn", text="x", label="a"), Event(1, "turn", text="y", label="a")])
+
+
+def test_a_byte_order_mark_before_the_header_is_skipped():
+    conv = loads_jsonl("\ufeff" + HEAD + '{"time": 0, "type": "turn", "text": "x"}\n')
+    assert [e.text for e in conv.events] == ["x"]
+
+
+def test_another_version_of_the_format_is_named_as_such():
+    with pytest.raises(DatasetError, match="'vxmem-conversation/2', a version of the format this vxmem does not read"):
+        loads_jsonl('{"format": "vxmem-conversation/2", "name": "t"}\n{"time": 0, "type": "turn", "text": "x"}\n')

@@ -41,8 +41,9 @@ def load_jsonl(path) -> Conversation:
 
 
 def loads_jsonl(text: str, path: str | None = None) -> Conversation:
-    """Parse a JSONL conversation from a string (see :func:`load_jsonl`)."""
-    raw = [(n, line) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
+    """Parse a JSONL conversation from a string (see :func:`load_jsonl`); a byte-order mark
+    before the header, as some Windows editors write, is skipped."""
+    raw = [(n, line) for n, line in enumerate(text.removeprefix("\ufeff").splitlines(), 1) if line.strip()]
     if not raw:
         raise DatasetError("empty file: expected a header line, then one event per line", path=path)
     n0, first = raw[0]
@@ -67,6 +68,11 @@ def loads_jsonl(text: str, path: str | None = None) -> Conversation:
 def _read_header(line: str, n: int, path: str | None) -> dict[str, Any]:
     """The header line, checked: the format tag, known fields only, a name."""
     header = _parse_line(line, n, path)
+    tag = header.get("format") if isinstance(header, dict) else None
+    family = FORMAT.rsplit("/", 1)[0] + "/"
+    if isinstance(tag, str) and tag.startswith(family) and tag != FORMAT:
+        raise DatasetError(f"this file is {tag!r}, a version of the format this vxmem does not read (it reads "
+                           f"{FORMAT!r}): open it with the vxmem that wrote it, or a newer one", line=n, path=path)
     if not isinstance(header, dict) or header.get("format") != FORMAT:
         raise DatasetError(f"the first line must be a header object with \"format\": \"{FORMAT}\"",
                            line=n, path=path)
