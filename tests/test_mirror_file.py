@@ -16,9 +16,10 @@ from hypothesis import strategies as st
 from vxmem import Vectrix
 from vxmem.store import database, loading, mirror_file, opening, snapshot
 from vxmem.store.database import Database
+from vxmem.store.files import spread_sample
 from vxmem.store.vectors import rowdot
 
-from helpers import DAY, T0, WordHashEmbedder
+from helpers import DAY, T0, WordHashEmbedder, run_python
 
 MODES = ("dense", "lexical", "hybrid")
 WORDS = "cat dog tea coffee paris rome blue green piano violin garden river".split()
@@ -525,3 +526,43 @@ def test_metadata_only_json_reads_exactly_comes_back_exact(tmp_path):
     got = db.get(big).metadata
     assert got["n"] == 2**70 + 1 and type(got["n"]) is int and got["m"] == -(10**19)
     db.close()
+
+
+def _colors(path):
+    with _open(path, read_only=True) as db:
+        return sorted((r.metadata["n"], r.metadata.get("color")) for r in db.scan() if "color" in r.metadata)
+
+
+def test_caches_of_a_history_the_database_left_are_never_trusted_when_the_generations_meet(tmp_path):
+    """A backup copied back over the database leaves the files a later history saved: a
+    writer that then commits as many times brings the generation level with theirs, and the
+    rows the files' sample does not read would come from the other history."""
+    path, backup = str(tmp_path / "db.vxdb"), str(tmp_path / "backup.vxdb")
+    with _open(path) as db:
+        db.add([f"document number {i}" for i in range(400)], metadata=[{"n": i} for i in range(400)])
+    shutil.copy(path, backup)
+    unread = [i for i in range(400) if i not in set(spread_sample(400, mirror_file.VERIFY_SAMPLE, 8).tolist())]
+    with _open(path) as db:  # the history the backup undoes: saved in the files at its close
+        ids = {r.metadata["n"]: r.id for r in db.scan()}
+        for n in unread[:30]:
+            db.update_metadata(ids[n], {"color": "red"})
+    for side in ("-wal", "-shm"):
+        assert not os.path.exists(path + side)
+    shutil.copy(backup, path)  # the backup restored; the files of the undone history stay
+    out = run_python(f"""
+        import os
+        from helpers import WordHashEmbedder
+        from vxmem import Vectrix
+        db = Vectrix({path!r}, embedder=WordHashEmbedder())
+        ids = {{r.metadata["n"]: r.id for r in db.scan()}}
+        for n in {unread[30:60]!r}:
+            db.update_metadata(ids[n], {{"color": "blue"}})  # acknowledged ...
+        os._exit(0)  # ... and the writer killed before its close
+    """)
+    assert out.returncode == 0, out.stderr
+    want = [(n, "blue") for n in unread[30:60]]
+    assert _colors(path) == want
+    with _open(path) as db:  # a writer's open too, and what it then writes back
+        mid = next(r.id for r in db.scan() if r.metadata["n"] == unread[0])
+        assert db.update_metadata(mid, {"x": 1}) == {"n": unread[0], "x": 1}
+    assert _colors(path) == want

@@ -346,3 +346,26 @@ def test_a_reader_whose_catch_up_failed_takes_the_commit_in_on_the_next_read(tmp
                 reader.count()
             failing.clear()
             assert "two" in reader and reader.count() == 2
+
+
+def test_a_reader_that_cannot_write_the_directory_reads_immutably_only_when_no_writer_has_the_file(
+        tmp_path, monkeypatch):
+    """A writer of another user may write where this reader cannot: while it has the file
+    open (its shared-memory file is there, even before its first commit) the reader must
+    follow its commits, not read the file as if nothing could change it."""
+    from vxmem.store import files
+
+    path = tmp_path / "db.vxdb"
+    link = tmp_path / "link.vxdb"
+    Vectrix(str(path), embedder="hashing").close()
+    link.symlink_to(path)
+    monkeypatch.setattr(files.os, "access", lambda p, mode: False)  # as a reader of another user
+    assert "immutable=1" in files.read_only_uri(str(path))  # nobody has it open
+    writer = Vectrix(str(path), embedder="hashing")  # open, nothing committed yet: its WAL is empty
+    try:
+        assert os.path.exists(str(path) + "-shm") and os.path.getsize(str(path) + "-wal") == 0
+        assert "immutable=1" not in files.read_only_uri(str(path))
+        assert "immutable=1" not in files.read_only_uri(str(link))  # the files beside the link's target
+    finally:
+        writer.close()
+    assert "immutable=1" in files.read_only_uri(str(link))

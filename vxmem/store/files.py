@@ -108,14 +108,18 @@ def read_only_uri(path: str) -> str:
     (``#``, ``?`` and ``%`` are URI syntax).
 
     In a directory this process cannot write, SQLite could not make the WAL's shared-memory
-    file, and no writer can exist there either: such a file is opened ``immutable=1``
-    unless an unfinished write-ahead log lies beside it.
+    file: a file there is opened ``immutable=1`` when nothing says a writer has it, neither a
+    shared-memory file (every open writer keeps one, even before its first commit; a writer
+    of another user may well write where this reader cannot) nor an unfinished write-ahead
+    log. Beside those SQLite reads through the existing shared memory, and sees each commit.
+    The files are looked for beside the real file, where SQLite keeps them (a link's target).
     """
     absolute = os.path.abspath(path)
     uri = "file:" + urllib.parse.quote(absolute) + "?mode=ro"
-    directory = os.path.dirname(absolute) or "."
-    wal = absolute + "-wal"
-    if not os.access(directory, os.W_OK) and not (os.path.exists(wal) and os.path.getsize(wal) > 0):
+    real = os.path.realpath(absolute)
+    wal, shm = real + "-wal", real + "-shm"
+    writer = os.path.exists(shm) or (os.path.exists(wal) and os.path.getsize(wal) > 0)
+    if not writer and not os.access(os.path.dirname(real) or ".", os.W_OK):
         uri += "&immutable=1"
     return uri
 

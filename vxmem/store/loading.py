@@ -116,6 +116,13 @@ class DatabaseLoader(DatabaseFile):
         m, fields = got
         uncounted: list[int] = []
         saved = fields.get("generation")
+        if type(saved) is int and saved > self.generation and not self.read_only:
+            # Saved at a state this database never reached: a backup copied back over it. Once
+            # this writer's commits bring the generation level with it, it would pass for this
+            # database's, so the caches of that other history go now.
+            for name in (mirror_path(self.path), postings_path(self.path)):
+                remove_file(name)
+            return None
         if type(saved) is not int or not 0 <= since <= saved <= self.generation:
             return None
         if saved < self.generation:
