@@ -123,7 +123,8 @@ class Writer:
             self.remember(db, kind="fact")
         elif op < 0.87:
             old = self.mine.pop(self.rng.randrange(len(self.mine)))
-            new = db.feedback(old, "corrected", correction="actually " + self.text(), timestamp=self.ts())
+            at = max(self.ts(), db.get(old).metadata["_vx_ts"])  # never before what it corrects
+            new = db.feedback(old, "corrected", correction="actually " + self.text(), timestamp=at)
             ack("corr", old, new)  # neither is forgotten or corrected again: the links stay whole
         else:
             mid = self.mine.pop(self.rng.randrange(len(self.mine)))

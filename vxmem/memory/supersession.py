@@ -57,8 +57,9 @@ def live_heads(m: Mirror, id: str) -> list[str]:
 
 
 def chain(m: Mirror, id: str, as_of: float | None = None) -> list[HistoryEntry]:
-    """Every memory linked to ``id`` by supersession, either way, oldest first; with
-    ``as_of``, as the chain stood at that moment (no memory created later, no link made later)."""
+    """Every memory linked to ``id`` by supersession, either way, oldest first (of two made
+    at one time, the one replaced first); with ``as_of``, as the chain stood at that moment
+    (no memory created later, no link made later)."""
     seen, stack = set(), [id]
     while stack:
         cur = stack.pop()
@@ -69,7 +70,27 @@ def chain(m: Mirror, id: str, as_of: float | None = None) -> list[HistoryEntry]:
         if meta.get(K_SUPERSEDED_BY) and m.superseded_as_of(m.pos_of_id[cur], as_of):
             stack.append(meta[K_SUPERSEDED_BY])
         stack.extend(meta.get(K_SUPERSEDES) or ())
-    return sorted((_entry(m, cur, as_of) for cur in seen), key=lambda e: (e.ts, e.id))
+    entries = {cur: _entry(m, cur, as_of) for cur in seen}
+    depth = _link_depths(entries)
+    return sorted(entries.values(), key=lambda e: (e.ts, depth[e.id], e.id))
+
+
+def _link_depths(entries: dict[str, HistoryEntry]) -> dict[str, int]:
+    """How many supersession links lead back from each entry to one that replaces none of
+    them (a link that loops back counts once)."""
+    depth: dict[str, int] = {}
+    for start in entries:  # depth first without recursion: a chain may be long
+        stack, on_path = [(start, False)], set()
+        while stack:
+            i, back_done = stack.pop()
+            if back_done:
+                depth[i] = 1 + max((depth[s] for s in entries[i].supersedes if s in depth), default=-1)
+                on_path.discard(i)
+            elif i not in depth and i not in on_path:
+                on_path.add(i)
+                stack.append((i, True))
+                stack.extend((s, False) for s in entries[i].supersedes if s in entries and s not in depth)
+    return depth
 
 
 def _existed(m: Mirror, id: str, as_of: float | None) -> bool:
