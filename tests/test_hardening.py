@@ -497,15 +497,22 @@ def test_a_summarizer_returning_nothing_keeps_its_turns_and_the_report_says_so(d
     assert later.turns_consolidated == ids[:8]  # offered again, and consolidated this time
 
 
-def test_folded_feedback_scores_exactly_as_the_whole_history_and_stays_bounded(db):
+def _much_graded(db, n, seed):
+    """A memory graded ``n`` times at random times over 200 days (out of order too), and its
+    events as (sign, time)."""
     mid = db.remember("a much-graded memory", session="s", kind="fact", timestamp=T0)
-    rng = np.random.default_rng(3)
+    rng = np.random.default_rng(seed)
     events = []
-    for _ in range(500):
+    for _ in range(n):
         outcome = ("useful", "dead_end", "useful")[int(rng.integers(3))]
-        ts = T0 + float(rng.uniform(0, 200)) * DAY  # out of order too
+        ts = T0 + float(rng.uniform(0, 200)) * DAY
         db.feedback(mid, outcome, timestamp=ts)
         events.append((OUTCOME_SIGN[outcome], ts))
+    return mid, events
+
+
+def test_folded_feedback_scores_exactly_as_the_whole_history_and_stays_bounded(db):
+    mid, events = _much_graded(db, 500, seed=3)
     meta = db.get(mid).metadata
     assert len(meta[K_FEEDBACK]) <= 64
     now = T0 + 250 * DAY
@@ -517,14 +524,7 @@ def test_folded_feedback_scores_exactly_as_the_whole_history_and_stays_bounded(d
 
 
 def test_folded_feedback_reads_as_of_any_earlier_time_exactly(db):
-    mid = db.remember("a much-graded memory", session="s", kind="fact", timestamp=T0)
-    rng = np.random.default_rng(5)
-    events = []
-    for _ in range(300):
-        outcome = ("useful", "dead_end", "useful")[int(rng.integers(3))]
-        ts = T0 + float(rng.uniform(0, 200)) * DAY  # out of order too
-        db.feedback(mid, outcome, timestamp=ts)
-        events.append((OUTCOME_SIGN[outcome], ts))
+    mid, events = _much_graded(db, 300, seed=5)
     meta = db.get(mid).metadata
     half_life = db.memory.feedback_half_life_days
     assert meta["_vx_feedback_folded"]["ts"] > T0 + 100 * DAY  # the days below read the fold's log
