@@ -137,17 +137,20 @@ def _fitted(block: ContextBlock, count: Callable[[str], int]) -> ContextBlock:
     by line (a tokenizer that merges across a newline) can make the whole cost more than its
     lines: then recalled memories, then the oldest recent turns, are dropped until it fits."""
     block.tokens_used = count(block.text)
-    while block.tokens_used > block.token_budget and not block.over_budget and (block.recalled or block.recent):
+    if block.tokens_used <= block.token_budget or block.over_budget:
+        return block
+    while block.tokens_used > block.token_budget and (block.recalled or block.recent):
         if block.recalled:
-            gone = block.recalled.pop()
+            block.recalled.pop()
             block.cut_recalled += 1
-            section = "recalled"
         else:
-            gone = block.recent.pop(0)
+            block.recent.pop(0)
             block.cut_recent += 1
-            section = "recent"
-        block.tokens_by_section[section] -= count(render(section, gone))
         block.tokens_used = count(block.text)
+    costs = _Budget(block.token_budget, count)  # what each section left takes, as assemble counts it
+    for section, items in (("pinned", block.pinned), ("recent", block.recent), ("recalled", block.recalled)):
+        costs.used[section] = sum(costs.cost(section, r, first=i == 0) for i, r in enumerate(items))
+    block.tokens_by_section = costs.used
     return block
 
 
