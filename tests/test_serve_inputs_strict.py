@@ -260,3 +260,12 @@ def test_a_conflict_names_the_session_as_the_client_named_it(served):
         assert r.status_code == 409, r.text
         assert "session 'chat'" in r.json()["message"] and "default/" not in r.json()["message"]
     assert count(path) == before + 1
+
+
+def test_an_id_or_a_session_of_only_spaces_is_refused(served):
+    c, path = served
+    before = count(path)
+    for body, field in [({"text": "x", "session": "  "}, "session"), ({"text": "x", "id": " "}, "id")]:
+        r = c.post("/v1/remember", json=body)
+        assert r.status_code == 422 and r.json()["message"].startswith(f"{field}: "), r.text
+    assert count(path) == before

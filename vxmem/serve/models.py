@@ -65,8 +65,9 @@ Time = Annotated[float | str | None, no_bool("epoch seconds or an ISO-8601 time"
                  Field(description="epoch seconds or an ISO-8601 time (default: now)")]
 Age = Annotated[float | str | None, no_bool("days or an ISO-8601 time"), Field(description="days, or an ISO-8601 time")]
 User = Annotated[str | None, Field(pattern=USER_PATTERN, description="whose memories (default: the server's user)")]
-Session = Annotated[str | None, Field(min_length=1, max_length=256, description="the conversation")]
-Id = Annotated[str, Field(min_length=1, max_length=256, description="a memory's id")]
+# A name of only spaces is refused, as `vxmem serve --session` refuses it: never what was meant.
+Session = Annotated[str | None, Field(min_length=1, max_length=256, pattern=r"\S", description="the conversation")]
+Id = Annotated[str, Field(min_length=1, max_length=256, pattern=r"\S", description="a memory's id")]
 Text = Annotated[str, Field(min_length=1, description="what was said, or the fact")]
 Filter = Annotated[dict[str, Any] | None, Field(description="only memories whose own metadata match it")]
 
