@@ -50,7 +50,7 @@ from .workbench.commands import (
     run_synth,
 )
 from .workbench.datasets.formats import CHAT_FORMATS, FORMATS
-from .workbench.datasets.model import DatasetError
+from .workbench.datasets.model import DatasetError, naming_the_format
 from .workbench.grid import SWEEP_KEYS
 from .workbench.policies import POLICIES
 from .workbench.sweep import METRIC_COLUMNS
@@ -455,7 +455,7 @@ def main(argv: list[str] | None = None) -> int:
     except (CliError, DatasetError, ServeError, ValueError, TypeError) as exc:
         msg = " ".join(str(exc).split()) or type(exc).__name__
         if argv and argv[0] in _FORMAT_COMMANDS:  # the library's keyword, as the command spells it
-            msg = msg.replace("pass format=", "pass --format")
+            msg = naming_the_format(msg, "pass --format")
         print(f"vxmem: error: {msg}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:  # pragma: no cover

@@ -66,11 +66,12 @@ SETTINGS_KEYS = MEMORY_KEYS + RECALL_KEYS + OTHER_KEYS
 MAX_SESSION_BITS = 62
 
 
-def check_settings(settings: dict[str, Any] | None) -> dict[str, Any]:
-    """Settings with defaults filled in, after checking every key is known."""
+def check_settings(settings: dict[str, Any] | None, under: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Settings (over ``under``: a conversation's own) with defaults filled in, after checking
+    every key is known."""
     if settings is not None and not isinstance(settings, Mapping):
         raise TypeError(f"settings must be a dict of setting -> value, not {type(settings).__name__}")
-    settings = dict(settings or {})
+    settings = {**(under or {}), **(settings or {})}
     unknown = set(settings) - set(SETTINGS_KEYS)
     if unknown:
         raise ValueError(f"unknown setting {sorted(unknown)[0]!r}; known: {', '.join(SETTINGS_KEYS)}")
@@ -137,11 +138,7 @@ def replay(conversation: Conversation, settings: dict[str, Any] | None = None, e
     """
     if not isinstance(conversation, Conversation):
         raise TypeError(f"conversation must be a Conversation, not {type(conversation).__name__}")
-    if settings is not None and not isinstance(settings, Mapping):
-        raise TypeError(f"settings must be a dict of setting -> value, not {type(settings).__name__}")
-    base = dict(conversation.meta.get("settings") or {})
-    base.update(settings or {})
-    s = check_settings(base)
+    s = check_settings(settings, conversation.meta.get("settings"))
     pol = get_policy(policy)
     judge = s.get("judge", conversation.meta.get("judge"))
     judge = get_judge(judge) if (judge is None or isinstance(judge, str)) else judge

@@ -37,7 +37,7 @@ import re
 from .chat_csv import CSV_REQUIRED, parse_csv
 from .chat_records import Chat
 from .chatgpt_export import parse_chatgpt
-from .model import Conversation, DatasetError, Event
+from .model import FORMAT_HINT, Conversation, DatasetError, Event
 from .openai_chat import parse_openai
 
 CHAT_FORMATS = ("openai", "chatgpt", "csv")
@@ -125,7 +125,7 @@ def _detect(head: str, path: str | None) -> str:
         cols = {c.strip().lower() for c in first.split(",")}
         if set(CSV_REQUIRED) <= cols:
             return "csv"
-    raise DatasetError("cannot tell the chat format; pass format= (one of " + ", ".join(CHAT_FORMATS) + ")",
+    raise DatasetError(f"cannot tell the chat format; {FORMAT_HINT} (one of " + ", ".join(CHAT_FORMATS) + ")",
                        path=path)
 
 

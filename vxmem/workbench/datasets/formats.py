@@ -17,7 +17,7 @@ from typing import Any
 from . import locomo, longmemeval
 from .jsonl import load_jsonl
 from .model import FORMAT as JSONL_FORMAT
-from .model import Conversation, DatasetError
+from .model import FORMAT_HINT, Conversation, DatasetError
 
 _HEAD_CHARS = 4096  # how much of a file the guess reads
 
@@ -106,4 +106,4 @@ def guess_format(path: str) -> str:
             return fmt.name
     if low.endswith(".jsonl") or head.lstrip().startswith("{"):
         return "jsonl"
-    raise DatasetError(f"cannot tell the format; pass format= ({_one_of(FORMATS)})", path=path)
+    raise DatasetError(f"cannot tell the format; {FORMAT_HINT} ({_one_of(FORMATS)})", path=path)

@@ -46,6 +46,17 @@ _FIELD_ORDER = ["session", "role", "text", "pinned", "ttl_days", "target", "outc
 _SESSION_ALWAYS = ("turn", "fact", "probe", "consolidate")
 
 
+# What an error says to do when a file's format cannot be told; a front end names its own way
+# of giving the format instead (:func:`naming_the_format`).
+FORMAT_HINT = "pass format="
+
+
+def naming_the_format(message: str, how: str) -> str:
+    """``message`` with the loaders' :data:`FORMAT_HINT` said as ``how`` (a CLI's ``pass
+    --format``, a page's "pick it in the Format box")."""
+    return message.replace(FORMAT_HINT, how)
+
+
 class DatasetError(ValueError):
     """Bad conversation input; ``line`` is the 1-based line (or event number) at fault."""
 
@@ -245,9 +256,7 @@ def _read_probe(ev: Event, obj: dict[str, Any]) -> None:
     ev.session = _opt_str(obj, "session")
     ev.relevant = _grades(obj.get("relevant", {}))
     ev.stale = _str_list(obj, "stale")
-    overlap = set(ev.relevant) & set(ev.stale)
-    if overlap:
-        raise ValueError(f"label {sorted(overlap)[0]!r} is both relevant and stale")
+    _check_probe(ev)  # a label both relevant and stale, as for a probe built in code
     category = obj.get("category")
     if category is not None and not isinstance(category, (str, int)):
         raise ValueError("'category' must be a string or an integer")

@@ -50,6 +50,9 @@ def _size(n: int) -> str:
     return f"{n / 2**20:.1f} MB" if n >= 2**20 else f"{n:,} bytes"
 
 
+PAGE_FORMAT_HINT = "pick it in the Format box"  # how a page says "pass format=" (see naming_the_format)
+
+
 def check_upload(filename: str, data: Any, max_bytes: int | None = None) -> str:
     """The text of an uploaded file, or one :class:`DatasetError` that says what it is instead:
     too big (over ``max_bytes``, default :data:`MAX_UPLOAD_BYTES`), empty, an archive or

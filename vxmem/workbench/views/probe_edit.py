@@ -16,9 +16,9 @@ from typing import Any
 
 from ..datasets.chatlogs import loads_chatlog
 from ..datasets.jsonl import loads_jsonl
-from ..datasets.model import FORMAT, Conversation, DatasetError, Event
+from ..datasets.model import FORMAT, Conversation, DatasetError, Event, naming_the_format
 from ..datasets.probes import add_probe, remove_probe
-from .inputs import check_upload
+from .inputs import PAGE_FORMAT_HINT, check_upload
 
 DATASET_FORMAT = "jsonl"  # the Import page's format name for a vxmem JSONL dataset (its probes edited)
 
@@ -35,7 +35,7 @@ def conversation_from_bytes(filename: str, data: bytes, format: str | None = Non
             return loads_jsonl(text, path=filename)
         return loads_chatlog(text, format, name=stem, path=filename)
     except DatasetError as exc:  # in the page's words: its Format box, not the library's argument
-        raise DatasetError(str(exc).replace("pass format=", "pick it in the Format box")) from None
+        raise DatasetError(naming_the_format(str(exc), PAGE_FORMAT_HINT)) from None
     except (ValueError, TypeError, KeyError) as exc:
         raise DatasetError(f"{filename}: cannot read it as {format or 'a chat log or a vxmem dataset'}: {exc}") \
             from None

@@ -30,10 +30,10 @@ from ...ranking.scoring import BLEND_DEFAULTS
 from ...store.checks import SEARCH_MODES
 from ..datasets.chatlogs import loads_chatlog
 from ..datasets.formats import CHAT_FORMATS, FORMATS, load
-from ..datasets.model import Conversation, DatasetError
+from ..datasets.model import Conversation, DatasetError, naming_the_format
 from ..record import Replay
 from ..replay import replay_many
-from .inputs import check_upload, short
+from .inputs import PAGE_FORMAT_HINT, check_upload, short
 
 # Every dataset replay of the workbench caches pools big enough for any limit up to MAX_LIMIT.
 MAX_LIMIT = 20
@@ -88,8 +88,7 @@ def load_bytes(filename: str, data: bytes, format: str | None = None) -> list[Co
         try:
             convs = load(path, format=format)
         except DatasetError as exc:  # in the page's words: its Format box, not the library's argument
-            raise DatasetError(str(exc).replace(path, filename).replace("pass format=", "pick it in the Format box")) \
-                from None
+            raise DatasetError(naming_the_format(str(exc).replace(path, filename), PAGE_FORMAT_HINT)) from None
         except (ValueError, TypeError, KeyError, UnicodeDecodeError) as exc:
             raise DatasetError(f"{filename}: cannot read it as {format or 'any supported format'}: {exc}") from None
     finally:
