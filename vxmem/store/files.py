@@ -63,6 +63,15 @@ def replaced_when_whole(tmp: str, target: str) -> Iterator[None]:
         raise
 
 
+def remove_caches(path: str) -> None:
+    """Remove every cache saved beside the database (the index and its sidecar, the mirror
+    file, the postings) and what a killed save of them left: the next open rebuilds them."""
+    for name in (*index_files(path), mirror_path(path), postings_path(path)):
+        for each in (name, name + ".tmp"):
+            with contextlib.suppress(OSError):
+                os.remove(each)
+
+
 def remove_stale_temps(path: str) -> None:
     """Remove the temporary files a save or a restore killed halfway left beside the database."""
     for name in (*index_files(path), mirror_path(path), postings_path(path)):

@@ -22,9 +22,8 @@ from typing import Any
 import numpy as np
 
 from .database import Database
-from .files import index_files, read_sidecar, spread_sample
+from .files import index_files, read_sidecar, remove_caches, spread_sample
 from .mirror import Mirror
-from .snapshot import remove
 
 BUILD_CHUNK = 8192  # vectors a build gathers and adds at a time (no copy of every vector at once)
 VERIFY_SAMPLE = 16  # stored vectors compared with the database's when a saved index is loaded
@@ -161,8 +160,7 @@ def load_graph(db: Database, m: Mirror) -> tuple[Any, set[int], bool] | None:
     saved = side.get("generation") if side else None
     if side is not None and type(saved) is int and saved > db.generation and side.get("uid") == db.uid \
             and not db.read_only:
-        for name in index_files(db.path):  # of a history this database never reached (see loading)
-            remove(name)
+        remove_caches(db.path)  # of a history this database never reached (see loading)
         return None
     if (side is None or side.get("uid") != db.uid or side.get("dim") != db.dim
             or side.get("settings") != settings_tag() or type(saved) is not int or saved > db.generation):

@@ -23,7 +23,7 @@ from ..core.tokens import token_counter_name
 from . import mirror_file, schema
 from .bulk import fill
 from .checks import check_token_count
-from .files import mirror_path, postings_path, rollback
+from .files import mirror_path, postings_path, remove_caches, rollback
 from .jsonio import loads_all
 from .mirror import Mirror
 from .opening import DatabaseFile
@@ -120,8 +120,7 @@ class DatabaseLoader(DatabaseFile):
             # Saved at a state this database never reached: a backup copied back over it. Once
             # this writer's commits bring the generation level with it, it would pass for this
             # database's, so the caches of that other history go now.
-            for name in (mirror_path(self.path), postings_path(self.path)):
-                remove_file(name)
+            remove_caches(self.path)
             return None
         if type(saved) is not int or not 0 <= since <= saved <= self.generation:
             return None
