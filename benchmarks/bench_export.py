@@ -97,7 +97,7 @@ def build(path: str, n: int) -> None:
 
 def child(step: str, db_path: str, out: str) -> dict:
     """One measured step, in this (fresh) process."""
-    import vxmem.store.portable as portable
+    import vxmem.store.portable.export as portable
     from vxmem import Vectrix
 
     base = rss_mb()

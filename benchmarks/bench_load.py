@@ -77,7 +77,7 @@ def _file_generation(conn: sqlite3.Connection) -> int:
 
 def reader(path: str, embedder_name: str, sessions: int, mode: str, ready, stop, out) -> None:
     """A reader process: recall in a loop on a read-only handle until ``stop``, then once more."""
-    from vxmem.store import database
+    from vxmem.store.sqlite import database
 
     if mode == "full":  # the old behaviour: any change reloads everything (in one read transaction)
         def full_reload(self, mirror, token_counter):

@@ -12,7 +12,7 @@ Each (embedder, size) runs in its own child process, so its peak RSS is its own.
    in chunks of 2,000 by the same embedder (one batch call per chunk), so the build
    times the memory layer and not 100k single-text embedder calls;
 2. closes it and reopens it in the same process (the close saves the mirror file beside
-   the database, so the reopen reads that file and no rows; see ``vxmem/store/mirror_file.py``);
+   the database, so the reopen reads that file and no rows; see ``vxmem/store/mirror/file.py``);
 3. times, on the reopened file, each operation below with the real embedder.
 
 Three embedders: ``default`` (bge-small-en-v1.5 on onnxruntime, what ``Vectrix()`` uses; its
@@ -410,7 +410,7 @@ def scale_data(n: int, reps: int, out: str) -> None:
 def graph_dir(data: str) -> str:
     """Where the saved graph of this tree's HNSW settings lives in ``data``: one graph per
     settings (trees with the same settings load the same graph)."""
-    from vxmem.store.hnsw_graph import settings_tag
+    from vxmem.store.vector.graph import settings_tag
 
     return os.path.join(data, "graph-" + hashlib.sha1(settings_tag().encode()).hexdigest()[:12])
 
@@ -420,7 +420,7 @@ def scale_index(data: str) -> None:
     core), timed, and keep it in :func:`graph_dir`: every tree of these settings then loads
     the same graph."""
     from vxmem import Vectrix
-    from vxmem.store.hnsw_graph import settings_tag
+    from vxmem.store.vector.graph import settings_tag
 
     keep = graph_dir(data)
     if os.path.exists(os.path.join(keep, "index.json")):

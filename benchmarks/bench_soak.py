@@ -48,7 +48,8 @@ def _open(path: str, read_only: bool = False):
 
 def writer(path: str, seed: int) -> None:
     """The writer: random writes until killed, each acknowledged once it returned."""
-    from vxmem.store import hnsw, mirror_file
+    from vxmem.store.mirror import file as mirror_file
+    from vxmem.store.vector import hnsw
 
     hnsw.PENDING_FLUSH = 64  # the background flush runs often
     mirror_file.MIN_DOCUMENTS = 200  # the mirror file is saved and read

@@ -21,8 +21,13 @@ import threading
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from vxmem import Vectrix  # noqa: E402
-from vxmem.store import database, engine, hnsw, loading, mirror_file, restoring  # noqa: E402
-from vxmem.store.files import index_files  # noqa: E402
+from vxmem.store import engine  # noqa: E402
+from vxmem.store.mirror import file as mirror_file
+from vxmem.store.mirror import loading  # noqa: E402
+from vxmem.store.portable import restore as restoring  # noqa: E402
+from vxmem.store.sqlite import database  # noqa: E402
+from vxmem.store.sqlite.files import index_files  # noqa: E402
+from vxmem.store.vector import hnsw  # noqa: E402
 
 from helpers import WordHashEmbedder  # noqa: E402
 

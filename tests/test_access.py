@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from vxmem import ConversationMemory, Vectrix
-from vxmem.store import database
+from vxmem.store.sqlite import database
 from vxmem.workbench.policies import POLICIES
 from vxmem.workbench.replay import replay
 from vxmem.workbench.sweep import rankings, sweep

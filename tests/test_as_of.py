@@ -184,7 +184,7 @@ def test_a_probe_before_a_later_correction_ranks_as_recall_as_of_its_moment(hash
 
 def test_bm25_statistics_as_of_a_moment_are_the_same_counted_directly_or_by_binary_search(word_embedder):
     from vxmem.core.keys import NO_KIND
-    from vxmem.store.bm25 import BM25AsOf
+    from vxmem.store.lexical.bm25 import BM25AsOf
 
     db = Vectrix(None, embedder=word_embedder)
     rng = np.random.default_rng(3)

@@ -34,7 +34,7 @@ from vxmem.memory import (
     K_SUPERSEDES,
     K_TURN,
 )
-from vxmem.store import hnsw_graph
+from vxmem.store.vector import graph as hnsw_graph
 
 from helpers import TESTS, WordHashEmbedder, vector_of
 

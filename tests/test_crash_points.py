@@ -28,8 +28,9 @@ import pytest
 
 from vxmem import Vectrix
 from vxmem.memory import K_CONSOLIDATED_FROM, K_SUPERSEDED_BY, K_SUPERSEDES
-from vxmem.store import hnsw_graph, mirror_file
-from vxmem.store.fts import TOKENIZE, scope_token
+from vxmem.store.lexical.fts import TOKENIZE, scope_token
+from vxmem.store.mirror import file as mirror_file
+from vxmem.store.vector import graph as hnsw_graph
 
 from helpers import TESTS, WordHashEmbedder, vector_of
 

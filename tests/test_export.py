@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from vxmem import DatabaseLockedError, ExportFileError, Vectrix
 from vxmem.memory.rules import RuleKeyValueJudge, RuleSummarizer
-from vxmem.store.portable import EXPORT_VERSION, new_counts, tally
+from vxmem.store.portable.export import EXPORT_VERSION, new_counts, tally
 from vxmem.workbench.datasets.jsonl import load_jsonl
 
 from helpers import DAY, ROOT, T0, WordHashEmbedder

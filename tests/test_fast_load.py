@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from vxmem.core.keys import K_EXPIRES, K_KIND, K_SESSION, K_SUPERSEDED_AT, K_SUPERSEDED_BY, K_TS, K_TURN
-from vxmem.store.columns import columns_of, columns_of_all
-from vxmem.store.jsonio import loads_all
+from vxmem.store.mirror.columns import columns_of, columns_of_all
+from vxmem.store.sqlite.jsonio import loads_all
 
 _SCALARS = st.one_of(st.none(), st.booleans(), st.integers(), st.integers(min_value=-2**70, max_value=2**70),
                      st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=6),
@@ -60,7 +60,7 @@ def test_values_orjson_reads_otherwise_are_read_as_json_reads_them():
 
 def test_the_lexical_postings_read_per_term_equal_those_read_per_token(tmp_path, word_embedder):
     from vxmem import Vectrix
-    from vxmem.store.bm25 import LexicalIndex
+    from vxmem.store.lexical.bm25 import LexicalIndex
 
     path = str(tmp_path / "lex.db")
     with Vectrix(path, embedder=word_embedder) as db:

@@ -6,8 +6,8 @@ import shutil
 import pytest
 
 from vxmem import Vectrix
-from vxmem.store import mirror_file
-from vxmem.store.files import index_files, mirror_path, postings_path
+from vxmem.store.mirror import file as mirror_file
+from vxmem.store.sqlite.files import index_files, mirror_path, postings_path
 
 N = 300
 

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from vxmem import Vectrix
-from vxmem.store import database
-from vxmem.store.database import FTS_BATCH
+from vxmem.store.sqlite import database
+from vxmem.store.sqlite.database import FTS_BATCH
 
 from helpers import T0, WordHashEmbedder, fts_count, run_python
 
@@ -162,7 +162,7 @@ def test_a_file_of_schema_5_reads_as_fully_indexed_and_a_writable_open_records_f
 
 
 def test_a_document_moved_to_another_session_before_or_after_fts5_held_it_is_found_in_the_new_one():
-    from vxmem.store.fts import fts_match
+    from vxmem.store.lexical.fts import fts_match
 
     db = Vectrix(embedder=WordHashEmbedder())
     (early,) = db.add(["otter indexed first"], metadata=[{"_vx_session": "a"}])

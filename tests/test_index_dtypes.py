@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from vxmem import Vectrix
-from vxmem.store import hnsw_graph
+from vxmem.store.vector import graph as hnsw_graph
 
 from helpers import WordHashEmbedder
 
@@ -83,7 +83,7 @@ def test_a_saved_graph_of_other_vectors_is_refused(tmp_path, monkeypatch, dtype)
 def test_the_search_expansion_grows_with_the_graph(tmp_path, monkeypatch):
     base = hnsw_graph.HNSW_SETTINGS["expansion_search"]
     assert [hnsw_graph.expansion_for(n) for n in (1, 100_000)] == [base, base]
-    assert hnsw_graph.expansion_for(1_000_000) == 1529  # about 4x: recall@10 0.951 -> 0.993 at 1M (see hnsw_graph.py)
+    assert hnsw_graph.expansion_for(1_000_000) == 1529  # about 4x: recall@10 0.951 -> 0.993 at 1M (see vector/graph.py)
     sizes = [100_000, 100_001, 200_000, 500_000, 1_000_000, 4_000_000]
     assert all(a < b for a, b in zip(map(hnsw_graph.expansion_for, sizes), map(hnsw_graph.expansion_for, sizes[1:])))
     monkeypatch.setattr(hnsw_graph, "EXPANSION_FROM", 100)  # so 300 vectors count as a large graph

@@ -10,7 +10,8 @@ import threading
 import numpy as np
 
 from vxmem import Vectrix
-from vxmem.store import checkpoint, database, hnsw, opening
+from vxmem.store.sqlite import checkpoint, database, opening
+from vxmem.store.vector import hnsw
 
 from helpers import WordHashEmbedder
 

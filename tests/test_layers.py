@@ -34,7 +34,7 @@ def _layer(module: str) -> int:
 
 
 def _vxmem_imports(path: Path, module: str) -> set[str]:
-    """The vxmem modules ``path`` imports, absolute (``vxmem.store.mirror``)."""
+    """The vxmem modules ``path`` imports, absolute (``vxmem.store.mirror.mirror``)."""
     package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
     out = set()
     for node in ast.walk(ast.parse(path.read_text())):

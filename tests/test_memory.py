@@ -24,7 +24,7 @@ from vxmem import (
     Vectrix,
     feedback_score,
 )
-from vxmem.store import database
+from vxmem.store.sqlite import database
 
 from helpers import DAY, T0
 

@@ -14,10 +14,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from vxmem import Vectrix
-from vxmem.store import database, loading, mirror_file, opening, snapshot
-from vxmem.store.database import Database
-from vxmem.store.files import spread_sample
-from vxmem.store.vectors import rowdot
+from vxmem.store.mirror import file as mirror_file
+from vxmem.store.mirror import loading, snapshot
+from vxmem.store.sqlite import database, opening
+from vxmem.store.sqlite.database import Database
+from vxmem.store.sqlite.files import spread_sample
+from vxmem.store.vector.vectors import rowdot
 
 from helpers import DAY, T0, WordHashEmbedder, run_python
 

@@ -4,7 +4,7 @@ writer built one document at a time (every reserved column, the as-of bounds, th
 import numpy as np
 
 from vxmem import Vectrix
-from vxmem.store.mirror import COLUMNS
+from vxmem.store.mirror.mirror import COLUMNS
 
 from helpers import DAY, T0
 

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from vxmem import InvalidDatabaseError, Vectrix
 from vxmem.memory import K_SESSION
-from vxmem.store import database, opening
+from vxmem.store.sqlite import database, opening
 
 from helpers import T0, WordHashEmbedder, run_python
 
@@ -353,7 +353,7 @@ def test_a_reader_that_cannot_write_the_directory_reads_immutably_only_when_no_w
     """A writer of another user may write where this reader cannot: while it has the file
     open (its shared-memory file is there, even before its first commit) the reader must
     follow its commits, not read the file as if nothing could change it."""
-    from vxmem.store import files
+    from vxmem.store.sqlite import files
 
     path = tmp_path / "db.vxdb"
     link = tmp_path / "link.vxdb"

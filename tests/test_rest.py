@@ -283,7 +283,7 @@ def test_the_models_spell_the_librarys_choices_and_defaults():
     from vxmem.ranking.blend import BLEND_FIELDS
     from vxmem.ranking.scoring import RECENCY_FROM
     from vxmem.serve import models
-    from vxmem.store.checks import SEARCH_MODES
+    from vxmem.store.arguments import SEARCH_MODES
 
     assert get_args(models.Kind) == KINDS and get_args(models.Outcome) == OUTCOMES
     assert get_args(models.Mode) == SEARCH_MODES and get_args(models.RecencyFrom) == RECENCY_FROM

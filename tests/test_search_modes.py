@@ -9,9 +9,9 @@ from hypothesis import strategies as st
 
 from vxmem import K_SCORING, K_SESSION, Vectrix
 from vxmem.ranking.scoring import fuse_relevance
-from vxmem.store import database
-from vxmem.store.fts import fts_match, fts_query
-from vxmem.store.mirror import ANY_SESSION
+from vxmem.store.lexical.fts import fts_match, fts_query
+from vxmem.store.mirror.mirror import ANY_SESSION
+from vxmem.store.sqlite import database
 
 from helpers import DAY, T0, fts_count, run_python
 

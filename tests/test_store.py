@@ -7,8 +7,9 @@ import pytest
 
 from vxmem import DatabaseLockedError, InvalidDatabaseError, Vectrix
 from vxmem.models.embed import HashingEmbedder
-from vxmem.store import hnsw, hnsw_graph
-from vxmem.store.vectors import rowdot
+from vxmem.store.vector import graph as hnsw_graph
+from vxmem.store.vector import hnsw
+from vxmem.store.vector.vectors import rowdot
 
 from helpers import run_python, vector_of
 

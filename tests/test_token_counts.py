@@ -9,7 +9,7 @@ import numpy as np
 
 from vxmem import Vectrix
 from vxmem.core.tokens import DEFAULT_COUNTER_NAME, count_tokens
-from vxmem.store import database
+from vxmem.store.sqlite import database
 
 from helpers import DAY, T0, WordHashEmbedder
 

@@ -9,8 +9,10 @@ import numpy as np
 import pytest
 
 from vxmem import Vectrix
-from vxmem.store import loading, mirror_file, vectors
-from vxmem.store.vectors import rowdot
+from vxmem.store.mirror import file as mirror_file
+from vxmem.store.mirror import loading
+from vxmem.store.vector import vectors
+from vxmem.store.vector.vectors import rowdot
 
 from helpers import DAY, T0, run_python
 
@@ -98,7 +100,7 @@ def test_float16_scans_work_after_usearch_loaded_its_kernels():
         got = run_python(f"""
             {first}
             import numpy as np
-            from vxmem.store.vectors import rowdot
+            from vxmem.store.vector.vectors import rowdot
             a = np.eye(4, dtype=np.float16)
             print(rowdot(a, np.array([1, 2, 3, 4], dtype=np.float32)).tolist())
             import usearch.index

@@ -17,7 +17,9 @@ import threading
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from vxmem import Vectrix  # noqa: E402
-from vxmem.store import database, engine, hnsw, schema  # noqa: E402
+from vxmem.store import engine  # noqa: E402
+from vxmem.store.sqlite import database, schema  # noqa: E402
+from vxmem.store.vector import hnsw  # noqa: E402
 
 from helpers import WordHashEmbedder  # noqa: E402
 

@@ -15,7 +15,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 # onnxruntime (the default models' runtime) must load before usearch's extension, or the interpreter
-# crashes: vxmem imports it just before it first imports usearch (vxmem.store.hnsw), and the models
+# crashes: vxmem imports it just before it first imports usearch (vxmem.store.vector.hnsw), and the models
 # refuse with a clear ImportError where usearch came first. Not at import: a process that loaded
 # onnxruntime hangs in a forked child's exit.
 from .core.version import __version__ as __version__

@@ -35,7 +35,7 @@ from typing import Any
 from .memory.stages import PRESETS
 from .ranking.scoring import BLEND_DEFAULTS, RECENCY_FROM
 from .serve.commands import ServeError, add_commands, run_mcp, run_serve
-from .store.checks import SEARCH_MODES
+from .store.arguments import SEARCH_MODES
 from .workbench.commands import (
     DEFAULT_POLICY,
     EMBEDDERS,

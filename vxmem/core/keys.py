@@ -43,7 +43,7 @@ TURN_LIMIT = 2**62  # turn numbers stay below this: SQLite integers and float co
 TS_RANGE = (-62135596800.0, 253402300799.0)  # epoch seconds of years 1 to 9999: a time that is a date
 
 # What each reserved key holds, checked wherever a caller may write one (``add()``,
-# ``update_metadata()``; the memory writes them itself). ``vxmem.store.checks.check_reserved``
+# ``update_metadata()``; the memory writes them itself). ``vxmem.store.arguments.check_reserved``
 # reads these names:
 #   "kind"      one of KINDS                      "str"        a str
 #   "str|None"  a str or None                     "list[str]"  a list of str

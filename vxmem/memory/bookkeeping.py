@@ -16,9 +16,9 @@ from ..core.clock import expiry
 from ..core.errors import ConflictError
 from ..core.keys import K_EXPIRES, K_FEEDBACK, K_FEEDBACK_FOLDED, K_KIND, K_ROLE, K_SESSION, K_TS, KIND_TURN
 from ..ranking import scoring
-from ..store.checks import check_id
-from ..store.database import Transaction
-from ..store.mirror import Mirror, session_key
+from ..store.arguments import check_id
+from ..store.mirror.mirror import Mirror, session_key
+from ..store.sqlite.database import Transaction
 
 # A memory keeps at most this many feedback events; past it all but the newest half are folded
 # into one decayed sum (``_vx_feedback_folded``, with their log), which leaves the score as it was.

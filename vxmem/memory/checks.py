@@ -1,4 +1,4 @@
-"""The memory's own argument checks, built from :mod:`vxmem.core.checks` and :mod:`vxmem.store.checks`.
+"""The memory's own argument checks, built from :mod:`vxmem.core.checks` and :mod:`vxmem.store.arguments`.
 
 TTLs per kind, the judge's verdicts, ``min_relevance``, ``user``, a filter on the caller's
 own metadata, and the caller's metadata itself (no ``_vx_`` key). As everywhere, a wrong
@@ -14,8 +14,8 @@ import numpy as np
 
 from ..core.checks import check_number, check_positive, check_text
 from ..core.keys import KINDS, RESERVED_PREFIX
-from ..store.checks import FilterValues, check_filter, check_json, json_copy
-from ..store.mirror import ANY_SESSION
+from ..store.arguments import FilterValues, check_filter, check_json, json_copy
+from ..store.mirror.mirror import ANY_SESSION
 
 
 def check_ttl_map(ttl_days: Any) -> dict[str, float | None]:

@@ -35,7 +35,7 @@ from ..core.keys import (
     KIND_CODES,
     KIND_TURN,
 )
-from ..store.mirror import Mirror
+from ..store.mirror.mirror import Mirror
 from ..store.seam import MemoryStore
 
 Summarizer = Callable[[list[dict[str, Any]]], list[str]]

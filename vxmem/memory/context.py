@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.keys import K_ROLE, KIND_PINNED, KIND_TURN
-from ..store.checks import FilterValues
-from ..store.mirror import ANY_SESSION, Mirror
+from ..store.arguments import FilterValues
+from ..store.mirror.mirror import ANY_SESSION, Mirror
 from ..store.results import Result, Results
 from ..store.seam import MemoryStore
 from .request import RecallRequest

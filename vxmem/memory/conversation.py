@@ -56,9 +56,9 @@ from ..models.late import LateInteraction
 from ..models.rerank import Reranker, check_reranker
 from ..ranking import scoring
 from ..ranking.blend import Blend
-from ..store.checks import check_ids
+from ..store.arguments import check_ids
 from ..store.collection import Collection
-from ..store.mirror import ANY_SESSION
+from ..store.mirror.mirror import ANY_SESSION
 from . import consolidation
 from .bookkeeping import (
     memory_pos,

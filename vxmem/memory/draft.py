@@ -16,11 +16,11 @@ import numpy as np
 from ..core.checks import check_bool, check_choice, check_int, check_positive, check_session, check_text
 from ..core.clock import TimeLike, to_epoch
 from ..core.keys import K_SUPERSEDES, K_TURN, K_USER, KIND_PINNED, KIND_TURN, KINDS, TURN_LIMIT
-from ..store.checks import check_id
-from ..store.columns import session_key
-from ..store.database import Transaction
-from ..store.mirror import Mirror
+from ..store.arguments import check_id
+from ..store.mirror.columns import session_key
+from ..store.mirror.mirror import Mirror
 from ..store.seam import MemoryStore
+from ..store.sqlite.database import Transaction
 from .bookkeeping import claim_turn, new_memory_id, refuse_taken, stamp
 from .checks import check_caller_metadata, check_user
 from .supersession import mark_superseded

@@ -21,8 +21,8 @@ import numpy as np
 
 from ..core.keys import KIND_TURN
 from ..models.late import LateInteraction, TokenBits, maxsim
-from ..store.columns import session_key
-from ..store.mirror import Mirror
+from ..store.mirror.columns import session_key
+from ..store.mirror.mirror import Mirror
 from ..store.seam import MemoryStore
 
 CONTEXT_WORDS = 24  # how much of the turn before a memory is read with it

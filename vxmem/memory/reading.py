@@ -32,9 +32,9 @@ from ..models.rerank import Reranker, rerank_scores
 from ..ranking import scoring
 from ..ranking.blend import Blend
 from ..ranking.pool import CandidatePool
-from ..store.checks import check_mode
+from ..store.arguments import check_mode
 from ..store.collection import Collection
-from ..store.mirror import Mirror
+from ..store.mirror.mirror import Mirror
 from ..store.results import Result
 from ..store.seam import MemoryStore
 from .bookkeeping import memory_pos

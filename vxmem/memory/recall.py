@@ -23,7 +23,7 @@ from ..models.rerank import Reranker, rerank_scores
 from ..ranking import deep, scoring
 from ..ranking.blend import Blend
 from ..ranking.pool import CandidatePool
-from ..store.mirror import Mirror, SessionArg
+from ..store.mirror.mirror import Mirror, SessionArg
 from ..store.results import Result, Results
 from ..store.seam import MemoryStore
 from .late_stage import in_context, late_scores

@@ -13,8 +13,8 @@ from datetime import datetime
 
 from ..core.clock import to_datetime
 from ..core.keys import K_KIND, K_SUPERSEDED_AT, K_SUPERSEDED_BY, K_SUPERSEDES, K_TS
-from ..store.database import Transaction
-from ..store.mirror import Mirror
+from ..store.mirror.mirror import Mirror
+from ..store.sqlite.database import Transaction
 
 
 @dataclass

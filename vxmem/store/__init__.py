@@ -6,7 +6,7 @@ it unchanged.
 """
 
 from ..core.errors import DatabaseLockedError, ForkedHandleError, InvalidDatabaseError, ReadOnlyError, VectrixError
-from .checks import SEARCH_MODES
+from .arguments import SEARCH_MODES
 from .collection import Collection
 from .results import Result, Results
 

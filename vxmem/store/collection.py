@@ -25,8 +25,7 @@ from ..core.keys import K_SESSION, RESERVED_PREFIX
 from ..core.progress import Progress
 from ..models.embed import EmbedderArg
 from ..ranking.scoring import HYBRID_WEIGHT
-from . import portable, restoring
-from .checks import (
+from .arguments import (
     check_filter,
     check_hybrid_weight,
     check_id,
@@ -38,7 +37,9 @@ from .checks import (
     json_copy,
 )
 from .engine import EXACT_THRESHOLD, Engine
-from .mirror import ANY_SESSION, Mirror
+from .mirror.mirror import ANY_SESSION, Mirror
+from .portable.export import ExportReport, export_database
+from .portable.restore import restore_file
 from .results import Result, Results
 
 # What an acknowledged write survives: "normal", a process crash (SQLite's synchronous=NORMAL in
@@ -274,7 +275,7 @@ class Collection:
         self.engine.build_index()
 
     def export(self, path: str | os.PathLike[str], *, vectors: bool = False,
-               progress: Progress = None) -> portable.ExportReport:
+               progress: Progress = None) -> ExportReport:
         """Write every document, with its whole history, to ``path`` as JSON Lines (the format of
         docs/EXPORT.md); returns what was written.
 
@@ -287,7 +288,7 @@ class Collection:
         processes keep reading and writing.
         """
         with self.engine.locked():
-            return portable.export_database(self.engine.database, path, vectors=vectors, progress=progress)
+            return export_database(self.engine.database, path, vectors=vectors, progress=progress)
 
     @classmethod
     def restore(cls, source: str | os.PathLike[str], path: str | os.PathLike[str] | None = None,
@@ -303,7 +304,7 @@ class Collection:
         file when it has them and they are this embedder's; otherwise every text is embedded
         again, which is logged (logger ``vxmem.restore``), never silent.
         """
-        db, _ = restoring.restore_file(source, path, lambda p: cls(p, embedder, token_counter, **settings),
+        db, _ = restore_file(source, path, lambda p: cls(p, embedder, token_counter, **settings),
                                        progress=progress)
         return db
 

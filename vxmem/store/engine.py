@@ -1,9 +1,9 @@
 """The collection's machinery, and the one seam the memory reaches the store through.
 
-An :class:`Engine` holds an open database: the SQLite file (:mod:`~vxmem.store.database`,
-the source of truth), its in-memory mirror (:mod:`~vxmem.store.mirror`, where filters and
-exact scans run), the HNSW cache (:mod:`~vxmem.store.hnsw`) and lexical search
-(:mod:`~vxmem.store.lexical`), behind one re-entrant lock. Every write is one SQLite
+An :class:`Engine` holds an open database: the SQLite file (:mod:`~vxmem.store.sqlite.database`,
+the source of truth), its in-memory mirror (:mod:`~vxmem.store.mirror.mirror`, where filters and
+exact scans run), the HNSW cache (:mod:`~vxmem.store.vector.hnsw`) and lexical search
+(:mod:`~vxmem.store.lexical.search`), behind one re-entrant lock. Every write is one SQLite
 transaction; the mirror and the caches follow only once it commits.
 
 :class:`~vxmem.store.seam.MemoryStore` declares what the memory layer uses of it; the
@@ -26,15 +26,15 @@ from ..core.errors import ForkedHandleError, VectrixError
 from ..core.tokens import check_token_counter, token_counter_name
 from ..models.embed import EmbedderArg, check_embedder, embedder_name, get_embedder, l2_normalize
 from ..ranking.scoring import HYBRID_WEIGHT, fuse_relevance
-from . import late_table
-from .checks import check_token_count
-from .database import Database, Transaction
-from .hnsw import HnswCache
-from .lexical import LexicalSearch
-from .loading import resave_rows
-from .mirror import ANY_SESSION, Mirror, SessionArg
-from .search import Candidates, exact_topk, unit_rows
-from .vectors import check_vector_dtype, float16_kernels, rowdot
+from .arguments import check_token_count
+from .lexical.search import LexicalSearch
+from .mirror.loading import resave_rows
+from .mirror.mirror import ANY_SESSION, Mirror, SessionArg
+from .sqlite import late_table
+from .sqlite.database import Database, Transaction
+from .vector.hnsw import HnswCache
+from .vector.search import Candidates, exact_topk, unit_rows
+from .vector.vectors import check_vector_dtype, float16_kernels, rowdot
 
 EXACT_THRESHOLD = 20_000  # selections above this many rows go through the HNSW index
 SAME_EMBEDDER_COSINE = 0.99  # a stored vector and a fresh one of its text, from the same embedder
@@ -216,7 +216,7 @@ class Engine:
     def transaction(self) -> Iterator[Transaction]:
         """One SQLite transaction; the mirror and the caches follow only once it commits.
 
-        Yields a :class:`~vxmem.store.database.Transaction` (``insert``, ``update_meta``,
+        Yields a :class:`~vxmem.store.sqlite.database.Transaction` (``insert``, ``update_meta``,
         ``delete``, ``take_counter``, ``raise_counter``). Raises ``ReadOnlyError`` on a
         read-only handle.
         """

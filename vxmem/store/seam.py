@@ -15,15 +15,15 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from .database import Transaction
-from .mirror import Mirror, SessionArg
-from .search import Candidates
+from .mirror.mirror import Mirror, SessionArg
+from .sqlite.database import Transaction
+from .vector.search import Candidates
 
 
 class MemoryStore(Protocol):
     """What the memory uses of a collection's :class:`~vxmem.store.engine.Engine`.
 
-    Reading: ``locked()`` holds the lock and gives the :class:`~vxmem.store.mirror.Mirror`,
+    Reading: ``locked()`` holds the lock and gives the :class:`~vxmem.store.mirror.mirror.Mirror`,
     a snapshot whose positions stay valid inside the block; ``candidates()`` and ``topk()``
     search it. Writing: ``transaction()`` inside ``locked()``; the mirror follows once it
     commits. The callables the caller brought (``embed``, ``count_tokens``) run outside the

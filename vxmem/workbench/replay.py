@@ -50,7 +50,7 @@ from ..models.embed import EmbedderArg, check_embedder
 from ..ranking import scoring
 from ..ranking.pool import AccessLog, CandidatePool, LabelledPool
 from ..ranking.scoring import BLEND_DEFAULTS, DEFAULT_MODE
-from ..store.checks import check_mode
+from ..store.arguments import check_mode
 from ..vectrix import Vectrix
 from . import metrics as M
 from .datasets.model import Conversation, Event

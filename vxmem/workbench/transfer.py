@@ -1,7 +1,7 @@
 """What ``vxmem export`` and ``vxmem restore`` do: a database to a portable JSON Lines file and back.
 
 :mod:`vxmem.cli` reads the command line; the format and the work are the store's
-(:mod:`vxmem.store.portable`, :mod:`vxmem.store.restoring`, described in docs/EXPORT.md).
+(:mod:`vxmem.store.portable.export`, :mod:`vxmem.store.portable.restore`, described in docs/EXPORT.md).
 A refused file or target is one line on stderr and exit code 2, and nothing is written.
 """
 
@@ -12,8 +12,8 @@ from typing import Any
 
 from ..core.errors import VectrixError
 from ..models.embed import embedder_name, get_embedder
-from ..store.portable import export_file
-from ..store.restoring import read_header, restore_file
+from ..store.portable.export import export_file
+from ..store.portable.restore import read_header, restore_file
 from ..vectrix import Vectrix
 from .commands import CliError, embedder_named
 

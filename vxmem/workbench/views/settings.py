@@ -27,7 +27,7 @@ from ...memory.stages import DEFAULT_PRESET, PRESETS, check_preset
 from ...models.embed import Embedder, HashingEmbedder, default_embedder, reranks_by_default
 from ...ranking import scoring
 from ...ranking.scoring import BLEND_DEFAULTS
-from ...store.checks import SEARCH_MODES
+from ...store.arguments import SEARCH_MODES
 from ..datasets.chatlogs import loads_chatlog
 from ..datasets.formats import CHAT_FORMATS, FORMATS, load
 from ..datasets.model import Conversation, DatasetError, naming_the_format

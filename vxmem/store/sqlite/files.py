@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from ..core.errors import DatabaseLockedError
+from ...core.errors import DatabaseLockedError
 
 try:  # POSIX advisory locks keep a second writer out.
     import fcntl
@@ -41,12 +41,12 @@ def index_files(path: str) -> tuple[str, str]:
 
 
 def mirror_path(path: str) -> str:
-    """The mirror file of the database at ``path`` (see :mod:`vxmem.store.mirror_file`)."""
+    """The mirror file of the database at ``path`` (see :mod:`vxmem.store.mirror.file`)."""
     return path + ".mirror"
 
 
 def postings_path(path: str) -> str:
-    """The saved lexical postings of the database at ``path`` (see :mod:`vxmem.store.bm25`)."""
+    """The saved lexical postings of the database at ``path`` (see :mod:`vxmem.store.lexical.bm25`)."""
     return path + ".lexical"
 
 

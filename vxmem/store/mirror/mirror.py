@@ -1,7 +1,7 @@
 """The in-memory mirror of the database: columns by position, filters, and selection.
 
 The process keeps a copy of every live document: a matrix of the vectors (float32, or
-float16 at half the memory: see :data:`~vxmem.store.vectors.VECTOR_DTYPES`), the ids, texts and metadata
+float16 at half the memory: see :data:`~vxmem.store.vector.vectors.VECTOR_DTYPES`), the ids, texts and metadata
 dicts, and numpy columns for the reserved keys that filters hit most (kind, session,
 time, expiry, superseded, turn). A filtered search is then an exact scan of just the
 selected rows, and the memory layer selects its candidates with a few vectorised
@@ -12,7 +12,7 @@ Positions are append-only within a process: a deleted document leaves a hole
 valid only while the collection's lock is held (see ``Engine.locked``).
 
 What the metadata give the columns, and a whole database read into them at once, is
-:mod:`~vxmem.store.columns`; a session's vectors laid out together, :mod:`~vxmem.store.session_blocks`.
+:mod:`~vxmem.store.mirror.columns`; a session's vectors laid out together, :mod:`~vxmem.store.mirror.session_blocks`.
 """
 
 from __future__ import annotations
@@ -24,8 +24,9 @@ from typing import Any
 import numpy as np
 import numpy.ma  # noqa: F401 - np.unique imports it at its first call (7 ms): with vxmem, not in a first recall
 
-from ..core.keys import K_FEEDBACK, K_FEEDBACK_FOLDED, K_KIND, K_SESSION, K_USER, KIND_CODES, NO_KIND
-from .checks import FilterValues
+from ...core.keys import K_FEEDBACK, K_FEEDBACK_FOLDED, K_KIND, K_SESSION, K_USER, KIND_CODES, NO_KIND
+from ..arguments import FilterValues
+from ..results import Result
 from .columns import (
     VALUE_COLUMNS,
     Metas,
@@ -36,7 +37,6 @@ from .columns import (
     session_key,
     superseded_at,
 )
-from .results import Result
 from .session_blocks import SessionBlock
 from .turn_index import TurnIndex
 
@@ -221,7 +221,7 @@ class Mirror:
 
     def take_documents(self, rowid: np.ndarray, ids: list[str], texts: list[str], metas: Metas) -> None:
         """Take ``len(ids)`` live documents at positions 0.. (an empty mirror, room reserved)
-        and make the maps by id and rowid: a bulk load's (:func:`~vxmem.store.bulk.fill`,
+        and make the maps by id and rowid: a bulk load's (:func:`~vxmem.store.mirror.bulk.fill`,
         a mirror file's), which writes the columns itself, then calls :meth:`index_sessions`."""
         n = len(ids)
         self.rowid[:n] = rowid

@@ -2,7 +2,7 @@
 
 Reading every row of ``vx_docs`` is most of an open (1.7 s of CPU at 100k memories: SQLite
 walks 200 MB of pages, then each row becomes Python objects). A writer's ``close()``
-saves its mirror's live documents in a :mod:`~vxmem.store.snapshot` file instead: the
+saves its mirror's live documents in a :mod:`~vxmem.store.mirror.snapshot` file instead: the
 numpy columns as they lie in memory, the vectors with each session's rows together (so a
 session's first recall after an open scans the file's pages in place instead of gathering
 its rows from all over the file), the ids, texts and metadata texts as JSON arrays. The
@@ -25,9 +25,9 @@ from typing import Any
 
 import numpy as np
 
+from ..sqlite.files import spread_sample
+from ..sqlite.jsonio import dumps_strings, loads, loads_strings, long_digit_runs
 from .columns import Metas
-from .files import spread_sample
-from .jsonio import dumps_strings, loads, loads_strings, long_digit_runs
 from .mirror import Mirror
 from .snapshot import Rows, read, write
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .vectors import rowdot
+from ..vector.vectors import rowdot
 
 _NO_POSITIONS = np.zeros(0, dtype=np.int64)
 

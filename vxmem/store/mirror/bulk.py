@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from ..core.keys import K_FEEDBACK, K_FEEDBACK_FOLDED, K_USER, NO_KIND
+from ...core.keys import K_FEEDBACK, K_FEEDBACK_FOLDED, K_USER, NO_KIND
 from .columns import Metas, columns_of_all, latest_feedback, superseded_at
 from .mirror import Mirror
 

@@ -1,7 +1,7 @@
 """Opening a database file: the connection, the writer lock, the schema, ``vx_meta``, closing.
 
-:class:`DatabaseFile` is what :class:`~vxmem.store.database.Database` stands on. It opens
-the file (the schema made in a fresh one, an older one migrated once: :mod:`vxmem.store.schema`;
+:class:`DatabaseFile` is what :class:`~vxmem.store.sqlite.database.Database` stands on. It opens
+the file (the schema made in a fresh one, an older one migrated once: :mod:`vxmem.store.sqlite.schema`;
 a file that is not a vxmem database refused), reads ``vx_meta``'s state, and does a
 writer's upkeep of the file at open and close: the change log kept to its last
 :data:`CHANGE_WINDOW` generations, every document indexed in FTS5.
@@ -17,7 +17,8 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from ..core.errors import InvalidDatabaseError
+from ...core.errors import InvalidDatabaseError
+from ..lexical.fts import scope_token
 from . import schema
 from .checkpoint import JOURNAL_SIZE_LIMIT, Checkpointer
 from .files import (
@@ -30,7 +31,6 @@ from .files import (
     snapshot_read,
     take_writer_lock,
 )
-from .fts import scope_token
 from .jsonio import loads_all
 from .schema import FORMAT_NAME, SCHEMA_VERSION
 
@@ -38,7 +38,7 @@ CHANGE_WINDOW = 10_000  # generations of vx_changes the writer keeps for read-on
 
 
 class DatabaseFile:
-    """The open file under a :class:`~vxmem.store.database.Database` (whose docstring says
+    """The open file under a :class:`~vxmem.store.sqlite.database.Database` (whose docstring says
     what its attributes hold): the connection, ``vx_meta``'s state and, for a writer, the
     lock and the WAL checkpoints."""
 
@@ -258,7 +258,7 @@ class DatabaseFile:
         In a process other than the one that opened it (a fork), the connection and the
         lock are the parent's: the connection is left open (kept referenced, so it is never
         finalised here) and the lock is left held. (Lock descriptors are never closed; see
-        :func:`~vxmem.store.files.take_writer_lock`.)
+        :func:`~vxmem.store.sqlite.files.take_writer_lock`.)
         """
         conn = getattr(self, "conn", None)
         forked = os.getpid() != self.pid

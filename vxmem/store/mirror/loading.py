@@ -2,11 +2,11 @@
 
 Every committed write moves ``generation`` on and lists the rows it touched in
 ``vx_changes`` (same transaction). An open reads every row into a fresh mirror, or maps
-the mirror file a writer's close saved (:mod:`~vxmem.store.mirror_file`) and takes in what
+the mirror file a writer's close saved (:mod:`~vxmem.store.mirror.file`) and takes in what
 was committed since from the change log. A read-only handle follows writers the same way:
 it applies only what changed since the generation it holds, read in one read transaction
 (a commit is seen whole or not at all); a reader further behind than the log reaches
-(see :data:`~vxmem.store.opening.CHANGE_WINDOW`), or a file replaced under it, reloads in full.
+(see :data:`~vxmem.store.sqlite.opening.CHANGE_WINDOW`), or a file replaced under it, reloads in full.
 """
 
 from __future__ import annotations
@@ -18,16 +18,17 @@ from typing import Any
 
 import numpy as np
 
-from ..core.errors import InvalidDatabaseError
-from ..core.tokens import token_counter_name
-from . import mirror_file, schema
+from ...core.errors import InvalidDatabaseError
+from ...core.tokens import token_counter_name
+from ..arguments import check_token_count
+from ..sqlite import schema
+from ..sqlite.files import mirror_path, postings_path, remove_caches, rollback
+from ..sqlite.jsonio import loads_all
+from ..sqlite.opening import DatabaseFile
+from ..sqlite.schema import SCHEMA_VERSION
+from . import file as mirror_file
 from .bulk import fill
-from .checks import check_token_count
-from .files import mirror_path, postings_path, remove_caches, rollback
-from .jsonio import loads_all
 from .mirror import Mirror
-from .opening import DatabaseFile
-from .schema import SCHEMA_VERSION
 from .snapshot import remove as remove_file
 
 MAX_TOKENS = 2**40 - 1  # a stored token count above this (or not an integer) is counted again
@@ -54,7 +55,7 @@ def _release_heap() -> None:
 
 
 class DatabaseLoader(DatabaseFile):
-    """The read side of a :class:`~vxmem.store.database.Database`: the database into a
+    """The read side of a :class:`~vxmem.store.sqlite.database.Database`: the database into a
     fresh mirror (:meth:`load`), a read-only handle's mirror brought up to what writers
     committed (:meth:`refresh`), the rows changed since a generation (:meth:`changes_since`),
     and the mirror file saved at a writer's close (:meth:`save_mirror`)."""
@@ -99,7 +100,7 @@ class DatabaseLoader(DatabaseFile):
     def _saved_mirror(self, meta: dict[str, str], counter: str | None,
                       token_counter: Callable[[str], int]) -> tuple[Mirror, list[int], int] | None:
         """The mirror file's mirror brought up to this read transaction's state through the
-        change log, if the file is provably this database's (see :mod:`~vxmem.store.mirror_file`),
+        change log, if the file is provably this database's (see :mod:`~vxmem.store.mirror.file`),
         the rowids it counted the tokens of (none were stored) and the file's generation;
         otherwise None."""
         since = int(meta.get("changes_since", -1))
@@ -213,7 +214,7 @@ class DatabaseLoader(DatabaseFile):
     def save_mirror(self, m: Mirror) -> bool:
         """Save ``m`` as the mirror file a later open reads (a writer's ``close()``), unless
         the file already holds this generation; True when the collection keeps such files
-        beside it (a writer's, of at least :data:`~vxmem.store.mirror_file.MIN_DOCUMENTS`
+        beside it (a writer's, of at least :data:`~vxmem.store.mirror.file.MIN_DOCUMENTS`
         documents; a smaller one's files are removed). A cache: a failure to write it (a
         full disk) raises nothing, and the next open reads the rows."""
         if self.read_only or self.path is None or self.uid is None:

@@ -1,7 +1,7 @@
 """The database's schema: its tables, the FTS5 lexical index and the logs, as DDL.
 
 :func:`create` makes them in a fresh file, :func:`migrate` brings an older file up to
-:data:`SCHEMA_VERSION` once (a writer's open: see :mod:`vxmem.store.opening`).
+:data:`SCHEMA_VERSION` once (a writer's open: see :mod:`vxmem.store.sqlite.opening`).
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import json
 import sqlite3
 import uuid
 
+from ..lexical.fts import TOKENIZE, scope_token
 from .files import rollback
-from .fts import TOKENIZE, scope_token
 
 # 2: the FTS5 lexical index; 3: the change log; 4: the access log; 5: each text's token count;
 # 6: the FTS5 rows written in batches, vx_meta's "fts_upto" saying how far (older files gain
@@ -53,11 +53,11 @@ _ACCESS_SCHEMA = (
 )
 
 # The lexical index: a contentless FTS5 table over each document's text plus a "scope"
-# column holding one token per session (see vxmem.store.fts). Porter stemming over
+# column holding one token per session (see vxmem.store.lexical.fts). Porter stemming over
 # unicode61 with diacritics removed: case, accents, punctuation and inflections
 # ("running" ~ "run", "Café" ~ "cafe") match. It holds every document whose rowid is at
 # most vx_meta's "fts_upto" and none above: the writer indexes the newer ones in batches
-# (see vxmem.store.database.FTS_BATCH).
+# (see vxmem.store.sqlite.database.FTS_BATCH).
 _FTS_SCHEMA = (
     f"CREATE VIRTUAL TABLE IF NOT EXISTS vx_fts USING fts5(text, scope, content='', tokenize='{TOKENIZE}')",
     "INSERT INTO vx_fts (vx_fts, rank) VALUES ('rank', 'bm25(1.0, 0.0)')",

@@ -1,6 +1,6 @@
 """FTS5's side of lexical search: the tokenizer, a query's words, and the MATCH expressions.
 
-The FTS5 table ``vx_fts`` (see :mod:`vxmem.store.schema`) indexes each document's text
+The FTS5 table ``vx_fts`` (see :mod:`vxmem.store.sqlite.schema`) indexes each document's text
 plus a "scope" column holding one token per session (:func:`scope_token`), so a session's
 FTS5 search is an index intersection in C. A user's question is only ever words to it
 (:func:`fts_query`), never FTS5 syntax.
@@ -14,9 +14,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from ..core.keys import K_KIND, K_SESSION
-from .columns import session_key
-from .mirror import ANY_SESSION, SessionArg
+from ...core.keys import K_KIND, K_SESSION
+from ..mirror.columns import session_key
+from ..mirror.mirror import ANY_SESSION, SessionArg
 
 TOKENIZE = "porter unicode61 remove_diacritics 2"
 BM25_SQL = "-bm25(vx_fts, 1.0, 0.0)"  # rank = BM25 of the text column alone; the scope column only filters

@@ -8,7 +8,7 @@ terms are FTS5's own) as numpy arrays and computes the very same score, with FTS
 and constants, term at a time over whole posting arrays. Documents added since the last
 search, and those FTS5 does not hold yet, are tokenised in one batch by a TEMP FTS5 table
 with the same tokenizer. A query word that FTS5 splits into several tokens (a phrase) is
-left to FTS5 itself (see :class:`~vxmem.store.lexical.LexicalSearch`). The postings are
+left to FTS5 itself (see :class:`~vxmem.store.lexical.search.LexicalSearch`). The postings are
 saved beside the database at a writer's close, and taken from that file at the next open
 when it agrees with FTS5. :class:`BM25AsOf` gives the statistics of the collection as it
 stood at a past moment.
@@ -23,12 +23,12 @@ from typing import Any
 
 import numpy as np
 
-from ..core.keys import NO_KIND
-from . import snapshot
-from .files import snapshot_read
+from ...core.keys import NO_KIND
+from ..mirror import snapshot
+from ..mirror.mirror import Mirror
+from ..sqlite.files import snapshot_read
+from ..sqlite.jsonio import dumps_strings, loads_strings
 from .fts import TOKENIZE
-from .jsonio import dumps_strings, loads_strings
-from .mirror import Mirror
 
 K1, B = 1.2, 0.75  # FTS5's bm25() constants
 
@@ -199,7 +199,7 @@ class LexicalIndex:
     # ------------------------------------------------------------------ the saved file
 
     def save(self, path: str, slack: int = 0) -> None:
-        """Save the postings read so far to ``path`` (a :mod:`~vxmem.store.snapshot` file),
+        """Save the postings read so far to ``path`` (a :mod:`~vxmem.store.mirror.snapshot` file),
         unless nothing was read or the file holds them but for fewer than ``slack`` rowids."""
         if not self._ready or self._uid is None or self._upto == self.saved_upto \
                 or 0 <= self.saved_upto < self._upto < self.saved_upto + slack:

@@ -10,7 +10,7 @@ provenance, TTL, pinned), which is exported as stored; its access log rides on i
 The export streams: it reads the database in chunks of :data:`CHUNK` rows inside one read
 transaction (one committed state, however long it takes) and writes beside the target,
 renaming the file into place once its end line is written. Restoring is
-:mod:`vxmem.store.restoring`.
+:mod:`vxmem.store.portable.restore`.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from typing import IO, Any
 
 import numpy as np
 
-from ..core.checks import check_bool
-from ..core.keys import (
+from ...core.checks import check_bool
+from ...core.keys import (
     K_CONSOLIDATED_FROM,
     K_EXPIRES,
     K_FEEDBACK,
@@ -40,11 +40,11 @@ from ..core.keys import (
     K_USER,
     KINDS,
 )
-from ..core.progress import Progress, Reporter
-from ..core.version import __version__
-from .database import Database
-from .files import replaced_when_whole, snapshot_read
-from .jsonio import loads_all
+from ...core.progress import Progress, Reporter
+from ...core.version import __version__
+from ..sqlite.database import Database
+from ..sqlite.files import replaced_when_whole, snapshot_read
+from ..sqlite.jsonio import loads_all
 
 try:  # a dependency; json writes the same values
     import orjson

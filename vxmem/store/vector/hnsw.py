@@ -8,7 +8,7 @@ and only a row the graph never proposed can be missed (recall@10 against the exa
 
 The index is never the truth: it is built lazily on first need and saved beside the
 database on ``close()``; a saved file is used only when it is provably this database's
-(the graph, its settings and that proof: :mod:`vxmem.store.hnsw_graph`).
+(the graph, its settings and that proof: :mod:`vxmem.store.vector.graph`).
 
 A large build takes a while, so from :data:`BACKGROUND_BUILD_MIN` vectors it runs in a
 thread of its own on a snapshot, while searches scan exactly; writes made meanwhile are
@@ -31,9 +31,9 @@ from typing import Any
 
 import numpy as np
 
-from .database import Database
-from .hnsw_graph import HNSW_SETTINGS, build_graph, expansion_for, load_graph, overfetch, save_graph
-from .mirror import Mirror
+from ..mirror.mirror import Mirror
+from ..sqlite.database import Database
+from .graph import HNSW_SETTINGS, build_graph, expansion_for, load_graph, overfetch, save_graph
 from .vectors import rowdot
 
 __all__ = ["BACKGROUND_BUILD_MIN", "FLUSH_BATCH", "HNSW_SETTINGS", "PENDING_FLUSH", "HnswCache"]
@@ -330,7 +330,7 @@ class HnswCache:
 
     def load_saved(self) -> bool:
         """Load the saved index file if it is provably this database's (see
-        :func:`~vxmem.store.hnsw_graph.load_graph`), and take in what was written since it
+        :func:`~vxmem.store.vector.graph.load_graph`), and take in what was written since it
         was saved (deleted rows removed, inserted ones queued as pending); otherwise False,
         and the caller rebuilds."""
         got = load_graph(self._database, self._mirror())
@@ -355,7 +355,7 @@ class HnswCache:
 
     def _save(self) -> None:
         """Write the index and its sidecar beside the database (see
-        :func:`~vxmem.store.hnsw_graph.save_graph`), every pending vector added first."""
+        :func:`~vxmem.store.vector.graph.save_graph`), every pending vector added first."""
         self._flush_pending()
         save_graph(self.index, self.graph_lock, self._database)
         self.dirty = False

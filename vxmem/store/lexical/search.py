@@ -1,17 +1,17 @@
 """The collection's lexical search: BM25 in numpy over FTS5's postings first, FTS5 itself as fallback.
 
-The FTS5 table ``vx_fts`` (see :mod:`vxmem.store.fts`) indexes each document's text plus
+The FTS5 table ``vx_fts`` (see :mod:`vxmem.store.lexical.fts`) indexes each document's text plus
 a scope token per session. The writer indexes new documents in batches
-(:data:`~vxmem.store.database.FTS_BATCH`), each batch in the transaction that brings the
+(:data:`~vxmem.store.sqlite.database.FTS_BATCH`), each batch in the transaction that brings the
 unindexed ones to that many, and the rest when it closes or before FTS5 ranks a query
 itself; vx_meta's ``fts_upto`` says which documents FTS5 holds, so a crash never leaves the
 two apart (the next writable open indexes what a killed writer left).
 
-:class:`LexicalSearch` scores with :class:`~vxmem.store.bm25.LexicalIndex` (FTS5's BM25,
+:class:`LexicalSearch` scores with :class:`~vxmem.store.lexical.bm25.LexicalIndex` (FTS5's BM25,
 computed in numpy over the postings held in memory) and leaves a query word that FTS5
 splits into several tokens (a phrase) to FTS5, which it then asks with an over-fetch (a
 read-only handle's FTS5 lacks the writer's last unindexed batch, under
-:data:`~vxmem.store.database.FTS_BATCH` documents).
+:data:`~vxmem.store.sqlite.database.FTS_BATCH` documents).
 """
 
 from __future__ import annotations
@@ -25,10 +25,10 @@ from typing import Any
 
 import numpy as np
 
+from ..mirror.mirror import ANY_SESSION, Mirror, SessionArg
+from ..sqlite.files import postings_path, spread_sample
 from .bm25 import BM25AsOf, LexicalIndex
-from .files import postings_path, spread_sample
 from .fts import BM25_SQL, fts_match, query_words
-from .mirror import ANY_SESSION, Mirror, SessionArg
 
 # What a lexical search returns: the best positions, their BM25, and a function giving
 # the BM25 of any positions (0 where unknown; None when there is nothing to look up).
@@ -50,7 +50,7 @@ def _sample(m: Mirror, upto: int) -> list[tuple[int, str]]:
 class LexicalSearch:
     """The collection's lexical search over one connection: numpy BM25 first, FTS5 as fallback.
 
-    Holds ``index``, the :class:`~vxmem.store.bm25.LexicalIndex` (None until the first
+    Holds ``index``, the :class:`~vxmem.store.lexical.bm25.LexicalIndex` (None until the first
     search, or an open that took a saved file), and the document lengths of the current
     data version. ``version()`` names the data's version (it changes with
     every committed write), so lengths and document frequencies are counted once per

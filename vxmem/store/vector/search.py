@@ -7,7 +7,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .mirror import ANY_SESSION, Mirror, SessionArg
+from ..mirror.mirror import ANY_SESSION, Mirror, SessionArg
 from .vectors import rowdot
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ..core.keys import (
+from ...core.keys import (
     K_EXPIRES,
     K_FEEDBACK,
     K_FEEDBACK_FOLDED,
@@ -31,7 +31,7 @@ from ..core.keys import (
     NO_KIND,
     TS_RANGE,
 )
-from .jsonio import dumps, loads, loads_plain
+from ..sqlite.jsonio import dumps, loads, loads_plain
 
 
 def columns_of(meta: dict[str, Any]) -> tuple[int, float, float, bool, float, str | None]:

@@ -7,15 +7,15 @@ process writes a database file at a time: a second writer gets
 the lock and sees what writers have committed.
 
 :class:`Database` stands on its other jobs: opening the file and a writer's upkeep of it
-(:mod:`vxmem.store.opening`, with the DDL and migrations in :mod:`vxmem.store.schema`) and
+(:mod:`vxmem.store.sqlite.opening`, with the DDL and migrations in :mod:`vxmem.store.sqlite.schema`) and
 the read side, the mirror loaded and followed through the change log
-(:mod:`vxmem.store.loading`). Here is the write side: :class:`Transaction`, every
+(:mod:`vxmem.store.mirror.loading`). Here is the write side: :class:`Transaction`, every
 committed write of which moves ``generation`` on and lists the rows it touched in
 ``vx_changes``, in the same transaction. The files beside the database and the writer lock
-are in :mod:`vxmem.store.files`, the writer's WAL checkpoints in :mod:`vxmem.store.checkpoint`;
+are in :mod:`vxmem.store.sqlite.files`, the writer's WAL checkpoints in :mod:`vxmem.store.sqlite.checkpoint`;
 their public names are importable from here too, but each constant is read in the module
-that defines it (``CHANGE_WINDOW`` in :mod:`~vxmem.store.opening`, ``RESAVE_ROWS`` in
-:mod:`~vxmem.store.loading`, the checkpoint cadence in :mod:`~vxmem.store.checkpoint`).
+that defines it (``CHANGE_WINDOW`` in :mod:`~vxmem.store.sqlite.opening`, ``RESAVE_ROWS`` in
+:mod:`~vxmem.store.mirror.loading`, the checkpoint cadence in :mod:`~vxmem.store.sqlite.checkpoint`).
 """
 
 from __future__ import annotations
@@ -27,14 +27,14 @@ from typing import Any
 
 import numpy as np
 
-from ..core.errors import ReadOnlyError, disk_full, is_disk_full
+from ...core.errors import ReadOnlyError, disk_full, is_disk_full
+from ..lexical.fts import scope_token
+from ..mirror.loading import DatabaseLoader
+from ..mirror.mirror import Mirror
 from . import late_table
 from .checkpoint import JOURNAL_SIZE_LIMIT, Checkpointer
 from .files import index_files, read_only_uri, read_sidecar, remove_stale_temps, rollback
-from .fts import scope_token
 from .jsonio import dumps as _dumps
-from .loading import DatabaseLoader
-from .mirror import Mirror
 from .opening import CHANGE_WINDOW
 from .schema import FORMAT_NAME, SCHEMA_VERSION
 
@@ -91,7 +91,7 @@ class Transaction:
 
     def put_late(self, model: str, bits: bytes) -> None:
         """Store the late-interaction token vectors ``model`` made for the document this
-        transaction inserted last (see :mod:`vxmem.store.late_table`)."""
+        transaction inserted last (see :mod:`vxmem.store.sqlite.late_table`)."""
         late_table.put(self.conn, model, [(self.last_rowid, bits)])
 
     def put_late_context(self, model: str, prev: int, bits: bytes) -> None:

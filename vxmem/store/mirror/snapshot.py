@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from .files import replaced_when_whole
+from ..sqlite.files import replaced_when_whole
 
 MAGIC = b"VXSNAPSHOT1\n"
 _ALIGN = 4096

@@ -1,8 +1,8 @@
 """The usearch HNSW graph: its settings, how one is made and searched, and its file.
 
-The graph is a cache of the database (see :mod:`vxmem.store.hnsw` for how a collection
+The graph is a cache of the database (see :mod:`vxmem.store.vector.hnsw` for how a collection
 keeps one). A saved file is loaded when it is provably this database's: the sidecar (see
-:mod:`vxmem.store.files`) names the database (``uid``), the generation it was saved at,
+:mod:`vxmem.store.sqlite.files`) names the database (``uid``), the generation it was saved at,
 its settings and its own size and CRC-32, and a sample of its vectors is compared with
 the database's. The rows written since that generation (read from the change log,
 ``vx_changes``) are then taken in: deleted ones removed, new ones queued. A file that
@@ -21,9 +21,9 @@ from typing import Any
 
 import numpy as np
 
-from .database import Database
-from .files import index_files, read_sidecar, remove_caches, spread_sample
-from .mirror import Mirror
+from ..mirror.mirror import Mirror
+from ..sqlite.database import Database
+from ..sqlite.files import index_files, read_sidecar, remove_caches, spread_sample
 
 BUILD_CHUNK = 8192  # vectors a build gathers and adds at a time (no copy of every vector at once)
 VERIFY_SAMPLE = 16  # stored vectors compared with the database's when a saved index is loaded
@@ -95,7 +95,7 @@ def new_index(dim: int) -> Any:
     # interpreter: load it first, here, where vxmem first needs usearch. Not at import time: a
     # process that loaded onnxruntime hangs in a forked child's exit, and a hashing-only one
     # that never builds an index need not pay that.
-    from ..models.onnx import preload
+    from ...models.onnx import preload
 
     preload()
     from usearch.index import Index

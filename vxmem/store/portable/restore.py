@@ -1,4 +1,4 @@
-"""Restoring an export (:mod:`vxmem.store.portable`) into a fresh database, all or nothing.
+"""Restoring an export (:mod:`vxmem.store.portable.export`) into a fresh database, all or nothing.
 
 The file is read line by line and checked as it goes (:class:`ExportReader`); its documents
 are written in batches of :data:`BATCH`, in the order they were stored, each with its
@@ -23,17 +23,17 @@ from typing import IO, Any, NamedTuple, TypeVar
 
 import numpy as np
 
-from ..core.checks import check_text
-from ..core.errors import ExportFileError
-from ..core.keys import K_KIND, K_SESSION, K_TS, K_USER
-from ..core.progress import Progress, Reporter
-from ..models.embed import embedder_name
-from .checks import check_id, check_json, check_reserved, check_token_count
-from .database import Database
-from .engine import Engine
-from .files import index_files, mirror_path, postings_path, remove_abandoned_restores, restore_temp
-from .jsonio import loads
-from .portable import (
+from ...core.checks import check_text
+from ...core.errors import ExportFileError
+from ...core.keys import K_KIND, K_SESSION, K_TS, K_USER
+from ...core.progress import Progress, Reporter
+from ...models.embed import embedder_name
+from ..arguments import check_id, check_json, check_reserved, check_token_count
+from ..engine import Engine
+from ..sqlite.database import Database
+from ..sqlite.files import index_files, mirror_path, postings_path, remove_abandoned_restores, restore_temp
+from ..sqlite.jsonio import loads
+from .export import (
     END_COUNTS,
     EXPORT_FORMAT,
     EXPORT_VERSION,

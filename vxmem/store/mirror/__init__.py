@@ -1,0 +1,1 @@
+"""The in-memory mirror of the database: its columns, how it is loaded, and the file it is saved to."""

@@ -1,0 +1,1 @@
+"""The SQLite side of the file store: the database file, its schema and the files beside it."""

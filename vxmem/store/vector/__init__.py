@@ -1,0 +1,1 @@
+"""Dense search: the mirror's vectors, the exact scan, and the usearch HNSW cache over them."""
