@@ -282,15 +282,15 @@ def test_the_models_spell_the_librarys_choices_and_defaults():
     from vxmem.memory.stages import PRESETS
     from vxmem.ranking.blend import BLEND_FIELDS
     from vxmem.ranking.scoring import RECENCY_FROM
-    from vxmem.serve import models
+    from vxmem.serve import schemas
     from vxmem.store.arguments import SEARCH_MODES
 
-    assert get_args(models.Kind) == KINDS and get_args(models.Outcome) == OUTCOMES
-    assert get_args(models.Mode) == SEARCH_MODES and get_args(models.RecencyFrom) == RECENCY_FROM
-    assert get_args(models.Preset) == PRESETS
-    assert set(BLEND_FIELDS) <= set(models.RecallBody.model_fields) & set(models.ContextBody.model_fields)
+    assert get_args(schemas.Kind) == KINDS and get_args(schemas.Outcome) == OUTCOMES
+    assert get_args(schemas.Mode) == SEARCH_MODES and get_args(schemas.RecencyFrom) == RECENCY_FROM
+    assert get_args(schemas.Preset) == PRESETS
+    assert set(BLEND_FIELDS) <= set(schemas.RecallBody.model_fields) & set(schemas.ContextBody.model_fields)
     request = RecallRequest(query="x")
-    body = models.RecallBody(query="x")
+    body = schemas.RecallBody(query="x")
     for name in ("limit", "token_budget", "include_superseded", "mode", "rerank", "recency_from", "preset"):
         assert getattr(body, name) == getattr(request, name), name
 

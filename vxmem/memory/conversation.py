@@ -15,7 +15,7 @@ collection only through its seam, ``db.engine`` (:class:`~vxmem.store.seam.Memor
 :class:`ConversationMemory` inherits its reading verbs (``turns``, ``history``, ``recall``,
 ``candidate_pool``, ``pipeline``, ``low_relevance``, ``context``) and ``settings`` from
 :class:`~vxmem.memory.reading.MemoryReading`; its argument checks are in
-:mod:`vxmem.memory.checks` and its bookkeeping helpers in :mod:`vxmem.memory.bookkeeping`.
+:mod:`vxmem.memory.arguments` and its bookkeeping helpers in :mod:`vxmem.memory.bookkeeping`.
 """
 
 from __future__ import annotations
@@ -60,20 +60,13 @@ from ..store.arguments import check_ids
 from ..store.collection import Collection
 from ..store.mirror.mirror import ANY_SESSION
 from . import consolidation
+from .arguments import any_if_none, check_memory_filter, check_min_relevance, check_ttl_map, check_user, check_verdicts
 from .bookkeeping import (
     memory_pos,
     new_memory_id,
     record_feedback,
     refuse_taken,
     stamp,
-)
-from .checks import (
-    any_if_none,
-    check_memory_filter,
-    check_min_relevance,
-    check_ttl_map,
-    check_user,
-    check_verdicts,
 )
 from .consolidation import ConsolidationReport, Summarizer
 from .draft import (

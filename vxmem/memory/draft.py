@@ -21,8 +21,8 @@ from ..store.mirror.columns import session_key
 from ..store.mirror.mirror import Mirror
 from ..store.seam import MemoryStore
 from ..store.sqlite.database import Transaction
+from .arguments import check_caller_metadata, check_user
 from .bookkeeping import claim_turn, new_memory_id, refuse_taken, stamp
-from .checks import check_caller_metadata, check_user
 from .supersession import mark_superseded
 
 # remember()'s arguments and their defaults, for remember_many()'s items.

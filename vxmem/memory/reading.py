@@ -37,8 +37,8 @@ from ..store.collection import Collection
 from ..store.mirror.mirror import Mirror
 from ..store.results import Result
 from ..store.seam import MemoryStore
+from .arguments import any_if_none, check_memory_filter
 from .bookkeeping import memory_pos
-from .checks import any_if_none, check_memory_filter
 from .confidence import match_probability
 from .context import ContextBlock, assemble
 from .late_stage import in_context, late_scores

@@ -1,7 +1,7 @@
 """The MCP server: the memory's verbs as MCP tools, over stdio, on the official SDK.
 
 Tools ``remember``, ``recall``, ``feedback``, ``forget``, ``context``, ``history`` and
-``turns``. Each tool's input schema is its REST request model's (:mod:`vxmem.serve.models`)
+``turns``. Each tool's input schema is its REST request model's (:mod:`vxmem.serve.schemas`)
 without ``user``: an MCP server serves the one user it was started for (``--user``), so a
 client can never reach another user's memories. Results are structured content (ids, texts,
 scores and their breakdown, created times). A bad or unknown argument (``user`` among them)
@@ -22,7 +22,7 @@ from pydantic import BaseModel
 
 from .. import __version__
 from ..vectrix import Vectrix
-from . import models as m
+from . import schemas as m
 from .service import MemoryService, error_of, errors_line
 
 # tool: (request model, the service's verb, response model)

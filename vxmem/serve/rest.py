@@ -29,7 +29,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .. import __version__
 from ..vectrix import Vectrix
-from . import models as m
+from . import schemas as m
 from .service import Failure, MemoryService, error_of, errors_line
 
 DEFAULT_MAX_BODY = 1_000_000  # bytes: 1 MB

@@ -40,7 +40,7 @@ from ..memory.request import RecallRequest
 from ..memory.supersession import HistoryEntry
 from ..ranking.blend import Blend
 from ..store.results import Result
-from . import models as m
+from . import schemas as m
 from .scope import DEFAULT_SESSION, DEFAULT_USER, check_user_name
 
 
