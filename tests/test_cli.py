@@ -74,8 +74,8 @@ def test_replay_of_locomo_leaves_adversarial_questions_out_unless_asked(tmp_path
 
 
 def test_the_cli_embedder_names_are_the_librarys(monkeypatch):
+    from vxmem.cli.workbench import embedder_named
     from vxmem.models.embed import get_embedder
-    from vxmem.workbench.commands import embedder_named
 
     assert embedder_named("default") is None  # Vectrix()'s own, whatever it is
     assert embedder_named("hashing") == "hashing"  # by name: never the default model instead

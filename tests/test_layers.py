@@ -20,8 +20,8 @@ LAYERS = [
     ("memory", {"memory", "llm"}),  # llm: the chat-completions judge and summarizer (the llm extra)
     ("face", {"vectrix", "aio"}),  # aio: AsyncVectrix, the verbs awaitable
     ("workbench", {"workbench"}),
-    ("presentation", {"cli", "__main__", "integrations", "serve"}),  # integrations: LangChain (the langchain extra);
-    # serve: the REST API and the MCP server (the server extra)
+    ("presentation", {"cli", "__main__", "integrations", "serve"}),  # cli: the `vxmem` command, every verb of it;
+    # integrations: LangChain (the langchain extra); serve: the REST API and the MCP server (the server extra)
 ]
 
 
@@ -164,5 +164,5 @@ def test_the_top_level_holds_the_face_and_few_modules_beside_the_packages():
     top = sorted(p.name for p in (ROOT / "vxmem").glob("*.py"))
     packages = sorted(p.name for p in (ROOT / "vxmem").iterdir() if (p / "__init__.py").exists())
     assert len(top) <= 8, top
-    assert packages == ["core", "integrations", "memory", "models", "ranking", "serve", "store", "workbench"]
+    assert packages == ["cli", "core", "integrations", "memory", "models", "ranking", "serve", "store", "workbench"]
     assert len(LAYERS) == 8  # every import runs down this map: at most 8 layers deep

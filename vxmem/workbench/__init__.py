@@ -10,5 +10,5 @@
 - :mod:`~vxmem.workbench.why` (with :mod:`~vxmem.workbench.probe_timeline`), :mod:`~vxmem.workbench.analysis`
   and :mod:`~vxmem.workbench.holdout`: why a memory was or was not recalled, A/B comparisons, holdouts;
 - :mod:`~vxmem.workbench.views`: the DataFrames the dashboard and the notebooks draw;
-  :mod:`~vxmem.workbench.commands`: what the ``vxmem`` command does.
+  :mod:`~vxmem.cli.workbench`: what the ``vxmem`` command does.
 """

@@ -19,8 +19,8 @@ from typing import Any
 
 from ..core.errors import VectrixError
 from ..models.embed import EMBEDDERS
+from ..serve.scope import DEFAULT_USER, check_user_name
 from ..vectrix import Vectrix
-from .scope import DEFAULT_USER, check_user_name
 
 TOKEN_ENV = "VXMEM_TOKEN"
 
@@ -125,8 +125,8 @@ def run_serve(args: argparse.Namespace) -> int:
     token = token_for(args)
     uvicorn = needs("uvicorn")
     from ..aio import AsyncVectrix
-    from .rest import create_app
-    from .service import MemoryService
+    from ..serve.rest import create_app
+    from ..serve.service import MemoryService
 
     if args.max_body < 1:
         raise ServeError("--max-body must be a positive number of bytes")
@@ -151,8 +151,8 @@ def run_mcp(args: argparse.Namespace) -> int:
     """``vxmem mcp``: the MCP server over stdio until its client closes it."""
     needs("mcp")
     from ..aio import AsyncVectrix
-    from .mcp import build_server
-    from .service import MemoryService
+    from ..serve.mcp import build_server
+    from ..serve.service import MemoryService
 
     db = open_db(args)
     adb = AsyncVectrix.of(db)

@@ -14,10 +14,10 @@ import sys
 from typing import Any
 
 from ..memory.stages import PRESETS
-from .datasets.formats import CHAT_FORMATS
-from .datasets.model import Conversation
-from .record import Replay
-from .replay import SETTINGS_KEYS
+from ..workbench.datasets.formats import CHAT_FORMATS
+from ..workbench.datasets.model import Conversation
+from ..workbench.record import Replay
+from ..workbench.replay import SETTINGS_KEYS
 
 DEFAULT_POLICY = "blend"
 EMBEDDERS = ("default", "hashing", "semantic")  # default: what Vectrix() uses (bge-small + its rerank)
@@ -84,7 +84,7 @@ def embedder_named(name: str):
 
 def _load(path: str, fmt: str | None) -> list[Conversation]:
     """The conversations of the dataset at ``path`` (``fmt``: guessed when None)."""
-    from .datasets.formats import guess_format, load
+    from ..workbench.datasets.formats import guess_format, load
 
     if not os.path.exists(path):
         raise CliError(f"{path}: no such file")
@@ -159,8 +159,8 @@ def _select_categories(reps: list[Replay], spec: str | None) -> tuple[list[Repla
 
 def run_synth(args, sizes: dict[str, int]) -> int:
     """``vxmem synth``: the scenario at ``args.seed`` and ``sizes``, to standard output or a ``.jsonl`` file."""
-    from .datasets.jsonl import dumps_jsonl, save_jsonl
-    from .synth import generate
+    from ..workbench.datasets.jsonl import dumps_jsonl, save_jsonl
+    from ..workbench.synth import generate
 
     conv = generate(args.scenario, seed=args.seed, **sizes)
     if not args.output:
@@ -181,7 +181,7 @@ def run_synth(args, sizes: dict[str, int]) -> int:
 
 def run_import(args) -> int:
     """``vxmem import``: a chat log as a vxmem JSONL dataset."""
-    from .datasets.chatlogs import load_chatlog
+    from ..workbench.datasets.chatlogs import load_chatlog
 
     if args.output and not args.output.endswith(".jsonl"):
         raise CliError(f"output {args.output!r}: a dataset is written as .jsonl")
@@ -210,10 +210,10 @@ def run_probes(args) -> int:
     """``vxmem probes list|add|delete DATASET``: a vxmem JSONL dataset's probes, listed or
     changed in place. Every check runs before the file is touched; it is rewritten whole
     (beside itself, then moved into place), so a failed call leaves it as it was."""
-    from .datasets.formats import guess_format
-    from .datasets.jsonl import load_jsonl, save_jsonl
-    from .datasets.model import DatasetError, format_time
-    from .datasets.probes import add_probe, remove_probe
+    from ..workbench.datasets.formats import guess_format
+    from ..workbench.datasets.jsonl import load_jsonl, save_jsonl
+    from ..workbench.datasets.model import DatasetError, format_time
+    from ..workbench.datasets.probes import add_probe, remove_probe
 
     if not os.path.exists(args.dataset):
         raise CliError(f"{args.dataset}: no such file")
@@ -260,7 +260,8 @@ _PROBE_OPTIONS = {"relevant_labels": "--expect", "stale_labels": "--stale"}
 
 
 def _as_options(message: str) -> str:
-    """An error of :func:`~.datasets.probes.add_probe` in the command's words: its options, not its arguments."""
+    """An error of :func:`~vxmem.workbench.datasets.probes.add_probe` in the command's words: its options,
+    not its arguments."""
     message = re.sub(r"\b(relevant_labels|stale_labels)\b", lambda m: _PROBE_OPTIONS[m.group(1)], message)
     return "--" + message if message.startswith(("time ", "query ")) else message
 
@@ -271,7 +272,7 @@ def _as_options(message: str) -> str:
 def _replays(args, settings: dict[str, Any], one: str | None = None) -> list[Replay]:
     """The dataset of ``args`` replayed at ``settings``; ``one`` names the option that keeps a
     single replay, refused before any work when the dataset holds several conversations."""
-    from .replay import check_settings, replay_many
+    from ..workbench.replay import check_settings, replay_many
 
     convs = _load(args.dataset, args.format)
     if one is not None and len(convs) != 1:
@@ -325,8 +326,8 @@ def _print_replay_summary(reps: list[Replay], probes) -> None:
     """Metrics by category, overall, and the tokens consolidation saved."""
     import pandas as pd
 
-    from . import metrics as M
-    from .holdout import bootstrap_ci
+    from ..workbench import metrics as M
+    from ..workbench.holdout import bootstrap_ci
 
     print(f"{len(reps)} conversation(s), {len(probes)} probes, policy {reps[0].meta['policy']}")
     print(_table(M.aggregate(probes, category=True), 50))
@@ -356,7 +357,7 @@ def run_sweep(args, grid: dict[str, list]) -> int:
     """``vxmem sweep``: ``grid`` over the dataset (or saved replay) of ``args``, its best points
     printed, every point (and probe, with ``--per-probe``) written. The CLI has checked the
     results files' names."""
-    from .sweep import sweep
+    from ..workbench.sweep import sweep
 
     if args.dataset.endswith(".npz"):
         if not os.path.exists(args.dataset):
@@ -394,8 +395,8 @@ COMPARE_SHOWN = ("system", "recall", "mrr", "stale_leak", "ms_per_recall", "ms_p
 
 def run_compare(args) -> int:
     """``vxmem compare DATASET --system ...``: one row per system, printed and written."""
-    from .compare import compare, quality_cost
-    from .systems import parse_systems
+    from ..workbench.compare import compare, quality_cost
+    from ..workbench.systems import parse_systems
 
     check_table_path(args.output)
     check_table_path(args.per_probe, "--per-probe")
@@ -443,7 +444,7 @@ def _chart_module(path: str | None):
     if os.path.splitext(path)[1].lower() not in CHART_EXTENSIONS:
         raise CliError(f"--chart {path!r}: use a .html (a page that draws it) or .json (its Vega-Lite spec) file name")
     try:
-        from .views import cost_charts
+        from ..workbench.views import cost_charts
     except ImportError as exc:
         raise CliError(f"--chart needs altair: pip install 'vxmem[app]' ({exc})") from None
     return cost_charts
@@ -452,8 +453,8 @@ def _chart_module(path: str | None):
 def _presets_points(convs, systems, args):
     """``--presets``: the dataset replayed with each recall preset (no replay cache, so each recall
     is timed as a live one) and ranked by every policy, printed with the systems as one front."""
-    from .views.costs import presets_quality_cost
-    from .views.settings import preset_settings, replay_all
+    from ..workbench.views.costs import presets_quality_cost
+    from ..workbench.views.settings import preset_settings, replay_all
 
     emb = embedder_named(args.embedder)
     reps = {p: replay_all(convs, preset_settings({"embedder": args.embedder}, p), emb, cache=False) for p in PRESETS}
@@ -467,7 +468,7 @@ def _presets_points(convs, systems, args):
 
 def run_audit(args) -> int:
     """``vxmem audit DATASET [--judge ...]``: each judge's retirements, misses and wrongful ones."""
-    from .audit import audit, audit_summary, judge_named
+    from ..workbench.audit import audit, audit_summary, judge_named
 
     check_table_path(args.output)
     judges = [judge_named(j) for j in (args.judge or ["rules"])]

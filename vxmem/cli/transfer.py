@@ -15,7 +15,7 @@ from ..models.embed import embedder_name, get_embedder
 from ..store.portable.export import export_file
 from ..store.portable.restore import read_header, restore_file
 from ..vectrix import Vectrix
-from .commands import CliError, embedder_named
+from .workbench import CliError, embedder_named
 
 
 def run_export(args: Any) -> int:

@@ -16,8 +16,10 @@ Each prints a readable table and writes CSV or Parquet (by the file's extension)
 arguments and bad files get one line on stderr and exit code 2, before any long work
 starts. ``python -m vxmem`` is the same command.
 
-This module reads the command line; :mod:`vxmem.workbench.commands` does what each command
-asks. Formats, search modes, settings and sweepable parameters are the library's own
+This module reads the command line; what each command asks is done by
+:mod:`vxmem.cli.workbench` (the workbench's commands), :mod:`vxmem.cli.transfer` (export and
+restore) and :mod:`vxmem.cli.serve` (the servers). Formats, search modes, settings and
+sweepable parameters are the library's own
 (:data:`vxmem.workbench.datasets.FORMATS`, :data:`vxmem.store.SEARCH_MODES`,
 :data:`vxmem.workbench.replay.SETTINGS_KEYS`, each policy's parameters and
 :data:`vxmem.workbench.grid.SWEEP_KEYS`), so a flag exists exactly where the library has the name.
@@ -32,11 +34,17 @@ import sys
 from datetime import datetime
 from typing import Any
 
-from .memory.stages import PRESETS
-from .ranking.scoring import BLEND_DEFAULTS, RECENCY_FROM
-from .serve.commands import ServeError, add_commands, run_mcp, run_serve
-from .store.arguments import SEARCH_MODES
-from .workbench.commands import (
+from ..memory.stages import PRESETS
+from ..ranking.scoring import BLEND_DEFAULTS, RECENCY_FROM
+from ..store.arguments import SEARCH_MODES
+from ..workbench.datasets.formats import CHAT_FORMATS, FORMATS
+from ..workbench.datasets.model import DatasetError, naming_the_format
+from ..workbench.grid import SWEEP_KEYS
+from ..workbench.policies import POLICIES
+from ..workbench.sweep import METRIC_COLUMNS
+from .serve import ServeError, add_commands, run_mcp, run_serve
+from .transfer import run_export, run_restore
+from .workbench import (
     DEFAULT_POLICY,
     EMBEDDERS,
     CliError,
@@ -49,12 +57,6 @@ from .workbench.commands import (
     run_sweep,
     run_synth,
 )
-from .workbench.datasets.formats import CHAT_FORMATS, FORMATS
-from .workbench.datasets.model import DatasetError, naming_the_format
-from .workbench.grid import SWEEP_KEYS
-from .workbench.policies import POLICIES
-from .workbench.sweep import METRIC_COLUMNS
-from .workbench.transfer import run_export, run_restore
 
 EXIT_USAGE = 2
 
@@ -166,7 +168,7 @@ def _version() -> str:
 
 
 def _parser() -> _Parser:
-    from .workbench.synth import SCENARIOS
+    from ..workbench.synth import SCENARIOS
 
     top = _Parser(prog="vxmem", description="Conversation memory workbench: synth, import, replay, sweep.")
     top.add_argument("--version", action="version", version=f"vxmem {_version()}")
@@ -330,7 +332,7 @@ def _add_grid(parser: argparse.ArgumentParser) -> None:
 
 def _sizes(scenario: str, extra: list[str]) -> dict[str, int]:
     """The ``--SIZE N`` options after a scenario, checked against its size knobs."""
-    from .workbench.synth import SCENARIOS
+    from ..workbench.synth import SCENARIOS
 
     knobs = SCENARIOS[scenario][1]
     sizes = {}
