@@ -262,7 +262,7 @@ with right:
 if not out["why"].empty:
     st.subheader("Why (not) recalled")
     st.caption("Every memory of the playground and why this recall did or did not return it "
-               "(vxmem.workbench.why.why_recalled_live, the same reasons as the Replay page's).")
+               "(vxmem.workbench.analysis.why.why_recalled_live, the same reasons as the Replay page's).")
     shared.why_table(out["why"], key="pg_why")
 with st.expander(f"All {len(out['memories'])} memories"):
     st.dataframe(out["memories"], hide_index=True, width="stretch",

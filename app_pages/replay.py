@@ -110,7 +110,7 @@ if not missed.empty:
     st.dataframe(missed, hide_index=True, width="stretch", column_config=shared.RESULT_COLUMNS)
 st.subheader("Why (not) recalled")
 st.caption("Every memory that existed at this probe, with the reason it was or was not returned "
-           "(vxmem.workbench.why.why_recalled): its rank and score parts, or what cut it.")
+           "(vxmem.workbench.analysis.why.why_recalled): its rank and score parts, or what cut it.")
 shared.why_table(why, key="replay_why")
 with st.expander("Every probe's metrics at these settings"):
     st.dataframe(probes, hide_index=True, width="stretch")

@@ -32,7 +32,7 @@ from app_pages import config, kept, uploads
 from vxmem.memory.stages import PRESETS
 from vxmem.workbench import views
 from vxmem.workbench.datasets import Conversation, DatasetError, load
-from vxmem.workbench.record import Replay
+from vxmem.workbench.replay.record import Replay
 
 SETTINGS = "settings"
 # The widgets that pick a conversation or a probe of the dataset: another dataset resets them.
@@ -451,7 +451,8 @@ def why_table(why: pd.DataFrame, key: str) -> None:
     st.dataframe(views.why_table(why), hide_index=True, width="stretch", key=key, column_order=WHY_ORDER,
                  column_config={**RESULT_COLUMNS, "text": st.column_config.TextColumn(width=250),
                                 "detail": st.column_config.TextColumn(width=290),
-                                "reason": st.column_config.TextColumn(width=95, help="vxmem.core.reasons.REASONS")})
+                                "reason": st.column_config.TextColumn(
+                                    width=95, help="vxmem.workbench.analysis.reasons.REASONS")})
     st.caption("The detail says how each memory scored against the one that pushed it out; the score parts are in "
                "the ranking above.")
 

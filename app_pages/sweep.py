@@ -10,7 +10,7 @@ import streamlit as st
 
 from app_pages import config, kept, shared
 from vxmem.workbench import views
-from vxmem.workbench.metrics import LOWER_IS_BETTER
+from vxmem.workbench.analysis.metrics import LOWER_IS_BETTER
 
 st.title("Sweep")
 st.caption("Every point of the grid re-ranks every probe's cached pool; the other parameters stay at "

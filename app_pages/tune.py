@@ -8,7 +8,7 @@ import streamlit as st
 
 from app_pages import config, kept, shared
 from vxmem.workbench import views
-from vxmem.workbench.metrics import LOWER_IS_BETTER
+from vxmem.workbench.analysis.metrics import LOWER_IS_BETTER
 
 st.title("Tune")
 st.caption("Move a slider: the sweep engine re-ranks the candidate pools the replay cached "

@@ -31,9 +31,9 @@ from vxmem.memory.confidence import FEATURES, MATCH_THRESHOLD, Calibration, matc
 from vxmem.models.embed import default_embedder
 from vxmem.workbench.datasets import load_jsonl, load_locomo
 from vxmem.workbench.datasets.model import Conversation, Event
-from vxmem.workbench.replay import replay
-from vxmem.workbench.scenario_timeline import UNANSWERABLE
+from vxmem.workbench.replay.run import replay
 from vxmem.workbench.synth import SCENARIOS, generate
+from vxmem.workbench.synth.timeline import UNANSWERABLE
 
 ROOT = Path(__file__).resolve().parent.parent
 PRESETS = ("fast", "default", "accurate")

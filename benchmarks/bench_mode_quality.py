@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from vxmem.workbench import metrics as M
+from vxmem.workbench.analysis import metrics as M
 from vxmem.workbench.datasets import load
-from vxmem.workbench.replay import replay
+from vxmem.workbench.replay.run import replay
 
 ROOT = Path(__file__).resolve().parents[1] / "datasets"
 MODES = ("dense", "lexical", "hybrid")

@@ -45,7 +45,7 @@ from vxmem.models.embed import default_embedder
 from vxmem.ranking import deep, scoring
 from vxmem.workbench.datasets import load_jsonl, load_locomo
 from vxmem.workbench.datasets.locomo import RETRIEVAL_CATEGORIES
-from vxmem.workbench.replay import replay
+from vxmem.workbench.replay.run import replay
 
 WRITES = 40  # turns per conversation timed one remember() at a time, per preset
 DEPTH = {"fast": 10, "default": 120, "accurate": 120}  # how deep each preset's second stage reads

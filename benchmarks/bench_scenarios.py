@@ -14,8 +14,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from vxmem.workbench.replay import replay
-from vxmem.workbench.sweep import sweep
+from vxmem.workbench.replay.run import replay
+from vxmem.workbench.sweep.run import sweep
 from vxmem.workbench.synth import SCENARIOS, generate
 
 PIPELINES = {"default (bge + rerank)": None, "hashing (hybrid)": "hashing"}

@@ -16,10 +16,10 @@ import time
 
 import numpy as np
 
-from vxmem.workbench.policies import rank_pool
-from vxmem.workbench.record import Replay
-from vxmem.workbench.replay import replay
-from vxmem.workbench.sweep import sweep
+from vxmem.workbench.replay.record import Replay
+from vxmem.workbench.replay.run import replay
+from vxmem.workbench.sweep.policies import rank_pool
+from vxmem.workbench.sweep.run import sweep
 from vxmem.workbench.synth import generate
 
 PROBES = 500

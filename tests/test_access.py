@@ -9,9 +9,9 @@ from hypothesis import strategies as st
 
 from vxmem import ConversationMemory, Vectrix
 from vxmem.store.sqlite import database
-from vxmem.workbench.policies import POLICIES
-from vxmem.workbench.replay import replay
-from vxmem.workbench.sweep import rankings, sweep
+from vxmem.workbench.replay.run import replay
+from vxmem.workbench.sweep.policies import POLICIES
+from vxmem.workbench.sweep.run import rankings, sweep
 from vxmem.workbench.synth import generate
 
 from helpers import DAY, T0, WordHashEmbedder
@@ -308,7 +308,7 @@ def test_probes_at_one_moment_sweep_as_the_live_recall_ranks_them(hashing_embedd
 
 
 def test_why_recalled_of_a_replay_aging_from_access_returns_what_its_recall_returned(drift, hashing_embedder):
-    from vxmem.workbench.why import why_recalled
+    from vxmem.workbench.analysis.why import why_recalled
 
     rep = replay(drift, {"recency_from": "accessed", "recency_weight": 1.0, "half_life_days": 1.0, "limit": 4},
                  embedder=hashing_embedder)

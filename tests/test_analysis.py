@@ -8,8 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from vxmem.core.reasons import REASONS
-from vxmem.workbench.analysis import (
+from vxmem.workbench.analysis.questions import (
     ab_compare,
     ab_summary,
     inert_parameters,
@@ -19,12 +18,13 @@ from vxmem.workbench.analysis import (
     stale_above_replacement_rate,
     stale_replacement_pairs,
 )
-from vxmem.workbench.holdout import ProbeSplit, bootstrap_ci, split_probes, split_report, tune_holdout
-from vxmem.workbench.record import Replay
-from vxmem.workbench.replay import replay
-from vxmem.workbench.sweep import rankings, sweep
+from vxmem.workbench.analysis.reasons import REASONS
+from vxmem.workbench.analysis.why import why_recalled
+from vxmem.workbench.replay.record import Replay
+from vxmem.workbench.replay.run import replay
+from vxmem.workbench.sweep.holdout import ProbeSplit, bootstrap_ci, split_probes, split_report, tune_holdout
+from vxmem.workbench.sweep.run import rankings, sweep
 from vxmem.workbench.synth import generate
-from vxmem.workbench.why import why_recalled
 
 DAY = 86400.0
 SETTINGS = {"half_life_days": 7.0, "recency_weight": 0.5, "feedback_weight": 0.25, "feedback_half_life_days": 30.0,

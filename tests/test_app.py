@@ -10,7 +10,7 @@ from streamlit.testing.v1 import AppTest
 from vxmem.memory import ConversationMemory
 from vxmem.workbench import views
 from vxmem.workbench.datasets import load_jsonl
-from vxmem.workbench.replay import replay
+from vxmem.workbench.replay.run import replay
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = str(ROOT / "app.py")

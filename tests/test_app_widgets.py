@@ -185,7 +185,7 @@ def test_the_ab_scatter_draws_one_dot_per_pair_sized_by_its_probes():
 
 def test_compare_draws_every_preset_and_policy_against_its_cost():
     from vxmem.memory.stages import PRESETS
-    from vxmem.workbench.policies import POLICIES
+    from vxmem.workbench.sweep.policies import POLICIES
 
     at = page("compare")
     assert not at.exception and not at.error

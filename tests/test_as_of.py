@@ -8,8 +8,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from vxmem import ConversationMemory, Vectrix
-from vxmem.workbench.replay import replay
-from vxmem.workbench.sweep import rankings
+from vxmem.workbench.replay.run import replay
+from vxmem.workbench.sweep.run import rankings
 from vxmem.workbench.synth import generate
 
 from helpers import DAY, T0, WordHashEmbedder

@@ -9,9 +9,9 @@ from vxmem.models.late import COLBERT_SMALL
 from vxmem.models.packaged import MS_MARCO_MINILM_L12
 from vxmem.models.rerank import default_reranker
 from vxmem.ranking import deep
-from vxmem.workbench.record import Replay
-from vxmem.workbench.replay import replay
-from vxmem.workbench.sweep import rankings, sweep
+from vxmem.workbench.replay.record import Replay
+from vxmem.workbench.replay.run import replay
+from vxmem.workbench.sweep.run import rankings, sweep
 from vxmem.workbench.synth import generate
 
 from helpers import T0

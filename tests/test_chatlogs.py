@@ -8,7 +8,7 @@ import pytest
 from vxmem.workbench.datasets import Conversation, DatasetError, load_jsonl
 from vxmem.workbench.datasets.chatlogs import CHAT_FORMATS, detect_chat_format, load_chatlog, loads_chatlog
 from vxmem.workbench.datasets.probes import add_probe
-from vxmem.workbench.replay import replay
+from vxmem.workbench.replay.run import replay
 
 
 def _t(iso: str) -> float:

@@ -7,8 +7,8 @@ import pytest
 
 from vxmem import Vectrix
 from vxmem.core.checks import check_bool, check_choice, check_int, check_kinds, check_number, check_session
-from vxmem.workbench.policies import check_param, get_policy
-from vxmem.workbench.replay import check_settings
+from vxmem.workbench.replay.run import check_settings
+from vxmem.workbench.sweep.policies import check_param, get_policy
 
 from helpers import T0
 

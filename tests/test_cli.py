@@ -180,12 +180,12 @@ def test_replay_of_a_chat_log_says_to_write_probes_first(tmp_path, capsys):
     (["sweep", "DATA", "--per-probe", "pp.json"], "--per-probe 'pp.json': use a .csv or .parquet"),
 ])
 def test_output_names_are_refused_before_the_replay_runs(tmp_path, capsys, argv, message, monkeypatch):
-    import vxmem.workbench.replay
+    import vxmem.workbench.replay.run
 
     def no_replay(*a, **k):  # the check must come first: a replay here fails the test
         raise AssertionError("replayed before checking the output name")
 
-    monkeypatch.setattr(vxmem.workbench.replay, "replay_many", no_replay)
+    monkeypatch.setattr(vxmem.workbench.replay.run, "replay_many", no_replay)
     argv = [str(tmp_path / "missing-but-never-read.jsonl") if a == "DATA" else a for a in argv]
     assert main(argv) == 2
     assert message in _error_line(capsys)
@@ -253,7 +253,7 @@ def test_an_unknown_category_is_named_with_the_ones_there(capsys):
 
 
 def test_replay_save_of_several_conversations_is_refused_before_any_replay(tmp_path, capsys, monkeypatch):
-    from vxmem.workbench import replay as replay_module
+    from vxmem.workbench.replay import run as replay_module
 
     def no_replay(*args, **kwargs):
         raise AssertionError("a replay started before the arguments were checked")

@@ -49,16 +49,16 @@ def _files(root):
 @pytest.fixture
 def no_work(monkeypatch):
     """Every long piece of work made to fail the test: a check that comes after one is too late."""
-    import vxmem.workbench.audit
-    import vxmem.workbench.compare
-    import vxmem.workbench.replay
-    import vxmem.workbench.sweep
+    import vxmem.workbench.analysis.audit
+    import vxmem.workbench.replay.run
+    import vxmem.workbench.sweep.run
+    import vxmem.workbench.systems.compare
 
     def no(*args, **kwargs):
         raise AssertionError("the work started before every output was checked")
 
-    for module, name in ((vxmem.workbench.replay, "replay_many"), (vxmem.workbench.sweep, "sweep"),
-                         (vxmem.workbench.compare, "compare"), (vxmem.workbench.audit, "audit")):
+    for module, name in ((vxmem.workbench.replay.run, "replay_many"), (vxmem.workbench.sweep.run, "sweep"),
+                         (vxmem.workbench.systems.compare, "compare"), (vxmem.workbench.analysis.audit, "audit")):
         monkeypatch.setattr(module, name, no)
 
 

@@ -4,10 +4,10 @@ import sys
 
 import pytest
 
-from vxmem.workbench.audit import audit, audit_summary
-from vxmem.workbench.compare import compare, quality_cost
+from vxmem.workbench.analysis.audit import audit, audit_summary
 from vxmem.workbench.datasets.model import Conversation, Event
 from vxmem.workbench.systems import parse_systems
+from vxmem.workbench.systems.compare import compare, quality_cost
 
 from helpers import DAY, ROOT, T0, run_python
 
@@ -120,7 +120,7 @@ def test_the_cli_prints_one_row_per_system_and_refuses_unknown_names(tmp_path):
 
 def test_the_cli_charts_every_preset_and_policy_beside_the_systems(tmp_path):
     from vxmem.memory.stages import PRESETS
-    from vxmem.workbench.policies import POLICIES
+    from vxmem.workbench.sweep.policies import POLICIES
 
     chart = tmp_path / "front.html"
     out = run_python(f"""

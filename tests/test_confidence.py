@@ -20,8 +20,8 @@ from vxmem.memory.confidence import (
 )
 from vxmem.ranking.pool import CandidatePool
 from vxmem.workbench import views
-from vxmem.workbench.scenario_timeline import UNANSWERABLE
 from vxmem.workbench.synth import SCENARIOS, generate
+from vxmem.workbench.synth.timeline import UNANSWERABLE
 
 from helpers import T0
 

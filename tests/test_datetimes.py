@@ -10,7 +10,7 @@ from vxmem import Vectrix
 from vxmem.core.clock import to_epoch
 from vxmem.memory import K_FEEDBACK, K_TS
 from vxmem.workbench.datasets import loads_jsonl
-from vxmem.workbench.replay import replay
+from vxmem.workbench.replay.run import replay
 
 from helpers import WordHashEmbedder
 

@@ -7,7 +7,7 @@ import pytest
 
 from vxmem import HashingEmbedder, Vectrix
 from vxmem.models.cache import CachedEmbedder, EmbeddingCache, open_cache
-from vxmem.workbench.replay import replay
+from vxmem.workbench.replay.run import replay
 from vxmem.workbench.synth import generate
 
 from helpers import WordHashEmbedder

@@ -7,10 +7,10 @@ from vxmem import Vectrix
 from vxmem.cli import main
 from vxmem.ranking import scoring
 from vxmem.workbench import views
+from vxmem.workbench.analysis.why import why_recalled
 from vxmem.workbench.datasets import load_jsonl
-from vxmem.workbench.replay import replay
-from vxmem.workbench.sweep import sweep
-from vxmem.workbench.why import why_recalled
+from vxmem.workbench.replay.run import replay
+from vxmem.workbench.sweep.run import sweep
 
 from helpers import T0
 
@@ -88,7 +88,7 @@ def test_recall_with_a_rerank_in_an_empty_session_returns_nothing():
 
 def test_replays_without_a_probe_score_nothing_under_every_policy_and_preset(hashing_embedder):
     from vxmem.workbench.datasets.model import Conversation, Event
-    from vxmem.workbench.policies import POLICIES
+    from vxmem.workbench.sweep.policies import POLICIES
 
     turns = Conversation(name="turns", events=[Event(T0, "turn", label="a", session="s", text="I live in Lisbon."),
                                                Event(T0 + 60, "turn", label="b", session="s", text="I drive a car.")])

@@ -6,13 +6,13 @@ import numpy as np
 import pytest
 
 from vxmem import Vectrix
-from vxmem.core.reasons import REASONS
 from vxmem.ranking import scoring
-from vxmem.workbench.replay import replay
-from vxmem.workbench.sweep import rankings
+from vxmem.workbench.analysis.reasons import REASONS
+from vxmem.workbench.analysis.why import why_recalled_live
+from vxmem.workbench.replay.run import replay
+from vxmem.workbench.sweep.run import rankings
 from vxmem.workbench.synth import generate
 from vxmem.workbench.views import memory_timeline
-from vxmem.workbench.why import why_recalled_live
 
 from helpers import DAY, T0
 

@@ -1,6 +1,7 @@
 """The house plan holds: layers import only downwards, and the face shows the spec."""
 
 import ast
+import importlib
 import inspect
 from pathlib import Path
 
@@ -83,6 +84,31 @@ def test_importing_the_collection_loads_no_memory():
     loaded = eval(out.stdout)
     assert "vxmem.store.collection" in loaded
     assert not {"vxmem.memory", "vxmem.vectrix", "vxmem.memory.recall", "vxmem.workbench"} & set(loaded)
+
+
+@pytest.mark.parametrize("package", ["vxmem.workbench.replay", "vxmem.workbench.sweep", "vxmem.workbench.analysis"])
+def test_a_workbench_package_hands_on_its_modules_public_names(package):
+    # the documented paths: from vxmem.workbench.replay import replay, from vxmem.workbench.sweep import sweep, ...
+    pkg = importlib.import_module(package)
+    assert pkg.__all__
+    for name in pkg.__all__:
+        value = getattr(pkg, name)
+        if callable(value):
+            assert value.__module__.startswith(package + "."), name
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        assert pkg.nope is None  # never reached: the name is not handed on
+
+
+def test_importing_one_module_of_a_workbench_package_loads_no_other():
+    out = run_python("""
+        import sys
+        import vxmem.workbench.sweep.policies
+        import vxmem.workbench.analysis.metrics
+        print(sorted(m for m in sys.modules if m.startswith("vxmem.workbench")))
+    """)
+    assert out.returncode == 0, out.stderr
+    assert eval(out.stdout) == ["vxmem.workbench", "vxmem.workbench.analysis", "vxmem.workbench.analysis.metrics",
+                                "vxmem.workbench.sweep", "vxmem.workbench.sweep.policies"]
 
 
 @pytest.mark.parametrize("name", ["remember", "remember_many", "warm", "recall", "feedback", "context", "forget",

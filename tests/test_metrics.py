@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from vxmem.workbench.metrics import (
+from vxmem.workbench.analysis.metrics import (
     aggregate,
     budget_fill,
     dcg_at_k,

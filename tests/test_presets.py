@@ -7,9 +7,9 @@ from vxmem import ConversationMemory, Vectrix
 from vxmem.models.late import COLBERT_SMALL, default_late_interaction, maxsim, pack
 from vxmem.models.packaged import MS_MARCO_MINILM_L12
 from vxmem.ranking import scoring
-from vxmem.workbench.record import Replay
-from vxmem.workbench.replay import replay
-from vxmem.workbench.sweep import rankings
+from vxmem.workbench.replay.record import Replay
+from vxmem.workbench.replay.run import replay
+from vxmem.workbench.sweep.run import rankings
 from vxmem.workbench.synth import generate
 
 from helpers import T0

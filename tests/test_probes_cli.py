@@ -4,7 +4,7 @@ import pytest
 
 from vxmem.cli import main
 from vxmem.workbench.datasets import load_jsonl
-from vxmem.workbench.replay import replay
+from vxmem.workbench.replay.run import replay
 
 from helpers import ROOT
 

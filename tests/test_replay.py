@@ -10,8 +10,8 @@ import pytest
 from vxmem.core.clock import DAY, to_epoch
 from vxmem.workbench import views
 from vxmem.workbench.datasets import Conversation, Event
-from vxmem.workbench.record import Replay
-from vxmem.workbench.replay import replay, replay_many
+from vxmem.workbench.replay.record import Replay
+from vxmem.workbench.replay.run import replay, replay_many
 
 T0 = to_epoch("2024-03-01T09:00:00Z")
 

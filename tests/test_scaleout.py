@@ -9,8 +9,8 @@ import joblib
 import pandas as pd
 import pytest
 
-from vxmem.workbench.replay import replay, replay_many
-from vxmem.workbench.sweep import sweep
+from vxmem.workbench.replay.run import replay, replay_many
+from vxmem.workbench.sweep.run import sweep
 from vxmem.workbench.synth import generate
 
 GRID = {"half_life_days": [1, 7, 30], "recency_weight": [0.0, 0.5, 1.0], "limit": [5, 10]}

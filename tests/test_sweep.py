@@ -9,10 +9,10 @@ import pytest
 from vxmem import Blend, ConversationMemory
 from vxmem.ranking import scoring
 from vxmem.ranking.pool import CandidatePool
-from vxmem.workbench import sweep_engine
-from vxmem.workbench.policies import POLICIES, rank_pool
-from vxmem.workbench.replay import replay
-from vxmem.workbench.sweep import rankings, sweep
+from vxmem.workbench.replay.run import replay
+from vxmem.workbench.sweep import engine as sweep_engine
+from vxmem.workbench.sweep.policies import POLICIES, rank_pool
+from vxmem.workbench.sweep.run import rankings, sweep
 from vxmem.workbench.synth import generate
 
 POINTS = [
@@ -241,7 +241,7 @@ def test_lexical_mode_sweep_equals_recall(hashing_embedder):
 
 
 def test_mode_as_a_grid_dimension_ranks_as_recall_in_each_mode(hashing_embedder):
-    from vxmem.workbench.sweep import sweep_modes
+    from vxmem.workbench.sweep.run import sweep_modes
 
     points = [{"half_life_days": 3.0, "recency_weight": 0.2}, {"half_life_days": 30.0, "recency_weight": 1.0}]
     modes = ("dense", "lexical", "hybrid")

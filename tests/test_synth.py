@@ -7,7 +7,7 @@ import pytest
 
 from vxmem.memory.rules import RuleKeyValueJudge, RuleSummarizer
 from vxmem.workbench.datasets import load_jsonl
-from vxmem.workbench.replay import replay
+from vxmem.workbench.replay.run import replay
 from vxmem.workbench.synth import SCENARIOS, generate
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -120,7 +120,7 @@ def test_feedback_loop_grades_lift_the_useful_tip(hashing_embedder):
 
 
 def _mrr(rep, policy):
-    from vxmem.workbench.sweep import sweep
+    from vxmem.workbench.sweep.run import sweep
 
     return float(sweep(rep, {}, policy=policy).per_point["mrr"].iloc[0])
 

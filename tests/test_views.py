@@ -12,8 +12,8 @@ from vxmem.models.rerank import default_reranker
 from vxmem.ranking import scoring
 from vxmem.workbench import views
 from vxmem.workbench.datasets import DatasetError
-from vxmem.workbench.policies import POLICIES
-from vxmem.workbench.replay import replay
+from vxmem.workbench.replay.run import replay
+from vxmem.workbench.sweep.policies import POLICIES
 from vxmem.workbench.synth import generate
 
 RANGES = {"half_life_days": (0.5, 180.0), "recency_weight": (0.0, 2.0), "feedback_weight": (0.0, 2.0),
@@ -238,7 +238,7 @@ def test_a_reranking_default_embedder_replays_per_hybrid_weight(monkeypatch):
 
 
 def test_the_pages_views_of_a_reranked_hybrid_replay_keep_its_own_weight(hashing_embedder):
-    from vxmem.workbench.replay import replay
+    from vxmem.workbench.replay.run import replay
     from vxmem.workbench.synth import generate
 
     def overlap(query, texts):  # a deterministic word-overlap reranker

@@ -8,15 +8,15 @@ import numpy as np
 import pytest
 
 from vxmem import Vectrix
-from vxmem.workbench import metrics as M
-from vxmem.workbench.analysis import inert_parameters
+from vxmem.workbench.analysis import metrics as M
+from vxmem.workbench.analysis.questions import inert_parameters
 from vxmem.workbench.datasets import Conversation, DatasetError, Event
 from vxmem.workbench.datasets.chatlogs import loads_chatlog
 from vxmem.workbench.datasets.jsonl import load_jsonl, loads_jsonl
 from vxmem.workbench.datasets.locomo import load_locomo
 from vxmem.workbench.datasets.longmemeval import load_longmemeval
-from vxmem.workbench.replay import replay
-from vxmem.workbench.sweep import sweep
+from vxmem.workbench.replay.run import replay
+from vxmem.workbench.sweep.run import sweep
 from vxmem.workbench.synth import generate
 
 HEAD = '{"format": "vxmem-conversation/1", "name": "t"}\n'

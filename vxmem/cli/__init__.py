@@ -21,8 +21,8 @@ This module reads the command line; what each command asks is done by
 restore) and :mod:`vxmem.cli.serve` (the servers). Formats, search modes, settings and
 sweepable parameters are the library's own
 (:data:`vxmem.workbench.datasets.FORMATS`, :data:`vxmem.store.SEARCH_MODES`,
-:data:`vxmem.workbench.replay.SETTINGS_KEYS`, each policy's parameters and
-:data:`vxmem.workbench.grid.SWEEP_KEYS`), so a flag exists exactly where the library has the name.
+:data:`vxmem.workbench.replay.run.SETTINGS_KEYS`, each policy's parameters and
+:data:`vxmem.workbench.sweep.grid.SWEEP_KEYS`), so a flag exists exactly where the library has the name.
 """
 
 from __future__ import annotations
@@ -39,9 +39,9 @@ from ..ranking.scoring import BLEND_DEFAULTS, RECENCY_FROM
 from ..store.arguments import SEARCH_MODES
 from ..workbench.datasets.formats import CHAT_FORMATS, FORMATS
 from ..workbench.datasets.model import DatasetError, naming_the_format
-from ..workbench.grid import SWEEP_KEYS
-from ..workbench.policies import POLICIES
-from ..workbench.sweep import METRIC_COLUMNS
+from ..workbench.sweep.grid import SWEEP_KEYS
+from ..workbench.sweep.policies import POLICIES
+from ..workbench.sweep.run import METRIC_COLUMNS
 from .serve import ServeError, add_commands, run_mcp, run_serve
 from .transfer import run_export, run_restore
 from .workbench import (

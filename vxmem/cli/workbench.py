@@ -16,8 +16,8 @@ from typing import Any
 from ..memory.stages import PRESETS
 from ..workbench.datasets.formats import CHAT_FORMATS
 from ..workbench.datasets.model import Conversation
-from ..workbench.record import Replay
-from ..workbench.replay import SETTINGS_KEYS
+from ..workbench.replay.record import Replay
+from ..workbench.replay.run import SETTINGS_KEYS
 
 DEFAULT_POLICY = "blend"
 EMBEDDERS = ("default", "hashing", "semantic")  # default: what Vectrix() uses (bge-small + its rerank)
@@ -272,7 +272,7 @@ def _as_options(message: str) -> str:
 def _replays(args, settings: dict[str, Any], one: str | None = None) -> list[Replay]:
     """The dataset of ``args`` replayed at ``settings``; ``one`` names the option that keeps a
     single replay, refused before any work when the dataset holds several conversations."""
-    from ..workbench.replay import check_settings, replay_many
+    from ..workbench.replay.run import check_settings, replay_many
 
     convs = _load(args.dataset, args.format)
     if one is not None and len(convs) != 1:
@@ -326,8 +326,8 @@ def _print_replay_summary(reps: list[Replay], probes) -> None:
     """Metrics by category, overall, and the tokens consolidation saved."""
     import pandas as pd
 
-    from ..workbench import metrics as M
-    from ..workbench.holdout import bootstrap_ci
+    from ..workbench.analysis import metrics as M
+    from ..workbench.sweep.holdout import bootstrap_ci
 
     print(f"{len(reps)} conversation(s), {len(probes)} probes, policy {reps[0].meta['policy']}")
     print(_table(M.aggregate(probes, category=True), 50))
@@ -357,7 +357,7 @@ def run_sweep(args, grid: dict[str, list]) -> int:
     """``vxmem sweep``: ``grid`` over the dataset (or saved replay) of ``args``, its best points
     printed, every point (and probe, with ``--per-probe``) written. The CLI has checked the
     results files' names."""
-    from ..workbench.sweep import sweep
+    from ..workbench.sweep.run import sweep
 
     if args.dataset.endswith(".npz"):
         if not os.path.exists(args.dataset):
@@ -395,8 +395,8 @@ COMPARE_SHOWN = ("system", "recall", "mrr", "stale_leak", "ms_per_recall", "ms_p
 
 def run_compare(args) -> int:
     """``vxmem compare DATASET --system ...``: one row per system, printed and written."""
-    from ..workbench.compare import compare, quality_cost
     from ..workbench.systems import parse_systems
+    from ..workbench.systems.compare import compare, quality_cost
 
     check_table_path(args.output)
     check_table_path(args.per_probe, "--per-probe")
@@ -468,7 +468,7 @@ def _presets_points(convs, systems, args):
 
 def run_audit(args) -> int:
     """``vxmem audit DATASET [--judge ...]``: each judge's retirements, misses and wrongful ones."""
-    from ..workbench.audit import audit, audit_summary, judge_named
+    from ..workbench.analysis.audit import audit, audit_summary, judge_named
 
     check_table_path(args.output)
     judges = [judge_named(j) for j in (args.judge or ["rules"])]

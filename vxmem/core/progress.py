@@ -2,7 +2,7 @@
 
 ``progress=True`` draws a tqdm bar (the CLI's), and a callable ``progress(done, total, desc)``
 is called at the same points (the dashboard feeds ``st.progress`` with it). Replays
-(:mod:`vxmem.workbench.replay`) and sweeps (:mod:`vxmem.workbench.sweep`) report through :class:`Reporter`.
+(:mod:`vxmem.workbench.replay.run`) and sweeps (:mod:`vxmem.workbench.sweep.run`) report through :class:`Reporter`.
 """
 
 from __future__ import annotations

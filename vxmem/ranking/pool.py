@@ -5,8 +5,8 @@ memories (a pool of ``max(4 x limit, 40)``), then blends relevance with recency 
 feedback over that pool. A :class:`CandidatePool` is that pool with everything ranking
 needs, as arrays. ``ConversationMemory.candidate_pool()`` makes one; ``recall()`` ranks it;
 a replay labels and caches one per probe (``Replay.pool(i)`` gives it back as a
-:class:`LabelledPool`); :mod:`vxmem.workbench.policies`
-and :mod:`vxmem.workbench.sweep` re-rank cached pools for other parameters. All of them score it
+:class:`LabelledPool`); :mod:`vxmem.workbench.sweep.policies`
+and :mod:`vxmem.workbench.sweep.run` re-rank cached pools for other parameters. All of them score it
 through :meth:`CandidatePool.blend`, that is :func:`vxmem.ranking.scoring.score_pool`, so a sweep
 point ranks exactly as ``recall()`` with those parameters would have.
 """

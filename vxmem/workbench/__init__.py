@@ -1,14 +1,16 @@
 """The workbench: conversations replayed through the memory on a simulated clock, and what is learnt from them.
 
 - :mod:`~vxmem.workbench.datasets`: conversations (LoCoMo, LongMemEval, chat logs), and
-  :mod:`~vxmem.workbench.synth` the synthetic ones (:mod:`~vxmem.workbench.scenarios`,
-  written on a :mod:`~vxmem.workbench.scenario_timeline`);
-- :mod:`~vxmem.workbench.replay` and :mod:`~vxmem.workbench.record`: replays and their cached pools;
-- :mod:`~vxmem.workbench.sweep`, :mod:`~vxmem.workbench.grid`, :mod:`~vxmem.workbench.sweep_engine`,
-  :mod:`~vxmem.workbench.policies`, :mod:`~vxmem.workbench.metrics`: parameter grids ranked the way
-  ``recall()`` ranks, and the metrics of each point;
-- :mod:`~vxmem.workbench.why` (with :mod:`~vxmem.workbench.probe_timeline`), :mod:`~vxmem.workbench.analysis`
-  and :mod:`~vxmem.workbench.holdout`: why a memory was or was not recalled, A/B comparisons, holdouts;
-- :mod:`~vxmem.workbench.views`: the DataFrames the dashboard and the notebooks draw;
-  :mod:`~vxmem.cli.workbench`: what the ``vxmem`` command does.
+  :mod:`~vxmem.workbench.synth` the synthetic ones (``synth.generate``);
+- :mod:`~vxmem.workbench.replay`: replays (``replay``, ``replay_many``) and their record, ``Replay``,
+  with its cached pools;
+- :mod:`~vxmem.workbench.sweep`: parameter grids ranked the way ``recall()`` ranks (``sweep``), the
+  ranking policies, and tuning on held-out probes;
+- :mod:`~vxmem.workbench.analysis`: the metrics of each point, why a memory was or was not
+  recalled, A/B comparisons, the supersession audit;
+- :mod:`~vxmem.workbench.systems`: other memory systems behind one adapter, compared alike
+  (:mod:`~vxmem.workbench.systems.compare`); :mod:`~vxmem.workbench.plugins` loads the user's own;
+- :mod:`~vxmem.workbench.views`: the DataFrames the dashboard and the notebooks draw.
+
+The ``vxmem`` command that drives them is :mod:`vxmem.cli`.
 """

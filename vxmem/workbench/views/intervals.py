@@ -1,5 +1,5 @@
 """Every mean the dashboard shows, with its bootstrap 95% interval and the number of probes
-behind it (:func:`vxmem.workbench.holdout.bootstrap_ci`, the CLI's intervals too).
+behind it (:func:`vxmem.workbench.sweep.holdout.bootstrap_ci`, the CLI's intervals too).
 
 A metric's column in a sweep's ``per_probe`` frame is the probe's value; ``mrr`` is the mean of
 ``rr``.
@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from ..holdout import bootstrap_ci
+from ..sweep.holdout import bootstrap_ci
 
 INTERVAL_COLUMNS = ["metric", "mean", "lo", "hi", "probes"]
 

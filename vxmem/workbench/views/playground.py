@@ -20,10 +20,10 @@ from ...memory.stages import DEFAULT_PRESET
 from ...models.embed import Embedder
 from ...ranking import scoring
 from ...ranking.scoring import BLEND_DEFAULTS
+from ..analysis.why import why_recalled_live
 from ..datasets.jsonl import loads_jsonl
 from ..datasets.model import Conversation, Event
-from ..replay import replay
-from ..why import why_recalled_live
+from ..replay.run import replay
 from .replays import WHY_COLUMNS, memory_timeline
 from .settings import DEFAULT_SETTINGS
 
@@ -73,7 +73,7 @@ def playground_recall(events: Sequence[Mapping[str, Any]], query: str, session: 
     ``hybrid_weight``). Returns ``ranking`` (``recall()``'s results with their
     ``_vx_scoring`` parts, raw ``relevance`` beside ``relevance_norm``), ``parts``
     (relevance / recency / feedback contributions, long format), ``why`` (every memory and
-    why it was or was not returned, :func:`vxmem.workbench.why.why_recalled_live`),
+    why it was or was not returned, :func:`vxmem.workbench.analysis.why.why_recalled_live`),
     ``memories`` (every memory with its label and fate), ``history`` (every supersession
     chain), ``low_relevance`` (the memory's threshold for a weak best match, or None) and
     ``match_probability`` (:meth:`~vxmem.memory.conversation.ConversationMemory.match_probability`

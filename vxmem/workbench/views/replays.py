@@ -1,8 +1,8 @@
 """The frames the workbench draws from replays: the Tune, Sweep, Compare, A/B, Replay and
 Budget pages' (and the notebooks').
 
-Each calls the library (the sweep, :mod:`vxmem.workbench.analysis`, :mod:`vxmem.workbench.holdout`,
-:mod:`vxmem.workbench.why`, the replay) at the workbench's settings
+Each calls the library (the sweep, :mod:`vxmem.workbench.analysis.questions`, :mod:`vxmem.workbench.sweep.holdout`,
+:mod:`vxmem.workbench.analysis.why`, the replay) at the workbench's settings
 (:mod:`vxmem.workbench.views.settings`) and reshapes what it returns; no ranking happens here.
 :mod:`vxmem.workbench.views` hands these names on.
 """
@@ -20,15 +20,15 @@ import pandas as pd
 from ...core.progress import Progress
 from ...models.embed import Embedder
 from ...ranking.scoring import BLEND_DEFAULTS
-from .. import analysis
-from .. import metrics as M
+from ..analysis import metrics as M
+from ..analysis import questions
+from ..analysis.why import why_recalled
 from ..datasets.model import Conversation
-from ..holdout import TuningResult, bootstrap_ci, split_probes, tune_holdout
-from ..policies import POLICIES
-from ..record import Replay
-from ..replay import replay
-from ..sweep import sweep
-from ..why import why_recalled
+from ..replay.record import Replay
+from ..replay.run import replay
+from ..sweep.holdout import TuningResult, bootstrap_ci, split_probes, tune_holdout
+from ..sweep.policies import POLICIES
+from ..sweep.run import sweep
 from .intervals import with_intervals
 from .settings import DEFAULT_MODE, DEFAULT_POINT, DEFAULT_SETTINGS, REPLAY_SETTINGS, grid_point
 
@@ -100,7 +100,7 @@ def ranking_at(replay: Replay, probe: int, params: Mapping[str, Any],
 
 
 def _why_point(replay: Replay, params: Mapping[str, Any]) -> dict[str, Any]:
-    """``params`` as :func:`vxmem.workbench.why.why_recalled` takes them for ``replay``."""
+    """``params`` as :func:`vxmem.workbench.analysis.why.why_recalled` takes them for ``replay``."""
     point = grid_point({k: v for k, v in params.items() if k in DEFAULT_POINT})
     if replay.mode == "hybrid" and replay.rerank is None and "hybrid_weight" in params:
         point["hybrid_weight"] = float(params["hybrid_weight"])
@@ -110,7 +110,7 @@ def _why_point(replay: Replay, params: Mapping[str, Any]) -> dict[str, Any]:
 def explain(replay: Replay, probe: int, params: Mapping[str, Any],
             conversation: Conversation | None = None) -> pd.DataFrame:
     """Why each memory that existed at ``probe`` was or was not returned at ``params``
-    (:func:`vxmem.workbench.why.why_recalled`, one row per memory, reason first)."""
+    (:func:`vxmem.workbench.analysis.why.why_recalled`, one row per memory, reason first)."""
     return why_recalled(replay, probe, _why_point(replay, params), conversation=conversation)
 
 
@@ -154,7 +154,7 @@ def point_report(replays: Sequence[Replay], params: Mapping[str, Any], *, holdou
                  n_boot: int = 500, ci: float = 0.95) -> pd.DataFrame:
     """Means with bootstrap intervals at ``params``: over all probes, and over a tune and a
     holdout share (split by conversation where there are several, see
-    :func:`vxmem.workbench.holdout.split_probes`). One row per metric and subset: ``mean``,
+    :func:`vxmem.workbench.sweep.holdout.split_probes`). One row per metric and subset: ``mean``,
     ``lo``, ``hi``, the ``probes`` scored; no holdout rows with fewer than two probes."""
     per = probe_metrics_at(replays, params)
     subsets: list[tuple[str, np.ndarray]] = [("all", np.ones(len(per), dtype=bool))]
@@ -175,14 +175,14 @@ def inert_at(replays: Sequence[Replay], settings: Mapping[str, Any]) -> dict[str
     """Parameters that cannot move any ranking at ``settings`` over ``replays``, with why."""
     s = {**DEFAULT_SETTINGS, **dict(settings)}
     point = {k: s[k] for k in (*BLEND_DEFAULTS, "hybrid_weight", "mode")}
-    return analysis.inert_parameters(point, replays=list(replays))
+    return questions.inert_parameters(point, replays=list(replays))
 
 
 def stale_above_at(replays: Sequence[Replay], params: Mapping[str, Any]) -> tuple[float, int]:
     """How often a memory a probe calls stale ranks above one it calls relevant, at ``params``:
     ``(rate, ranked pairs)`` over every probe (NaN with no pair ranked)."""
     point = grid_point({k: v for k, v in params.items() if k in (*DEFAULT_POINT, "hybrid_weight")})
-    frames = [analysis.stale_replacement_pairs(r, pairs="probe", **point) for r in replays]
+    frames = [questions.stale_replacement_pairs(r, pairs="probe", **point) for r in replays]
     pairs = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["above"])
     ranked = pairs["above"].notna()
     return (float(pairs.loc[ranked, "above"].mean()) if ranked.any() else math.nan), int(ranked.sum())
@@ -231,14 +231,14 @@ def sweep_grid(replays: Sequence[Replay], x: str, x_values: Sequence, y: str, y_
 def pareto_points(frame: pd.DataFrame) -> pd.DataFrame:
     """A sweep's points with ``pareto``: no other point has at least their nDCG, at most
     their stale-leak and at most their context tokens, and is better on one."""
-    return frame.assign(pareto=analysis.pareto_front(frame, maximize=("ndcg",), minimize=("stale_leak", "tokens")))
+    return frame.assign(pareto=questions.pareto_front(frame, maximize=("ndcg",), minimize=("stale_leak", "tokens")))
 
 
 def sweep_holdout(replays: Sequence[Replay], x: str, x_values: Sequence, y: str, y_values: Sequence,
                   fixed: Mapping[str, Any] | None, metric: str, *, seed: int = 0,
                   n_boot: int = 500) -> TuningResult:
     """The grid point best on a tune share of the probes, reported on the held-out rest
-    (:func:`vxmem.workbench.holdout.tune_holdout`)."""
+    (:func:`vxmem.workbench.sweep.holdout.tune_holdout`)."""
     grid = {k: [v] for k, v in grid_point(fixed or {}).items() if k not in (x, y)}
     for name, vals in ((x, x_values), (y, y_values)):
         grid[name] = [None if (name == "token_budget" and not v) else v for v in vals]
@@ -290,8 +290,8 @@ def compare_policies(replays: Sequence[Replay], metric: str = "ndcg",
 
 def ab_frames(replays: Sequence[Replay], params_a: Mapping[str, Any], params_b: Mapping[str, Any],
               policy_a: str = "blend", policy_b: str = "blend", replays_b: Sequence[Replay] | None = None,
-              metric: str = "rr") -> tuple[pd.DataFrame, analysis.ABSummary]:
-    """Every probe under A and under B (:func:`vxmem.workbench.analysis.ab_compare`) and its summary on
+              metric: str = "rr") -> tuple[pd.DataFrame, questions.ABSummary]:
+    """Every probe under A and under B (:func:`vxmem.workbench.analysis.questions.ab_compare`) and its summary on
     ``metric``. ``params_*`` are slider points; each policy takes only its own parameters
     (the others keep the policy's defaults), ``limit`` and ``token_budget`` apply to both."""
     def point(params: Mapping[str, Any], policy: str, reps: Sequence[Replay]) -> dict[str, Any]:
@@ -304,9 +304,9 @@ def ab_frames(replays: Sequence[Replay], params_a: Mapping[str, Any], params_b: 
         return out
 
     reps_b = list(replays if replays_b is None else replays_b)
-    frame = analysis.ab_compare(list(replays), point(params_a, policy_a, replays), point(params_b, policy_b, reps_b),
+    frame = questions.ab_compare(list(replays), point(params_a, policy_a, replays), point(params_b, policy_b, reps_b),
                                 policy_a, policy_b, replays_b=None if replays_b is None else reps_b)
-    return frame, analysis.ab_summary(frame, metric, top=10)
+    return frame, questions.ab_summary(frame, metric, top=10)
 
 
 # ---------------------------------------------------------------------------- Replay

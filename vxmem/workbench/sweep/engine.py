@@ -7,7 +7,7 @@ ranked (:func:`~vxmem.ranking.scoring.rank_order`) and cut to its budget
 array axis per grid parameter. :func:`chunk_metrics` gives a chunk's metrics,
 :func:`accessed_metrics` a replay's when ages count from access (probe after probe, since
 each probe's ranking moves the ages of the next), and :func:`shipped_ids` the ids each probe
-ships at one point. :mod:`vxmem.workbench.sweep` plans the chunks and gathers the results.
+ships at one point. :mod:`vxmem.workbench.sweep.run` plans the chunks and gathers the results.
 """
 
 from __future__ import annotations
@@ -18,12 +18,12 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..core.clock import DAY
-from ..ranking import deep, scoring
-from ..ranking.pool import CandidatePool
-from . import metrics as M
+from ...core.clock import DAY
+from ...ranking import deep, scoring
+from ...ranking.pool import CandidatePool
+from ..analysis import metrics as M
+from ..replay.record import Replay
 from .grid import Grid
-from .record import Replay
 
 # The pool arrays a job ranks a chunk of probes from.
 CHUNK_ARRAYS = ("relevance", "dense", "lexical", "ts", "age_days", "tokens", "grade", "stale", "foreign",

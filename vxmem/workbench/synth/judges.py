@@ -1,5 +1,5 @@
 """Two scenarios that tell contradiction judges apart, for the supersession audit
-(:mod:`vxmem.workbench.audit`).
+(:mod:`vxmem.workbench.analysis.audit`).
 
 - ``restated_preference``: a favourite said again later is not a contradiction ("Omar's
   favourite tea is still jasmine"); a judge that retires the first saying is wrong. A third
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .scenario_timeline import ScenarioTimeline
+from .timeline import ScenarioTimeline
 
 _PEOPLE = ["Dana", "Omar", "Priya", "Tomas", "Keiko", "Lena", "Marco", "Ines", "Ravi", "Sofia"]
 _FAVOURITES = {

@@ -3,7 +3,7 @@
 ``compare(conversations, ["vxmem", "vxmem:fast", "bm25"], k=10)`` builds each system fresh
 per conversation (:mod:`vxmem.workbench.systems`), hands it the events in time order
 (turns, facts, corrections, feedback, forgets, expiries), asks it every probe, and scores
-what it returns with the same functions a replay uses (:mod:`vxmem.workbench.metrics`):
+what it returns with the same functions a replay uses (:mod:`vxmem.workbench.analysis.metrics`):
 hit@k, recall@k, MRR, nDCG@k and stale-leak@k, against the probe's relevant and stale
 labels. Each write and each recall is timed. A system that raises on a write or a probe is
 recorded (an ``errors`` count, the first ``error``; the probe scores as an empty answer)
@@ -23,10 +23,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from . import metrics as M
-from .analysis import pareto_front
-from .datasets.model import Conversation, Event
-from .systems import Query, SystemSpec, Turn, parse_systems
+from ..analysis import metrics as M
+from ..analysis.questions import pareto_front
+from ..datasets.model import Conversation, Event
+from . import Query, SystemSpec, Turn, parse_systems
 
 SYSTEM_COLUMNS = ("system", "hit", "recall", "mrr", "ndcg", "stale_leak", "ms_per_recall", "ms_per_write",
                   "probes", "writes", "ignored", "errors", "setup_s", "error")

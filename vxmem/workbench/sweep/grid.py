@@ -16,10 +16,10 @@ from typing import Any
 
 import numpy as np
 
-from ..ranking import scoring
-from ..ranking.blend import BLEND_FIELDS, Blend
+from ...ranking import scoring
+from ...ranking.blend import BLEND_FIELDS, Blend
+from ..replay.record import Replay
 from .policies import Policy, check_param
-from .record import Replay
 
 SWEEP_KEYS = ("limit", "token_budget", "hybrid_weight")
 RANKING_KEYS = ("token_budget", "limit", "hybrid_weight")  # grid axes come in this order, then the policy's

@@ -5,7 +5,7 @@ the same seed gives the same conversation. Wording varies (paraphrased statement
 questions, distractors that share words with the question) so that word overlap alone
 does not give the answer.
 
-Scenarios (see :data:`SCENARIOS`; written in :mod:`vxmem.workbench.scenarios`):
+Scenarios (see :data:`SCENARIOS`; written in :mod:`vxmem.workbench.synth.scenarios`):
 
 - ``preference_drift``: a preference corrected over weeks ("dark mode", later "actually
   light mode"), half by ``feedback(corrected)``, half by a plain later statement.
@@ -16,12 +16,12 @@ Scenarios (see :data:`SCENARIOS`; written in :mod:`vxmem.workbench.scenarios`):
 - ``contradicting_facts``: facts about people change; a judge must supersede the old ones.
 - ``long_thread``: a long thread with TTLs, expiry and weekly consolidation.
 - ``many_users``: similar facts in many sessions; a probe must never see another session.
-- ``restated_preference`` and ``quiet_correction`` (:mod:`vxmem.workbench.scenarios_judges`):
+- ``restated_preference`` and ``quiet_correction`` (:mod:`vxmem.workbench.synth.judges`):
   a favourite said again that is no contradiction, and corrections said without "actually";
   they tell contradiction judges apart in the supersession audit.
 
 Every scenario ends with four probes about things it never mentions (category
-``"unanswerable"``, nothing relevant; :func:`~vxmem.workbench.scenario_timeline.ask_unanswerable`):
+``"unanswerable"``, nothing relevant; :func:`~vxmem.workbench.synth.timeline.ask_unanswerable`):
 the questions a recall's match probability (:mod:`vxmem.memory.confidence`) must call unmatched.
 
 The judge and the summarizer these scenarios need are the rule-based ones of
@@ -35,8 +35,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .datasets.model import Conversation
-from .scenario_timeline import ScenarioTimeline, ask_unanswerable
+from ..datasets.model import Conversation
+from .judges import quiet_correction, restated_preference
 from .scenarios import (
     contradicting_facts,
     feedback_loop,
@@ -46,7 +46,7 @@ from .scenarios import (
     old_but_relevant,
     preference_drift,
 )
-from .scenarios_judges import quiet_correction, restated_preference
+from .timeline import ScenarioTimeline, ask_unanswerable
 
 SCENARIOS: dict[str, tuple[Callable, dict[str, int]]] = {
     "preference_drift": (preference_drift, {"users": 2, "topics": 4, "weeks": 8, "chatter": 4}),

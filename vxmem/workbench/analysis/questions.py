@@ -6,9 +6,9 @@
 - :func:`stale_above_replacement` and :func:`stale_replacement_pairs`: how often an
   outdated memory ranks above the memory that replaced it.
 
-Tuning on some probes and reporting on the others is :mod:`vxmem.workbench.holdout`'s; why a
-memory was or was not recalled is :mod:`vxmem.workbench.why`'s. Every ranking here comes from
-:mod:`vxmem.workbench.sweep` or :meth:`~vxmem.workbench.record.Replay.rank`: one scoring path
+Tuning on some probes and reporting on the others is :mod:`vxmem.workbench.sweep.holdout`'s; why a
+memory was or was not recalled is :mod:`vxmem.workbench.analysis.why`'s. Every ranking here comes from
+:mod:`vxmem.workbench.sweep.run` or :meth:`~vxmem.workbench.replay.record.Replay.rank`: one scoring path
 (DESIGN rule 1).
 """
 
@@ -22,14 +22,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..ranking import scoring
+from ...ranking import scoring
+from ..replay.probe_timeline import ProbeTimeline, memory_label
+from ..replay.record import Replay, as_replays
+from ..sweep.grid import as_point
+from ..sweep.holdout import bootstrap_ci
+from ..sweep.policies import POLICIES, check_param, get_policy
+from ..sweep.run import rankings, sweep
 from . import metrics as M
-from .grid import as_point
-from .holdout import bootstrap_ci
-from .policies import POLICIES, check_param, get_policy
-from .probe_timeline import ProbeTimeline, memory_label
-from .record import Replay, as_replays
-from .sweep import rankings, sweep
 
 # The per-probe metrics an A/B comparison carries, as the sweep names them.
 AB_METRICS = ("rr", "ndcg", "hit", "recall", "stale_leak")
@@ -268,7 +268,7 @@ def stale_replacement_pairs(replay: Replay, ranked: Sequence[Sequence[str]] | No
     replay's ``superseded_by``). ``pairs="probe"``: each memory the probe labels stale and
     each it labels relevant, for data where the newer statement replaces the older
     without a supersession link. ``ranked`` is one list of ids per probe; by default what
-    each probe ships under ``policy`` at ``params`` (as :func:`vxmem.workbench.sweep.rankings`, so as
+    each probe ships under ``policy`` at ``params`` (as :func:`vxmem.workbench.sweep.run.rankings`, so as
     ``recall()`` would; a bigger ``limit`` looks deeper). A pair with a side not ranked
     says nothing. Recorded pools leave superseded memories out, as ``recall()`` does, so
     superseded_by pairs are ranked only in rankings that include them.

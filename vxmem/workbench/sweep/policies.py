@@ -4,7 +4,7 @@ Each policy turns a pool's arrays (raw ``relevance``, ``age_days``, zero-padded
 ``feedback_signs`` / ``feedback_ages``) and its parameters into a score per candidate;
 ranking, the limit and the token budget are then the same for every policy
 (:func:`vxmem.ranking.scoring.rank_order`, :func:`vxmem.ranking.scoring.fit_budget`). Parameters may be
-arrays that broadcast against the pool, which is how :func:`vxmem.workbench.sweep.sweep` scores a
+arrays that broadcast against the pool, which is how :func:`vxmem.workbench.sweep.run.sweep` scores a
 whole grid at once.
 
 - ``blend`` (default): the spec's score, :func:`vxmem.ranking.scoring.score_pool`, exactly what
@@ -38,11 +38,11 @@ from typing import Any
 
 import numpy as np
 
-from ..core.checks import check_limit, check_number
-from ..ranking import scoring
-from ..ranking.blend import BLEND_BOUNDS
-from ..ranking.pool import CandidatePool
-from ..ranking.scoring import BLEND_DEFAULTS
+from ...core.checks import check_limit, check_number
+from ...ranking import scoring
+from ...ranking.blend import BLEND_BOUNDS
+from ...ranking.pool import CandidatePool
+from ...ranking.scoring import BLEND_DEFAULTS
 
 Params = Mapping[str, Any]  # a policy's parameters: floats, or arrays that broadcast against the pool
 ScoreFn = Callable[[CandidatePool, Params, "np.ndarray | None"], np.ndarray]

@@ -1,14 +1,14 @@
 """Re-rank cached candidate pools for every point of a parameter grid, vectorised.
 
-``sweep(replay, grid)`` takes the pools a :class:`~vxmem.workbench.record.Replay` recorded and ranks
+``sweep(replay, grid)`` takes the pools a :class:`~vxmem.workbench.replay.record.Replay` recorded and ranks
 them for every combination of the grid's values with numpy broadcasting and the very
 functions ``recall()`` uses (:func:`vxmem.ranking.scoring.score_pool` through the ``blend``
 policy, :func:`~vxmem.ranking.scoring.rank_order`, :func:`~vxmem.ranking.scoring.fit_budget`): no
 re-embedding, no re-search. Each grid parameter gets its own array axis, so a part of the
 score that depends on one parameter (the decay on ``half_life_days``, the feedback on
 ``feedback_half_life_days``) is computed once per value, not once per point. The grid and
-its checks are :mod:`vxmem.workbench.grid`'s; the ranking of a chunk of probes at every point
-is :mod:`vxmem.workbench.sweep_engine`'s.
+its checks are :mod:`vxmem.workbench.sweep.grid`'s; the ranking of a chunk of probes at every point
+is :mod:`vxmem.workbench.sweep.engine`'s.
 
 A point ranks every probe exactly as ``recall()`` with those parameters would have at that
 moment (``tests/test_sweep.py`` proves it), with two limits of what a cached pool can know:
@@ -36,14 +36,14 @@ from typing import Any
 
 import numpy as np
 
-from ..core.checks import check_limit
-from ..core.progress import Progress, Reporter
-from ..ranking.blend import Blend
-from . import metrics as M
+from ...core.checks import check_limit
+from ...core.progress import Progress, Reporter
+from ...ranking.blend import Blend
+from ..analysis import metrics as M
+from ..replay.record import Replay
+from .engine import CHUNK_ARRAYS, accessed_metrics, chunk_metrics, replay_fixed, shipped_ids
 from .grid import SWEEP_KEYS, Grid, blend_axes, check_pool_sizes, check_sweepable, make_grid
 from .policies import Policy, get_policy
-from .record import Replay
-from .sweep_engine import CHUNK_ARRAYS, accessed_metrics, chunk_metrics, replay_fixed, shipped_ids
 
 METRIC_COLUMNS = ("hit", "recall", "rr", "ndcg", "stale_leak", "foreign_leak", "session_recall", "budget_fill")
 
@@ -136,7 +136,7 @@ def sweep(replays: Replay | Sequence[Replay], grid: Mapping[str, Any] | Blend | 
     :param progress: report chunks done: a bar (True; None: tqdm decides) or a callable
         ``progress(done, total, desc)`` (see :class:`vxmem.core.progress.Reporter`).
     :param recency_from: what ages count from: ``"created"`` or ``"accessed"`` (default: each
-        replay's :meth:`~vxmem.workbench.record.Replay.recency_for` the policy). From access, a
+        replay's :meth:`~vxmem.workbench.replay.record.Replay.recency_for` the policy). From access, a
         replay's probes are ranked in order, one job per replay: each probe's ages count
         from the last probe whose ranking at that point returned the memory.
     """

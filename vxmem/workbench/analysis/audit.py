@@ -24,11 +24,11 @@ from typing import Any
 
 import pandas as pd
 
-from ..core.plugins import load_object
-from ..memory.rules import JUDGES
-from ..models.embed import EmbedderArg
-from .datasets.model import Conversation, Event
-from .replay import replay
+from ...memory.rules import JUDGES
+from ...models.embed import EmbedderArg
+from ..datasets.model import Conversation, Event
+from ..plugins import load_object
+from ..replay.run import replay
 
 OUTCOMES = ("retired", "missed", "wrongful", "kept")
 AUDIT_COLUMNS = ("judge", "conversation", "label", "text", "outcome", "expected_by", "retired_by", "source")

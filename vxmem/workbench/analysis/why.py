@@ -1,4 +1,4 @@
-"""Why a memory was or was not recalled, in the vocabulary of :data:`~vxmem.core.reasons.REASONS`.
+"""Why a memory was or was not recalled, in the vocabulary of :data:`~vxmem.workbench.analysis.reasons.REASONS`.
 
 - :func:`why_recalled`: for one probe of a replay, every memory that existed then and why
   it was or was not returned, from the cached pool.
@@ -6,7 +6,7 @@
 
 Both rank with the very :mod:`vxmem.ranking.scoring` functions ``recall()`` calls, in the order it
 calls them: one scoring path (DESIGN rule 1). What existed at a probe is
-:class:`~vxmem.workbench.probe_timeline.ProbeTimeline`'s to say.
+:class:`~vxmem.workbench.replay.probe_timeline.ProbeTimeline`'s to say.
 """
 
 from __future__ import annotations
@@ -18,19 +18,19 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from ..core.clock import to_epoch
-from ..core.keys import K_EXPIRES, K_KIND, K_SESSION, K_SUPERSEDED_AT, K_SUPERSEDED_BY, K_TS, KINDS
-from ..core.reasons import REASONS
-from ..ranking import scoring
-from ..ranking.pool import CandidatePool, LabelledPool
-from .grid import as_point
-from .policies import POLICIES, check_param, resolve_params
-from .probe_timeline import ProbeTimeline, expiry_times, memory_label
-from .record import Replay
+from ...core.clock import to_epoch
+from ...core.keys import K_EXPIRES, K_KIND, K_SESSION, K_SUPERSEDED_AT, K_SUPERSEDED_BY, K_TS, KINDS
+from ...ranking import scoring
+from ...ranking.pool import CandidatePool, LabelledPool
+from ..replay.probe_timeline import ProbeTimeline, expiry_times, memory_label
+from ..replay.record import Replay
+from ..sweep.grid import as_point
+from ..sweep.policies import POLICIES, check_param, resolve_params
+from .reasons import REASONS
 
 if TYPE_CHECKING:
-    from ..memory.conversation import ConversationMemory
-    from .datasets.model import Conversation
+    from ...memory.conversation import ConversationMemory
+    from ..datasets.model import Conversation
 
 _CHECK_ORDER = ("deleted", "kind_excluded", "other_session", "superseded")  # recorded facts first
 SCORE_PARTS = ("relevance_norm", "recency", "feedback")
@@ -153,9 +153,9 @@ def _accessed_before(replay: Replay, i: int, ids: list[str], point: Mapping[str,
     """Each of ``ids``' latest access before probe ``i``, -inf where none: what the probes
     before it returned at ``point`` (the sweep engine's rankings, which equal the live
     recall's at the replay's own settings)."""
-    from ..ranking.pool import AccessLog
-    from .grid import SWEEP_KEYS
-    from .sweep import rankings
+    from ...ranking.pool import AccessLog
+    from ..sweep.grid import SWEEP_KEYS
+    from ..sweep.run import rankings
 
     whole, index = replay.history()
     keys = set(POLICIES["blend"].params) | set(SWEEP_KEYS)

@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from ..core.clock import DAY, to_epoch
-from .datasets.model import Event
+from ...core.clock import DAY, to_epoch
+from ..datasets.model import Event
 
 START = to_epoch("2024-01-01T09:00:00Z")
 HOUR = 3600.0

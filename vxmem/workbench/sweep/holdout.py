@@ -6,7 +6,7 @@
 - :func:`tune_holdout`: the grid point best on the tune probes, reported on the holdout
   ones, so a sweep's best point is not judged on the probes that chose it.
 
-The metrics are those :func:`vxmem.workbench.sweep.sweep` gives each probe.
+The metrics are those :func:`vxmem.workbench.sweep.run.sweep` gives each probe.
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from . import metrics as M
+from ..analysis import metrics as M
+from ..replay.record import as_replays
 from .grid import as_point
-from .record import as_replays
-from .sweep import sweep
+from .run import sweep
 
 # The per-probe metrics a tuning report carries, as the sweep names them.
 REPORT_METRICS = ("ndcg", "rr", "hit", "stale_leak")

@@ -6,7 +6,7 @@ it records the live ``recall()`` ranking, how long that recall took (``recall_ms
 milliseconds; each turn's and fact's ``remember()`` likewise, as its event row's ``write_ms``)
 and the **candidate pool** with everything ranking needs (raw relevance, age, feedback
 history, kind, session, token counts) and which candidates are relevant (graded) or stale, so
-:mod:`vxmem.workbench.sweep` can re-rank the pools for any parameters without embedding or
+:mod:`vxmem.workbench.sweep.run` can re-rank the pools for any parameters without embedding or
 searching again.
 
 Independent replays run in parallel with :func:`replay_many` through joblib. On a cluster,
@@ -31,30 +31,21 @@ from typing import Any
 
 import numpy as np
 
-from ..core.checks import check_choice, check_kinds, check_limit
-from ..core.keys import (
-    K_CONSOLIDATED_FROM,
-    K_EXPIRES,
-    K_KIND,
-    K_ROLE,
-    K_SESSION,
-    K_SUPERSEDED_BY,
-    K_SUPERSEDES,
-    KINDS,
-)
-from ..core.progress import Progress, ProgressFn, Reporter
-from ..memory.consolidation import Summarizer
-from ..memory.request import RecallRequest
-from ..memory.rules import get_judge, get_summarizer
-from ..models.embed import EmbedderArg, check_embedder
-from ..ranking import scoring
-from ..ranking.pool import AccessLog, CandidatePool, LabelledPool
-from ..ranking.scoring import BLEND_DEFAULTS, DEFAULT_MODE
-from ..store.arguments import check_mode
-from ..vectrix import Vectrix
-from . import metrics as M
-from .datasets.model import Conversation, Event
-from .policies import Policy, get_policy, rank_pool, resolve_params
+from ...core.checks import check_choice, check_kinds, check_limit
+from ...core.keys import K_CONSOLIDATED_FROM, K_EXPIRES, K_KIND, K_ROLE, K_SESSION, K_SUPERSEDED_BY, K_SUPERSEDES, KINDS
+from ...core.progress import Progress, ProgressFn, Reporter
+from ...memory.consolidation import Summarizer
+from ...memory.request import RecallRequest
+from ...memory.rules import get_judge, get_summarizer
+from ...models.embed import EmbedderArg, check_embedder
+from ...ranking import scoring
+from ...ranking.pool import AccessLog, CandidatePool, LabelledPool
+from ...ranking.scoring import BLEND_DEFAULTS, DEFAULT_MODE
+from ...store.arguments import check_mode
+from ...vectrix import Vectrix
+from ..analysis import metrics as M
+from ..datasets.model import Conversation, Event
+from ..sweep.policies import Policy, get_policy, rank_pool, resolve_params
 from .record import Replay, padded_pools, reranked_pool, smoothed_pool
 from .stage_scores import kept_scores, read_scores
 
@@ -169,8 +160,8 @@ def _cached_models(conversation: Conversation, embedder: EmbedderArg, reranker: 
     is None where the memory's ``preset`` picks it (late interaction scores from token
     vectors it keeps itself: a file of scores would not save it anything); the accurate
     preset's cross-encoder is given (it becomes the cascade's final stage), so its scores are cached."""
-    from ..models.cache import CachedEmbedder, CachedReranker, cacheable, open_cache
-    from ..models.rerank import check_reranker
+    from ...models.cache import CachedEmbedder, CachedReranker, cacheable, open_cache
+    from ...models.rerank import check_reranker
 
     if reranker is None and preset == "accurate":
         reranker = check_reranker(None)
@@ -413,7 +404,7 @@ class _Run:
 
     def _stage_scores(self, pool: CandidatePool, query: str) -> tuple[np.ndarray | None, np.ndarray | None]:
         """The second stage's scores of the probe's pool and, in a cascade, the final stage's
-        (see :mod:`vxmem.workbench.stage_scores`); None where there is no such stage."""
+        (see :mod:`vxmem.workbench.replay.stage_scores`); None where there is no such stage."""
         if not self.reranker:
             return None, None
         read = read_scores(pool, self.floors, lambda slots: self.mem.stage_scores(query, [pool.ids[j] for j in slots]))

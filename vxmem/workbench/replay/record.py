@@ -1,10 +1,10 @@
 """The record of one replay: :class:`Replay`, its cached pools, and its ``.npz`` file.
 
-:func:`vxmem.workbench.replay.replay` makes one, its probes' pools laid out as arrays by
+:func:`vxmem.workbench.replay.run.replay` makes one, its probes' pools laid out as arrays by
 :func:`padded_pools`; :meth:`Replay.pool` gives a probe's cached
 :class:`~vxmem.ranking.pool.LabelledPool` back, :meth:`Replay.rank` ranks every probe under a
 policy, and :meth:`Replay.save` / :meth:`Replay.load` write and read it as arrays plus a
-JSON part (no pickle). :mod:`vxmem.workbench.sweep` re-ranks the pools of many at once.
+JSON part (no pickle). :mod:`vxmem.workbench.sweep.run` re-ranks the pools of many at once.
 """
 
 from __future__ import annotations
@@ -20,14 +20,14 @@ from typing import Any
 
 import numpy as np
 
-from ..core.checks import check_choice, check_limit
-from ..core.keys import KIND_CODES, KINDS
-from ..ranking import deep, scoring
-from ..ranking.blend import Blend
-from ..ranking.pool import AccessLog, LabelledPool
-from ..ranking.scoring import HYBRID_WEIGHT, RECENCY_FROM, pool_size
-from .datasets.model import DatasetError
-from .policies import Policy, get_policy, rank_pool, resolve_params
+from ...core.checks import check_choice, check_limit
+from ...core.keys import KIND_CODES, KINDS
+from ...ranking import deep, scoring
+from ...ranking.blend import Blend
+from ...ranking.pool import AccessLog, LabelledPool
+from ...ranking.scoring import HYBRID_WEIGHT, RECENCY_FROM, pool_size
+from ..datasets.model import DatasetError
+from ..sweep.policies import Policy, get_policy, rank_pool, resolve_params
 
 ScoreFn = Callable[[LabelledPool], np.ndarray]  # a pool blended: a cascade reorders its top
 
@@ -51,7 +51,7 @@ class Replay:
     ``grade``, ``stale``, ``foreign``, ``session_bits``, ``n``, and ``feedback_signs`` /
     ``feedback_ages`` with a third axis), plus per-probe ``ideal`` grades, ``n_relevant``,
     ``n_sessions``, ``limit`` and ``now``. :meth:`pool` gives one back;
-    :mod:`vxmem.workbench.sweep` re-ranks them all at once. Each row of ``probes`` holds the
+    :mod:`vxmem.workbench.sweep.run` re-ranks them all at once. Each row of ``probes`` holds the
     live recall, its metrics and ``recall_ms``, the milliseconds that recall took (NaN in a
     file saved before replays were timed); each row of ``events`` that wrote a turn or a fact
     has ``write_ms``, the milliseconds its ``remember()`` took (NaN for the other events, and

@@ -5,7 +5,7 @@
 - :func:`expiry_times`: when each memory of a replay expires.
 - :func:`memory_label`: a memory's labels, or its id when it has none.
 
-:mod:`vxmem.workbench.why` and :mod:`vxmem.workbench.analysis` read replays through them.
+:mod:`vxmem.workbench.analysis.why` and :mod:`vxmem.workbench.analysis.questions` read replays through them.
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..core.clock import DAY
+from ...core.clock import DAY
 from .record import Replay
 
 if TYPE_CHECKING:
-    from .datasets.model import Conversation
+    from ..datasets.model import Conversation
 
 
 def memory_label(memory: Mapping[str, Any] | None, mid: str) -> str:

@@ -12,9 +12,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..models.rerank import Reranker, rerank_scores
-from ..ranking import deep, scoring
-from ..ranking.pool import CandidatePool
+from ...models.rerank import Reranker, rerank_scores
+from ...ranking import deep, scoring
+from ...ranking.pool import CandidatePool
 
 Texts = Callable[[list[int]], list[str]]  # the texts the stage reads, of some of the pool's slots
 

@@ -1,8 +1,8 @@
 """Why a memory was or was not returned by a recall: one vocabulary for every explainer.
 
-A primitive with no imports, so the workbench's replay explainer
-(:func:`vxmem.workbench.why.why_recalled`) and an explainer over a live memory can share it
-without the memory layer importing the workbench.
+The replay explainer (:func:`vxmem.workbench.analysis.why.why_recalled`) and the explainer over a
+live memory (:func:`~vxmem.workbench.analysis.why.why_recalled_live`) both answer in it, and the
+dashboard's tables show it.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The scenarios :func:`vxmem.workbench.synth.generate` writes, one memory behaviour each, with
 the statements, questions and distractors they are written from.
 
-Each scenario writes its events on a :class:`~vxmem.workbench.scenario_timeline.ScenarioTimeline`
+Each scenario writes its events on a :class:`~vxmem.workbench.synth.timeline.ScenarioTimeline`
 and returns what the conversation's header says of it: a ``description`` and, where the
 scenario needs one, the rule-based ``judge`` or ``summarizer`` to replay it with.
 """
@@ -13,9 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from ..core.clock import DAY
-from ..memory.rules import rule_key_value
-from .scenario_timeline import ScenarioTimeline, chit_chat
+from ...core.clock import DAY
+from ...memory.rules import rule_key_value
+from .timeline import ScenarioTimeline, chit_chat
 
 _TOPICS = [
     {"topic": "theme", "old": ["I prefer dark mode for every app.",
