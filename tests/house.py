@@ -2,6 +2,8 @@
 
 - no module of ``vxmem/`` over :data:`MAX_FILE_LINES` lines;
 - no function of ``vxmem/`` over :data:`MAX_FUNCTION_LINES` lines (signature, docstring and body);
+- no folder of ``vxmem/`` holding more than :data:`MAX_FOLDER_MODULES` modules (its own ``*.py``
+  files, ``__init__.py`` counted; a folder of more is split by role into sub-packages);
 - no reach into another module's private names, in ``vxmem/``, ``tests/``, ``app_pages/`` and
   ``benchmarks/``: ``x._name`` where ``x`` is not ``self`` or ``cls`` and ``_name`` is not
   defined in the same file, and ``from module import _name``.
@@ -20,6 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 MAX_FILE_LINES = 500
 MAX_FUNCTION_LINES = 60
+MAX_FOLDER_MODULES = 15
 PRIVACY_ROOTS = ("vxmem", "tests", "app_pages", "benchmarks")
 # Public names that start with an underscore by convention: os._exit, and namedtuple's API.
 PUBLIC_UNDERSCORED = {"_exit", "_replace", "_asdict", "_fields", "_make", "_field_defaults"}
@@ -85,11 +88,19 @@ def long_files(path: Path) -> list[str]:
     return [f"{path.relative_to(ROOT)}: {n} lines"] if n > MAX_FILE_LINES else []
 
 
+def crowded_folders(root: str = "vxmem") -> list[str]:
+    """``folder/: n modules`` for every folder under ``root`` with more than :data:`MAX_FOLDER_MODULES`."""
+    folders = [ROOT / root, *sorted(p for p in (ROOT / root).rglob("*") if p.is_dir() and p.name != "__pycache__")]
+    counts = {folder: len(list(folder.glob("*.py"))) for folder in folders}
+    return [f"{folder.relative_to(ROOT)}/: {n} modules" for folder, n in counts.items() if n > MAX_FOLDER_MODULES]
+
+
 def breaches() -> dict[str, list[str]]:
     """Every breach of the house rules, by rule."""
     return {
         f"files over {MAX_FILE_LINES} lines": [b for p in python_files("vxmem") for b in long_files(p)],
         f"functions over {MAX_FUNCTION_LINES} lines": [b for p in python_files("vxmem") for b in long_functions(p)],
+        f"folders of more than {MAX_FOLDER_MODULES} modules": crowded_folders(),
         "reaches into another module's private names": [b for p in python_files(*PRIVACY_ROOTS)
                                                         for b in private_reaches(p)],
     }
