@@ -1,7 +1,7 @@
 """vxmem's embedders side by side: speed and paraphrase matching; and the reranker's speed.
 
-    python benchmarks/bench_embedders.py            # the semantic extra's row needs that extra
-    python benchmarks/bench_embedders.py --n 500 --threads 1,2
+    .venv/bin/python -m benchmarks.bench_embedders            # the semantic extra's row needs that extra
+    .venv/bin/python -m benchmarks.bench_embedders --n 500 --threads 1,2
 
 Speed: sentences per second embedding 2,000 distinct memory-like sentences in calls of 64,
 with any cache empty; one sentence per call (median latency); and, for the semantic
@@ -28,8 +28,8 @@ import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_memory import query, sentence  # noqa: E402
+from benchmarks.corpora import query, sentence  # noqa: E402
+from benchmarks.harness import Report, flags, timed  # noqa: E402
 
 # (statement, paraphrase with few shared words)
 PAIRS = [
@@ -88,12 +88,7 @@ def throughput(embed, texts: list[str], batch: int = 64) -> tuple[float, float]:
 
 
 def single_latency_ms(embed, texts: list[str]) -> float:
-    samples = []
-    for s in texts:
-        t = time.perf_counter()
-        embed([s])
-        samples.append(time.perf_counter() - t)
-    return float(np.median(samples) * 1e3)
+    return timed(lambda i: embed([texts[i]]), len(texts)).ms()["p50"]
 
 
 def _onnx_intra_op(threads: int):
@@ -136,16 +131,8 @@ def rerank_rows(threads: list[int], texts: list[str], queries: list[str]) -> lis
     return rows
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--n", type=int, default=2000, help="sentences for the throughput figure")
-    ap.add_argument("--threads", default="1,2", help="VXMEM_THREADS values for the default model's rows")
-    args = ap.parse_args(argv)
-    threads = [int(t) for t in args.threads.split(",") if t]
-    rng = np.random.default_rng(1)
-    texts = [sentence(rng) for _ in range(args.n)]
-    singles = [query(rng) + f" #{i}" for i in range(200)]
-
+def embedder_rows(threads: list[int], texts: list[str], singles: list[str]) -> list[tuple]:
+    """(name, load s, (sent/s, sent/cpu-s), cached or None, 1 sent ms, *paraphrase scores) per embedder."""
     from vxmem.models.embed import HashingEmbedder
     from vxmem.models.onnx import OnnxEmbedder
     from vxmem.models.packaged import BGE_SMALL
@@ -182,31 +169,40 @@ def main(argv=None) -> int:
                      single_latency_ms(semantic, singles), *paraphrase_score(semantic)))
     except ImportError as exc:
         print(f"(semantic column skipped: {exc})", file=sys.stderr)
+    return rows
 
-    print(f"embedders: {args.n} sentences (mean {np.mean([len(s.split()) for s in texts]):.1f} words), "
-          f"calls of 64; {len(PAIRS)} paraphrase pairs among {2 * len(PAIRS)} candidates")
-    print()
-    head = (f"{'embedder':40} {'load s':>7} {'sent/s':>9} {'sent/cpu-s':>10} {'cached sent/s':>13} "
-            f"{'1 sent ms':>9} {'1st of 12':>9} {'1st of 24':>9} {'cos para':>8} {'cos other':>9}")
-    print(head)
-    print("-" * len(head))
-    for name, load, (cold, cold_cpu), warm, single, plain, first, para, other in rows:
-        warm_s = "-" if warm is None else f"{warm[0]:,.0f}"
-        load_s = "-" if load != load else f"{load:.2f}"
-        print(f"{name:40} {load_s:>7} {cold:>9,.0f} {cold_cpu:>10,.0f} {warm_s:>13} {single:>9.3f} "
-              f"{f'{plain}/{len(PAIRS)}':>9} {f'{first}/{len(PAIRS)}':>9} {para:>8.3f} {other:>9.3f}")
-    print()
-    print("sent/cpu-s: sentences per CPU second of this process (what one idle core would do; the "
-          f"machine's load average was {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores). 1st of 12: "
-          "paraphrase ranked first among the 12 paraphrases; 1st of 24: among them and 12 distractors "
-          "that share words with the statement. cos other: mean cosine to every other candidate.")
-    print()
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--n", type=int, default=2000, help="sentences for the throughput figure")
+    ap.add_argument("--threads", default="1,2", help="VXMEM_THREADS values for the default model's rows")
+    args = flags(ap).parse_args(argv)
+    threads = [int(t) for t in args.threads.split(",") if t]
+    rng = np.random.default_rng(1)
+    texts = [sentence(rng) for _ in range(args.n)]
+    singles = [query(rng) + f" #{i}" for i in range(200)]
+    rows = embedder_rows(threads, texts, singles)
+    report = Report(f"embedders: {args.n} sentences (mean {np.mean([len(s.split()) for s in texts]):.1f} words), "
+                    f"calls of 64; {len(PAIRS)} paraphrase pairs among {2 * len(PAIRS)} candidates")
+    n = len(PAIRS)
+    report.table("embedders", [
+        {"embedder": name, "load s": "-" if load != load else f"{load:.2f}", "sent/s": f"{cold:,.0f}",
+         "sent/cpu-s": f"{cold_cpu:,.0f}", "cached sent/s": "-" if warm is None else f"{warm[0]:,.0f}",
+         "1 sent ms": f"{single:.3f}", "1st of 12": f"{plain}/{n}", "1st of 24": f"{first}/{n}",
+         "cos para": f"{para:.3f}", "cos other": f"{other:.3f}"}
+        for name, load, (cold, cold_cpu), warm, single, plain, first, para, other in rows], note=(
+        "sent/cpu-s: sentences per CPU second of this process (what one idle core would do; the "
+        f"machine's load average was {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores). 1st of 12: "
+        "paraphrase ranked first among the 12 paraphrases; 1st of 24: among them and 12 distractors "
+        "that share words with the statement. cos other: mean cosine to every other candidate."))
     pair_texts = [sentence(rng) for _ in range(400)]
-    head = f"{'reranker':40} {'load s':>7} {'pairs/s':>9} {'ms per rerank of 20':>20}"
-    print(head)
-    print("-" * len(head))
-    for name, per_s, ms20, load in rerank_rows(threads, pair_texts, [query(rng) for _ in range(20)]):
-        print(f"{name:40} {load:>7.2f} {per_s:>9,.1f} {ms20:>20,.0f}")
+    report.table("reranker", [
+        {"reranker": name, "load s": f"{load:.2f}", "pairs/s": f"{per_s:,.1f}", "ms per rerank of 20": f"{ms20:,.0f}"}
+        for name, per_s, ms20, load in rerank_rows(threads, pair_texts, [query(rng) for _ in range(20)])])
+    print(report.title)
+    print()
+    report.print()
+    report.save(args)
     return 0
 
 

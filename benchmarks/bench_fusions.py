@@ -1,6 +1,6 @@
 """onnxruntime's SkipLayerNormalization fusion on vxmem's models: time per run, distance from the graph as exported.
 
-    python benchmarks/bench_fusions.py [--texts 300] [--rounds 5]
+    .venv/bin/python -m benchmarks.bench_fusions [--texts 300] [--rounds 5]
 
 For each bundled model (the bge-small embedder, the ColBERT token vectors, the cross-encoder), three
 sessions of one onnxruntime thread run the same texts one at a time, unpadded, as vxmem runs them:
@@ -19,19 +19,17 @@ import argparse
 import os
 import statistics
 import sys
-import time
 from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_memory import sentence  # noqa: E402
-
-import vxmem  # noqa: E402,F401  (onnxruntime before usearch)
-from vxmem.models.late import COLBERT_SMALL, LateInteraction  # noqa: E402
-from vxmem.models.onnx import SKIP_LAYER_NORM_FUSION, OnnxEmbedder, OnnxModel, import_onnxruntime  # noqa: E402
-from vxmem.models.packaged import BGE_SMALL, MS_MARCO_MINILM_L12, PackagedModel  # noqa: E402
-from vxmem.models.rerank import OnnxCrossEncoder  # noqa: E402
+import vxmem  # noqa: F401  (onnxruntime before usearch)
+from benchmarks.corpora import sentence
+from benchmarks.harness import Report, Timer, flags
+from vxmem.models.late import COLBERT_SMALL, LateInteraction
+from vxmem.models.onnx import SKIP_LAYER_NORM_FUSION, OnnxEmbedder, OnnxModel, import_onnxruntime
+from vxmem.models.packaged import BGE_SMALL, MS_MARCO_MINILM_L12, PackagedModel
+from vxmem.models.rerank import OnnxCrossEncoder
 
 WAYS = ("fused", "unfused")  # every fusion; without SKIP_LAYER_NORM_FUSION
 
@@ -81,10 +79,10 @@ def measure(model: PackagedModel, texts: list[str], rounds: int, pairs: bool) ->
     times: dict[str, list[float]] = {k: [] for k in WAYS}
     for r in range(rounds):
         for name in (WAYS if r % 2 == 0 else WAYS[::-1]):
-            start = time.perf_counter()
-            for f in fs:
-                runs[name].run(None, f)
-            times[name].append((time.perf_counter() - start) / len(fs) * 1e3)
+            with Timer() as t:
+                for f in fs:
+                    runs[name].run(None, f)
+            times[name].append(t.wall / len(fs) * 1e3)
     for name in WAYS:
         got = [runs[name].run(None, f)[0] for f in fs]
         diff = float(np.mean([np.abs(g - x).mean() for g, x in zip(got, ref)]))
@@ -96,29 +94,30 @@ def measure(model: PackagedModel, texts: list[str], rounds: int, pairs: bool) ->
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--texts", type=int, default=300)
-    ap.add_argument("--rounds", type=int, default=5)
-    args = ap.parse_args(argv)
+    args = flags(ap, rounds=5, rounds_help="interleaved rounds").parse_args(argv)
     rng = np.random.default_rng(3)
     short = [sentence(rng) for _ in range(args.texts)]
     long = [f"{sentence(rng)} {sentence(rng)}" for _ in range(args.texts)]
-    print(f"one onnxruntime thread, {args.texts} texts a row, median of {args.rounds} interleaved rounds")
-    head = (f"{'model':34} {'texts':>6} {'fused ms':>9} {'unfused ms':>10} {'ratio':>6} {'|diff| fused':>12} "
-            f"{'|diff| unfused':>14} {'signs fused':>11} {'signs unfused':>13} {'vxmem runs':>10}")
-    print(head)
-    print("-" * len(head))
+    report = Report(f"onnxruntime fusions: one thread, {args.texts} texts a row, "
+                    f"median of {args.rounds} interleaved rounds")
+    print(report.title)
     models: list[tuple[PackagedModel, type[OnnxModel], bool]] = [
         (BGE_SMALL, OnnxEmbedder, False), (COLBERT_SMALL, LateInteraction, False),
         (MS_MARCO_MINILM_L12, OnnxCrossEncoder, True)]
+    rows = []
     for model, cls, pairs in models:
         runs = "unfused" if SKIP_LAYER_NORM_FUSION in cls.disabled_optimizers else "fused"
         for label, texts in (("short", short), ("long", long)):
             m = measure(model, texts, args.rounds, pairs)
             (tf, df, sf), (tu, du, su) = m["fused"], m["unfused"]
-            print(f"{model.name:34} {label:>6} {tf:>9.3f} {tu:>10.3f} {tu / tf:>6.2f} {df:>12.5f} "
-                  f"{du:>14.5f} {sf:>11.4f} {su:>13.4f} {runs:>10}")
-    print()
-    print("|diff|: mean absolute difference of the first output from the graph as exported, run without "
-          "optimisation; signs: the share of its values whose sign differs (the token vectors' stored bits).")
+            rows.append({"model": model.name, "texts": label, "fused ms": f"{tf:.3f}", "unfused ms": f"{tu:.3f}",
+                         "ratio": f"{tu / tf:.2f}", "|diff| fused": f"{df:.5f}", "|diff| unfused": f"{du:.5f}",
+                         "signs fused": f"{sf:.4f}", "signs unfused": f"{su:.4f}", "vxmem runs": runs})
+    report.table("fusions", rows, note=(
+        "|diff|: mean absolute difference of the first output from the graph as exported, run without "
+        "optimisation; signs: the share of its values whose sign differs (the token vectors' stored bits)."))
+    report.print()
+    report.save(args)
     return 0
 
 

@@ -1,6 +1,6 @@
 """MaxSim's time per recall at the depths a late-interaction stage reads, beside the float reference.
 
-    python benchmarks/bench_maxsim.py [--depths 60,120,240] [--reps 300] [--locomo PATH]
+    .venv/bin/python -m benchmarks.bench_maxsim [--depths 60,120,240] [--rounds 300] [--locomo PATH]
 
 A recall of the default preset scores its candidates twice, against each one's own token vectors
 and against those read in context, in one MaxSim call over both: 120 candidates are 240 readings.
@@ -20,19 +20,16 @@ each way in turn, and the ratio.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
-import time
 from collections.abc import Sequence
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_memory import sentence  # noqa: E402
-
-import vxmem  # noqa: E402,F401  (onnxruntime before usearch)
-from vxmem.models.late import DIMS, LateInteraction, TokenBits, maxsim, token_dots  # noqa: E402
+import vxmem  # noqa: F401  (onnxruntime before usearch)
+from benchmarks.corpora import locomo_turns, sentence
+from benchmarks.harness import Report, flags, timed
+from vxmem.models.late import DIMS, LateInteraction, TokenBits, maxsim, token_dots
 
 QUERY = "What did she say about the painting she finished for the art show last month?"
 
@@ -45,38 +42,29 @@ def scaled_first(query: np.ndarray, docs: Sequence[TokenBits]) -> np.ndarray:
 
 def texts(n: int, locomo: str | None) -> list[str]:
     if locomo:
-        from vxmem.workbench.datasets import load_locomo
-
-        turns = [e.text for conv in load_locomo(locomo) for e in conv.events if e.type == "turn"]
-        return turns[:n]
+        return locomo_turns(locomo)[:n]
     rng = np.random.default_rng(0)
     return [f"{sentence(rng)} {sentence(rng)}" for _ in range(n)]
 
 
-def median_ms(fn, reps: int) -> float:
-    fn()
-    samples = []
-    for _ in range(reps):
-        t = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - t)
-    return statistics.median(samples) * 1e3
+def median_ms(fn, rounds: int) -> float:
+    return timed(lambda i: fn(), rounds, warmup=1).ms()["p50"]
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--depths", default="60,120,240", help="candidates a recall reads (two readings each)")
-    ap.add_argument("--reps", type=int, default=300)
     ap.add_argument("--locomo", help="a LoCoMo JSON file whose turns are the readings (not shipped)")
-    args = ap.parse_args()
+    args = flags(ap, rounds=300, rounds_help="timed calls per depth and way").parse_args(argv)
     depths = [int(d) for d in args.depths.split(",")]
     late = LateInteraction()
     docs = late.encode(texts(2 * max(depths), args.locomo))
     query = late.query(QUERY)
     tokens = np.mean([len(d) // (DIMS // 8) for d in docs])
-    print(f"{len(docs)} readings of {tokens:.1f} tokens on average; a query of {len(query)} tokens; "
-          f"median of {args.reps} calls, ms")
-    print(f"{'candidates':>10} {'readings':>9} {'maxsim':>8} {'scaled first':>13} {'ratio':>6}  same scores")
+    report = Report(f"MaxSim: {len(docs)} readings of {tokens:.1f} tokens on average; a query of {len(query)} "
+                    f"tokens; median of {args.rounds} calls, ms")
+    print(report.title)
+    rows = []
     for depth in depths:
         part = docs[: 2 * depth]
         same = np.array_equal(maxsim(query, part), scaled_first(query, part))
@@ -84,10 +72,15 @@ def main() -> None:
         for r in range(3):  # each way in turn, the order alternating
             ways = [("maxsim", maxsim), ("scaled", scaled_first)]
             for name, fn in ways if r % 2 == 0 else ways[::-1]:
-                times[name].append(median_ms(lambda fn=fn, part=part: fn(query, part), args.reps // 3))
+                times[name].append(median_ms(lambda fn=fn, part=part: fn(query, part), args.rounds // 3))
         a, b = statistics.median(times["maxsim"]), statistics.median(times["scaled"])
-        print(f"{depth:>10} {2 * depth:>9} {a:>8.3f} {b:>13.3f} {b / a:>5.2f}x  {'yes' if same else 'NO'}")
+        rows.append({"candidates": depth, "readings": 2 * depth, "maxsim": f"{a:.3f}", "scaled first": f"{b:.3f}",
+                     "ratio": f"{b / a:.2f}x", "same scores": "yes" if same else "NO"})
+    report.table("maxsim", rows)
+    report.print()
+    report.save(args)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -6,16 +6,19 @@ feedback_loop scenario, whose pools carry feedback histories) with its probes re
 to 500. The baseline ranks the same pools one at a time with the same scoring functions,
 the way a loop over ``recall()`` parameters would.
 
-    .venv/bin/python benchmarks/bench_sweep.py
+    .venv/bin/python -m benchmarks.bench_sweep
 """
 
 from __future__ import annotations
 
+import argparse
 import os
-import time
+import sys
+from collections.abc import Sequence
 
 import numpy as np
 
+from benchmarks.harness import Report, best_of, flags
 from vxmem.workbench.replay.record import Replay
 from vxmem.workbench.replay.run import replay
 from vxmem.workbench.sweep.policies import rank_pool
@@ -34,17 +37,11 @@ def tiled_replay(n_probes: int = PROBES) -> Replay:
                   pools=pools, pool_ids=(base.pool_ids * reps)[:n_probes], meta=base.meta)
 
 
-def timed(fn, repeat: int = 3):
-    best = float("inf")
-    for _ in range(repeat):
-        t = time.perf_counter()
-        out = fn()
-        best = min(best, time.perf_counter() - t)
-    return best, out
-
-
-def main() -> None:
-    rep = tiled_replay()
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--probes", type=int, default=PROBES, help="probes in the tiled replay")
+    args = flags(ap, rounds=2, rounds_help="rounds per grid (the best one counts)").parse_args(argv)
+    rep = tiled_replay(args.probes)
     n_pool = int(rep.pools["n"].min())
     print(f"replay: {rep.n_probes} probes, pools of {n_pool}-{int(rep.pools['n'].max())} candidates, "
           f"feedback width {rep.pools['feedback_signs'].shape[2]}")
@@ -65,11 +62,11 @@ def main() -> None:
     rows = []
     for label, policy, grid in grids:
         points = int(np.prod([len(v) for v in grid.values()]))
-        one, _ = timed(lambda grid=grid, policy=policy: sweep(rep, grid, policy=policy, n_jobs=1), repeat=2)
-        two, _ = timed(lambda grid=grid, policy=policy: sweep(rep, grid, policy=policy, n_jobs=2), repeat=2)
+        one, _ = best_of(lambda grid=grid, policy=policy: sweep(rep, grid, policy=policy, n_jobs=1), args.rounds)
+        two, _ = best_of(lambda grid=grid, policy=policy: sweep(rep, grid, policy=policy, n_jobs=2), args.rounds)
         rows.append((label, points, points * rep.n_probes, one, two))
     label, policy, grid = grids[0]
-    with_frame, _ = timed(lambda: sweep(rep, grid, policy=policy, n_jobs=2).per_probe, repeat=2)
+    with_frame, _ = best_of(lambda: sweep(rep, grid, policy=policy, n_jobs=2).per_probe, args.rounds)
     rows.append(("  ... and its per-probe DataFrame", rows[0][1], rows[0][2], float("nan"), with_frame))
     # Baseline: one pool at a time, the same scoring functions, for 10 points.
     pools = [rep.pool(i) for i in range(rep.n_probes)]
@@ -80,19 +77,20 @@ def main() -> None:
             for pool in pools:
                 rank_pool(pool, "blend", limit=10, **pt)
 
-    secs, _ = timed(loop, repeat=1)
+    secs, _ = best_of(loop, 1)
     rows.append(("baseline: one pool at a time", len(pts), len(pts) * rep.n_probes, secs, float("nan")))
-    print(f"{'grid':38s} {'points':>7s} {'probe-points':>13s} {'1 thread s':>10s} {'M pp/s':>7s} "
-          f"{'2 threads s':>11s} {'M pp/s':>7s}")
-    for label, points, pp, one, two in rows:
-        print(f"{label:38s} {points:7d} {pp:13d} {one:10.3f} {pp / one / 1e6:7.2f} {two:11.3f} {pp / two / 1e6:7.2f}")
+    report = Report(f"sweep speed: {rep.n_probes} probes, pools of {n_pool}-{int(rep.pools['n'].max())} candidates")
+    report.table("sweep", [{"grid": label, "points": points, "probe-points": pp, "1 thread s": f"{one:.3f}",
+                            "M pp/s (1 thread)": f"{pp / one / 1e6:.2f}", "2 threads s": f"{two:.3f}",
+                            "M pp/s (2 threads)": f"{pp / two / 1e6:.2f}"} for label, points, pp, one, two in rows])
+    report.print()
     base = rows[-1][2] / rows[-1][3]
     print(f"speed-up of the first grid (2 threads) over the one-pool-at-a-time baseline: "
           f"{rows[0][2] / rows[0][4] / base:.0f}x")
-    try:
-        print(f"load average while running: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
-    except OSError:  # pragma: no cover
-        pass
+    print(f"load average while running: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    report.save(args)
+    return 0
+
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

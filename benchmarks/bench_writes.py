@@ -1,7 +1,7 @@
 """Writes side by side in one run: a loop of remember() against remember_many() of the same
 turns, and remember() on a database file with durability "normal" against "full".
 
-    python benchmarks/bench_writes.py [--turns 256] [--rounds 3] [--embedder default,hashing]
+    .venv/bin/python -m benchmarks.bench_writes [--turns 256] [--rounds 3] [--embedder default,hashing]
 
 Each round writes the same turns into fresh databases every way, the order alternating between
 rounds; the models are loaded (``warm()``) before the first timing. It prints ms per turn (the
@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import tempfile
-import time
+from collections.abc import Sequence
 from pathlib import Path
 
+from benchmarks.harness import Report, Timer, flags
 from vxmem import Vectrix
 
 T0 = 1_700_000_000.0
@@ -31,11 +33,10 @@ def _timed(embedder: str | None, write) -> float:
     """Seconds ``write(db)`` takes on a fresh in-memory database whose models are loaded."""
     db = Vectrix(embedder=embedder)
     db.warm()
-    start = time.perf_counter()
-    write(db)
-    spent = time.perf_counter() - start
+    with Timer() as t:
+        write(db)
     db.close()
-    return spent
+    return t.wall
 
 
 def loop(embedder: str | None, texts: list[str]) -> float:
@@ -56,23 +57,21 @@ def on_file(durability: str, texts: list[str]) -> float:
     with tempfile.TemporaryDirectory() as tmp:
         db = Vectrix(Path(tmp) / "w.vxdb", embedder="hashing", durability=durability)
         db.warm()
-        start = time.perf_counter()
-        for i, t in enumerate(texts):
-            db.remember(t, session="s", timestamp=T0 + i)
-        spent = time.perf_counter() - start
+        with Timer() as timer:
+            for i, t in enumerate(texts):
+                db.remember(t, session="s", timestamp=T0 + i)
         db.close()
-    return spent
+    return timer.wall
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--turns", type=int, default=256)
-    ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--embedder", default="default,hashing", help="comma-separated: default, hashing")
-    args = ap.parse_args()
+    args = flags(ap, rounds=3, rounds_help="rounds, the order alternating").parse_args(argv)
     texts = turns(args.turns)
-    print(f"{args.turns} turns, {args.rounds} rounds, median ms per turn")
-    print(f"{'embedder':<10} {'remember() loop':>16} {'remember_many()':>16} {'ratio':>7}")
+    report = Report(f"{args.turns} turns, {args.rounds} rounds, median ms per turn")
+    rows = []
     for name in args.embedder.split(","):
         emb = None if name == "default" else name
         times: dict[str, list[float]] = {"loop": [], "batch": []}
@@ -81,16 +80,21 @@ def main() -> None:
             for key, fn in order if r % 2 == 0 else order[::-1]:
                 times[key].append(fn(emb, texts) / len(texts) * 1000)
         lo, ba = statistics.median(times["loop"]), statistics.median(times["batch"])
-        print(f"{name:<10} {lo:>16.3f} {ba:>16.3f} {lo / ba:>6.1f}x")
-    print()
-    print(f"{'on a file':<10} {'normal':>16} {'full':>16} {'ratio':>7}")
+        rows.append({"embedder": name, "remember() loop": f"{lo:.3f}", "remember_many()": f"{ba:.3f}",
+                     "ratio": f"{lo / ba:.1f}x"})
+    report.table("loop or batch", rows)
     durable: dict[str, list[float]] = {"normal": [], "full": []}
     for r in range(args.rounds):
         for mode in ("normal", "full") if r % 2 == 0 else ("full", "normal"):
             durable[mode].append(on_file(mode, texts) / len(texts) * 1000)
     no, fu = statistics.median(durable["normal"]), statistics.median(durable["full"])
-    print(f"{'remember()':<10} {no:>16.3f} {fu:>16.3f} {fu / no:>6.1f}x")
+    report.table("on a file", [{"on a file": "remember()", "normal": f"{no:.3f}", "full": f"{fu:.3f}",
+                                "ratio": f"{fu / no:.1f}x"}])
+    print(report.title)
+    report.print()
+    report.save(args)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
