@@ -1,8 +1,8 @@
 """Open and warm-up: an open, the first recalls after it and steady session recall, code trees side by side.
 
-    python benchmarks/bench_memory.py --scale 100000        # makes the data (once), see there
-    python benchmarks/bench_open.py --trees before=/path/to/old/checkout,after=. --rounds 3
-    python benchmarks/bench_open.py --trees f32=.,f16=.@float16      # vector_dtype="float16" beside float32
+    .venv/bin/python -m benchmarks.bench_memory --scale 100000        # makes the data (once), see there
+    .venv/bin/python -m benchmarks.bench_open --trees before=/path/to/old/checkout,after=. --rounds 3
+    .venv/bin/python -m benchmarks.bench_open --trees f32=.,f16=.@float16      # vector_dtype="float16" beside float32
 
 The data is bench_memory's ``--scale`` directory (texts, their precomputed vectors and a
 database of N memories over 50 sessions). Each tree gets its own copy of the database, and
@@ -32,16 +32,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shutil
-import subprocess
 import sys
 import tempfile
-import time
+from collections.abc import Sequence
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+from benchmarks.corpora import SPAN, T0, scale_corpus
+from benchmarks.harness import Report, Timer, flags, median, peak_rss_mb, rss_mb, run_child, timed, vxmem_from
+
 FIGURES = (("open CPU s", "open_s", 1.0), ("first session recall CPU ms", "first_ms", 1e3),
            ("first recall in another session CPU ms", "second_ms", 1e3),
            ("steady session recall CPU p50 ms", "steady_ms", 1e3),
@@ -62,9 +62,9 @@ def dense_quality(db, emb, queries: list[str], rss_now_mb) -> dict:
     queries = queries[:QUALITY_QUERIES]
     cross, local, times = [], [], []
     for i, query in enumerate(queries):
-        c = time.process_time()
-        cross.append(db.search(query, limit=10, mode="dense").ids)
-        times.append(time.process_time() - c)
+        with Timer("process") as t:
+            cross.append(db.search(query, limit=10, mode="dense").ids)
+        times.append(t.cpu)
         local.append(db.search(query, limit=10, mode="dense", filter={"_vx_session": f"s{i % 50}"}).ids)
     rss_index = rss_now_mb()  # the graph loaded too, before the exact scores take their memory
     with db.engine.locked() as m:
@@ -89,15 +89,11 @@ def dense_quality(db, emb, queries: list[str], rss_now_mb) -> dict:
 
 
 def child(tree: str, path: str, data: str, mode: str | None, reps: int, prepare: bool, dtype: str | None) -> dict:
-    sys.path.insert(0, tree)
-    sys.path.insert(1, HERE)
-    import bench_memory as bm
-
     from vxmem import Vectrix
 
-    bm.vxmem_from(tree)
-    t, _, emb = bm.scale_corpus(data)
-    now = bm.T0 + bm.SPAN + 3600.0
+    vxmem_from(tree)
+    t, _, emb = scale_corpus(data)
+    now = T0 + SPAN + 3600.0
     q, kw = t["queries"], ({} if mode is None else {"mode": mode})
     opts = {} if dtype is None else {"vector_dtype": dtype}
     if prepare:  # the everyday session before
@@ -108,63 +104,51 @@ def child(tree: str, path: str, data: str, mode: str | None, reps: int, prepare:
         return {}
     warm = Vectrix(None, embedder=emb)
     for i, text in enumerate(t["writes"][:60]):
-        warm.remember(text, session=f"s{i % 3}", timestamp=bm.T0 + i)
+        warm.remember(text, session=f"s{i % 3}", timestamp=T0 + i)
     warm.recall(q[1], session="s1", now=now, **kw)
     warm.recall(q[1], now=now, **kw)
     warm.close()
-    base = bm.rss_now_mb()  # the harness: the interpreter, the texts and their vectors
-    c = time.process_time()
-    db = Vectrix(path, embedder=emb, **opts)
-    out = {"open_s": time.process_time() - c, "rss_base_mb": base, "rss_open_mb": bm.rss_now_mb()}
-    c = time.process_time()
-    db.recall(q[2], session="s3", now=now, **kw)
-    out["first_ms"] = time.process_time() - c
-    c = time.process_time()
-    db.recall(q[3], session="s4", now=now, **kw)
-    out["second_ms"] = time.process_time() - c
+    base = rss_mb()  # the harness: the interpreter, the texts and their vectors
+    with Timer("process") as tm:
+        db = Vectrix(path, embedder=emb, **opts)
+    out = {"open_s": tm.cpu, "rss_base_mb": base, "rss_open_mb": rss_mb()}
+    with Timer("process") as tm:
+        db.recall(q[2], session="s3", now=now, **kw)
+    out["first_ms"] = tm.cpu
+    with Timer("process") as tm:
+        db.recall(q[3], session="s4", now=now, **kw)
+    out["second_ms"] = tm.cpu
     for i in range(50):
         db.recall(q[i % len(q)], session=f"s{i % 50}", now=now, **kw)
-    ts = []
-    for i in range(reps):
-        c = time.process_time()
-        db.recall(q[(50 + i) % len(q)], session=f"s{i % 50}", now=now, **kw)
-        ts.append(time.process_time() - c)
-    out["steady_ms"] = float(np.median(ts))
-    out["peak_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    out.update(dense_quality(db, emb, q, bm.rss_now_mb))
+    steady = timed(lambda i: db.recall(q[(50 + i) % len(q)], session=f"s{i % 50}", now=now, **kw), reps,
+                   cpu="process")
+    out["steady_ms"] = float(np.median(steady.cpu))
+    out["peak_mb"] = peak_rss_mb()
+    out.update(dense_quality(db, emb, q, rss_mb))
     db.close()
     return out
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", default=os.path.join(tempfile.gettempdir(), "vxmem-bench-scale", "n100000"),
-                    help="a bench_memory --scale directory")
-    ap.add_argument("--trees", default="this=.",
-                    help="name=path[@float16],... code trees side by side (@dtype: that vector_dtype)")
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--reps", type=int, default=250, help="steady session recalls timed")
-    ap.add_argument("--mode", choices=("dense", "lexical", "hybrid"), default=None, help="default: the library's")
-    ap.add_argument("--_child", help=argparse.SUPPRESS)
-    args = ap.parse_args()
-    if args._child:
-        print(json.dumps(child(**json.loads(args._child))))
-        return
-    if not os.path.exists(os.path.join(args.data, "done")):
-        raise SystemExit(f"no data in {args.data}: run benchmarks/bench_memory.py --scale N first")
-    trees, dtypes = {}, {}
-    for item in args.trees.split(","):
+def parse_dtype_trees(text: str) -> tuple[dict[str, str], dict[str, str | None]]:
+    """``name=path[@dtype],...`` -> the trees and their vector dtypes."""
+    trees: dict[str, str] = {}
+    dtypes: dict[str, str | None] = {}
+    for item in text.split(","):
         name, where = item.split("=", 1)
-        trees[name], _, dtype = where.partition("@")
-        dtypes[name] = dtype or None
+        tree, _, dtype = where.partition("@")
+        trees[name], dtypes[name] = os.path.abspath(tree), dtype or None
+    return trees, dtypes
+
+
+def run_rounds(args: argparse.Namespace, trees: dict[str, str], dtypes: dict[str, str | None]) -> dict[str, list]:
+    """Each tree's everyday session on its own copy, then the rounds, the trees in turn."""
     work = tempfile.mkdtemp(prefix="vxmem-open-")
+    module = __spec__.name if __spec__ else "benchmarks.bench_open"
 
     def run(name: str, prepare: bool) -> dict:
-        spec = {"tree": os.path.abspath(trees[name]), "path": os.path.join(work, name, "db.vxdb"),
-                "data": args.data, "mode": args.mode, "reps": args.reps, "prepare": prepare, "dtype": dtypes[name]}
-        got = subprocess.run([sys.executable, os.path.abspath(__file__), "--_child", json.dumps(spec)],
-                             capture_output=True, text=True, check=True)
-        return json.loads(got.stdout.strip().splitlines()[-1])
+        spec = {"tree": trees[name], "path": os.path.join(work, name, "db.vxdb"), "data": args.data,
+                "mode": args.mode, "reps": args.reps, "prepare": prepare, "dtype": dtypes[name]}
+        return run_child(module, "--_child", spec, tree=trees[name])
 
     try:
         for name in trees:
@@ -181,25 +165,46 @@ def main() -> None:
                       file=sys.stderr)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    return got
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", default=os.path.join(tempfile.gettempdir(), "vxmem-bench-scale", "n100000"),
+                    help="a bench_memory --scale directory")
+    ap.add_argument("--trees", default="this=.",
+                    help="name=path[@float16],... code trees side by side (@dtype: that vector_dtype)")
+    ap.add_argument("--reps", type=int, default=250, help="steady session recalls timed")
+    ap.add_argument("--mode", choices=("dense", "lexical", "hybrid"), default=None, help="default: the library's")
+    ap.add_argument("--_child", help=argparse.SUPPRESS)
+    args = flags(ap, rounds=3, rounds_help="rounds over the trees").parse_args(argv)
+    if args._child:
+        print(json.dumps(child(**json.loads(args._child))))
+        return 0
+    if not os.path.exists(os.path.join(args.data, "done")):
+        raise SystemExit(f"no data in {args.data}: run python -m benchmarks.bench_memory --scale N first")
+    trees, dtypes = parse_dtype_trees(args.trees)
+    got = run_rounds(args, trees, dtypes)
     names = list(trees)
     mode = args.mode or "the default mode"
-    print(f"open and warm-up, {mode}: {args.data}, {args.rounds} rounds (median), load average "
-          f"{os.getloadavg()[0]:.1f}")
-    head = f"{'figure':44s}" + "".join(f"{n:>12s}" for n in names)
-    print(head + (f"{names[-1] + '/' + names[0]:>14s}" if len(names) > 1 else ""))
-    print("-" * len(head + ("x" * 14 if len(names) > 1 else "")))
-    med = {n: {k: float(np.median([g[k] for g in got[n]])) for _, k, _ in FIGURES} for n in names}
-    for label, key, scale in FIGURES:
-        row = f"{label:44s}" + "".join(f"{med[n][key] * scale:12.3f}" for n in names)
-        if len(names) > 1:
-            row += f"{med[names[-1]][key] / med[names[0]][key]:13.2f}x"
-        print(row)
+    report = Report(f"open and warm-up, {mode}: {args.data}, {args.rounds} rounds (median), load average "
+                    f"{os.getloadavg()[0]:.1f}")
+    med = {n: {k: median(g[k] for g in got[n]) or 0.0 for _, k, _ in FIGURES} for n in names}
+    ratio = f"{names[-1]}/{names[0]}"
+    report.table("open", [{"figure": label} | {n: f"{med[n][key] * scale:.3f}" for n in names}
+                          | ({ratio: f"{med[names[-1]][key] / med[names[0]][key]:.2f}x"} if len(names) > 1 else {})
+                          for label, key, scale in FIGURES])
+    report.raw = got
+    print(report.title)
+    report.print()
     for n in names:
         m = med[n]
         print(f"{n}: first session recall / steady = {m['first_ms'] / m['steady_ms']:.1f}x, first in another "
               f"session / steady = {m['second_ms'] / m['steady_ms']:.1f}x (goal <= 2x); open {m['open_s']:.3f} s "
               "(goal <= 0.5)")
+    report.save(args)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
