@@ -1,9 +1,9 @@
 """Load: four threads mixing 80% recall / 20% remember on one handle, for a bounded time,
 with read-only reader processes beside the writer.
 
-    python benchmarks/bench_load.py                      # builds a 100k-memory database, then loads it
-    python benchmarks/bench_load.py --db /tmp/load.db    # reuses (or builds once) a database file
-    python benchmarks/bench_load.py --memories 25000 --readers incremental,full
+    .venv/bin/python -m benchmarks.bench_load                      # builds a 100k memories, then loads them
+    .venv/bin/python -m benchmarks.bench_load --db /tmp/load.db    # reuses (or builds once) a database file
+    .venv/bin/python -m benchmarks.bench_load --memories 25000 --readers incremental,full
 
 Prints throughput, p50/p99 latency per operation and the error count (which must be 0).
 Each reader is a separate process with a ``read_only=True`` handle recalling in a loop
@@ -27,16 +27,13 @@ import tempfile
 import threading
 import time
 import zlib
+from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-
+from benchmarks.corpora import bare_sentence
+from benchmarks.harness import Report, flags, percentiles
 from vxmem import HashingEmbedder, Vectrix
-
-WORDS = ("tea coffee paris london dark light mode pdf csv report cat dog blue red green river mountain piano "
-         "violin chess garden winter summer bread cheese train bicycle meeting invoice deadline holiday doctor "
-         "birthday flight hotel recipe password laptop printer garage sister brother").split()
 
 
 class TrivialEmbedder:
@@ -52,17 +49,13 @@ class TrivialEmbedder:
         return out
 
 
-def sentence(rng: random.Random) -> str:
-    return " ".join(rng.choice(WORDS) for _ in range(rng.randint(6, 14)))
-
-
 def build(path: str, n: int, sessions: int, embedder, seed: int = 0) -> None:
     rng = random.Random(seed)
     t0 = time.perf_counter()
     with Vectrix(path, embedder=embedder) as db:
         have = db.count()
         for i in range(have, n):
-            db.remember(sentence(rng), session=f"user-{i % sessions}", role="user" if i % 2 else "assistant",
+            db.remember(bare_sentence(rng), session=f"user-{i % sessions}", role="user" if i % 2 else "assistant",
                         timestamp=1_700_000_000 + i * 30)
             if i and i % 20_000 == 0:
                 print(f"  built {i:,} memories in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
@@ -97,7 +90,7 @@ def reader(path: str, embedder_name: str, sessions: int, mode: str, ready, stop,
     while not stop.is_set():
         session = f"user-{rng.randrange(sessions)}"
         t = time.perf_counter()
-        db.recall(sentence(rng), session=session, limit=10, now=1_800_000_000)
+        db.recall(bare_sentence(rng), session=session, limit=10, now=1_800_000_000)
         dt = time.perf_counter() - t
         now_gen = db.engine.database.generation
         lags.append(_file_generation(probe) - now_gen)  # commits the reader's answer did not see
@@ -143,12 +136,12 @@ def run(path: str, embedder, threads: int, seconds: float, sessions: int, seed: 
             t = time.perf_counter()
             try:
                 if op == "remember":
-                    db.remember(sentence(rng), session=session, timestamp=clock)
+                    db.remember(bare_sentence(rng), session=session, timestamp=clock)
                 elif op == "recall (session)":
-                    res = db.recall(sentence(rng), session=session, limit=10, now=clock)
+                    res = db.recall(bare_sentence(rng), session=session, limit=10, now=clock)
                     assert len(res) > 0
                 else:
-                    res = db.recall(sentence(rng), limit=10, now=clock)
+                    res = db.recall(bare_sentence(rng), limit=10, now=clock)
                     assert len(res) == 10
             except Exception as exc:  # noqa: BLE001 - counted and reported
                 n_err.append(f"{op}: {type(exc).__name__}: {exc}")
@@ -173,7 +166,42 @@ def run(path: str, embedder, threads: int, seconds: float, sessions: int, seed: 
     return lat, errors, elapsed, total
 
 
-def main(argv=None) -> None:
+def start_readers(path: str, args: argparse.Namespace) -> tuple[list, Any, Any]:
+    """The reader processes, each ready (its first recall done) before the writer starts."""
+    ctx = mp.get_context("spawn")  # a fresh interpreter: never a fork of this threaded one
+    stop, results = ctx.Event(), ctx.Queue()
+    procs = []
+    for mode in [m for m in args.readers.split(",") if m]:
+        ready = ctx.Event()
+        proc = ctx.Process(target=reader, args=(path, args.embedder, args.sessions, mode, ready, stop, results))
+        proc.start()
+        ready.wait()
+        procs.append(proc)
+    return procs, stop, results
+
+
+def p50_p99(samples: list[float]) -> str:
+    got = percentiles(samples or [float("nan")], scale=1e3)
+    return f"{got['p50']:.2f} / {got['p99']:.2f}"
+
+
+def reader_rows(readers: list[dict], writer_generation: int, total: int, errors: list[str]) -> list[dict]:
+    rows = []
+    for r in readers:
+        lags = np.array(r["lags"] or [0])
+        lag_after = writer_generation - r["final"]["generation"]
+        rows.append({"reader": r["mode"], "recalls": f"{len(r['after_commit']) + len(r['idle']):,}",
+                     "catch-ups": f"{r['catch_ups']:,}",
+                     "recall after a commit p50 / p99 ms": p50_p99(r["after_commit"]),
+                     "other recalls p50 / p99 ms": p50_p99(r["idle"]),
+                     "lag while writing: mean / max commits": f"{lags.mean():.1f} / {lags.max()}",
+                     "lag after the writer stopped": lag_after, "count": f"{r['final']['count']:,} of {total:,}"})
+        if lag_after != 0 or r["final"]["count"] != total:
+            errors.append(f"reader {r['mode']}: {lag_after} commits behind after the writer stopped")
+    return rows
+
+
+def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--db", help="database file (built if missing or smaller than --memories)")
     ap.add_argument("--memories", type=int, default=100_000)
@@ -185,68 +213,44 @@ def main(argv=None) -> None:
     ap.add_argument("--readers", default="incremental",
                     help="comma-separated reader processes beside the writer: incremental (the change log), full "
                          "(reload everything on each change, the old way); '' for none")
-    args = ap.parse_args(argv)
+    args = flags(ap).parse_args(argv)
 
     embedder = HashingEmbedder() if args.embedder == "hashing" else TrivialEmbedder()
-    tmp = None
-    path = args.db
-    if path is None:
-        tmp = tempfile.TemporaryDirectory(prefix="vxload")
-        path = os.path.join(tmp.name, "load.db")
-    build(path, args.memories, args.sessions, embedder)
-
-    ctx = mp.get_context("spawn")  # a fresh interpreter: never a fork of this threaded one
-    stop, results = ctx.Event(), ctx.Queue()
-    procs = []
-    for mode in [m for m in args.readers.split(",") if m]:
-        ready = ctx.Event()
-        proc = ctx.Process(target=reader, args=(path, args.embedder, args.sessions, mode, ready, stop, results))
-        proc.start()
-        ready.wait()
-        procs.append(proc)
-    lat, errors, elapsed, total = run(path, embedder, args.threads, args.seconds, args.sessions)
-    with sqlite3.connect(path) as conn:
-        writer_generation = _file_generation(conn)
-    stop.set()
-    readers = [results.get() for _ in procs]
-    for proc in procs:
-        proc.join()
+    with tempfile.TemporaryDirectory(prefix="vxload") as tmp:
+        path = args.db or os.path.join(tmp, "load.db")
+        build(path, args.memories, args.sessions, embedder)
+        procs, stop, results = start_readers(path, args)
+        lat, errors, elapsed, total = run(path, embedder, args.threads, args.seconds, args.sessions)
+        with sqlite3.connect(path) as conn:
+            writer_generation = _file_generation(conn)
+        stop.set()
+        readers = [results.get() for _ in procs]
+        for proc in procs:
+            proc.join()
     n_ops = sum(len(v) for v in lat.values())
-    print(f"\nbench_load: {args.threads} threads, one handle, {args.seconds:.0f} s, database of "
-          f"{args.memories:,} memories over {args.sessions} sessions ({total:,} at the end), "
-          f"embedder={args.embedder}, {os.cpu_count()} cores\n")
-    print("| operation | share | ops | ops/s | p50 ms | p99 ms |")
-    print("|---|---:|---:|---:|---:|---:|")
+    report = Report(f"bench_load: {args.threads} threads, one handle, {args.seconds:.0f} s, database of "
+                    f"{args.memories:,} memories over {args.sessions} sessions ({total:,} at the end), "
+                    f"embedder={args.embedder}, {os.cpu_count()} cores")
+    ops = []
     for op, v in lat.items():
-        a = np.array(v) * 1000 if v else np.array([np.nan])
-        print(f"| {op} | {len(v) / max(n_ops, 1):.0%} | {len(v):,} | {len(v) / elapsed:,.0f} | "
-              f"{np.percentile(a, 50):.2f} | {np.percentile(a, 99):.2f} |")
-    print(f"| **all** | 100% | {n_ops:,} | {n_ops / elapsed:,.0f} | | |")
+        got = percentiles(v or [float("nan")], scale=1e3)
+        ops.append({"operation": op, "share": f"{len(v) / max(n_ops, 1):.0%}", "ops": f"{len(v):,}",
+                    "ops/s": f"{len(v) / elapsed:,.0f}", "p50 ms": f"{got['p50']:.2f}", "p99 ms": f"{got['p99']:.2f}"})
+    ops.append({"operation": "**all**", "share": "100%", "ops": f"{n_ops:,}", "ops/s": f"{n_ops / elapsed:,.0f}",
+                "p50 ms": "", "p99 ms": ""})
+    report.table("operations", ops)
     if readers:
-        print(f"\nreader processes (read_only=True, recalling in a loop; the writer committed "
-              f"{writer_generation:,} generations in all)\n")
-        print("| reader | recalls | catch-ups | recall after a commit p50 / p99 ms | other recalls p50 / p99 ms "
-              "| lag while writing: mean / max commits | lag after the writer stopped | count |")
-        print("|---|---:|---:|---:|---:|---:|---:|---:|")
-        for r in readers:
-            ac = np.array(r["after_commit"] or [np.nan]) * 1000
-            idle = np.array(r["idle"] or [np.nan]) * 1000
-            lags = np.array(r["lags"] or [0])
-            lag_after = writer_generation - r["final"]["generation"]
-            n = len(r["after_commit"]) + len(r["idle"])
-            print(f"| {r['mode']} | {n:,} | {r['catch_ups']:,} | {np.percentile(ac, 50):.2f} / "
-                  f"{np.percentile(ac, 99):.2f} | {np.percentile(idle, 50):.2f} / {np.percentile(idle, 99):.2f} | "
-                  f"{lags.mean():.1f} / {lags.max()} | {lag_after} | {r['final']['count']:,} of {total:,} |")
-            if lag_after != 0 or r["final"]["count"] != total:
-                errors.append(f"reader {r['mode']}: {lag_after} commits behind after the writer stopped")
-    print(f"\nerrors: {len(errors)}")
+        report.table("readers", reader_rows(readers, writer_generation, total, errors), note=(
+            f"reader processes (read_only=True, recalling in a loop; the writer committed "
+            f"{writer_generation:,} generations in all)"))
+    print(f"\n{report.title}\n")
+    report.print()
+    print(f"errors: {len(errors)}")
     for e in errors[:10]:
         print("  " + e)
-    if tmp is not None:
-        tmp.cleanup()
-    if errors:
-        sys.exit(1)
+    report.save(args)
+    return 1 if errors else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

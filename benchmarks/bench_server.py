@@ -1,8 +1,8 @@
 """The REST server under load: concurrent clients on loopback against the same work in-process.
 
-    python benchmarks/bench_server.py                                  # 32 clients, 60 s, 10k memories, hashing
-    python benchmarks/bench_server.py --clients 8 --duration 15
-    python benchmarks/bench_server.py --embedder default               # bge-small and its default second stage
+    .venv/bin/python -m benchmarks.bench_server                        # 32 clients, 60 s, 10k memories, hashing
+    .venv/bin/python -m benchmarks.bench_server --clients 8 --duration 15
+    .venv/bin/python -m benchmarks.bench_server --embedder default     # bge-small, its default second stage
 
 A database of ``--memories`` memories (one user, 50 sessions) is built once and copied twice:
 one copy is loaded in-process through :class:`vxmem.AsyncVectrix` by ``--clients`` concurrent
@@ -25,7 +25,6 @@ import asyncio
 import collections
 import http.client
 import json
-import os
 import random
 import shutil
 import socket
@@ -37,22 +36,14 @@ import uuid
 from pathlib import Path
 
 import httpx
-import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-
+from benchmarks.corpora import WORDS, bare_sentence
+from benchmarks.harness import Report, flags, percentiles
 from vxmem import AsyncVectrix, Vectrix
 
 ROOT = Path(__file__).resolve().parent.parent
 USER = "bench"
-WORDS = ("tea coffee paris london dark light mode pdf csv report cat dog blue red green river mountain piano "
-         "violin chess garden winter summer bread cheese train bicycle meeting invoice deadline holiday doctor "
-         "birthday flight hotel recipe password laptop printer garage sister brother").split()
 T0 = 1_700_000_000.0
-
-
-def sentence(rng: random.Random, nonce: str = "") -> str:
-    return " ".join(rng.choice(WORDS) for _ in range(rng.randint(6, 14))) + (f" [{nonce}]" if nonce else "")
 
 
 def embedder_arg(name: str) -> str | None:
@@ -65,7 +56,7 @@ def build(path: Path, n: int, embedder: str) -> float:
     start = time.perf_counter()
     with Vectrix(path, embedder=embedder_arg(embedder)) as db:
         for lo in range(0, n, 1000):
-            db.remember_many([{"text": sentence(rng), "session": f"{USER}/s{i % 50}", "timestamp": T0 + i * 60}
+            db.remember_many([{"text": bare_sentence(rng), "session": f"{USER}/s{i % 50}", "timestamp": T0 + i * 60}
                               for i in range(lo, min(n, lo + 1000))], user=USER)
         db.warm()
     return time.perf_counter() - start
@@ -89,9 +80,8 @@ class Record:
     def ops(self) -> int:
         return sum(len(v) for v in self.lat.values())
 
-    def pct(self, op: str, q: float) -> float:
-        v = self.lat.get(op)
-        return float(np.percentile(v, q)) * 1000 if v else float("nan")
+    def pct(self, op: str, q: str) -> float:
+        return percentiles(self.lat.get(op, []), scale=1e3)[q]
 
 
 async def drive(clients: int, duration: float, share: float, call) -> tuple[Record, float]:
@@ -104,7 +94,7 @@ async def drive(clients: int, duration: float, share: float, call) -> tuple[Reco
         while time.perf_counter() < stop:
             op = "recall" if rng.random() < share else "remember"
             text = " ".join(rng.choice(WORDS) for _ in range(3)) if op == "recall" else \
-                sentence(rng, uuid.uuid4().hex)
+                bare_sentence(rng, uuid.uuid4().hex)
             t = time.perf_counter()
             try:
                 await call(op, text, rec)
@@ -220,34 +210,37 @@ def check_durable(path: Path, preloaded: int, acked: dict[str, str], embedder: s
             f"database holds {total} = {preloaded} + {total - preloaded}: {'OK' if ok else 'FAILED'}")
 
 
-def row(name: str, rec: Record, secs: float) -> str:
-    return (f"| {name} | {rec.ops() / secs:,.0f} | {rec.pct('recall', 50):.2f} | {rec.pct('recall', 99):.2f} | "
-            f"{rec.pct('remember', 50):.2f} | {rec.pct('remember', 99):.2f} | {rec.errors} |")
+def row(name: str, rec: Record, secs: float) -> dict:
+    return {"path": name, "ops/s": f"{rec.ops() / secs:,.0f}", "recall p50 ms": f"{rec.pct('recall', 'p50'):.2f}",
+            "recall p99 ms": f"{rec.pct('recall', 'p99'):.2f}", "remember p50 ms": f"{rec.pct('remember', 'p50'):.2f}",
+            "remember p99 ms": f"{rec.pct('remember', 'p99'):.2f}", "errors": rec.errors}
 
 
-def report(args, inproc, rest, single: dict[str, list[float]], durable: str) -> None:
+def report(args, inproc, rest, single: dict[str, list[float]], durable: str) -> Report:
     (ip, ip_s), (rs, rs_s) = inproc, rest
-    print(f"\n{args.memories:,} memories ({args.embedder}), {args.clients} clients, {args.duration:g} s, "
-          f"{args.recall_share:.0%} recall / {1 - args.recall_share:.0%} remember, limit {args.limit}\n")
-    print("| path | ops/s | recall p50 ms | recall p99 ms | remember p50 ms | remember p99 ms | errors |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
-    print(row("in-process (AsyncVectrix)", ip, ip_s))
-    print(row("REST (vxmem serve, httpx clients)", rs, rs_s))
-    print(f"| REST / in-process | {rs.ops() / rs_s / (ip.ops() / ip_s):.2f}x | "
-          f"{rs.pct('recall', 50) / ip.pct('recall', 50):.2f}x | {rs.pct('recall', 99) / ip.pct('recall', 99):.2f}x | "
-          f"{rs.pct('remember', 50) / ip.pct('remember', 50):.2f}x | "
-          f"{rs.pct('remember', 99) / ip.pct('remember', 99):.2f}x | |")
-    base = float(np.percentile(single["in-process"], 50)) * 1000
-    print(f"\none client alone, {len(single['in-process'])} recalls each way, in turn:\n")
-    print("| recall | p50 ms | p99 ms | added p50 ms |")
-    print("|---|---:|---:|---:|")
+    out = Report(f"{args.memories:,} memories ({args.embedder}), {args.clients} clients, {args.duration:g} s, "
+                 f"{args.recall_share:.0%} recall / {1 - args.recall_share:.0%} remember, limit {args.limit}")
+
+    def ratio(op: str, q: str) -> str:
+        return f"{rs.pct(op, q) / ip.pct(op, q):.2f}x"
+
+    out.table("load", [row("in-process (AsyncVectrix)", ip, ip_s), row("REST (vxmem serve, httpx clients)", rs, rs_s),
+                       {"path": "REST / in-process", "ops/s": f"{rs.ops() / rs_s / (ip.ops() / ip_s):.2f}x",
+                        "recall p50 ms": ratio("recall", "p50"), "recall p99 ms": ratio("recall", "p99"),
+                        "remember p50 ms": ratio("remember", "p50"), "remember p99 ms": ratio("remember", "p99"),
+                        "errors": ""}])
+    base = percentiles(single["in-process"], scale=1e3)["p50"]
+    rows = []
     for name, lat in single.items():
-        p50, p99 = (float(np.percentile(lat, q)) * 1000 for q in (50, 99))
-        print(f"| {name} | {p50:.2f} | {p99:.2f} | {p50 - base:+.2f} |")
-    print(f"\ndurability: {durable}")
+        got = percentiles(lat, scale=1e3)
+        rows.append({"recall": name, "p50 ms": f"{got['p50']:.2f}", "p99 ms": f"{got['p99']:.2f}",
+                     "added p50 ms": f"{got['p50'] - base:+.2f}"})
+    out.table("one client", rows, note=f"one client alone, {len(single['in-process'])} recalls each way, in turn; "
+                                      f"durability: {durable}")
+    return out
 
 
-def main() -> None:
+def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--clients", type=int, default=32)
     p.add_argument("--duration", type=float, default=60.0, help="seconds of load, each way")
@@ -257,7 +250,7 @@ def main() -> None:
     p.add_argument("--limit", type=int, default=10)
     p.add_argument("--single", type=int, default=500, help="recalls of one client alone, each way")
     p.add_argument("--dir", help="where the databases go (default: a temporary directory)")
-    args = p.parse_args()
+    args = flags(p).parse_args(argv)
     work = Path(args.dir or tempfile.mkdtemp(prefix="vxmem-bench-server-"))
     base, mine, served = work / "base.vxdb", work / "inproc.vxdb", work / "served.vxdb"
     print(f"building {args.memories:,} memories ({args.embedder}) in {work} ...", flush=True)
@@ -275,10 +268,14 @@ def main() -> None:
     finally:
         proc.terminate()
         proc.wait(timeout=60)
-    report(args, inproc, rest, single, check_durable(served, args.memories, rest[0].acked, args.embedder))
+    out = report(args, inproc, rest, single, check_durable(served, args.memories, rest[0].acked, args.embedder))
+    print(f"\n{out.title}\n")
+    out.print()
+    out.save(args)
     if not args.dir:
         shutil.rmtree(work, ignore_errors=True)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
