@@ -1,7 +1,7 @@
 """LoCoMo evidence recall of vxmem's embedders and search modes, BM25 beside them, in one run.
 
-    python benchmarks/bench_locomo.py PATH/locomo10.json
-    python benchmarks/bench_locomo.py PATH --systems default,bm25 --date-in-text --csv out.csv
+    .venv/bin/python -m benchmarks.bench_locomo PATH/locomo10.json
+    .venv/bin/python -m benchmarks.bench_locomo PATH --systems default,bm25 --date-in-text --csv out.csv
 
 LoCoMo (snap-research/locomo, CC BY-NC 4.0) is not shipped with vxmem: pass the path of its
 JSON file. Each conversation is loaded with ``vxmem.workbench.datasets.load_locomo`` (turns stored as
@@ -39,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.harness import Report, flags, parse_list
 from vxmem import Vectrix
 from vxmem.core.clock import DAY
 from vxmem.models.embed import default_embedder, get_embedder
@@ -174,24 +175,62 @@ def embed_all(convs: list[Conversation], names: set[str], args: Any, timing: dic
     return out
 
 
-def table(rows: list[dict[str, Any]], systems: list[str]) -> str:
+def table(rows: list[dict[str, Any]], systems: list[str]) -> list[dict[str, str]]:
+    """R@5 / R@10 / MRR by category and overall, a row per system."""
     import pandas as pd
 
     df = pd.DataFrame(rows)
     cats = [c for c in RETRIEVAL_CATEGORIES if c in set(df["category"])]
     counts = df[df["system"] == systems[0]].groupby("category").size()
-    head = "| system | " + " | ".join(f"{c} (n={counts.get(c, 0)}) R@5 / R@10 / MRR" for c in cats) + \
-           f" | all (n={int(counts.sum())}) R@5 | **R@10** | MRR |"
-    lines = [head, "|---|" + "---:|" * (len(cats) + 3)]
+    out = []
     for s in systems:
         d = df[df["system"] == s]
-        cells = []
+        row = {"system": s}
         for c in cats:
             m = d[d["category"] == c][["r5", "r10", "mrr"]].mean()
-            cells.append(f"{m.r5:.3f} / {m.r10:.3f} / {m.mrr:.3f}")
+            row[f"{c} (n={counts.get(c, 0)}) R@5 / R@10 / MRR"] = f"{m.r5:.3f} / {m.r10:.3f} / {m.mrr:.3f}"
         m = d[["r5", "r10", "mrr"]].mean()
-        lines.append(f"| {s} | " + " | ".join(cells) + f" | {m.r5:.3f} | **{m.r10:.3f}** | {m.mrr:.3f} |")
-    return "\n".join(lines)
+        row |= {f"all (n={int(counts.sum())}) R@5": f"{m.r5:.3f}", "**R@10**": f"**{m.r10:.3f}**",
+                "MRR": f"{m.mrr:.3f}"}
+        out.append(row)
+    return out
+
+
+def goals(df: Any, systems: list[str]) -> str:
+    """default's R@10 and its gap to bm25 against the goals, by category and conversation."""
+    r10 = df.groupby("system")["r10"].mean()
+    if not {"default", "bm25"} <= set(systems):
+        return ""
+    gap = r10["default"] - r10["bm25"]
+    by_cat = df.pivot_table(index="category", columns="system", values="r10")
+    per_cat = ", ".join(f"{c} {by_cat.loc[c, 'default'] - by_cat.loc[c, 'bm25']:+.3f}"
+                        for c in RETRIEVAL_CATEGORIES if c in by_cat.index)
+    by_conv = df.pivot_table(index="conversation", columns="system", values="r10")
+    convs_s = ", ".join(f"{c} {by_conv.loc[c, 'default']:.3f} (bm25 {by_conv.loc[c, 'bm25']:.3f})"
+                        for c in by_conv.index)
+    return (f"default R@10 {r10['default']:.3f} (goal >= 0.70: {'met' if r10['default'] >= 0.70 else 'MISSED'}); "
+            f"minus bm25 {gap:+.3f} (goal >= +0.10: {'met' if gap >= 0.10 else 'MISSED'}); by category {per_cat}\n"
+            f"by conversation: {convs_s}")
+
+
+def stages(timing: dict[str, float], systems: list[str]) -> list[dict[str, str]]:
+    """Time per stage over the whole file: embed, remember, search, rerank."""
+    rows = []
+    for name in sorted(k.split(":")[1] for k in timing if k.startswith("embed:")):
+        n, spent = timing[f"embedded:{name}"], timing[f"embed:{name}"]
+        rows.append({"stage": f"embed, {name} (calls of 64)", "total s": f"{spent:.1f}",
+                     "per item": f"{spent / n * 1e3:.1f} ms/text ({n / spent:.0f} texts/s)"})
+    if timing["remembered"]:
+        rows.append({"stage": "remember(), default (embedding included)", "total s": f"{timing['remember']:.1f}",
+                     "per item": f"{timing['remember'] / timing['remembered'] * 1e3:.1f} ms/turn"})
+    for s in systems:
+        q = timing[f"{s}:queries"]
+        for stage in ("search", "rerank"):
+            if f"{s}:{stage}" in timing:
+                spent = timing[f"{s}:{stage}"]
+                rows.append({"stage": f"{stage}, {s}", "total s": f"{spent:.1f}",
+                             "per item": f"{spent / q * 1e3:.1f} ms/query"})
+    return rows
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -204,8 +243,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     help="the memories' hybrid_weight (default: the memory's, 0.5); the default system then "
                          "differs from the shipped default in that one setting")
     ap.add_argument("--csv", help="also write one row per (system, question) here")
-    args = ap.parse_args(argv)
-    systems = [s.strip() for s in args.systems.split(",") if s.strip()]
+    args = flags(ap).parse_args(argv)
+    systems = parse_list(args.systems)
     unknown = set(systems) - set(SYSTEMS)
     if unknown:
         ap.error(f"unknown system {sorted(unknown)[0]!r}; expected some of {', '.join(SYSTEMS)}")
@@ -217,47 +256,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         t = time.perf_counter()
         rows += run_system(s, convs, vectors, args, timing)
         print(f"[{s}] {time.perf_counter() - t:.1f} s", file=sys.stderr, flush=True)
-
-    n_q = sum(len(questions(c)) for c in convs)
-    print(f"LoCoMo {os.path.basename(args.path)}: {len(convs)} conversations, {n_q} questions "
-          f"(categories {', '.join(RETRIEVAL_CATEGORIES)}), text {'[date] ' if args.date_in_text else ''}"
-          f"Speaker: text, now = last turn + {args.now_days:g} d, hybrid_weight "
-          f"{0.5 if args.hybrid_weight is None else args.hybrid_weight:g}, spec blend (half-life 7 d, recency 0.5, "
-          f"feedback 0.25) except bm25 (recency 0); {os.cpu_count()} cpus, VXMEM_THREADS="
-          f"{os.environ.get('VXMEM_THREADS', 'unset')}, load average {os.getloadavg()[0]:.1f}")
-    print()
-    print(table(rows, systems))
     import pandas as pd
 
     df = pd.DataFrame(rows)
-    r10 = df.groupby("system")["r10"].mean()
-    if {"default", "bm25"} <= set(systems):
-        gap = r10["default"] - r10["bm25"]
-        by_cat = df.pivot_table(index="category", columns="system", values="r10")
-        per_cat = ", ".join(f"{c} {by_cat.loc[c, 'default'] - by_cat.loc[c, 'bm25']:+.3f}"
-                            for c in RETRIEVAL_CATEGORIES if c in by_cat.index)
-        by_conv = df.pivot_table(index="conversation", columns="system", values="r10")
-        convs_s = ", ".join(f"{c} {by_conv.loc[c, 'default']:.3f} (bm25 {by_conv.loc[c, 'bm25']:.3f})"
-                            for c in by_conv.index)
-        print()
-        print(f"default R@10 {r10['default']:.3f} (goal >= 0.70: {'met' if r10['default'] >= 0.70 else 'MISSED'}); "
-              f"minus bm25 {gap:+.3f} (goal >= +0.10: {'met' if gap >= 0.10 else 'MISSED'}); by category {per_cat}")
-        print(f"by conversation: {convs_s}")
+    n_q = sum(len(questions(c)) for c in convs)
+    report = Report(f"LoCoMo {os.path.basename(args.path)}: {len(convs)} conversations, {n_q} questions "
+                    f"(categories {', '.join(RETRIEVAL_CATEGORIES)}), text {'[date] ' if args.date_in_text else ''}"
+                    f"Speaker: text, now = last turn + {args.now_days:g} d, hybrid_weight "
+                    f"{0.5 if args.hybrid_weight is None else args.hybrid_weight:g}, spec blend (half-life 7 d, "
+                    f"recency 0.5, feedback 0.25) except bm25 (recency 0); {os.cpu_count()} cpus, VXMEM_THREADS="
+                    f"{os.environ.get('VXMEM_THREADS', 'unset')}, load average {os.getloadavg()[0]:.1f}")
+    report.table("recall", table(rows, systems), note=goals(df, systems))
+    report.table("stages", stages(timing, systems))
+    print(report.title)
     print()
-    print("| stage | total s | per item |")
-    print("|---|---:|---:|")
-    for name in sorted(k.split(":")[1] for k in timing if k.startswith("embed:")):
-        n = timing[f"embedded:{name}"]
-        print(f"| embed, {name} (calls of 64) | {timing[f'embed:{name}']:.1f} | "
-              f"{timing[f'embed:{name}'] / n * 1e3:.1f} ms/text ({n / timing[f'embed:{name}']:.0f} texts/s) |")
-    if timing["remembered"]:
-        print(f"| remember(), default (embedding included) | {timing['remember']:.1f} | "
-              f"{timing['remember'] / timing['remembered'] * 1e3:.1f} ms/turn |")
-    for s in systems:
-        q = timing[f"{s}:queries"]
-        print(f"| search, {s} | {timing[f'{s}:search']:.1f} | {timing[f'{s}:search'] / q * 1e3:.1f} ms/query |")
-        if f"{s}:rerank" in timing:
-            print(f"| rerank, {s} | {timing[f'{s}:rerank']:.1f} | {timing[f'{s}:rerank'] / q * 1e3:.1f} ms/query |")
+    report.print()
+    report.save(args)
     if args.csv:
         df.to_csv(args.csv, index=False)
     return 0

@@ -1,7 +1,7 @@
 """Latency of the search modes: dense, lexical (FTS5 BM25) and hybrid, side by side in one run.
 
-    .venv/bin/python benchmarks/bench_modes.py                 # 10k and 100k memories
-    .venv/bin/python benchmarks/bench_modes.py --sizes 10000   # quick
+    .venv/bin/python -m benchmarks.bench_modes                 # 10k and 100k memories
+    .venv/bin/python -m benchmarks.bench_modes --sizes 10000   # quick
 
 Memories are synthetic 14-word sentences (60% of the words drawn by Zipf's law from 5,000
 made-up words that no stemmer merges, the rest function words) spread over 50 sessions,
@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import argparse
 import random
-import statistics
+import sys
 import tempfile
-import time
+from collections.abc import Sequence
 from pathlib import Path
 
+from benchmarks.harness import Report, Timer, flags, parse_list, timed
 from vxmem import Vectrix
 
 DAY = 86400.0
@@ -61,55 +62,53 @@ def build(path: Path, n: int, rng: random.Random) -> Vectrix:
     return db
 
 
-def timed(fn, reps: int) -> tuple[float, float]:
-    times = []
-    for _ in range(reps):
-        t = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - t) * 1000)
-    times.sort()
-    return statistics.median(times), times[int(0.95 * (len(times) - 1))]
+def one_size(path: Path, n: int, rng: random.Random, rounds: int) -> tuple[list[dict], str]:
+    """The rows of one size (each mode in turn, in a session and across all) and its build line."""
+    with Timer() as t:
+        db = build(path, n, rng)
+    build_s = t.wall
+    queries = [" ".join(s.split()[:5]) for s in sentences(rounds, rng)]
+    now = T0 + n * 60.0
+    with Timer() as t:
+        db.recall(queries[0], now=now)
+        db.build_index()  # timed apart: large builds otherwise run in the background
+    warm_s = t.wall
+    with Timer() as t:
+        db.recall(queries[0], mode="lexical", now=now)  # reads the FTS5 postings into memory
+    lex_s = t.wall
+    rows = []
+    for scope, session in (("session", "s7"), ("all sessions", None)):
+        base = None
+        for mode in MODES:
+            got = timed(lambda i, session=session, mode=mode: db.recall(
+                queries[i % len(queries)], session=session, mode=mode, now=now), rounds).ms()
+            base = base or got["p50"]
+            rows.append({"memories": f"{n:,}", "recall scope": scope, "mode": mode, "p50 ms": f"{got['p50']:.2f}",
+                         "p95 ms": f"{got['p95']:.2f}", "p50 / dense": f"{got['p50'] / base:.2f}x"})
+    db.close()
+    return rows, (f"# {n:,} memories: built in {build_s:.1f} s; first cross-session recall "
+                  f"(HNSW build included) {warm_s * 1000:.0f} ms; first lexical recall (postings "
+                  f"read from FTS5) {lex_s * 1000:.0f} ms")
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="10000,100000")
-    ap.add_argument("--reps", type=int, default=50)
-    args = ap.parse_args()
+    args = flags(ap, rounds=50, rounds_help="timed recalls per mode and scope", aliases=("--reps",)).parse_args(argv)
     rng = random.Random(0)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        for n in [int(s) for s in args.sizes.split(",")]:
-            t = time.perf_counter()
-            db = build(Path(tmp) / f"m{n}.vxdb", n, rng)
-            build_s = time.perf_counter() - t
-            queries = [" ".join(s.split()[:5]) for s in sentences(args.reps, rng)]
-            now = T0 + n * 60.0
-            t = time.perf_counter()
-            db.recall(queries[0], now=now)
-            db.build_index()  # timed apart: large builds otherwise run in the background
-            warm_s = time.perf_counter() - t
-            t = time.perf_counter()
-            db.recall(queries[0], mode="lexical", now=now)  # reads the FTS5 postings into memory
-            lex_s = time.perf_counter() - t
-            for scope, session in (("session", "s7"), ("all sessions", None)):
-                base = None
-                for mode in MODES:
-                    it = iter(queries * 2)
-                    p50, p95 = timed(lambda db=db, it=it, session=session, mode=mode, now=now: db.recall(
-                        next(it), session=session, mode=mode, now=now), args.reps)
-                    base = base or p50
-                    rows.append((n, scope, mode, p50, p95, p50 / base))
-            db.close()
-            print(f"# {n:,} memories: built in {build_s:.1f} s; first cross-session recall "
-                  f"(HNSW build included) {warm_s * 1000:.0f} ms; first lexical recall (postings "
-                  f"read from FTS5) {lex_s * 1000:.0f} ms")
+        for n in parse_list(args.sizes, int):
+            got, line = one_size(Path(tmp) / f"m{n}.vxdb", n, rng, args.rounds)
+            rows += got
+            print(line)
     print()
-    print("| memories | recall scope | mode | p50 ms | p95 ms | p50 / dense |")
-    print("|---:|---|---|---:|---:|---:|")
-    for n, scope, mode, p50, p95, ratio in rows:
-        print(f"| {n:,} | {scope} | {mode} | {p50:.2f} | {p95:.2f} | {ratio:.2f}x |")
+    report = Report("latency of the search modes")
+    report.table("modes", rows)
+    report.print()
+    report.save(args)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -1,7 +1,7 @@
 """Quality per millisecond of each recall preset, in one run: R@10, coverage, time per recall and write.
 
-    python benchmarks/bench_quality.py --locomo PATH/locomo10.json
-    python benchmarks/bench_quality.py --locomo PATH --presets fast,default --synthetic none
+    .venv/bin/python -m benchmarks.bench_quality --locomo PATH/locomo10.json
+    .venv/bin/python -m benchmarks.bench_quality --locomo PATH --presets fast,default --synthetic none
 
 For each preset (``fast``, ``default``, ``accurate``) it prints, on LoCoMo conversations (a
 path: the file is not shipped) and on the shipped synthetic datasets:
@@ -28,16 +28,16 @@ Every question is asked across the whole conversation at the last turn + 1 day.
 from __future__ import annotations
 
 import argparse
-import glob
 import os
 import sys
-import time
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from benchmarks.corpora import synthetic_datasets
+from benchmarks.harness import Report, Timer, flags, parse_list, percentiles
 from vxmem import Vectrix
 from vxmem.core.clock import DAY
 from vxmem.memory.stages import PRESETS
@@ -59,9 +59,9 @@ def _build(conv: Any, preset: str, timed: int) -> tuple[Vectrix, dict[str, str],
     turns = [e for e in conv.events if e.type == "turn"]
     id2dia, ms = {}, []
     for ev in turns[:timed]:
-        t = time.perf_counter()
-        mid = db.remember(ev.text, session=ev.session, role=ev.role, timestamp=ev.time)
-        ms.append((time.perf_counter() - t) * 1e3)
+        with Timer() as t:
+            mid = db.remember(ev.text, session=ev.session, role=ev.role, timestamp=ev.time)
+        ms.append(t.wall * 1e3)
         id2dia[mid] = ev.label
     rest = turns[timed:]
     ids = db.remember_many([{"text": e.text, "session": e.session, "role": e.role, "timestamp": e.time} for e in rest])
@@ -93,11 +93,44 @@ def _forget_scores(db: Vectrix) -> None:
 
 
 def _floor(embed: Any, matrix: np.ndarray, q: str) -> float:
-    t = time.perf_counter()
-    v = np.asarray(embed([q]), dtype=np.float32)[0]
-    sims = matrix @ v
-    np.argpartition(-sims, min(10, sims.size - 1))[:10]
-    return (time.perf_counter() - t) * 1e3
+    with Timer() as t:
+        v = np.asarray(embed([q]), dtype=np.float32)[0]
+        sims = matrix @ v
+        np.argpartition(-sims, min(10, sims.size - 1))[:10]
+    return t.wall * 1e3
+
+
+def _recall_times(dbs: dict, presets: Sequence[str], qs: list, now: float, rounds: int, embed: Any,
+                  matrix: np.ndarray) -> list[dict]:
+    """Timing rounds: each preset (and the floor) asks every question in turn, the start rotating."""
+    times = []
+    for r in range(rounds):
+        order = ["floor", *presets]
+        for p in order[r % len(order):] + order[: r % len(order)]:
+            for pr in qs:
+                if p == "floor":
+                    ms = _floor(embed, matrix, pr.query)
+                else:
+                    _forget_scores(dbs[p][0])
+                    with Timer() as t:
+                        dbs[p][0].recall(pr.query, now=now)
+                    ms = t.wall * 1e3
+                times.append({"preset": p, "kind": "recall", "ms": ms})
+    return times
+
+
+def _scores(name: str, p: str, qs: list, now: float, db: Vectrix, id2dia: dict[str, str]) -> list[dict]:
+    """R@10, R@5, MRR@10 and first-stage coverage of each question."""
+    rows = []
+    for pr in qs:
+        ev = set(pr.relevant)
+        top = [id2dia[i] for i in db.recall(pr.query, now=now).ids[:10]]
+        first = _coverage(db, pr.query, now, p, id2dia)
+        rank1 = next((i + 1 for i, x in enumerate(top) if x in ev), None)
+        rows.append({"preset": p, "conversation": name, "category": pr.category,
+                     "r10": len(ev & set(top)) / len(ev), "r5": len(ev & set(top[:5])) / len(ev),
+                     "mrr": 1.0 / rank1 if rank1 else 0.0, "coverage": len(ev & set(first)) / len(ev)})
+    return rows
 
 
 def locomo(path: str, presets: Sequence[str], rounds: int) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -115,28 +148,9 @@ def locomo(path: str, presets: Sequence[str], rounds: int) -> tuple[pd.DataFrame
         with db0.engine.locked() as m:
             matrix = np.asarray(m.vectors(m.live_positions()), dtype=np.float32)
         qs = [pr for pr in conv.probes if pr.relevant]
-        for r in range(rounds):  # timing rounds: each preset (and the floor) asks every question in turn
-            order = ["floor", *presets]
-            for p in order[r % len(order):] + order[: r % len(order)]:
-                for pr in qs:
-                    if p == "floor":
-                        ms = _floor(embed, matrix, pr.query)
-                    else:
-                        _forget_scores(dbs[p][0])
-                        t = time.perf_counter()
-                        dbs[p][0].recall(pr.query, now=now)
-                        ms = (time.perf_counter() - t) * 1e3
-                    times.append({"preset": p, "kind": "recall", "ms": ms})
+        times += _recall_times(dbs, presets, qs, now, rounds, embed, matrix)
         for p in presets:
-            db, id2dia, _ = dbs[p]
-            for pr in qs:
-                ev = set(pr.relevant)
-                top = [id2dia[i] for i in db.recall(pr.query, now=now).ids[:10]]
-                first = _coverage(db, pr.query, now, p, id2dia)
-                rank1 = next((i + 1 for i, x in enumerate(top) if x in ev), None)
-                rows.append({"preset": p, "conversation": conv.name, "category": pr.category,
-                             "r10": len(ev & set(top)) / len(ev), "r5": len(ev & set(top[:5])) / len(ev),
-                             "mrr": 1.0 / rank1 if rank1 else 0.0, "coverage": len(ev & set(first)) / len(ev)})
+            rows += _scores(conv.name, p, qs, now, *dbs[p][:2])
         for db, _, _ in dbs.values():
             db.close()
     return pd.DataFrame(rows), pd.DataFrame(times)
@@ -156,57 +170,59 @@ def synthetic(files: list[str], presets: Sequence[str]) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-def locomo_table(rows: pd.DataFrame, times: pd.DataFrame, presets: Sequence[str]) -> str:
+def locomo_table(rows: pd.DataFrame, times: pd.DataFrame, presets: Sequence[str], report: Report) -> None:
+    """The LoCoMo table: R@10 by category and conversation, R@5, MRR, coverage, ms beside the floor."""
     cats = [c for c in RETRIEVAL_CATEGORIES if c in set(rows["category"])]
     convs = sorted(set(rows["conversation"]))
-    rec = times[times.kind == "recall"].groupby("preset")["ms"]
-    p50, p99 = rec.median(), rec.quantile(0.99)
+    rec = {p: percentiles(g["ms"]) for p, g in times[times.kind == "recall"].groupby("preset")}
+    p50 = {p: v["p50"] for p, v in rec.items()}
+    p99 = {p: v["p99"] for p, v in rec.items()}
     write = times[times.kind == "write"].groupby("preset")["ms"].median()
     floor = p50["floor"]
-    head = ["preset", *(f"{c} R@10" for c in cats), *(f"{c} R@10" for c in convs), "**all R@10**",
-            "all R@5", "MRR@10", "coverage@D (D)", "coverage, worst category", "ms p50 (x floor)", "ms p99 (x p50)",
-            "ms / remember()"]
-    lines = ["| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 1)]
+    table = []
     for p in presets:
         d = rows[rows.preset == p]
         worst = d.groupby("category")["coverage"].mean().min()
-        cells = [f"{d[d.category == c].r10.mean():.3f}" for c in cats]
-        cells += [f"{d[d.conversation == c].r10.mean():.3f}" for c in convs]
-        cells += [f"**{d.r10.mean():.3f}**", f"{d.r5.mean():.3f}", f"{d.mrr.mean():.3f}",
-                  f"{d.coverage.mean():.3f} ({DEPTH[p]})", f"{worst:.3f}",
-                  f"{p50[p]:.1f} ({p50[p] / floor:.1f}x)", f"{p99[p]:.1f} ({p99[p] / p50[p]:.1f}x)",
-                  f"{write[p]:.1f}"]
-        lines.append(f"| {p} | " + " | ".join(cells) + " |")
+        row = {"preset": p} | {f"{c} R@10": f"{d[d.category == c].r10.mean():.3f}" for c in cats}
+        row |= {f"{c} R@10": f"{d[d.conversation == c].r10.mean():.3f}" for c in convs}
+        row |= {"**all R@10**": f"**{d.r10.mean():.3f}**", "all R@5": f"{d.r5.mean():.3f}",
+                "MRR@10": f"{d.mrr.mean():.3f}", "coverage@D (D)": f"{d.coverage.mean():.3f} ({DEPTH[p]})",
+                "coverage, worst category": f"{worst:.3f}", "ms p50 (x floor)": f"{p50[p]:.1f} ({p50[p] / floor:.1f}x)",
+                "ms p99 (x p50)": f"{p99[p]:.1f} ({p99[p] / p50[p]:.1f}x)", "ms / remember()": f"{write[p]:.1f}"}
+        table.append(row)
     n = len(rows[rows.preset == presets[0]])
-    lines.append(f"\n{n} questions; floor (query embedding + exact dot product) p50 {floor:.1f} ms, "
-                 f"p99 {p99['floor']:.1f} ms ({p99['floor'] / floor:.1f}x), measured in the same run.")
-    return "\n".join(lines)
+    report.table("LoCoMo", table, note=(
+        f"{n} questions; floor (query embedding + exact dot product) p50 {floor:.1f} ms, "
+        f"p99 {p99['floor']:.1f} ms ({p99['floor'] / floor:.1f}x), measured in the same run."))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--locomo", help="a LoCoMo JSON file (not shipped)")
     ap.add_argument("--presets", default=",".join(PRESETS), help=f"comma-separated, of {', '.join(PRESETS)}")
-    ap.add_argument("--synthetic", default="datasets/*.jsonl", help="a glob of synthetic datasets, or 'none'")
-    ap.add_argument("--rounds", type=int, default=1, help="timing rounds over the questions")
-    args = ap.parse_args(argv)
-    presets = [p.strip() for p in args.presets.split(",") if p.strip()]
+    ap.add_argument("--synthetic", default="datasets/*.jsonl",
+                    help="a glob of synthetic datasets (relative to the repository's root), or 'none'")
+    args = flags(ap, rounds=1, rounds_help="timing rounds over the questions").parse_args(argv)
+    presets = parse_list(args.presets)
     unknown = set(presets) - set(PRESETS)
     if unknown:
         ap.error(f"unknown preset {sorted(unknown)[0]!r}; expected some of {', '.join(PRESETS)}")
+    report = Report("quality per millisecond of each recall preset")
     if args.locomo:
         rows, times = locomo(args.locomo, presets, args.rounds)
-        print(locomo_table(rows, times, presets))
-    files = [] if args.synthetic == "none" else sorted(glob.glob(args.synthetic))
+        locomo_table(rows, times, presets, report)
+        report.print("LoCoMo")
+    files = synthetic_datasets(args.synthetic)
     if files:
         syn = synthetic(files, presets)
         wide = syn.pivot(index="dataset", columns="preset", values="recall@10")[presets]
         leak = syn.groupby("preset")["stale_leak@10"].mean()[presets]
+        report.table("synthetic", [{"dataset": name} | {p: f"{row[p]:.3f}" for p in presets}
+                                   for name, row in wide.iterrows()],
+                     note="mean stale-leak@10: " + ", ".join(f"{p} {leak[p]:.3f}" for p in presets))
         print("\nSynthetic datasets, mean recall@10 of the replay's probes:\n")
-        print("| dataset | " + " | ".join(presets) + " |\n|---|" + "---:|" * len(presets))
-        for name, row in wide.iterrows():
-            print(f"| {name} | " + " | ".join(f"{row[p]:.3f}" for p in presets) + " |")
-        print("\nmean stale-leak@10: " + ", ".join(f"{p} {leak[p]:.3f}" for p in presets))
+        report.print("synthetic")
+    report.save(args)
     return 0
 
 
