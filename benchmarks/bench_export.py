@@ -1,6 +1,6 @@
 """Export and restore at scale: rows/s each way, and the export's peak RSS beyond the open database.
 
-    python benchmarks/bench_export.py [--n 1000000] [--dir /tmp/vxmem-bench-export]
+    .venv/bin/python -m benchmarks.bench_export [--n 1000000] [--dir /tmp/vxmem-bench-export]
 
 Builds (once per N, kept in ``--dir``) a database of N memories on the hashing embedder, over
 200 sessions, with a history: turns with a 30-day TTL, one in ten a fact, one in a hundred
@@ -21,30 +21,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
-import subprocess
 import sys
 import time
+from collections.abc import Sequence
+
+from benchmarks.harness import Report, Timer, flags, peak_rss_mb, rss_mb, run_child
 
 T0 = 1_700_000_000.0
 SESSIONS = 200
-HERE = os.path.abspath(__file__)
-
-
-def _status_kb(field: str) -> int | None:
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith(field + ":"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return None
-
-
-def rss_mb() -> float:
-    kb = _status_kb("VmRSS")
-    return (kb if kb is not None else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) / 1024
 
 
 def reset_peak() -> bool:
@@ -55,11 +39,6 @@ def reset_peak() -> bool:
         return True
     except OSError:
         return False
-
-
-def peak_mb() -> float:
-    kb = _status_kb("VmHWM")
-    return (kb if kb is not None else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) / 1024
 
 
 def summarize(turns: list[dict]) -> list[str]:
@@ -105,19 +84,19 @@ def child(step: str, db_path: str, out: str) -> dict:
         db = Vectrix(db_path, embedder="hashing", read_only=True)
         opened = rss_mb()
         exact = reset_peak()
-        start = time.perf_counter()
-        report = db.export(out, vectors=step == "export-vectors", progress=False)
-        spent = time.perf_counter() - start
-        peak = peak_mb()
+        with Timer() as t:
+            report = db.export(out, vectors=step == "export-vectors", progress=False)
+        spent = t.wall
+        peak = peak_rss_mb()
         db.close()
         return {"rows": report.counts["documents"], "s": spent, "open_mb": opened - base,
                 "beyond_mb": peak - opened, "exact_peak": exact, "bytes": report.bytes}
     if step == "export-file":
         exact = reset_peak()
-        start = time.perf_counter()
-        report = portable.export_file(db_path, out, progress=False)
-        spent = time.perf_counter() - start
-        return {"rows": report.counts["documents"], "s": spent, "beyond_mb": peak_mb() - base, "exact_peak": exact,
+        with Timer() as t:
+            report = portable.export_file(db_path, out, progress=False)
+        spent = t.wall
+        return {"rows": report.counts["documents"], "s": spent, "beyond_mb": peak_rss_mb() - base, "exact_peak": exact,
                 "bytes": report.bytes}
     # restore: db_path is the export, out the new database
     from vxmem.models.embed import get_embedder
@@ -125,32 +104,25 @@ def child(step: str, db_path: str, out: str) -> dict:
     get_embedder("hashing")  # loaded before the clock starts, as an open database has it
     base = rss_mb()
     exact = reset_peak()
-    start = time.perf_counter()
-    db = Vectrix.restore(db_path, out, embedder="hashing", progress=False)
-    spent = time.perf_counter() - start
+    with Timer() as t:
+        db = Vectrix.restore(db_path, out, embedder="hashing", progress=False)
+    spent = t.wall
     rows = len(db)
-    peak = peak_mb()
+    peak = peak_rss_mb()
     opened = rss_mb()
     db.close()
     return {"rows": rows, "s": spent, "beyond_mb": peak - base, "open_mb": opened - base, "exact_peak": exact}
 
 
-def run_child(step: str, a: str, b: str) -> dict:
-    got = subprocess.run([sys.executable, HERE, "--child", step, a, b], capture_output=True, text=True, check=False)
-    if got.returncode:
-        raise SystemExit(got.stderr)
-    return json.loads(got.stdout.strip().splitlines()[-1])
-
-
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=1_000_000, help="memories (default 1,000,000)")
     ap.add_argument("--dir", default="/tmp/vxmem-bench-export", help="where the data lives (kept between runs)")
-    ap.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
-    args = ap.parse_args()
-    if args.child:
-        print(json.dumps(child(*args.child)))
-        return
+    ap.add_argument("--_child", help=argparse.SUPPRESS)
+    args = flags(ap).parse_args(argv)
+    if args._child:
+        print(json.dumps(child(**json.loads(args._child))))
+        return 0
     os.makedirs(args.dir, exist_ok=True)
     db_path = os.path.join(args.dir, f"n{args.n}.vxdb")
     if not os.path.exists(db_path):
@@ -168,15 +140,20 @@ def main() -> None:
         for p in (b, b + "-wal", b + "-shm", b + ".mirror", b + ".lexical") if b.endswith(".vxdb") else ():
             if os.path.exists(p):
                 os.remove(p)
-        got = run_child(step, a, b)
-        rows.append((label, got))
+        got = run_child(__spec__.name if __spec__ else "benchmarks.bench_export", "--_child",
+                        {"step": step, "db_path": a, "out": b})
+        rows.append({"step": label} | got)
         size = f"  {got['bytes'] / 2**20:,.0f} MB file" if "bytes" in got else ""
         opened = f"  open database {got['open_mb']:,.0f} MB" if "open_mb" in got else ""
         beyond = "the open database" if step.startswith("export") and "open_mb" in got else "the start"
         print(f"{label:<30} {got['rows']:>10,} rows {got['s']:>8.1f} s {got['rows'] / got['s']:>10,.0f} rows/s  "
               f"peak RSS beyond {beyond} {got['beyond_mb']:>7,.0f} MB{opened}{size}"
               f"{'' if got['exact_peak'] else ' (peak: ru_maxrss, not reset)'}", flush=True)
+    report = Report(f"export and restore of {args.n:,} memories")
+    report.table("steps", rows)
+    report.save(args)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -1,6 +1,6 @@
 """Where recency helps and where it hurts: the spec's blend against plain relevance, per scenario.
 
-    .venv/bin/python benchmarks/bench_scenarios.py [--scenarios knowledge_update,old_but_relevant]
+    .venv/bin/python -m benchmarks.bench_scenarios [--scenarios knowledge_update,old_but_relevant]
 
 Each shipped synthetic scenario (seed 0) is replayed once per pipeline: the shipped default
 (bge-small, hybrid, the cross-encoder rerank) and the hashing embedder's (hybrid, no rerank).
@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from benchmarks.harness import Report, flags, parse_list
 from vxmem.workbench.replay.run import replay
 from vxmem.workbench.sweep.run import sweep
 from vxmem.workbench.synth import SCENARIOS, generate
@@ -24,12 +25,9 @@ PIPELINES = {"default (bge + rerank)": None, "hashing (hybrid)": "hashing"}
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--scenarios", default=",".join(SCENARIOS), help="comma-separated scenario names")
-    args = ap.parse_args(argv)
-    names = [s for s in args.scenarios.split(",") if s]
-    print("| scenario | pipeline | blend MRR | cosine MRR | blend nDCG@10 | cosine nDCG@10 | "
-          "blend stale-leak | cosine stale-leak |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|")
-    for name in names:
+    args = flags(ap).parse_args(argv)
+    rows = []
+    for name in parse_list(args.scenarios):
         conv = generate(name)
         for label, emb in PIPELINES.items():
             rep = replay(conv, embedder=emb)
@@ -38,8 +36,13 @@ def main(argv: list[str] | None = None) -> int:
             best = "blend" if b["mrr"] > c["mrr"] else "cosine" if c["mrr"] > b["mrr"] else ""
             bm = f"**{b['mrr']:.3f}**" if best == "blend" else f"{b['mrr']:.3f}"
             cm = f"**{c['mrr']:.3f}**" if best == "cosine" else f"{c['mrr']:.3f}"
-            print(f"| {name} | {label} | {bm} | {cm} | {b['ndcg']:.3f} | {c['ndcg']:.3f} | "
-                  f"{b['stale_leak']:.2f} | {c['stale_leak']:.2f} |")
+            rows.append({"scenario": name, "pipeline": label, "blend MRR": bm, "cosine MRR": cm,
+                         "blend nDCG@10": f"{b['ndcg']:.3f}", "cosine nDCG@10": f"{c['ndcg']:.3f}",
+                         "blend stale-leak": f"{b['stale_leak']:.2f}", "cosine stale-leak": f"{c['stale_leak']:.2f}"})
+    report = Report("the spec's blend against plain relevance, per scenario")
+    report.table("scenarios", rows)
+    report.print()
+    report.save(args)
     return 0
 
 

@@ -1,6 +1,6 @@
 """Soak: minutes of mixed operations from 4 processes, the writer SIGKILLed every few seconds.
 
-    python benchmarks/bench_soak.py --minutes 30
+    .venv/bin/python -m benchmarks.bench_soak --minutes 30
 
 One writer process (remember, corrections, grades, forget, consolidate with a summarizer,
 expire, build_index, close and reopen) and three reader processes (read-only handles:
@@ -29,6 +29,9 @@ import tempfile
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Sequence
+
+from benchmarks.harness import ROOT, Report, child_env, flags, module_command
 
 WORDS = ("tea coffee paris london dark light mode pdf csv report cat dog blue red green rome oslo "
          "monday meeting invoice budget travel train flight hotel").split()
@@ -186,8 +189,13 @@ def final_check(path: str) -> bool:
         db.close()
 
 
+def role_command(role: str, *args: str) -> list[str]:
+    """The command line of a writer or reader process: this module, run with ``--_role``."""
+    return module_command(__spec__.name if __spec__ else "benchmarks.bench_soak", "--_role", role, *args)
+
+
 def run_writer(path: str, seed: int, ledger: Ledger, wait: float) -> None:
-    proc = subprocess.Popen([sys.executable, __file__, "--_role", "writer", path, str(seed)],
+    proc = subprocess.Popen(role_command("writer", path, str(seed)), env=child_env(), cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     lines: list[bytes] = []
     pump = threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True)  # type: ignore[arg-type]
@@ -208,7 +216,28 @@ def run_writer(path: str, seed: int, ledger: Ledger, wait: float) -> None:
             ledger.read(line)
 
 
-def main() -> None:
+def summary(args: argparse.Namespace, ledger: Ledger, outs: list[dict], got: dict[str, int]) -> Report:
+    """The soak's one table: operations, kills and anything lost."""
+    errors = sum(o["errors"] for o in outs)
+    first = next((o["first_error"] for o in outs if o["first_error"]), None)
+    report = Report(f"soak: {args.minutes:g} min, 1 writer killed with SIGKILL every {args.kill_min:g}-"
+                    f"{args.kill_max:g} s and restarted, 3 readers (resting {args.reader_pause:g} s between reads); "
+                    f"hashing embedder; {os.cpu_count()} cores")
+    parts = ", ".join(f"{k} {v:,}" for k, v in sorted(ledger.ops.items()))
+    report.table("soak", [
+        {"figure": "writer operations acknowledged", "value": f"{sum(ledger.ops.values()):,} ({parts})"},
+        {"figure": "reader operations", "value": f"{sum(o['ops'] for o in outs):,} (errors: {errors}"
+                                                 + (f", first: {first}" if errors else "") + ")"},
+        {"figure": "kills survived", "value": f"{got['kills']} (each followed by a check of the file, FTS5 "
+                                              "integrity included)"},
+        {"figure": "acknowledged writes lost", "value": got["lost"]},
+        {"figure": "forgets undone", "value": got["back"]}, {"figure": "writes stored twice", "value": got["twice"]},
+        {"figure": "final documents", "value": f"{got['docs']:,}"},
+        {"figure": "a search through the reopened HNSW index scores as an exact scan", "value": got["exact"]}])
+    return report
+
+
+def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--minutes", type=float, default=30.0)
     ap.add_argument("--kill-min", type=float, default=1.0, help="seconds a writer runs at least before its kill")
@@ -217,44 +246,39 @@ def main() -> None:
     ap.add_argument("--reader-pause", type=float, default=0.01, help="seconds each reader rests between reads")
     ap.add_argument("--dir", default=None, help="where the database goes (default: a temporary directory)")
     ap.add_argument("--_role", default=None)
-    args, rest = ap.parse_known_args()
+    args, rest = flags(ap).parse_known_args(argv)
     if args._role == "writer":
-        return writer(rest[0], int(rest[1]))
+        writer(rest[0], int(rest[1]))
+        return 0
     if args._role == "reader":
-        return reader(rest[0], int(rest[1]), float(rest[2]), float(rest[3]))
+        reader(rest[0], int(rest[1]), float(rest[2]), float(rest[3]))
+        return 0
     os.environ.setdefault("VXMEM_EMBEDDER", "hashing")
     directory = args.dir or tempfile.mkdtemp(prefix="vxsoak")
     path = os.path.join(directory, "soak.db")
     _open(path).close()
     seconds = args.minutes * 60
     rng = random.Random(args.seed)
-    readers = [subprocess.Popen([sys.executable, __file__, "--_role", "reader", path, str(k), str(seconds),
-                                 str(args.reader_pause)], stdout=subprocess.PIPE, text=True) for k in range(3)]
+    readers = [subprocess.Popen(role_command("reader", path, str(k), str(seconds), str(args.reader_pause)),
+                                env=child_env(), cwd=ROOT, stdout=subprocess.PIPE, text=True) for k in range(3)]
     ledger = Ledger()
     start = time.monotonic()
-    kills, lost, back, twice, docs = 0, 0, 0, 0, 0
+    got = {"kills": 0, "lost": 0, "back": 0, "twice": 0, "docs": 0}
     while time.monotonic() - start < seconds:
-        run_writer(path, args.seed * 100_000 + kills + 1, ledger, rng.uniform(args.kill_min, args.kill_max))
-        kills += 1
-        got = check(path, ledger)
-        lost, back, twice, docs = lost + got["lost"], back + got["back"], twice + got["twice"], got["docs"]
+        run_writer(path, args.seed * 100_000 + got["kills"] + 1, ledger, rng.uniform(args.kill_min, args.kill_max))
+        got["kills"] += 1
+        one = check(path, ledger)
+        for key in ("lost", "back", "twice"):
+            got[key] += one[key]
+        got["docs"] = one["docs"]
     outs = [json.loads(p.communicate()[0].strip().splitlines()[-1]) for p in readers]
-    exact = final_check(path)
-    writes = sum(ledger.ops.values())
-    print(f"soak: {args.minutes:g} min, 1 writer killed with SIGKILL every {args.kill_min:g}-{args.kill_max:g} s "
-          f"and restarted, 3 readers (resting {args.reader_pause:g} s between reads); hashing embedder; "
-          f"{os.cpu_count()} cores")
-    parts = ", ".join(f"{k} {v:,}" for k, v in sorted(ledger.ops.items()))
-    print(f"writer operations acknowledged: {writes:,} ({parts})")
-    print(f"reader operations: {sum(o['ops'] for o in outs):,} (errors: {sum(o['errors'] for o in outs)}"
-          + (f", first: {next(o['first_error'] for o in outs if o['first_error'])}" if any(o['errors'] for o in outs)
-             else "") + ")")
-    print(f"kills survived: {kills} (each followed by a check of the file, FTS5 integrity included)")
-    print(f"acknowledged writes lost: {lost}; forgets undone: {back}; writes stored twice: {twice}")
-    print(f"final: {docs:,} documents; a search through the reopened HNSW index scores as an exact scan: {exact}")
-    if lost or back or twice or not exact or any(o["errors"] for o in outs):
-        raise SystemExit(1)
+    got["exact"] = final_check(path)
+    report = summary(args, ledger, outs, got)
+    print(report.title)
+    report.print()
+    report.save(args)
+    return 1 if got["lost"] or got["back"] or got["twice"] or not got["exact"] or any(o["errors"] for o in outs) else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
