@@ -1,6 +1,6 @@
 """The match probability, refitted and checked: does a recall know when it found nothing?
 
-    .venv/bin/python benchmarks/bench_confidence.py [--locomo PATH/locomo10.json] [--seeds 1,2,3] [--write]
+    .venv/bin/python -m benchmarks.bench_confidence [--locomo PATH/locomo10.json] [--seeds 1,2,3] [--write]
 
 Every probe is asked of a fresh replay with each recall preset (``fast``, ``default``,
 ``accurate``; bge-small) and with the hashing embedder's pipeline; each recall's scores become
@@ -27,6 +27,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from benchmarks.corpora import synthetic_datasets
+from benchmarks.harness import Report, flags
 from vxmem.memory.confidence import FEATURES, MATCH_THRESHOLD, Calibration, match_probability, score_features
 from vxmem.models.embed import default_embedder
 from vxmem.workbench.datasets import load_jsonl, load_locomo
@@ -35,7 +37,6 @@ from vxmem.workbench.replay.run import replay
 from vxmem.workbench.synth import SCENARIOS, generate
 from vxmem.workbench.synth.timeline import UNANSWERABLE
 
-ROOT = Path(__file__).resolve().parent.parent
 PRESETS = ("fast", "default", "accurate")
 # The raw thresholds the warning used before (the stage's low_relevance; bge's cosine hint without one).
 RAW = {"fast": 0.6, "default": 0.47, "accurate": 0.0, "hashing": 0.25}
@@ -97,7 +98,7 @@ def gather(seeds: list[int], locomo: str | None) -> pd.DataFrame:
         for seed in seeds:
             for name in SCENARIOS:
                 rows += collect(generate(name, seed=seed), "fit", hashing)
-        for path in sorted((ROOT / "datasets").glob("*.jsonl")):
+        for path in synthetic_datasets():
             rows += collect(load_jsonl(path), "held out", hashing)
         if locomo:
             for i, conv in enumerate(load_locomo(locomo)):
@@ -125,11 +126,9 @@ def warning_scores(found: np.ndarray, warned: np.ndarray) -> tuple[float, float,
     return precision, recall, false_alarm
 
 
-def report(frame: pd.DataFrame, fitted: dict[str, Calibration]) -> None:
+def report(frame: pd.DataFrame, fitted: dict[str, Calibration]) -> list[dict[str, Any]]:
     """The held-out table: the calibrated warning beside the raw threshold, per pipeline and source."""
-    print("| pipeline | held out | questions | nothing found | warning precision | warning recall | "
-          "false alarms | raw-threshold precision / recall / false alarms |")
-    print("|---|---|---:|---:|---:|---:|---:|---|")
+    rows = []
     held = frame[frame["split"] == "held out"]
     for name, cal in fitted.items():
         part = held[held["pipeline"] == name]
@@ -143,8 +142,11 @@ def report(frame: pd.DataFrame, fitted: dict[str, Calibration]) -> None:
             found = g["found"].to_numpy()
             cp, cr, cf = warning_scores(found, p < MATCH_THRESHOLD)
             rp, rr, rf = warning_scores(found, (g["best"] < RAW[name]).to_numpy())
-            print(f"| {name} | {label} | {len(g)} | {int((found == 0).sum())} | {cp:.2f} | {cr:.2f} | {cf:.2f} | "
-                  f"{rp:.2f} / {rr:.2f} / {rf:.2f} |")
+            rows.append({"pipeline": name, "held out": label, "questions": len(g),
+                         "nothing found": int((found == 0).sum()), "warning precision": f"{cp:.2f}",
+                         "warning recall": f"{cr:.2f}", "false alarms": f"{cf:.2f}",
+                         "raw-threshold precision / recall / false alarms": f"{rp:.2f} / {rr:.2f} / {rf:.2f}"})
+    return rows
 
 
 def absurd_check() -> None:
@@ -158,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", default="1,2,3", help="synthetic seeds to fit on (seed 0 is held out)")
     ap.add_argument("--cache", help="a CSV of gathered rows to read (if it exists) or write")
     ap.add_argument("--write", action="store_true", help="print the coefficients as CALIBRATIONS entries")
-    args = ap.parse_args(argv)
+    args = flags(ap).parse_args(argv)
     seeds = [int(s) for s in args.seeds.split(",") if s]
     if 0 in seeds:
         ap.error("seed 0 is the shipped datasets, which are held out")
@@ -170,7 +172,10 @@ def main(argv: list[str] | None = None) -> int:
             frame.to_csv(args.cache, index=False)
     fitted = {name: fit(frame[(frame["split"] == "fit") & (frame["pipeline"] == name)])
               for name in frame["pipeline"].unique()}
-    report(frame, fitted)
+    out = Report("the match probability, held out")
+    out.table("held out", report(frame, fitted))
+    out.print()
+    out.save(args)
     absurd_check()
     if args.write:
         emb = default_embedder().name
