@@ -48,7 +48,7 @@ screenshot: $(STAMP) chromium
 	$(BIN)/python docs/screenshot.py
 
 bench: $(STAMP)
-	$(BIN)/python benchmarks/bench_memory.py
+	$(BIN)/python -m benchmarks.bench_memory
 
 # vxmem against its peers. The peers live in a venv of their own, never in .venv and never
 # in `make test`: `make bench-peers`, or `make bench-peers PEERS_ARGS="--sizes 1000,10000 --queries 100"`.
@@ -65,7 +65,7 @@ $(PEERS_STAMP): pyproject.toml
 	touch $(PEERS_STAMP)
 
 bench-peers: $(PEERS_STAMP)
-	$(PEERS_VENV)/bin/python benchmarks/bench_peers.py $(PEERS_ARGS)
+	$(PEERS_VENV)/bin/python -m benchmarks.bench_peers $(PEERS_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info

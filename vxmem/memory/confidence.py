@@ -58,7 +58,7 @@ class Calibration:
 
 
 # Keyed by (reranker name or None, embedder name or None when the stage's score does not depend on it).
-# Refit with: .venv/bin/python benchmarks/bench_confidence.py --locomo PATH/locomo10.json --write
+# Refit with: .venv/bin/python -m benchmarks.bench_confidence --locomo PATH/locomo10.json --write
 # Fitted on 857 recalls each (the synthetic scenarios at seeds 1-3 and LoCoMo conv-26 with questions it
 # never answers), checked on 353 held out (the shipped datasets and LoCoMo conv-30): docs/BENCHMARKS.md.
 _BGE = "bge-small-en-v1.5-int8"
