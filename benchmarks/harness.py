@@ -48,6 +48,7 @@ class Timer:
             raise ValueError(f"cpu must be 'thread' or 'process', got {cpu!r}")
         self.clock = time.thread_time if cpu == "thread" else time.process_time
         self.wall = self.cpu = 0.0
+        self.t0 = self.c0 = 0.0  # perf_counter and CPU clock at the start of the block
 
     def __enter__(self) -> Timer:
         self.c0, self.t0 = self.clock(), time.perf_counter()

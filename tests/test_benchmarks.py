@@ -130,3 +130,12 @@ def test_every_benchmark_imports_without_running_and_answers_help():
                          timeout=300)
     assert got.returncode == 0, got.stderr
     assert got.stdout.count(" ok") == len(MODULES)
+
+
+def test_importing_bench_peers_imports_no_peer_library():
+    code = ("import sys, benchmarks.bench_peers; "
+            "print(sorted(m for m in ('chromadb', 'lancedb', 'vectrixdb', 'faiss', 'usearch', 'vxmem') "
+            "if m in sys.modules))")
+    got = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert got.returncode == 0, got.stderr
+    assert got.stdout.strip() == "[]"
