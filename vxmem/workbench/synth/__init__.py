@@ -19,6 +19,9 @@ Scenarios (see :data:`SCENARIOS`; written in :mod:`vxmem.workbench.synth.scenari
 - ``restated_preference`` and ``quiet_correction`` (:mod:`vxmem.workbench.synth.judges`):
   a favourite said again that is no contradiction, and corrections said without "actually";
   they tell contradiction judges apart in the supersession audit.
+- ``plain_chat`` (:mod:`vxmem.workbench.synth.plain_chat`): remember() on every turn and nothing
+  else; a fact later changed in passing and in other words, or only restated, among small talk
+  and a mention of the old value in another sense.
 
 Every scenario ends with four probes about things it never mentions (category
 ``"unanswerable"``, nothing relevant; :func:`~vxmem.workbench.synth.timeline.ask_unanswerable`):
@@ -37,6 +40,7 @@ import numpy as np
 
 from ..datasets.model import Conversation
 from .judges import quiet_correction, restated_preference
+from .plain_chat import plain_chat
 from .scenarios import (
     contradicting_facts,
     feedback_loop,
@@ -58,6 +62,7 @@ SCENARIOS: dict[str, tuple[Callable, dict[str, int]]] = {
     "many_users": (many_users, {"users": 6, "facts_per_user": 3}),
     "restated_preference": (restated_preference, {"people": 6, "rounds": 3}),
     "quiet_correction": (quiet_correction, {"people": 6, "updates": 2}),
+    "plain_chat": (plain_chat, {"rounds": 1}),
 }
 
 

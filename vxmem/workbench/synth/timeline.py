@@ -81,6 +81,12 @@ _ASSISTANT = [
 ]
 
 
+def reply(tl: ScenarioTimeline, session: str, chance: float = 0.5, **kw: Any) -> None:
+    """The assistant's short reply in ``session``, with probability ``chance``."""
+    if tl.rng.random() < chance:
+        tl.turn(tl.pick(_ASSISTANT), session, "assistant", **kw)
+
+
 def chit_chat(tl: ScenarioTimeline, session: str, n: int, extra: Sequence[str] = (),
               ttl_days: float | None = None) -> None:
     """``n`` chit-chat turns of the user in ``session`` (from the small talk and ``extra``),
@@ -89,8 +95,7 @@ def chit_chat(tl: ScenarioTimeline, session: str, n: int, extra: Sequence[str] =
     for _ in range(n):
         kw: dict[str, Any] = {"ttl_days": ttl_days} if ttl_days else {}
         tl.turn(tl.pick(pool), session, "user", **kw)
-        if tl.rng.random() < 0.5:
-            tl.turn(tl.pick(_ASSISTANT), session, "assistant", **kw)
+        reply(tl, session, **kw)
 
 
 UNANSWERABLE = "unanswerable"  # the category of a probe about something the conversation never mentions
