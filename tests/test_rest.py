@@ -176,12 +176,27 @@ def test_one_user_never_reads_or_forgets_anothers_memories(served):
     assert c.post("/v1/history", json={**bob, "id": a}).status_code == 404
     assert c.post("/v1/feedback", json={"user": "bob", "id": a, "outcome": "dead_end"}).status_code == 404
     assert c.post("/v1/forget", json={**bob, "ids": [a]}).json() == {"deleted": 0}
-    assert c.post("/v1/forget", json={**bob, "kinds": ["turn", "fact", "pinned"]}).json() == {"deleted": 0}
+    assert c.post("/v1/forget", json={**bob, "kinds": ["turn", "fact", "pinned"], "all": True}).json() == {
+        "deleted": 0}
     assert c.post("/v1/expire", json={**bob, "now": T0 + 10_000 * DAY}).json() == {"deleted": 0}
     with Vectrix(path, read_only=True) as db:
         assert a in db and "_vx_feedback" not in db.get(a).metadata
     mine = c.post("/v1/recall", json={"user": "alice", "query": "green tea", "now": T0 + DAY}).json()["results"]
     assert mine[0]["id"] == a and mine[0]["session"] == "shared"
+
+
+def test_a_forget_that_names_no_scope_is_refused_unless_it_says_all(served):
+    c, path = served
+    u = {"user": "sweeping"}
+    for session in ("one", "two"):
+        c.post("/v1/remember", json={**u, "text": f"a turn of {session}", "session": session, "timestamp": T0})
+    before = _count(path)
+    for body in ({}, {"kinds": ["turn"]}, {"now": T0 + DAY}):
+        r = c.post("/v1/forget", json={**u, **body})
+        assert r.status_code == 422 and "all" in r.json()["message"], r.text
+    assert _count(path) == before
+    assert c.post("/v1/forget", json={**u, "all": True}).json() == {"deleted": 2}
+    assert c.post("/v1/forget", json={**u, "all": "yes"}).status_code == 422
 
 
 # ---------------------------------------------------------------------------- isolation, as a property
@@ -247,7 +262,7 @@ def _apply(c, ledger: Ledger, db, op) -> None:
     before = {i for i in known if i in db}
     if verb == "forget_session":
         r = c.post("/v1/forget", json={"user": user, "session": op[2], "kinds": ["turn", "fact", "pinned"],
-                                       "now": now})
+                                       "now": now, "all": op[2] is None})
     else:
         target = known[op[2] % len(known)] if known else "none-yet"
         if verb == "forget_ids":

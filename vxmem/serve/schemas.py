@@ -18,7 +18,7 @@ import inspect
 import math
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool
 from pydantic_core import PydanticCustomError
 
 from ..memory.conversation import ConversationMemory
@@ -173,6 +173,13 @@ class ForgetBody(Strict):
     filter: Filter = None
     now: Time = None
     user: User = None
+    all: StrictBool = Field(False, description="true lets a forget name no scope (no session, ids, older_than, "
+                                               "superseded or filter): every session's memories of the kinds go")
+
+    def scoped(self) -> bool:
+        """Whether the request narrows what goes to less than every session of the user."""
+        return any((self.session is not None, self.ids is not None, self.older_than is not None, self.superseded,
+                    self.filter is not None))
 
 
 class HistoryBody(Strict):

@@ -222,6 +222,11 @@ class MemoryService:
                                                        timestamp=body.timestamp))
 
     async def forget(self, body: m.ForgetBody) -> m.CountOut:
+        """Delete what the request selects; one that selects nothing narrower than every session
+        (the server having no ``--session``) is refused unless it says ``all``."""
+        if not (body.scoped() or self.session is not None or body.all):
+            raise ValueError("forget names no scope: give session, ids, older_than, superseded or filter, or "
+                             "all: true to delete the memories of the kinds (default: turns) of every session")
         user = self.user_of(body.user)
         args: dict[str, Any] = {"session": self.inner(user, body.session or self.session), "ids": body.ids,
                                 "superseded": body.superseded, "now": body.now, "filter": body.filter,
