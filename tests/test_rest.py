@@ -199,6 +199,33 @@ def test_a_forget_that_names_no_scope_is_refused_unless_it_says_all(served):
     assert c.post("/v1/forget", json={**u, "all": "yes"}).status_code == 422
 
 
+def test_two_users_may_choose_one_id_and_neither_learns_of_the_other(served):
+    c, path = served
+    ids = {}
+    for user in ("same-id-ann", "same-id-bob"):
+        r = c.post("/v1/remember", json={"user": user, "text": f"{user} likes tea", "id": "fixed-1",
+                                         "kind": "fact", "timestamp": T0})
+        assert r.status_code == 200, r.text
+        ids[user] = r.json()["id"]
+    assert ids == {"same-id-ann": "fixed-1", "same-id-bob": "fixed-1"}
+    bob = {"user": "same-id-bob"}
+    again = c.post("/v1/remember", json={**bob, "text": "again", "id": "fixed-1"})
+    assert again.status_code == 409 and "'fixed-1'" in again.json()["message"]
+    fixed = c.post("/v1/feedback", json={**bob, "id": "fixed-1", "outcome": "corrected",
+                                         "correction": "same-id-bob likes coffee", "timestamp": T0 + DAY}).json()["id"]
+    chain = c.post("/v1/history", json={**bob, "id": "fixed-1"}).json()["entries"]
+    assert [(e["id"], e["superseded_by"]) for e in chain] == [("fixed-1", fixed), (fixed, None)]
+    assert chain[1]["supersedes"] == ["fixed-1"]
+    hits = c.post("/v1/recall", json={"user": "same-id-ann", "query": "likes tea", "now": T0 + DAY}).json()
+    assert [(h["id"], h["text"]) for h in hits["results"]] == [("fixed-1", "same-id-ann likes tea")]
+    assert c.post("/v1/recall", json={"user": "same-id-ann", "query": "likes tea", "exclude_ids": ["fixed-1"],
+                                      "now": T0 + DAY}).json()["results"] == []
+    assert c.post("/v1/forget", json={**bob, "ids": ["fixed-1"]}).json() == {"deleted": 1}
+    with Vectrix(path, read_only=True) as db:  # each user's id is stored under their name
+        assert db.get("same-id-ann/fixed-1").text == "same-id-ann likes tea"
+        assert "same-id-bob/fixed-1" not in db
+
+
 # ---------------------------------------------------------------------------- isolation, as a property
 
 PEOPLE = ["h-ann", "h-ben", "h-cy"]  # users of the property test alone; they share session names
