@@ -67,6 +67,8 @@ BAD_CALLS = [
     ("remember", {"text": "x", "turn": -1}),
     ("recall", {"query": "x", "limit": 1000}),
     ("recall", {}),
+    ("recall", {"query": "   "}),
+    ("context", {"query": " "}),
     ("feedback", {"id": "no-such-id", "outcome": "useful"}),
     ("feedback", {"id": "no-such-id", "outcome": "loved"}),
     ("forget", {"ids": "not a list"}),

@@ -62,3 +62,15 @@ def test_deleting_a_middle_correction_leaves_the_newest_superseding_the_first():
     chain = db.history(newest)
     assert [(e.id, e.live, e.superseded_by) for e in chain] == [(first, False, newest), (newest, True, None)]
     assert db.recall("where do I live", session="s", now=T0 + 3 * DAY).ids == [newest]
+
+
+def test_a_blank_query_is_refused_as_a_blank_text_is():
+    db = Vectrix()
+    db.remember("something said", timestamp=T0)
+    for blank in ("", "   "):
+        with pytest.raises(ValueError, match="text must not be empty"):
+            db.remember(blank)
+        with pytest.raises(ValueError, match="query must not be empty"):
+            db.recall(blank)
+        with pytest.raises(ValueError, match="query must not be empty"):
+            db.context(blank)

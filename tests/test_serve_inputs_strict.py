@@ -269,3 +269,13 @@ def test_an_id_or_a_session_of_only_spaces_is_refused(served):
         r = c.post("/v1/remember", json=body)
         assert r.status_code == 422 and r.json()["message"].startswith(f"{field}: "), r.text
     assert count(path) == before
+
+
+def test_a_blank_query_is_refused_as_a_blank_text_is(served):
+    c, path = served
+    before = count(path)
+    for verb, body, field in [("remember", {"text": "   "}, "text"), ("recall", {"query": "   "}, "query"),
+                              ("context", {"query": " \t"}, "query")]:
+        r = c.post(f"/v1/{verb}", json=body)
+        assert r.status_code == 422 and field in r.json()["message"], (verb, r.text)
+    assert count(path) == before
