@@ -131,8 +131,21 @@ def test_the_token_is_required_on_every_verb_and_checked(served):
         r = httpx.post(f"{url}/v1/recall", json={"query": "x"}, headers=headers)
         assert r.status_code == 401 and r.json()["error"] == "unauthorized"
         assert r.headers["www-authenticate"] == "Bearer"
-    assert httpx.get(f"{url}/openapi.json").status_code == 401
     assert httpx.get(f"{url}/healthz").status_code == 200
+
+
+def test_the_description_loads_without_the_token_names_the_verbs_and_declares_it(served):
+    c, _ = served
+    url = str(c.base_url).rstrip("/")
+    spec = httpx.get(f"{url}/openapi.json").json()  # no token: it describes the API, it holds no data
+    verbs = {p.removeprefix("/v1/"): ops["post"] for p, ops in spec["paths"].items() if p.startswith("/v1/")}
+    assert {v: op["operationId"] for v, op in verbs.items()} == {v: v for v in verbs} and len(verbs) == 9
+    scheme = spec["components"]["securitySchemes"]["HTTPBearer"]
+    assert scheme["type"] == "http" and scheme["scheme"] == "bearer"
+    assert all(op["security"] == [{"HTTPBearer": []}] for op in verbs.values())
+    docs = httpx.get(f"{url}/docs")
+    assert docs.status_code == 200 and "swagger" in docs.text.lower()
+    assert httpx.post(f"{url}/v1/recall", json={"query": "x"}).status_code == 401
 
 
 def test_binding_off_the_loopback_without_a_token_refuses_to_start(tmp_path):
