@@ -239,6 +239,20 @@ def test_two_users_may_choose_one_id_and_neither_learns_of_the_other(served):
         assert "same-id-bob/fixed-1" not in db
 
 
+def test_forgetting_a_correction_brings_back_what_it_corrected(served):
+    c, _ = served
+    u = {"user": "unfixed"}
+    old = c.post("/v1/remember", json={**u, "text": "unfixed lives in Paris", "kind": "fact",
+                                       "timestamp": T0}).json()["id"]
+    fix = c.post("/v1/feedback", json={**u, "id": old, "outcome": "corrected", "correction": "unfixed lives in Lyon",
+                                       "timestamp": T0 + DAY}).json()["id"]
+    assert c.post("/v1/forget", json={**u, "ids": [fix]}).json() == {"deleted": 1}
+    [entry] = c.post("/v1/history", json={**u, "id": old}).json()["entries"]
+    assert entry["live"] and entry["superseded_by"] is None
+    hits = c.post("/v1/recall", json={**u, "query": "where does unfixed live", "now": T0 + 2 * DAY}).json()
+    assert [h["id"] for h in hits["results"]] == [old]
+
+
 # ---------------------------------------------------------------------------- isolation, as a property
 
 PEOPLE = ["h-ann", "h-ben", "h-cy"]  # users of the property test alone; they share session names
