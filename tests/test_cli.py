@@ -281,3 +281,26 @@ def test_replay_summary_gives_intervals_and_probe_counts_and_warns_below_30_prob
     assert main(["replay", str(few), "--embedder", "hashing"]) == 0
     out = capsys.readouterr().out
     assert "overall, 2 probes" in out and "caveat: 2 probes, fewer than 30" in out
+
+
+def _help(capsys, *command: str) -> str:
+    assert main([*command, "--help"]) == 0
+    return " ".join(capsys.readouterr().out.split())
+
+
+def test_serve_mcp_and_restore_offer_the_same_embedders(capsys):
+    import re
+
+    from vxmem.models.embed import EMBEDDERS
+
+    offered = {c: re.search(r"--embedder \{([^}]*)\}", _help(capsys, *c)).group(1).split(",")
+               for c in (("serve",), ("mcp",), ("restore",))}
+    assert offered[("serve",)] == offered[("mcp",)] == list(EMBEDDERS)
+    assert offered[("restore",)] == ["auto", *EMBEDDERS]
+
+
+def test_mcp_help_says_its_user_is_the_one_every_tool_acts_for(capsys):
+    text = _help(capsys, "mcp")
+    assert "the user of requests that name none" not in text
+    assert "every tool reads and writes" in text
+    assert "the user of requests that name none" in _help(capsys, "serve")

@@ -67,6 +67,8 @@ BAD_CALLS = [
     ("remember", {"text": "x", "turn": -1}),
     ("recall", {"query": "x", "limit": 1000}),
     ("recall", {}),
+    ("recall", {"query": "   "}),
+    ("context", {"query": " "}),
     ("feedback", {"id": "no-such-id", "outcome": "useful"}),
     ("feedback", {"id": "no-such-id", "outcome": "loved"}),
     ("forget", {"ids": "not a list"}),
@@ -87,6 +89,24 @@ def test_bad_arguments_are_a_one_line_tool_error_and_write_nothing(tmp_path):
         text = got.content[0].text
         assert "\n" not in text and "Traceback" not in text and text.startswith(f"Error executing tool {tool}: ")
     assert _count(path) == 1
+
+
+def test_a_forget_that_names_no_scope_is_a_tool_error_unless_it_says_all(tmp_path):
+    path = tmp_path / "sweep.vxdb"
+    with Vectrix(path) as db:
+        for session in ("one", "two"):
+            db.remember(f"a turn of {session}", user="default", session=f"default/{session}", timestamp=T0)
+
+    async def main():
+        async with _session(path) as client:
+            refused = await client.call_tool("forget", {})
+            count = _count(path)
+            done = await client.call_tool("forget", {"all": True})
+            return refused, count, done
+
+    refused, count, done = asyncio.run(main())
+    assert refused.is_error and "all" in refused.content[0].text and count == 2
+    assert done.structured_content == {"deleted": 2} and _count(path) == 0
 
 
 def test_a_client_stays_in_the_users_scope(tmp_path):

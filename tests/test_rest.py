@@ -131,8 +131,21 @@ def test_the_token_is_required_on_every_verb_and_checked(served):
         r = httpx.post(f"{url}/v1/recall", json={"query": "x"}, headers=headers)
         assert r.status_code == 401 and r.json()["error"] == "unauthorized"
         assert r.headers["www-authenticate"] == "Bearer"
-    assert httpx.get(f"{url}/openapi.json").status_code == 401
     assert httpx.get(f"{url}/healthz").status_code == 200
+
+
+def test_the_description_loads_without_the_token_names_the_verbs_and_declares_it(served):
+    c, _ = served
+    url = str(c.base_url).rstrip("/")
+    spec = httpx.get(f"{url}/openapi.json").json()  # no token: it describes the API, it holds no data
+    verbs = {p.removeprefix("/v1/"): ops["post"] for p, ops in spec["paths"].items() if p.startswith("/v1/")}
+    assert {v: op["operationId"] for v, op in verbs.items()} == {v: v for v in verbs} and len(verbs) == 9
+    scheme = spec["components"]["securitySchemes"]["HTTPBearer"]
+    assert scheme["type"] == "http" and scheme["scheme"] == "bearer"
+    assert all(op["security"] == [{"HTTPBearer": []}] for op in verbs.values())
+    docs = httpx.get(f"{url}/docs")
+    assert docs.status_code == 200 and "swagger" in docs.text.lower()
+    assert httpx.post(f"{url}/v1/recall", json={"query": "x"}).status_code == 401
 
 
 def test_binding_off_the_loopback_without_a_token_refuses_to_start(tmp_path):
@@ -176,12 +189,68 @@ def test_one_user_never_reads_or_forgets_anothers_memories(served):
     assert c.post("/v1/history", json={**bob, "id": a}).status_code == 404
     assert c.post("/v1/feedback", json={"user": "bob", "id": a, "outcome": "dead_end"}).status_code == 404
     assert c.post("/v1/forget", json={**bob, "ids": [a]}).json() == {"deleted": 0}
-    assert c.post("/v1/forget", json={**bob, "kinds": ["turn", "fact", "pinned"]}).json() == {"deleted": 0}
+    assert c.post("/v1/forget", json={**bob, "kinds": ["turn", "fact", "pinned"], "all": True}).json() == {
+        "deleted": 0}
     assert c.post("/v1/expire", json={**bob, "now": T0 + 10_000 * DAY}).json() == {"deleted": 0}
     with Vectrix(path, read_only=True) as db:
         assert a in db and "_vx_feedback" not in db.get(a).metadata
     mine = c.post("/v1/recall", json={"user": "alice", "query": "green tea", "now": T0 + DAY}).json()["results"]
     assert mine[0]["id"] == a and mine[0]["session"] == "shared"
+
+
+def test_a_forget_that_names_no_scope_is_refused_unless_it_says_all(served):
+    c, path = served
+    u = {"user": "sweeping"}
+    for session in ("one", "two"):
+        c.post("/v1/remember", json={**u, "text": f"a turn of {session}", "session": session, "timestamp": T0})
+    before = _count(path)
+    for body in ({}, {"kinds": ["turn"]}, {"now": T0 + DAY}):
+        r = c.post("/v1/forget", json={**u, **body})
+        assert r.status_code == 422 and "all" in r.json()["message"], r.text
+    assert _count(path) == before
+    assert c.post("/v1/forget", json={**u, "all": True}).json() == {"deleted": 2}
+    assert c.post("/v1/forget", json={**u, "all": "yes"}).status_code == 422
+
+
+def test_two_users_may_choose_one_id_and_neither_learns_of_the_other(served):
+    c, path = served
+    ids = {}
+    for user in ("same-id-ann", "same-id-bob"):
+        r = c.post("/v1/remember", json={"user": user, "text": f"{user} likes tea", "id": "fixed-1",
+                                         "kind": "fact", "timestamp": T0})
+        assert r.status_code == 200, r.text
+        ids[user] = r.json()["id"]
+    assert ids == {"same-id-ann": "fixed-1", "same-id-bob": "fixed-1"}
+    bob = {"user": "same-id-bob"}
+    again = c.post("/v1/remember", json={**bob, "text": "again", "id": "fixed-1"})
+    assert again.status_code == 409 and "'fixed-1'" in again.json()["message"]
+    fixed = c.post("/v1/feedback", json={**bob, "id": "fixed-1", "outcome": "corrected",
+                                         "correction": "same-id-bob likes coffee", "timestamp": T0 + DAY}).json()["id"]
+    chain = c.post("/v1/history", json={**bob, "id": "fixed-1"}).json()["entries"]
+    assert [(e["id"], e["superseded_by"]) for e in chain] == [("fixed-1", fixed), (fixed, None)]
+    assert chain[1]["supersedes"] == ["fixed-1"]
+    hits = c.post("/v1/recall", json={"user": "same-id-ann", "query": "likes tea", "now": T0 + DAY}).json()
+    assert [(h["id"], h["text"]) for h in hits["results"]] == [("fixed-1", "same-id-ann likes tea")]
+    assert c.post("/v1/recall", json={"user": "same-id-ann", "query": "likes tea", "exclude_ids": ["fixed-1"],
+                                      "now": T0 + DAY}).json()["results"] == []
+    assert c.post("/v1/forget", json={**bob, "ids": ["fixed-1"]}).json() == {"deleted": 1}
+    with Vectrix(path, read_only=True) as db:  # each user's id is stored under their name
+        assert db.get("same-id-ann/fixed-1").text == "same-id-ann likes tea"
+        assert "same-id-bob/fixed-1" not in db
+
+
+def test_forgetting_a_correction_brings_back_what_it_corrected(served):
+    c, _ = served
+    u = {"user": "unfixed"}
+    old = c.post("/v1/remember", json={**u, "text": "unfixed lives in Paris", "kind": "fact",
+                                       "timestamp": T0}).json()["id"]
+    fix = c.post("/v1/feedback", json={**u, "id": old, "outcome": "corrected", "correction": "unfixed lives in Lyon",
+                                       "timestamp": T0 + DAY}).json()["id"]
+    assert c.post("/v1/forget", json={**u, "ids": [fix]}).json() == {"deleted": 1}
+    [entry] = c.post("/v1/history", json={**u, "id": old}).json()["entries"]
+    assert entry["live"] and entry["superseded_by"] is None
+    hits = c.post("/v1/recall", json={**u, "query": "where does unfixed live", "now": T0 + 2 * DAY}).json()
+    assert [h["id"] for h in hits["results"]] == [old]
 
 
 # ---------------------------------------------------------------------------- isolation, as a property
@@ -247,7 +316,7 @@ def _apply(c, ledger: Ledger, db, op) -> None:
     before = {i for i in known if i in db}
     if verb == "forget_session":
         r = c.post("/v1/forget", json={"user": user, "session": op[2], "kinds": ["turn", "fact", "pinned"],
-                                       "now": now})
+                                       "now": now, "all": op[2] is None})
     else:
         target = known[op[2] % len(known)] if known else "none-yet"
         if verb == "forget_ids":

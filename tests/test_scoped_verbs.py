@@ -40,3 +40,37 @@ def test_a_taken_id_or_turn_is_a_conflict_and_a_value_error():
     with pytest.raises(ValueError):
         db.add(["four"], ids=["x"])
     assert len(db) == 1
+
+
+def test_deleting_a_correction_brings_back_the_memory_it_superseded():
+    db = Vectrix()
+    old = db.remember("I live in Paris", kind="fact", session="s", timestamp=T0)
+    fix = db.feedback(old, "corrected", correction="I live in Lyon", timestamp=T0 + DAY)
+    assert db.forget(ids=[fix]) == 1
+    assert "_vx_superseded_by" not in db.get(old).metadata
+    [entry] = db.history(old)
+    assert entry.live and entry.superseded_by is None
+    assert db.recall("where do I live", session="s", now=T0 + 2 * DAY).ids == [old]
+
+
+def test_deleting_a_middle_correction_leaves_the_newest_superseding_the_first():
+    db = Vectrix()
+    first = db.remember("I live in Paris", kind="fact", session="s", timestamp=T0)
+    middle = db.feedback(first, "corrected", correction="I live in Lyon", timestamp=T0 + DAY)
+    newest = db.feedback(middle, "corrected", correction="I live in Nice", timestamp=T0 + 2 * DAY)
+    assert db.forget(ids=[middle]) == 1
+    chain = db.history(newest)
+    assert [(e.id, e.live, e.superseded_by) for e in chain] == [(first, False, newest), (newest, True, None)]
+    assert db.recall("where do I live", session="s", now=T0 + 3 * DAY).ids == [newest]
+
+
+def test_a_blank_query_is_refused_as_a_blank_text_is():
+    db = Vectrix()
+    db.remember("something said", timestamp=T0)
+    for blank in ("", "   "):
+        with pytest.raises(ValueError, match="text must not be empty"):
+            db.remember(blank)
+        with pytest.raises(ValueError, match="query must not be empty"):
+            db.recall(blank)
+        with pytest.raises(ValueError, match="query must not be empty"):
+            db.context(blank)

@@ -106,6 +106,30 @@ def test_numbers_are_still_numbers(served):
     assert c.post("/v1/recall", json={"query": "tea", "hybrid_weight": 2}).status_code == 422
 
 
+def flag(prop: dict) -> bool:
+    """Whether a JSON schema property takes a boolean (alone or beside null)."""
+    return "boolean" in [prop.get("type")] + [a.get("type") for a in prop.get("anyOf", ())]
+
+
+def test_rest_takes_only_true_or_false_for_a_flag(served):
+    c, path = served
+    spec = c.get("/openapi.json").json()
+    schemas = spec["components"]["schemas"]
+    before, checked = count(path), 0
+    for verb in sorted(MINIMAL):
+        ref = spec["paths"][f"/v1/{verb}"]["post"]["requestBody"]["content"]["application/json"]["schema"]["$ref"]
+        for field, prop in schemas[ref.rsplit("/", 1)[1]]["properties"].items():
+            if flag(prop):
+                for value in ("yes", "true", 1, 0):
+                    r = c.post(f"/v1/{verb}", json={**MINIMAL[verb], field: value})
+                    assert r.status_code == 422 and f"{field}: " in r.json()["message"], (verb, field, value, r.text)
+                    checked += 1
+    r = c.post("/v1/remember_many", json={"memories": [{"text": "x", "pinned": "yes"}]})
+    assert r.status_code == 422 and "pinned" in r.json()["message"], r.text
+    assert checked >= 20 and count(path) == before
+    assert c.post("/v1/remember", json={"text": "a pinned fact", "pinned": True}).status_code == 200
+
+
 # ---------------------------------------------------------------------------- MCP: strict arguments
 
 
@@ -124,7 +148,7 @@ def refused(result, tool: str, *words: str) -> bool:
             and all(w in text for w in words))
 
 
-def test_mcp_refuses_a_boolean_for_every_number_and_deletes_nothing(tmp_path):
+def test_mcp_takes_no_boolean_for_a_number_nor_a_word_for_a_flag(tmp_path):
     path = seeded(tmp_path / "bools.vxdb")
 
     async def main():
@@ -133,9 +157,11 @@ def test_mcp_refuses_a_boolean_for_every_number_and_deletes_nothing(tmp_path):
                      for field, prop in t.input_schema["properties"].items() if numeric(prop)]
             got = [(tool, field, await client.call_tool(tool, {**MINIMAL[tool], field: True})) for tool, field in calls]
             forgot = await client.call_tool("forget", {"older_than": True, "session": "bt"})
-            return got, forgot
+            pinned = await client.call_tool("remember", {"text": "x", "pinned": "yes"})
+            return got, forgot, pinned
 
-    got, forgot = asyncio.run(main())
+    got, forgot, pinned = asyncio.run(main())
+    assert refused(pinned, "remember", "pinned: ")
     assert len(got) > 20
     for tool, field, result in got:
         assert refused(result, tool, f"{field}: ", "true or false"), (tool, field, result.content)
@@ -268,4 +294,14 @@ def test_an_id_or_a_session_of_only_spaces_is_refused(served):
     for body, field in [({"text": "x", "session": "  "}, "session"), ({"text": "x", "id": " "}, "id")]:
         r = c.post("/v1/remember", json=body)
         assert r.status_code == 422 and r.json()["message"].startswith(f"{field}: "), r.text
+    assert count(path) == before
+
+
+def test_a_blank_query_is_refused_as_a_blank_text_is(served):
+    c, path = served
+    before = count(path)
+    for verb, body, field in [("remember", {"text": "   "}, "text"), ("recall", {"query": "   "}, "query"),
+                              ("context", {"query": " \t"}, "query")]:
+        r = c.post(f"/v1/{verb}", json=body)
+        assert r.status_code == 422 and field in r.json()["message"], (verb, r.text)
     assert count(path) == before

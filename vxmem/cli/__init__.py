@@ -42,7 +42,7 @@ from ..workbench.datasets.model import DatasetError, naming_the_format
 from ..workbench.sweep.grid import SWEEP_KEYS
 from ..workbench.sweep.policies import POLICIES
 from ..workbench.sweep.run import METRIC_COLUMNS
-from .serve import ServeError, add_commands, run_mcp, run_serve
+from .serve import ServeError, add_commands, add_embedder_flag, run_mcp, run_serve
 from .transfer import run_export, run_restore
 from .workbench import (
     DEFAULT_POLICY,
@@ -297,9 +297,9 @@ def _add_transfer(sub: Any) -> None:
                                    "truncated, damaged or of a newer format is refused and nothing is written.")
     r.add_argument("export", help="the .jsonl file `vxmem export` wrote")
     r.add_argument("--db", required=True, help="the new database file (must not hold documents)")
-    r.add_argument("--embedder", choices=("auto", *EMBEDDERS), default="auto",
-                   help="auto (default): the export's own when vxmem ships it (hashing), else Vectrix()'s; "
-                        "vectors of another embedder are embedded again")
+    add_embedder_flag(r, "auto", default="auto",
+                      text="auto (default): the export's own when vxmem ships it (hashing), else Vectrix()'s; "
+                           "vectors of another embedder are embedded again")
 
 
 def _add_replay_settings(parser: argparse.ArgumentParser) -> None:

@@ -29,15 +29,22 @@ class ServeError(Exception):
     """A flag or a database a server cannot start with; the command prints it as one line."""
 
 
-def add_server_flags(parser: argparse.ArgumentParser) -> None:
-    """The flags ``vxmem serve`` and ``vxmem mcp`` share."""
+def add_embedder_flag(parser: argparse.ArgumentParser, *first: str, default: str | None = None,
+                      text: str = "default: VXMEM_EMBEDDER, else bge-small") -> None:
+    """``--embedder``, offering the embedders a database is made with (those of
+    :data:`~vxmem.models.embed.EMBEDDERS`, after ``first``): ``serve``, ``mcp`` and ``restore``
+    offer the one list."""
+    parser.add_argument("--embedder", choices=(*first, *EMBEDDERS), default=default,
+                        help=f"{text}; a database keeps the embedder it was made with")
+
+
+def add_server_flags(parser: argparse.ArgumentParser, user_help: str) -> None:
+    """The flags ``vxmem serve`` and ``vxmem mcp`` share (``user_help``: what ``--user`` does)."""
     parser.add_argument("--db", required=True, metavar="PATH", help="the database file (created if missing)")
-    parser.add_argument("--user", default=DEFAULT_USER,
-                        help=f"the user of requests that name none (default {DEFAULT_USER!r})")
+    parser.add_argument("--user", default=DEFAULT_USER, help=f"{user_help} (default {DEFAULT_USER!r})")
     parser.add_argument("--session", help="the session of requests that name none (default: writes go to "
                                           "'default', reads span the user's sessions)")
-    parser.add_argument("--embedder", choices=EMBEDDERS,
-                        help="default: VXMEM_EMBEDDER, else bge-small; a database keeps the embedder it was made with")
+    add_embedder_flag(parser)
 
 
 def is_loopback(host: str) -> bool:
@@ -169,7 +176,7 @@ def add_commands(sub: Any) -> None:
     s = sub.add_parser("serve", help="serve the memory over HTTP (REST, OpenAPI at /docs)",
                        description="Serve the memory's verbs under /v1/ on FastAPI + uvicorn. Binds 127.0.0.1; "
                                    f"another address needs --token (or {TOKEN_ENV}).")
-    add_server_flags(s)
+    add_server_flags(s, "the user of requests that name none")
     s.add_argument("--host", default="127.0.0.1", help="the address to bind (default 127.0.0.1)")
     s.add_argument("--port", type=port_number, default=8765, help="0 to 65535 (default 8765; 0: any free one)")
     s.add_argument("--token", help=f"require 'Authorization: Bearer TOKEN' on every request (or set {TOKEN_ENV})")
@@ -180,4 +187,4 @@ def add_commands(sub: Any) -> None:
     m = sub.add_parser("mcp", help="serve the memory to an MCP client over stdio",
                        description="An MCP server over stdin/stdout: tools remember, recall, feedback, forget, "
                                    "context, history and turns, in one user's scope.")
-    add_server_flags(m)
+    add_server_flags(m, "the one user whose memories every tool reads and writes (a tool names no user)")

@@ -15,7 +15,7 @@ from ..models.embed import embedder_name, get_embedder
 from ..store.portable.export import export_file
 from ..store.portable.restore import read_header, restore_file
 from ..vectrix import Vectrix
-from .workbench import CliError, embedder_named
+from .workbench import CliError
 
 
 def run_export(args: Any) -> int:
@@ -36,7 +36,7 @@ def _embedder_for(choice: str, recorded: str | None) -> Any:
     """What ``--embedder`` hands ``Vectrix``; ``auto``: the embedder the file's vectors are of,
     when vxmem ships it by name (the model-free hashing one), else vxmem's default."""
     if choice != "auto":
-        return embedder_named(choice)
+        return choice  # a name of vxmem.models.embed.EMBEDDERS, as `vxmem serve --embedder` takes it
     if recorded is not None and recorded == embedder_name(get_embedder("hashing")):
         return "hashing"
     return None

@@ -83,7 +83,7 @@ from .draft import (
 from .late_stage import context_text, write_contexts
 from .reading import MemoryReading
 from .stages import DEFAULT_PRESET, check_preset, is_late, preset_stages
-from .supersession import check_correction_time, live_heads, mark_superseded
+from .supersession import check_correction_time, live_heads, mark_superseded, unlink_deleted
 
 Judge = Callable[[str, list[str]], Sequence[bool]]
 
@@ -381,6 +381,8 @@ class ConversationMemory(MemoryReading):
         """Delete memories and return how many went.
 
         Deleting is real: this is the one memory operation that loses information on purpose.
+        A memory that only a deleted one superseded is live again (its correction is gone, so
+        it is what remains to be recalled).
 
         :param ids: names the memories outright; an id that is not a memory is left alone,
             and so is one outside the selection the other arguments make: ``session``,
@@ -419,9 +421,11 @@ class ConversationMemory(MemoryReading):
             return self._delete(chosen)
 
     def _delete(self, ids: list[str]) -> int:
+        """Delete ``ids``; what they alone superseded is live again, in the same transaction."""
         if not ids:
             return 0
-        with self.store.transaction() as tx:
+        with self.store.locked() as m, self.store.transaction() as tx:
+            unlink_deleted(m, tx, set(ids))
             tx.delete(ids)
         return len(ids)
 

@@ -60,7 +60,8 @@ class RecallRequest:
 
     def __post_init__(self) -> None:
         put = object.__setattr__  # a frozen dataclass sets its canonical forms once, here
-        check_text(self.query, "query")
+        if not check_text(self.query, "query").strip():
+            raise ValueError("query must not be empty or only whitespace")  # as remember() refuses a blank text
         put(self, "session", check_session(self.session))
         put(self, "user", check_user(self.user))
         put(self, "filter", check_memory_filter(self.filter))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from ..core.clock import to_datetime
 from ..core.keys import K_KIND, K_SUPERSEDED_AT, K_SUPERSEDED_BY, K_SUPERSEDES, K_TS
@@ -38,6 +39,53 @@ def mark_superseded(m: Mirror, tx: Transaction, old_id: str, new_id: str, ts: fl
         meta[K_SUPERSEDED_BY] = new_id
         meta[K_SUPERSEDED_AT] = ts
         tx.update_meta(old_id, meta)
+
+
+def unlink_deleted(m: Mirror, tx: Transaction, deleted: set[str]) -> None:
+    """Before ``deleted`` go (in ``tx``), mend the links that point at them: a memory one of them
+    superseded points at what superseded that one in turn (which then lists it), else at another
+    memory that lists it (a live one first), else it is live again, its correction gone."""
+    metas = {d: m.metas[m.pos_of_id[d]] for d in deleted if d in m.pos_of_id}
+    if not any(meta.get(K_SUPERSEDES) for meta in metas.values()):  # none superseded anything
+        return
+    stranded = [i for i, p in m.pos_of_id.items() if i not in deleted and m.metas[p].get(K_SUPERSEDED_BY) in deleted]
+    if not stranded:
+        return
+    listed: dict[str, list[str]] = {s: [] for s in stranded}
+    for i, p in m.pos_of_id.items():
+        if i not in deleted:
+            for s in m.metas[p].get(K_SUPERSEDES) or ():
+                if s in listed:
+                    listed[s].append(i)
+    changed: dict[str, dict[str, Any]] = {}
+    for s in sorted(stranded):
+        meta = changed.setdefault(s, dict(m.metas[m.pos_of_id[s]]))
+        heir = _heir(metas, meta[K_SUPERSEDED_BY])
+        others = sorted(listed[s], key=lambda i: m.metas[m.pos_of_id[i]].get(K_SUPERSEDED_BY) is not None)
+        if heir is not None and heir in m.pos_of_id:
+            meta[K_SUPERSEDED_BY] = heir
+            if heir not in listed[s]:
+                heir_meta = changed.setdefault(heir, dict(m.metas[m.pos_of_id[heir]]))
+                heir_meta[K_SUPERSEDES] = [*(heir_meta.get(K_SUPERSEDES) or ()), s]
+        elif others:
+            meta[K_SUPERSEDED_BY] = others[0]
+        else:
+            meta.pop(K_SUPERSEDED_BY, None)
+            meta.pop(K_SUPERSEDED_AT, None)
+    for i, meta in changed.items():
+        tx.update_meta(i, meta)
+
+
+def _heir(deleted: dict[str, dict[str, Any]], id: str) -> str | None:
+    """The first memory not being deleted on the supersession links from ``id`` on, if any."""
+    seen: set[str] = set()
+    while id in deleted and id not in seen:
+        seen.add(id)
+        nxt = deleted[id].get(K_SUPERSEDED_BY)
+        if not isinstance(nxt, str):
+            return None
+        id = nxt
+    return None if id in deleted else id
 
 
 def live_heads(m: Mirror, id: str) -> list[str]:

@@ -8,8 +8,10 @@ not this user's), 409 (an id or a turn number taken), 413 (body over the limit),
 not sent as ``Content-Type: application/json``), 422 (an argument refused); a refused request
 writes nothing, and no response carries a stack trace.
 
-With a token, every request but ``/healthz`` must carry ``Authorization: Bearer <token>``,
-compared in constant time. CORS is off unless origins are given.
+With a token, every request under ``/v1/`` must carry ``Authorization: Bearer <token>``,
+compared in constant time, and the OpenAPI description declares the bearer scheme; ``/healthz``
+and the description itself (``/openapi.json``, ``/docs``, ``/redoc``), which hold no data, need
+none. Each endpoint's operation id is its verb. CORS is off unless origins are given.
 """
 
 from __future__ import annotations
@@ -20,9 +22,11 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Annotated, Any, TypeVar
 
-from fastapi import APIRouter, Depends, FastAPI, Request
+from fastapi import APIRouter, Depends, FastAPI, Request, Security
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
+from fastapi.routing import APIRoute
+from fastapi.security import HTTPBearer
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -103,7 +107,17 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     for status, text in ((400, "not JSON"), (401, "no or wrong token"), (404, "no such memory for this user"),
                          (409, "an id or turn number already taken"), (413, "body over the limit"),
                          (415, "body not sent as Content-Type: application/json"), (422, "an argument refused"))}
-router = APIRouter(prefix="/v1", responses=ERRORS, dependencies=[Depends(json_body)])
+
+
+def operation_id(route: APIRoute) -> str:
+    """An endpoint's OpenAPI operation id: its verb (``remember``), as a generated client names it."""
+    return route.name
+
+
+router = APIRouter(prefix="/v1", responses=ERRORS, dependencies=[Depends(json_body)],
+                   generate_unique_id_function=operation_id)
+# Declares the token in the OpenAPI description (TokenCheck checks it): it never refuses a request itself.
+BEARER = HTTPBearer(auto_error=False, description="the server's token (`--token` or VXMEM_TOKEN)")
 
 
 @router.post("/remember", response_model=m.RememberOut, description=described("remember"))
@@ -159,15 +173,19 @@ async def send_failure(scope: Scope, receive: Receive, send: Send, failure: Fail
     await error_response(failure)(scope, receive, send)
 
 
+OPEN_PATHS = frozenset({"/healthz", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"})  # they hold no data
+
+
 class TokenCheck:
-    """Every request but ``/healthz`` must carry ``Authorization: Bearer <token>`` (constant-time compare)."""
+    """Every request but to :data:`OPEN_PATHS` must carry ``Authorization: Bearer <token>``
+    (constant-time compare)."""
 
     def __init__(self, app: ASGIApp, token: str):
         self.app = app
         self.token = token.encode("utf-8")
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["path"] != "/healthz":
+        if scope["type"] == "http" and scope["path"] not in OPEN_PATHS:
             given = dict(scope.get("headers") or ()).get(b"authorization", b"")
             scheme, _, value = given.partition(b" ")
             if scheme.lower() != b"bearer" or not hmac.compare_digest(value.strip(), self.token):
@@ -236,14 +254,16 @@ async def on_http_error(request: Request, exc: Exception) -> JSONResponse:
 
 def create_app(svc: MemoryService, *, token: str | None = None, max_body: int = DEFAULT_MAX_BODY,
                cors_origins: Sequence[str] = ()) -> FastAPI:
-    """The REST app over ``svc``: ``token`` required on every request but ``/healthz`` when
-    given, bodies over ``max_body`` bytes refused, CORS for ``cors_origins`` alone (none: off)."""
+    """The REST app over ``svc``: ``token`` required on every request under ``/v1/`` when given
+    (and declared in the OpenAPI description), bodies over ``max_body`` bytes refused, CORS for
+    ``cors_origins`` alone (none: off)."""
     app = FastAPI(title="vxmem", version=__version__,
                   description="Conversation memory: relevance blended with recency and feedback. Every verb acts "
                               "for one user (`user`, default: the server's); with a token, send "
-                              "`Authorization: Bearer <token>`.")
+                              "`Authorization: Bearer <token>`.",
+                  generate_unique_id_function=operation_id)
     app.state.service = svc
-    app.include_router(router)
+    app.include_router(router, dependencies=[Security(BEARER)] if token else None)
 
     @app.get("/healthz")
     async def healthz() -> dict[str, str]:

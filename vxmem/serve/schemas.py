@@ -6,7 +6,8 @@ the blend's bounds from :data:`~vxmem.ranking.blend.BLEND_BOUNDS`, so a schema s
 library accepts. The library checks every value again; these models add what a server must
 also refuse: sizes above the caps (``limit``, ``token_budget``, batches), unknown fields, and
 ``true`` or ``false`` for a number or a time (:func:`no_bool`; pydantic's lax mode reads
-``true`` as 1).
+``true`` as 1), and anything but ``true`` or ``false`` for a flag (``StrictBool``: lax mode
+reads ``"yes"``, ``"off"`` or 1 as one).
 The REST API and the MCP tools share them (the tools without ``user``: an MCP server
 serves one).
 """
@@ -18,7 +19,7 @@ import inspect
 import math
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool
 from pydantic_core import PydanticCustomError
 
 from ..memory.conversation import ConversationMemory
@@ -95,11 +96,11 @@ class RecallOptions(Strict):
     session: Session = None
     user: User = None
     kinds: list[Kind] = Field(list(_RECALL["kinds"]), min_length=1)
-    include_superseded: bool = _RECALL["include_superseded"]
+    include_superseded: StrictBool = _RECALL["include_superseded"]
     exclude_ids: list[Id] = Field([], max_length=MAX_BATCH)
     score_gap: Number = Field(_RECALL["score_gap"], ge=0)
     mode: Mode | None = _RECALL["mode"]
-    rerank: bool | None = _RECALL["rerank"]
+    rerank: StrictBool | None = _RECALL["rerank"]
     min_relevance: Number = _RECALL["min_relevance"]
     recency_from: RecencyFrom | None = _RECALL["recency_from"]
     preset: Preset | None = Field(_RECALL["preset"], description="the second stage: fast (none), default "
@@ -137,7 +138,7 @@ class MemoryItem(Strict):
     role: Annotated[str, Field(min_length=1, max_length=64)] = REMEMBER_DEFAULTS["role"]
     turn: MaybeCount = Field(REMEMBER_DEFAULTS["turn"], ge=0)
     timestamp: Time = REMEMBER_DEFAULTS["timestamp"]
-    pinned: bool = REMEMBER_DEFAULTS["pinned"]
+    pinned: StrictBool = REMEMBER_DEFAULTS["pinned"]
     kind: Kind | None = REMEMBER_DEFAULTS["kind"]
     metadata: dict[str, Any] | None = REMEMBER_DEFAULTS["metadata"]
     id: Id | None = REMEMBER_DEFAULTS["id"]
@@ -169,10 +170,17 @@ class ForgetBody(Strict):
     kinds: list[Kind] | None = Field(None, min_length=1, description="default: turns (every kind with ids)")
     older_than: Age = None
     ids: list[Id] | None = Field(None, max_length=MAX_BATCH)
-    superseded: bool = False
+    superseded: StrictBool = False
     filter: Filter = None
     now: Time = None
     user: User = None
+    all: StrictBool = Field(False, description="true lets a forget name no scope (no session, ids, older_than, "
+                                               "superseded or filter): every session's memories of the kinds go")
+
+    def scoped(self) -> bool:
+        """Whether the request narrows what goes to less than every session of the user."""
+        return any((self.session is not None, self.ids is not None, self.older_than is not None, self.superseded,
+                    self.filter is not None))
 
 
 class HistoryBody(Strict):

@@ -6,7 +6,10 @@ memories alone; a verb on a memory by id (``feedback``, ``history``) first check
 memory is the user's, and answers "no memory with id ..." when it is not, as when there is
 none. Sessions are the user's own too: session ``S`` of user ``U`` is stored as session
 ``U/S`` (a user's name holds no ``/``), so two users' sessions of one name never share turns,
-turn numbers or pinned facts; responses show ``S``.
+turn numbers or pinned facts; responses show ``S``. So are the ids a user chooses: id ``X`` of
+user ``U`` is stored as ``U/X``, so that two users may choose one id, and neither learns that the
+other did; responses show ``X``. An id a request names is ``U/X`` when the user has a memory
+of that id, else ``X`` itself (the ids vxmem makes, and those written by ``Vectrix`` directly).
 
 :func:`error_of` turns what a verb raised into (status, kind, one-line message): the REST
 API answers with it and the MCP tools report it.
@@ -73,8 +76,8 @@ def validation_message(exc: ValidationError) -> str:
 
 
 def _as_user_named(exc: ConflictError, user: str) -> ConflictError:
-    """``exc`` with the sessions it names as ``user`` named them, not as they are stored."""
-    return ConflictError(re.sub(r"session (['\"])" + re.escape(f"{user}/"), r"session \1", str(exc)))
+    """``exc`` with the sessions and ids it names as ``user`` named them, not as they are stored."""
+    return ConflictError(re.sub(r"(['\"])" + re.escape(f"{user}/"), r"\1", str(exc)))
 
 
 def error_of(exc: BaseException) -> Failure:
@@ -128,13 +131,45 @@ class MemoryService:
     def write_session(self, user: str, session: str | None) -> str | None:
         return self.inner(user, session or self.session or DEFAULT_SESSION)
 
-    async def owned(self, id: str, user: str) -> Result:
-        """The memory ``id`` if it is ``user``'s; ``KeyError`` as for no memory otherwise."""
+    def inner_id(self, user: str, id: str) -> str:
+        """The stored id of the id ``user`` chose."""
+        return f"{user}/{id}"
+
+    def outer_id(self, user: Any, id: str) -> str:
+        """A stored id as its user sees it."""
+        prefix = f"{user}/"
+        return id[len(prefix):] if isinstance(user, str) and id.startswith(prefix) else id
+
+    def outer_id_or_none(self, user: Any, id: Any) -> str | None:
+        """:meth:`outer_id` of an id that may be None."""
+        return self.outer_id(user, id) if isinstance(id, str) else None
+
+    def named_ids(self, user: str, ids: Sequence[str]) -> list[str]:
+        """Every stored id the ids a request names may be (the library keeps to the user's)."""
+        return [i for id in ids for i in (self.inner_id(user, id), id)]
+
+    async def stored(self, id: str, user: str) -> Result | None:
+        """The memory stored as ``id`` if it is ``user``'s, else None."""
         try:
             found = await self.db.get(id)
         except KeyError:
-            found = None
+            return None
         if found is None or K_KIND not in found.metadata or found.metadata.get(K_USER) != user:
+            return None
+        return found
+
+    async def refuse_taken(self, user: str, ids: Sequence[str]) -> None:
+        """Refuse ids that ``user`` has a memory of under the id itself (one ``Vectrix`` wrote for them):
+        the new memory would answer to the same id."""
+        for id in ids:
+            if await self.stored(id, user) is not None:
+                raise ConflictError(f"id already exists: {id!r}")
+
+    async def owned(self, id: str, user: str) -> Result:
+        """The memory ``user`` calls ``id`` (stored as ``U/id``, else as ``id``); ``KeyError`` as for
+        no memory when the user has none of that id."""
+        found = await self.stored(self.inner_id(user, id), user) or await self.stored(id, user)
+        if found is None:
             raise KeyError(f"no memory with id {id!r}")
         return found
 
@@ -142,9 +177,12 @@ class MemoryService:
 
     def memory_fields(self, r: Result) -> dict[str, Any]:
         meta = r.metadata
-        return {"id": r.id, "text": r.text, "kind": meta.get(K_KIND), "session": self.outer(meta.get(K_SESSION)),
+        user = meta.get(K_USER)
+        return {"id": self.outer_id(user, r.id), "text": r.text, "kind": meta.get(K_KIND),
+                "session": self.outer(meta.get(K_SESSION)),
                 "role": meta.get(K_ROLE), "turn": meta.get(K_TURN), "created": meta.get(K_TS),
-                "created_at": iso(meta.get(K_TS)), "superseded_by": meta.get(K_SUPERSEDED_BY),
+                "created_at": iso(meta.get(K_TS)),
+                "superseded_by": self.outer_id_or_none(user, meta.get(K_SUPERSEDED_BY)),
                 "metadata": {k: v for k, v in meta.items() if not k.startswith(RESERVED_PREFIX)}}
 
     def memory_out(self, r: Result) -> m.MemoryOut:
@@ -164,11 +202,14 @@ class MemoryService:
     async def remember(self, body: m.RememberBody) -> m.RememberOut:
         user = self.user_of(body.user)
         args = body.model_dump(exclude={"user", "session"})
+        if body.id is not None:
+            await self.refuse_taken(user, [body.id])
+            args["id"] = self.inner_id(user, body.id)
         try:
-            return m.RememberOut(id=await self.db.remember(**args, session=self.write_session(user, body.session),
-                                                           user=user))
+            id = await self.db.remember(**args, session=self.write_session(user, body.session), user=user)
         except ConflictError as exc:
             raise _as_user_named(exc, user) from None
+        return m.RememberOut(id=self.outer_id(user, id))
 
     async def remember_many(self, body: m.RememberManyBody) -> m.RememberManyOut:
         user = self.user_of(body.user)
@@ -176,19 +217,22 @@ class MemoryService:
         for item in body.memories:
             args: dict[str, Any] = {"text": item} if isinstance(item, str) else item.model_dump(exclude_unset=True)
             args["session"] = self.write_session(user, args.get("session") or body.session)
+            if args.get("id") is not None:
+                args["id"] = self.inner_id(user, args["id"])
             items.append({**args, "user": user})
+        await self.refuse_taken(user, [i.id for i in body.memories if not isinstance(i, str) and i.id is not None])
         try:
             ids = await self.db.remember_many(items, role=body.role, timestamp=body.timestamp, user=user)
         except ConflictError as exc:
             raise _as_user_named(exc, user) from None
-        return m.RememberManyOut(ids=ids)
+        return m.RememberManyOut(ids=[self.outer_id(user, i) for i in ids])
 
     def request_of(self, body: m.RecallBody) -> RecallRequest:
         user = self.user_of(body.user)
         return RecallRequest(
             query=body.query, session=self.inner(user, body.session or self.session), user=user,
             filter=body.filter, kinds=tuple(body.kinds), include_superseded=body.include_superseded,
-            exclude_ids=tuple(body.exclude_ids), limit=body.limit, token_budget=body.token_budget,
+            exclude_ids=tuple(self.named_ids(user, body.exclude_ids)), limit=body.limit, token_budget=body.token_budget,
             score_gap=body.score_gap, now=to_epoch(body.now), mode=body.mode, rerank=body.rerank,
             min_relevance=body.min_relevance, recency_from=body.recency_from, preset=body.preset,
             blend=self.blend_of(body))
@@ -207,7 +251,7 @@ class MemoryService:
             body.query, session=self.inner(user, body.session or self.session), token_budget=body.token_budget,
             recent_turns=body.recent_turns, limit=body.limit, now=body.now, user=user, filter=body.filter,
             score_gap=body.score_gap, kinds=tuple(body.kinds), include_superseded=body.include_superseded,
-            mode=body.mode, exclude_ids=tuple(body.exclude_ids), min_relevance=body.min_relevance,
+            mode=body.mode, exclude_ids=tuple(self.named_ids(user, body.exclude_ids)), min_relevance=body.min_relevance,
             rerank=body.rerank, recency_from=body.recency_from, preset=body.preset, blend=self.blend_of(body))
         return m.ContextOut(text=block.text, pinned=[self.memory_out(r) for r in block.pinned],
                             recent=[self.memory_out(r) for r in block.recent],
@@ -217,13 +261,20 @@ class MemoryService:
                             cut_recalled=block.cut_recalled, note=block.note)
 
     async def feedback(self, body: m.FeedbackBody) -> m.FeedbackOut:
-        await self.owned(body.id, self.user_of(body.user))
-        return m.FeedbackOut(id=await self.db.feedback(body.id, body.outcome, correction=body.correction,
-                                                       timestamp=body.timestamp))
+        user = self.user_of(body.user)
+        found = await self.owned(body.id, user)
+        new = await self.db.feedback(found.id, body.outcome, correction=body.correction, timestamp=body.timestamp)
+        return m.FeedbackOut(id=self.outer_id_or_none(user, new))
 
     async def forget(self, body: m.ForgetBody) -> m.CountOut:
+        """Delete what the request selects; one that selects nothing narrower than every session
+        (the server having no ``--session``) is refused unless it says ``all``."""
+        if not (body.scoped() or self.session is not None or body.all):
+            raise ValueError("forget names no scope: give session, ids, older_than, superseded or filter, or "
+                             "all: true to delete the memories of the kinds (default: turns) of every session")
         user = self.user_of(body.user)
-        args: dict[str, Any] = {"session": self.inner(user, body.session or self.session), "ids": body.ids,
+        ids = None if body.ids is None else self.named_ids(user, body.ids)
+        args: dict[str, Any] = {"session": self.inner(user, body.session or self.session), "ids": ids,
                                 "superseded": body.superseded, "now": body.now, "filter": body.filter,
                                 "user": user}
         if body.kinds is not None:
@@ -236,17 +287,17 @@ class MemoryService:
 
     async def history(self, body: m.HistoryBody) -> m.HistoryOut:
         user = self.user_of(body.user)
-        await self.owned(body.id, user)
-        entries = await self.db.history(body.id, now=body.now)
-        mine = [e for e in entries if await self.is_users(e.id, user)]
-        return m.HistoryOut(entries=[history_item(e) for e in mine])
+        found = await self.owned(body.id, user)
+        entries = await self.db.history(found.id, now=body.now)
+        mine = [e for e in entries if await self.stored(e.id, user) is not None]
+        return m.HistoryOut(entries=[self.history_item(e, user) for e in mine])
 
-    async def is_users(self, id: str, user: str) -> bool:
-        try:
-            await self.owned(id, user)
-        except KeyError:
-            return False
-        return True
+    def history_item(self, e: HistoryEntry, user: str) -> m.HistoryItem:
+        return m.HistoryItem(id=self.outer_id(user, e.id), text=e.text, kind=e.kind, created=e.ts.timestamp(),
+                             created_at=e.ts.isoformat(), live=e.live,
+                             superseded_by=self.outer_id_or_none(user, e.superseded_by),
+                             superseded_at=None if e.superseded_at is None else e.superseded_at.isoformat(),
+                             supersedes=[self.outer_id(user, i) for i in e.supersedes])
 
     async def turns(self, body: m.TurnsBody) -> m.TurnsOut:
         user = self.user_of(body.user)
@@ -257,9 +308,3 @@ class MemoryService:
     async def expire(self, body: m.ExpireBody) -> m.CountOut:
         return m.CountOut(deleted=await self.db.expire(now=body.now, user=self.user_of(body.user)))
 
-
-def history_item(e: HistoryEntry) -> m.HistoryItem:
-    return m.HistoryItem(id=e.id, text=e.text, kind=e.kind, created=e.ts.timestamp(), created_at=e.ts.isoformat(),
-                         live=e.live, superseded_by=e.superseded_by,
-                         superseded_at=None if e.superseded_at is None else e.superseded_at.isoformat(),
-                         supersedes=list(e.supersedes))
