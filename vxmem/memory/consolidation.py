@@ -35,8 +35,7 @@ from ..core.keys import (
     KIND_CODES,
     KIND_TURN,
 )
-from ..store.mirror.mirror import Mirror
-from ..store.seam import MemoryStore
+from ..store.seam import MemoryStore, MemoryView
 
 Summarizer = Callable[[list[dict[str, Any]]], list[str]]
 
@@ -117,7 +116,7 @@ def _facts_of(summarize: Summarizer, items: list[dict[str, Any]]) -> list[str]:
     return [f.strip() for f in facts if f.strip()]
 
 
-def _unconsumed(m: Mirror, id: str) -> bool:
+def _unconsumed(m: MemoryView, id: str) -> bool:
     """Whether ``id`` is still a live, unconsolidated turn (nothing else took it)."""
     p = m.pos_of_id.get(id)
     return (p is not None and int(m.kind[p]) == KIND_CODES[KIND_TURN] and not m.superseded[p]

@@ -56,9 +56,7 @@ from ..models.late import LateInteraction
 from ..models.rerank import Reranker, check_reranker
 from ..ranking import scoring
 from ..ranking.blend import Blend
-from ..store.arguments import check_ids
-from ..store.collection import Collection
-from ..store.mirror.mirror import ANY_SESSION
+from ..store.seam import ANY_SESSION, check_ids
 from . import consolidation
 from .arguments import any_if_none, check_memory_filter, check_min_relevance, check_ttl_map, check_user, check_verdicts
 from .bookkeeping import (
@@ -81,13 +79,13 @@ from .draft import (
     write_drafts,
 )
 from .late_stage import context_text, write_contexts
-from .reading import MemoryReading
+from .reading import CollectionT, MemoryReading
 from .stages import DEFAULT_PRESET, check_preset, is_late, preset_stages
 from .supersession import check_correction_time, live_heads, mark_superseded
 
 Judge = Callable[[str, list[str]], Sequence[bool]]
 
-class ConversationMemory(MemoryReading):
+class ConversationMemory(MemoryReading[CollectionT]):
     """Remember, recall, grade, forget, consolidate and assemble memory.
 
     Reached as ``db.memory``; ``db.remember()``, ``db.recall()``, ``db.feedback()``,
@@ -134,7 +132,7 @@ class ConversationMemory(MemoryReading):
         records none.
     """
 
-    def __init__(self, db: Collection, half_life_days: float = scoring.HALF_LIFE_DAYS,
+    def __init__(self, db: CollectionT, half_life_days: float = scoring.HALF_LIFE_DAYS,
                  recency_weight: float = scoring.RECENCY_WEIGHT, feedback_weight: float = scoring.FEEDBACK_WEIGHT,
                  feedback_half_life_days: float = scoring.FEEDBACK_HALF_LIFE_DAYS,
                  ttl_days: dict[str, float | None] | None = None, judge: Judge | None = None,

@@ -14,7 +14,7 @@ import sqlite3
 import warnings
 from collections.abc import Sequence
 from functools import partial
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 
@@ -32,11 +32,7 @@ from ..models.rerank import Reranker, rerank_scores
 from ..ranking import scoring
 from ..ranking.blend import Blend
 from ..ranking.pool import CandidatePool
-from ..store.arguments import check_mode
-from ..store.collection import Collection
-from ..store.mirror.mirror import Mirror
-from ..store.results import Result
-from ..store.seam import MemoryStore
+from ..store.seam import MemoryCollection, MemoryStore, MemoryView, Result, check_mode
 from .arguments import any_if_none, check_memory_filter
 from .bookkeeping import memory_pos
 from .confidence import match_probability
@@ -47,13 +43,17 @@ from .request import RecallRequest
 from .stages import Stage, floors, preset_stages, stage_name
 from .supersession import HistoryEntry, chain
 
+# The collection a memory was given: the memory reaches it through ``db.engine`` alone (the
+# seam), and ``memory.db`` keeps the caller's own type (a Vectrix, say) for the caller.
+CollectionT = TypeVar("CollectionT", bound=MemoryCollection)
+
 
 def blend_field(name: str) -> property:
     """A memory attribute that reads and writes one field of its :class:`Blend`."""
-    def get(self: MemoryReading) -> float:
+    def get(self: MemoryReading[Any]) -> float:
         return float(getattr(self.blend, name))
 
-    def put(self: MemoryReading, value: float) -> None:
+    def put(self: MemoryReading[Any], value: float) -> None:
         self.blend = self.blend.replace(**{name: value})
 
     return property(get, put, doc=f"The blend's ``{name}``.")
@@ -64,11 +64,11 @@ RECALL_ARGS = ("score_gap", "kinds", "include_superseded", "mode", "exclude_ids"
                "rerank", "recency_from", "blend", "preset")
 
 
-class MemoryReading:
+class MemoryReading(Generic[CollectionT]):
     """The reading half of :class:`~vxmem.memory.conversation.ConversationMemory` (its ``__init__`` sets
     the attributes below)."""
 
-    db: Collection
+    db: CollectionT
     blend: Blend
     min_relevance: float | None
     rerank: bool | None
@@ -307,7 +307,7 @@ class MemoryReading:
         with self.store.locked() as m:
             return self._pool(m, request, size, first_only)
 
-    def _pool(self, m: Mirror, request: RecallRequest, size: int | None = None,
+    def _pool(self, m: MemoryView, request: RecallRequest, size: int | None = None,
               first_only: bool = False) -> CandidatePool:
         """``request``'s candidate pool, from the mirror ``m`` (inside ``store.locked()``):
         gathered, through its second stage (unless ``first_only``), aged as it asks, through a
@@ -349,7 +349,7 @@ class MemoryReading:
             return self.rerank
         if self.preset_given:
             return self.preset != "fast"
-        return reranks_by_default(self.db.embedder)
+        return reranks_by_default(self.store.embedder)
 
     def second_stage(self, request: RecallRequest) -> Stage:
         """What ``request`` runs after its first stage (a :class:`~vxmem.memory.stages.Stage`):
@@ -373,7 +373,7 @@ class MemoryReading:
         """What ``recall(mode=mode, rerank=rerank)`` would run: ``{"mode": the search mode,
         "rerank": the reranker's name or None, "embedder": the embedder's name or None}``."""
         mode = scoring.DEFAULT_MODE if mode is None else check_mode(mode)
-        emb = getattr(self.db.embedder, "name", None)
+        emb = getattr(self.store.embedder, "name", None)
         return {"mode": mode, "rerank": stage_name(self.reranker, self.final) if self._reranking(rerank) else None,
                 "embedder": emb if isinstance(emb, str) else None}
 
@@ -391,7 +391,7 @@ class MemoryReading:
         if self._reranking(rerank):  # a cascade's relevance is its final stage's score
             hint = getattr(self.final or self.reranker, "low_relevance", None)
         elif mode == "dense":
-            hint = getattr(self.db.embedder, "low_relevance", None)
+            hint = getattr(self.store.embedder, "low_relevance", None)
         else:
             hint = None
         return float(hint) if isinstance(hint, (int, float)) and not isinstance(hint, bool) else None
@@ -402,7 +402,7 @@ class MemoryReading:
         whatever its ``relevance_norm`` shows. 0 for no results or an absurd query ("!!!???",
         "xxxx..."); None for a pipeline with no fitted calibration. See :mod:`vxmem.memory.confidence`
         (below :data:`~vxmem.memory.confidence.MATCH_THRESHOLD` the dashboard warns)."""
-        emb = getattr(self.db.embedder, "name", None)
+        emb = getattr(self.store.embedder, "name", None)
         return match_probability(results, embedder=emb if isinstance(emb, str) else None)
 
     def context(self, query: str, session: str | None = None, token_budget: int = 1500, recent_turns: int = 6,

@@ -23,9 +23,7 @@ from ..models.rerank import Reranker, rerank_scores
 from ..ranking import deep, scoring
 from ..ranking.blend import Blend
 from ..ranking.pool import CandidatePool
-from ..store.mirror.mirror import Mirror, SessionArg
-from ..store.results import Result, Results
-from ..store.seam import MemoryStore
+from ..store.seam import MemoryStore, MemoryView, Result, Results, SessionArg
 from .late_stage import in_context, late_scores
 
 _FRAME_KEYS = (K_KIND, K_SESSION, K_ROLE, K_TURN, K_TS)
@@ -49,7 +47,7 @@ class MemoryResults(Results):
         return row
 
 
-def gather(store: MemoryStore, m: Mirror, query: str, positions: np.ndarray, *, size: int, mode: str,
+def gather(store: MemoryStore, m: MemoryView, query: str, positions: np.ndarray, *, size: int, mode: str,
            hybrid_weight: float, session: SessionArg, now_ts: float, limit: int) -> CandidatePool:
     """The pool of the ``size`` best candidates of ``mode`` among ``positions``, at ``now_ts``
     (lexical scores and feedback as they stood then).
@@ -76,7 +74,7 @@ def gather(store: MemoryStore, m: Mirror, query: str, positions: np.ndarray, *, 
         neighbour_key=deep.neighbour_keys(sessions, m.turn[pos]), positions=pos)
 
 
-def rerank_pool(pool: CandidatePool, m: Mirror, query: str, reranker: Reranker, name: str, *,
+def rerank_pool(pool: CandidatePool, m: MemoryView, query: str, reranker: Reranker, name: str, *,
                 store: MemoryStore | None = None, floor: int = scoring.RERANK_FLOOR) -> CandidatePool:
     """The pool's ``max(2 x limit, floor)`` most relevant candidates (by the mode's relevance,
     not by the blend), their relevance replaced by ``reranker``'s score of (query, text); of
@@ -108,7 +106,7 @@ def smoothed_pool(pool: CandidatePool) -> CandidatePool:
     return pool.take(keep, relevance=smoothed[keep], first_stage=np.asarray(pool.relevance)[keep])
 
 
-def _deep_pool(pool: CandidatePool, m: Mirror, query: str, reranker: Reranker, name: str,
+def _deep_pool(pool: CandidatePool, m: MemoryView, query: str, reranker: Reranker, name: str,
                store: MemoryStore | None, floor: int) -> CandidatePool:
     """A deep stage's pool (see :mod:`vxmem.ranking.deep`): the ``max(2 x limit, 20)`` best
     candidates by the fused score, in slot order, which becomes their relevance."""
@@ -132,7 +130,7 @@ def _deep_pool(pool: CandidatePool, m: Mirror, query: str, reranker: Reranker, n
     return pool.take(keep, relevance=fused[keep], first_stage=first, rerank=name, second_stage=stage[keep])
 
 
-def cascade_pool(pool: CandidatePool, m: Mirror, query: str, final: Reranker, blend: Blend) -> CandidatePool:
+def cascade_pool(pool: CandidatePool, m: MemoryView, query: str, final: Reranker, blend: Blend) -> CandidatePool:
     """A cascade's last stage (the accurate preset) over a deep stage's pool: the pool blended
     with ``blend``, its ``limit`` best (the memories the default would return; the others
     leave the pool) read by ``final``, each in context (see
@@ -181,7 +179,7 @@ def _feedback_matrix(metas: list[dict[str, Any]], now_ts: float) -> tuple[np.nda
     return signs, ages
 
 
-def rank(pool: CandidatePool, m: Mirror, query: str, blend: Blend, score_gap: float | None,
+def rank(pool: CandidatePool, m: MemoryView, query: str, blend: Blend, score_gap: float | None,
          token_budget: int | None) -> MemoryResults:
     """The pool blended with ``blend``, best first, cut to ``pool.limit``,
     then at the first ``score_gap`` cliff, then to ``token_budget``.
