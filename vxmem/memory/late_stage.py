@@ -106,7 +106,7 @@ def write_contexts(m: MemoryView, drafts: Sequence[Any]) -> list[str | None]:
 
 def _stored_before(m: MemoryView, session: Any, turn: int | None) -> tuple[str | None, float]:
     """The text of the live turn a turn of ``session`` numbered ``turn`` (None: the next)
-    follows, and that turn's number as far as the mirror can tell."""
+    follows, and that turn's number as far as the view can tell."""
     code = m.session_code(session)
     if turn is not None:
         p = m.turn_at(code, float(turn) - 1.0)

@@ -309,7 +309,7 @@ class MemoryReading(Generic[CollectionT]):
 
     def _pool(self, m: MemoryView, request: RecallRequest, size: int | None = None,
               first_only: bool = False) -> CandidatePool:
-        """``request``'s candidate pool, from the mirror ``m`` (inside ``store.locked()``):
+        """``request``'s candidate pool, from the view ``m`` (inside ``store.locked()``):
         gathered, through its second stage (unless ``first_only``), aged as it asks, through a
         cascade's final stage (the blend's top ``limit`` only), cut by ``min_relevance``."""
         now_ts = request.now

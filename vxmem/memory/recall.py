@@ -52,7 +52,7 @@ def gather(store: MemoryStore, m: MemoryView, query: str, positions: np.ndarray,
     """The pool of the ``size`` best candidates of ``mode`` among ``positions``, at ``now_ts``
     (lexical scores and feedback as they stood then).
 
-    Call it inside ``store.locked()`` (``m`` is the mirror it yields): the pool's
+    Call it inside ``store.locked()`` (``m`` is the view it yields): the pool's
     ``positions`` are valid only there.
     """
     cand = store.candidates(query, positions, size, mode, hybrid_weight, session=session, as_of=now_ts)
