@@ -52,7 +52,6 @@ from ..core.keys import (
     KINDS,
     OUTCOMES,
 )
-from ..models.late import LateInteraction
 from ..models.rerank import Reranker, check_reranker
 from ..ranking import scoring
 from ..ranking.blend import Blend
@@ -252,7 +251,7 @@ class ConversationMemory(MemoryReading[CollectionT]):
         """
         if not (is_late(self.reranker) and self._reranking(None)):
             return None
-        assert isinstance(self.reranker, LateInteraction)
+        assert is_late(self.reranker)
         with self.store.locked() as m:
             contexts = write_contexts(m, drafts)
         own = [d.text for d in drafts]
@@ -264,7 +263,7 @@ class ConversationMemory(MemoryReading[CollectionT]):
         """What :meth:`_late_soon` started, once encoded (the caller's share encoded here)."""
         if soon is None:
             return None
-        assert isinstance(self.reranker, LateInteraction)
+        assert is_late(self.reranker)
         bits = (self.reranker.encode(soon.here) if soon.here else []) + soon.job.result()
         n = len(soon.contexts)
         read = iter(bits[n:])

@@ -27,7 +27,6 @@ from ..core.checks import (
 from ..core.clock import TimeLike, to_epoch
 from ..core.keys import KIND_TURN, KINDS
 from ..models.embed import reranks_by_default
-from ..models.late import LateInteraction
 from ..models.rerank import Reranker, rerank_scores
 from ..ranking import scoring
 from ..ranking.blend import Blend
@@ -38,9 +37,19 @@ from .bookkeeping import memory_pos
 from .confidence import match_probability
 from .context import ContextBlock, assemble
 from .late_stage import in_context, late_scores
-from .recall import MemoryResults, cascade_pool, drop_below, gather, rank, rerank_pool, smoothed_pool
+from .recall import MemoryResults, gather, rank
 from .request import RecallRequest
-from .stages import Stage, floors, preset_stages, stage_name
+from .stages import (
+    AgedFromAccess,
+    DropBelow,
+    PoolStage,
+    Stage,
+    StageContext,
+    floors,
+    is_late,
+    preset_stages,
+    stage_name,
+)
 from .supersession import HistoryEntry, chain
 
 # The collection a memory was given: the memory reaches it through ``db.engine`` alone (the
@@ -249,7 +258,7 @@ class MemoryReading(Generic[CollectionT]):
         other reranker from their texts)."""
         with self.store.locked() as m:
             pos = np.array([m.pos_of_id[i] for i in ids], dtype=np.int64)
-            if isinstance(self.reranker, LateInteraction):
+            if is_late(self.reranker):
                 return late_scores(self.store, m, self.reranker, query, pos)
             return rerank_scores(self.reranker, query, [m.texts[p] for p in pos.tolist()])
 
@@ -257,7 +266,7 @@ class MemoryReading(Generic[CollectionT]):
         """Run what ``request`` needs of the models before the lock: the query's embedding,
         with a late-interaction stage's query encoding started beside it."""
         stage = self.second_stage(request).reranker
-        if isinstance(stage, LateInteraction):
+        if is_late(stage):
             stage.prefetch(request.query)
         self.store.prepare_query(request.query, request.search_mode)
 
@@ -323,21 +332,21 @@ class MemoryReading(Generic[CollectionT]):
         found = gather(self.store, m, request.query, pos,
                        size=size or scoring.pool_size(request.limit, stage.pool_floor), mode=request.search_mode,
                        hybrid_weight=blend.hybrid_weight, session=scope, now_ts=now_ts, limit=request.limit)
-        if len(found) and not first_only:  # an empty pool ranks to nothing; a replay records the first stage
-            if stage.reranker is not None:
-                found = rerank_pool(found, m, request.query, stage.reranker, stage_name(stage.reranker, stage.final),
-                                    store=self.store, floor=stage.rerank_floor)
-            elif stage.smooth:
-                found = smoothed_pool(found)
-        aged_from = self.recency_from if request.recency_from is None else request.recency_from
-        if aged_from == "accessed" and found.positions is not None:
-            found = found.aged_from_access(self.store.last_access(found.positions, now_ts))
-        if len(found) and not first_only and stage.reranker is not None and stage.final is not None:
-            found = cascade_pool(found, m, request.query, stage.final, blend)  # reorders the blend's top limit
-        floor = self.min_relevance if request.min_relevance is None else request.min_relevance
-        if floor is not None:
-            found = drop_below(found, floor)
+        ctx = StageContext(self.store, m, request.query, blend)
+        for step in self._steps(request, stage, first_only):
+            found = step.run(found, ctx)
         return found
+
+    def _steps(self, request: RecallRequest, stage: Stage, first_only: bool) -> list[PoolStage]:
+        """The stages ``request``'s gathered pool runs through, in order: ``stage``'s (the
+        second, the ages counted from access as ``request`` asks, a cascade's final), then the
+        cut by ``min_relevance``; ``first_only`` (a replay's record): the ages and the cut alone."""
+        assert request.now is not None
+        aged_from = self.recency_from if request.recency_from is None else request.recency_from
+        aging: list[PoolStage] = [AgedFromAccess(request.now)] if aged_from == "accessed" else []
+        steps = aging if first_only else stage.steps(aging)
+        floor = self.min_relevance if request.min_relevance is None else request.min_relevance
+        return steps if floor is None else [*steps, DropBelow(floor)]
 
     def _reranking(self, rerank: Any) -> bool:
         """Whether a recall with ``rerank=`` reranks: the argument, else the memory's setting,
