@@ -74,6 +74,25 @@ def test_a_layer_imports_only_layers_below_it(path, module):
         assert _layer(target) <= own, f"{module} ({LAYERS[own][0]}) imports {target} ({LAYERS[_layer(target)][0]})"
 
 
+# The memory reaches the store through the seam alone (docs/ARCHITECTURE.md, "The seam"), so
+# a second store (PostgreSQL) can stand behind it: its Protocols and the plain values it hands on.
+SEAM_MODULES = {"vxmem.store.seam"}
+
+
+@pytest.mark.parametrize("path, module", [(p, m) for p, m in _modules() if m.startswith("vxmem.memory")],
+                         ids=lambda v: v if isinstance(v, str) else "")
+def test_the_memory_imports_nothing_of_the_store_but_the_seam(path, module):
+    store = {t for t in _vxmem_imports(path, module) if t == "vxmem.store" or t.startswith("vxmem.store.")}
+    assert store <= SEAM_MODULES, f"{module} imports {sorted(store - SEAM_MODULES)}: reach the store through the seam"
+
+
+def test_the_seam_rule_sees_a_reach_past_it(tmp_path):
+    path = tmp_path / "reach.py"
+    path.write_text("from ..store.mirror.mirror import Mirror\nfrom ..store import seam\nimport vxmem.store.engine\n")
+    got = _vxmem_imports(path, "vxmem.memory.reach")
+    assert {"vxmem.store.mirror.mirror", "vxmem.store", "vxmem.store.seam", "vxmem.store.engine"} <= got
+
+
 def test_importing_the_collection_loads_no_memory():
     out = run_python("""
         import sys

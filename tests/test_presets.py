@@ -75,6 +75,22 @@ def test_maxsim_is_the_mean_over_query_tokens_of_the_best_doc_token():
     assert maxsim(q, []).shape == (0,)
 
 
+def test_each_preset_is_a_list_of_stages_run_in_order():
+    from vxmem.memory.stages import AgedFromAccess, Cascade, Deep, Rerank, Smooth
+
+    def kinds(memory, aging=()):
+        return [type(s) for s in memory.second_stage(memory.request("q", now=T0)).steps(aging)]
+
+    db = Vectrix(embedder="hashing")
+    aged = AgedFromAccess(T0)
+    assert kinds(ConversationMemory(db, preset="fast"), [aged]) == [Smooth, AgedFromAccess]
+    assert kinds(ConversationMemory(db, preset="default")) == [Deep]
+    assert kinds(ConversationMemory(db, preset="accurate"), [aged]) == [Deep, AgedFromAccess, Cascade]
+    own = ConversationMemory(db, preset="default", reranker=lambda q, texts: [0.0] * len(texts))
+    assert kinds(own) == [Rerank]  # a reranker of the caller's reads the classic 20
+    assert kinds(ConversationMemory(db, preset="default", rerank=False)) == []
+
+
 def test_the_default_preset_reads_deep_and_blends_only_the_best_it_found():
     db = Vectrix(embedder="hashing", rerank=True)
     db.remember_many([f"note {i}: the meeting moved to room {i}" for i in range(150)], session="s", timestamp=T0)

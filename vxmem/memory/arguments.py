@@ -14,8 +14,7 @@ import numpy as np
 
 from ..core.checks import check_number, check_positive, check_text
 from ..core.keys import KINDS, RESERVED_PREFIX
-from ..store.arguments import FilterValues, check_filter, check_json, json_copy
-from ..store.mirror.mirror import ANY_SESSION
+from ..store.seam import ANY_SESSION, FilterValues, check_filter, check_json, json_copy
 
 
 def check_ttl_map(ttl_days: Any) -> dict[str, float | None]:

@@ -16,9 +16,7 @@ from ..core.clock import expiry
 from ..core.errors import ConflictError
 from ..core.keys import K_EXPIRES, K_FEEDBACK, K_FEEDBACK_FOLDED, K_KIND, K_ROLE, K_SESSION, K_TS, KIND_TURN
 from ..ranking import scoring
-from ..store.arguments import check_id
-from ..store.mirror.mirror import Mirror, session_key
-from ..store.sqlite.database import Transaction
+from ..store.seam import MemoryView, MemoryWrites, check_id, session_key
 
 # A memory keeps at most this many feedback events; past it all but the newest half are folded
 # into one decayed sum (``_vx_feedback_folded``, with their log), which leaves the score as it was.
@@ -34,7 +32,7 @@ def new_memory_id() -> str:
     return b.hex()
 
 
-def refuse_taken(m: Mirror, id: str) -> None:
+def refuse_taken(m: MemoryView, id: str) -> None:
     if id in m.pos_of_id:
         raise ConflictError(f"id already exists: {id!r}")
 
@@ -48,7 +46,7 @@ def stamp(kind: str, session: str | None, role: str, ts: float, ttl: float | Non
     return meta
 
 
-def claim_turn(m: Mirror, tx: Transaction, session: str | None, turn: int | None) -> int:
+def claim_turn(m: MemoryView, tx: MemoryWrites, session: str | None, turn: int | None) -> int:
     """The next turn number of ``session``, or ``turn`` if it is not below it.
 
     The counter lives in the database and only grows, so numbers are never reused:
@@ -69,7 +67,7 @@ def claim_turn(m: Mirror, tx: Transaction, session: str | None, turn: int | None
     return turn
 
 
-def memory_pos(m: Mirror, id: Any) -> int:
+def memory_pos(m: MemoryView, id: Any) -> int:
     check_id(id)
     p = m.memory_position(id)
     if p is None:

@@ -35,8 +35,7 @@ from ..core.keys import (
     KIND_CODES,
     KIND_TURN,
 )
-from ..store.mirror.mirror import Mirror
-from ..store.seam import MemoryStore
+from ..store.seam import MemoryStore, MemoryView
 
 Summarizer = Callable[[list[dict[str, Any]]], list[str]]
 
@@ -90,7 +89,7 @@ def consolidate(store: MemoryStore, session: str | None, summarize: Summarizer, 
             ordered = ordered[:-keep_recent] if ordered.size > keep_recent else ordered[:0]
         if cutoff is not None:
             ordered = ordered[m.ts[ordered] < cutoff]
-        # Batches hold ids, not positions: a commit may compact the mirror.
+        # Batches hold ids, not positions: a commit may renumber the view.
         done = [m.ids[p] for p in ordered.tolist() if K_CONSOLIDATED_INTO in m.metas[p]]
         ids = [m.ids[p] for p in ordered.tolist() if K_CONSOLIDATED_INTO not in m.metas[p]]
     try:
@@ -117,7 +116,7 @@ def _facts_of(summarize: Summarizer, items: list[dict[str, Any]]) -> list[str]:
     return [f.strip() for f in facts if f.strip()]
 
 
-def _unconsumed(m: Mirror, id: str) -> bool:
+def _unconsumed(m: MemoryView, id: str) -> bool:
     """Whether ``id`` is still a live, unconsolidated turn (nothing else took it)."""
     p = m.pos_of_id.get(id)
     return (p is not None and int(m.kind[p]) == KIND_CODES[KIND_TURN] and not m.superseded[p]
@@ -138,7 +137,7 @@ def _drop_consolidated(store: MemoryStore, turn_ids: list[str], report: Consolid
 
 def _batch(store: MemoryStore, turn_ids: list[str], summarize: Summarizer, kind: str, session: str | None,
            delete: bool, ttl_days: float | None, report: ConsolidationReport) -> None:
-    with store.locked() as m:  # a snapshot of the batch; an earlier batch's commit may have replaced the mirror
+    with store.locked() as m:  # a snapshot of the batch; an earlier batch's commit may have renumbered it
         if not all(_unconsumed(m, i) for i in turn_ids):
             report.batches_skipped += 1
             return

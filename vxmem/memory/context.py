@@ -12,10 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.keys import K_ROLE, KIND_PINNED, KIND_TURN
-from ..store.arguments import FilterValues
-from ..store.mirror.mirror import ANY_SESSION, Mirror
-from ..store.results import Result, Results
-from ..store.seam import MemoryStore
+from ..store.seam import ANY_SESSION, FilterValues, MemoryStore, MemoryView, Result, Results
 from .request import RecallRequest
 
 SECTIONS = ("pinned", "recent", "recalled")
@@ -154,7 +151,7 @@ def _fitted(block: ContextBlock, count: Callable[[str], int]) -> ContextBlock:
     return block
 
 
-def _pinned(m: Mirror, session: str | None, now_ts: float, user: str | None = None,
+def _pinned(m: MemoryView, session: str | None, now_ts: float, user: str | None = None,
             flt: FilterValues | None = None) -> list[Result]:
     """Live pinned facts of ``session`` (None: every session), and of ``user`` from any
     session, oldest first."""
@@ -171,7 +168,7 @@ def _pinned(m: Mirror, session: str | None, now_ts: float, user: str | None = No
     return [m.result(p) for p in sorted(pos, key=lambda p: (m.ts[p], p))]
 
 
-def _recent(m: Mirror, session: str | None, recent_turns: int, now_ts: float,
+def _recent(m: MemoryView, session: str | None, recent_turns: int, now_ts: float,
             budget: _Budget, flt: FilterValues | None = None) -> tuple[list[Result], int]:
     """The last ``recent_turns`` live turns of ``session`` that fit, and how many were cut."""
     if session is None or not recent_turns:

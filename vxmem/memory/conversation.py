@@ -52,13 +52,10 @@ from ..core.keys import (
     KINDS,
     OUTCOMES,
 )
-from ..models.late import LateInteraction
 from ..models.rerank import Reranker, check_reranker
 from ..ranking import scoring
 from ..ranking.blend import Blend
-from ..store.arguments import check_ids
-from ..store.collection import Collection
-from ..store.mirror.mirror import ANY_SESSION
+from ..store.seam import ANY_SESSION, check_ids
 from . import consolidation
 from .arguments import any_if_none, check_memory_filter, check_min_relevance, check_ttl_map, check_user, check_verdicts
 from .bookkeeping import (
@@ -81,13 +78,13 @@ from .draft import (
     write_drafts,
 )
 from .late_stage import context_text, write_contexts
-from .reading import MemoryReading
+from .reading import CollectionT, MemoryReading
 from .stages import DEFAULT_PRESET, check_preset, is_late, preset_stages
 from .supersession import check_correction_time, live_heads, mark_superseded, unlink_deleted
 
 Judge = Callable[[str, list[str]], Sequence[bool]]
 
-class ConversationMemory(MemoryReading):
+class ConversationMemory(MemoryReading[CollectionT]):
     """Remember, recall, grade, forget, consolidate and assemble memory.
 
     Reached as ``db.memory``; ``db.remember()``, ``db.recall()``, ``db.feedback()``,
@@ -134,7 +131,7 @@ class ConversationMemory(MemoryReading):
         records none.
     """
 
-    def __init__(self, db: Collection, half_life_days: float = scoring.HALF_LIFE_DAYS,
+    def __init__(self, db: CollectionT, half_life_days: float = scoring.HALF_LIFE_DAYS,
                  recency_weight: float = scoring.RECENCY_WEIGHT, feedback_weight: float = scoring.FEEDBACK_WEIGHT,
                  feedback_half_life_days: float = scoring.FEEDBACK_HALF_LIFE_DAYS,
                  ttl_days: dict[str, float | None] | None = None, judge: Judge | None = None,
@@ -254,7 +251,7 @@ class ConversationMemory(MemoryReading):
         """
         if not (is_late(self.reranker) and self._reranking(None)):
             return None
-        assert isinstance(self.reranker, LateInteraction)
+        assert is_late(self.reranker)
         with self.store.locked() as m:
             contexts = write_contexts(m, drafts)
         own = [d.text for d in drafts]
@@ -266,7 +263,7 @@ class ConversationMemory(MemoryReading):
         """What :meth:`_late_soon` started, once encoded (the caller's share encoded here)."""
         if soon is None:
             return None
-        assert isinstance(self.reranker, LateInteraction)
+        assert is_late(self.reranker)
         bits = (self.reranker.encode(soon.here) if soon.here else []) + soon.job.result()
         n = len(soon.contexts)
         read = iter(bits[n:])

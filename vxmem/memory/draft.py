@@ -16,11 +16,7 @@ import numpy as np
 from ..core.checks import check_bool, check_choice, check_int, check_positive, check_session, check_text
 from ..core.clock import TimeLike, to_epoch
 from ..core.keys import K_SUPERSEDES, K_TURN, K_USER, KIND_PINNED, KIND_TURN, KINDS, TURN_LIMIT
-from ..store.arguments import check_id
-from ..store.mirror.columns import session_key
-from ..store.mirror.mirror import Mirror
-from ..store.seam import MemoryStore
-from ..store.sqlite.database import Transaction
+from ..store.seam import MemoryStore, MemoryView, MemoryWrites, check_id, session_key
 from .arguments import check_caller_metadata, check_user
 from .bookkeeping import claim_turn, new_memory_id, refuse_taken, stamp
 from .supersession import mark_superseded
@@ -122,7 +118,7 @@ def make_draft(text: Any, *, session: Any, role: Any, turn: Any, timestamp: Time
                  id=id, ttl=ttl, run_judge=bool(run_judge))
 
 
-def _prepared(m: Mirror, d: Draft, named: list[str]) -> tuple[str, dict[str, Any], list[str]]:
+def _prepared(m: MemoryView, d: Draft, named: list[str]) -> tuple[str, dict[str, Any], list[str]]:
     """A draft's id, its metadata as stored, and the memories it supersedes: those the judge
     ``named`` that are still live (one a write meanwhile superseded or deleted is left as it is)."""
     live = [x for x in named if (p := m.memory_position(x)) is not None and not m.superseded[p]] if named else []
@@ -135,7 +131,7 @@ def _prepared(m: Mirror, d: Draft, named: list[str]) -> tuple[str, dict[str, Any
     return d.id or new_memory_id(), meta, live
 
 
-def _insert(m: Mirror, tx: Transaction, d: Draft, new_id: str, meta: dict[str, Any], vec: np.ndarray, tokens: int,
+def _insert(m: MemoryView, tx: MemoryWrites, d: Draft, new_id: str, meta: dict[str, Any], vec: np.ndarray, tokens: int,
             live: list[str], late: LateBits | None, i: int, written: dict[tuple[str, int], tuple[int, str]]) -> None:
     """Write draft ``i`` of a write, prepared, in ``tx``: its turn number, the document, its
     late-interaction token vectors (``late``), its supersession links. ``written`` maps the
@@ -156,7 +152,7 @@ def _insert(m: Mirror, tx: Transaction, d: Draft, new_id: str, meta: dict[str, A
         mark_superseded(m, tx, old, new_id, d.ts)
 
 
-def _written_before(m: Mirror, written: dict[tuple[str, int], tuple[int, str]], key: str, session: str | None,
+def _written_before(m: MemoryView, written: dict[tuple[str, int], tuple[int, str]], key: str, session: str | None,
                     turn: int | None) -> tuple[int, str] | None:
     """(rowid, text) of the live turn numbered ``turn - 1`` in the session (None: none)."""
     if turn is None:

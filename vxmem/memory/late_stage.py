@@ -21,9 +21,7 @@ import numpy as np
 
 from ..core.keys import KIND_TURN
 from ..models.late import LateInteraction, TokenBits, maxsim
-from ..store.mirror.columns import session_key
-from ..store.mirror.mirror import Mirror
-from ..store.seam import MemoryStore
+from ..store.seam import MemoryStore, MemoryView, session_key
 
 CONTEXT_WORDS = 24  # how much of the turn before a memory is read with it
 CONTEXT_SHARE = 0.5  # the late-interaction score's share that reads each turn in its context
@@ -41,21 +39,21 @@ def context_text(before: str | None, text: str) -> str:
     return f"{tail}\n{text}"
 
 
-def turns_before(m: Mirror, positions: np.ndarray) -> np.ndarray:
+def turns_before(m: MemoryView, positions: np.ndarray) -> np.ndarray:
     """The position of the live turn just before each of ``positions`` in its session (its
     turn number minus one), -1 where there is none."""
     return np.array([m.turn_at(int(m.session[p]), float(m.turn[p]) - 1.0)
                      for p in np.asarray(positions, dtype=np.int64).tolist()], dtype=np.int64)
 
 
-def in_context(m: Mirror, positions: np.ndarray) -> list[str]:
+def in_context(m: MemoryView, positions: np.ndarray) -> list[str]:
     """Each memory's text read after the end of the turn just before it, when there is one."""
     before = turns_before(m, positions)
     return [context_text(None if b < 0 else m.texts[b], m.texts[p])
             for p, b in zip(np.asarray(positions).tolist(), before.tolist())]
 
 
-def late_scores(store: MemoryStore, m: Mirror, late: LateInteraction, query: str,
+def late_scores(store: MemoryStore, m: MemoryView, late: LateInteraction, query: str,
                 positions: np.ndarray) -> np.ndarray:
     """The late-interaction score of the memories at ``positions``: MaxSim of the query's
     token vectors against each one's own and against its in-context ones, mixed
@@ -84,7 +82,7 @@ def _fill(bits: list[TokenBits | None], late: LateInteraction, text: Callable[[i
         bits[i] = b
 
 
-def write_contexts(m: Mirror, drafts: Sequence[Any]) -> list[str | None]:
+def write_contexts(m: MemoryView, drafts: Sequence[Any]) -> list[str | None]:
     """The text of the turn each draft of a write will follow in its session (None: none,
     or not a turn), as the collection stands: the draft before it in the same write, else
     the session's live turn numbered one below its own (given), else its last live turn.
@@ -106,9 +104,9 @@ def write_contexts(m: Mirror, drafts: Sequence[Any]) -> list[str | None]:
     return out
 
 
-def _stored_before(m: Mirror, session: Any, turn: int | None) -> tuple[str | None, float]:
+def _stored_before(m: MemoryView, session: Any, turn: int | None) -> tuple[str | None, float]:
     """The text of the live turn a turn of ``session`` numbered ``turn`` (None: the next)
-    follows, and that turn's number as far as the mirror can tell."""
+    follows, and that turn's number as far as the view can tell."""
     code = m.session_code(session)
     if turn is not None:
         p = m.turn_at(code, float(turn) - 1.0)

@@ -14,7 +14,7 @@ import sqlite3
 import warnings
 from collections.abc import Sequence
 from functools import partial
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 
@@ -27,33 +27,42 @@ from ..core.checks import (
 from ..core.clock import TimeLike, to_epoch
 from ..core.keys import KIND_TURN, KINDS
 from ..models.embed import reranks_by_default
-from ..models.late import LateInteraction
 from ..models.rerank import Reranker, rerank_scores
 from ..ranking import scoring
 from ..ranking.blend import Blend
 from ..ranking.pool import CandidatePool
-from ..store.arguments import check_mode
-from ..store.collection import Collection
-from ..store.mirror.mirror import Mirror
-from ..store.results import Result
-from ..store.seam import MemoryStore
+from ..store.seam import MemoryCollection, MemoryStore, MemoryView, Result, check_mode
 from .arguments import any_if_none, check_memory_filter
 from .bookkeeping import memory_pos
 from .confidence import match_probability
 from .context import ContextBlock, assemble
 from .late_stage import in_context, late_scores
-from .recall import MemoryResults, cascade_pool, drop_below, gather, rank, rerank_pool, smoothed_pool
+from .recall import MemoryResults, gather, rank
 from .request import RecallRequest
-from .stages import Stage, floors, preset_stages, stage_name
+from .stages import (
+    AgedFromAccess,
+    DropBelow,
+    PoolStage,
+    Stage,
+    StageContext,
+    floors,
+    is_late,
+    preset_stages,
+    stage_name,
+)
 from .supersession import HistoryEntry, chain
+
+# The collection a memory was given: the memory reaches it through ``db.engine`` alone (the
+# seam), and ``memory.db`` keeps the caller's own type (a Vectrix, say) for the caller.
+CollectionT = TypeVar("CollectionT", bound=MemoryCollection)
 
 
 def blend_field(name: str) -> property:
     """A memory attribute that reads and writes one field of its :class:`Blend`."""
-    def get(self: MemoryReading) -> float:
+    def get(self: MemoryReading[Any]) -> float:
         return float(getattr(self.blend, name))
 
-    def put(self: MemoryReading, value: float) -> None:
+    def put(self: MemoryReading[Any], value: float) -> None:
         self.blend = self.blend.replace(**{name: value})
 
     return property(get, put, doc=f"The blend's ``{name}``.")
@@ -64,11 +73,11 @@ RECALL_ARGS = ("score_gap", "kinds", "include_superseded", "mode", "exclude_ids"
                "rerank", "recency_from", "blend", "preset")
 
 
-class MemoryReading:
+class MemoryReading(Generic[CollectionT]):
     """The reading half of :class:`~vxmem.memory.conversation.ConversationMemory` (its ``__init__`` sets
     the attributes below)."""
 
-    db: Collection
+    db: CollectionT
     blend: Blend
     min_relevance: float | None
     rerank: bool | None
@@ -249,7 +258,7 @@ class MemoryReading:
         other reranker from their texts)."""
         with self.store.locked() as m:
             pos = np.array([m.pos_of_id[i] for i in ids], dtype=np.int64)
-            if isinstance(self.reranker, LateInteraction):
+            if is_late(self.reranker):
                 return late_scores(self.store, m, self.reranker, query, pos)
             return rerank_scores(self.reranker, query, [m.texts[p] for p in pos.tolist()])
 
@@ -257,7 +266,7 @@ class MemoryReading:
         """Run what ``request`` needs of the models before the lock: the query's embedding,
         with a late-interaction stage's query encoding started beside it."""
         stage = self.second_stage(request).reranker
-        if isinstance(stage, LateInteraction):
+        if is_late(stage):
             stage.prefetch(request.query)
         self.store.prepare_query(request.query, request.search_mode)
 
@@ -307,9 +316,9 @@ class MemoryReading:
         with self.store.locked() as m:
             return self._pool(m, request, size, first_only)
 
-    def _pool(self, m: Mirror, request: RecallRequest, size: int | None = None,
+    def _pool(self, m: MemoryView, request: RecallRequest, size: int | None = None,
               first_only: bool = False) -> CandidatePool:
-        """``request``'s candidate pool, from the mirror ``m`` (inside ``store.locked()``):
+        """``request``'s candidate pool, from the view ``m`` (inside ``store.locked()``):
         gathered, through its second stage (unless ``first_only``), aged as it asks, through a
         cascade's final stage (the blend's top ``limit`` only), cut by ``min_relevance``."""
         now_ts = request.now
@@ -323,21 +332,21 @@ class MemoryReading:
         found = gather(self.store, m, request.query, pos,
                        size=size or scoring.pool_size(request.limit, stage.pool_floor), mode=request.search_mode,
                        hybrid_weight=blend.hybrid_weight, session=scope, now_ts=now_ts, limit=request.limit)
-        if len(found) and not first_only:  # an empty pool ranks to nothing; a replay records the first stage
-            if stage.reranker is not None:
-                found = rerank_pool(found, m, request.query, stage.reranker, stage_name(stage.reranker, stage.final),
-                                    store=self.store, floor=stage.rerank_floor)
-            elif stage.smooth:
-                found = smoothed_pool(found)
-        aged_from = self.recency_from if request.recency_from is None else request.recency_from
-        if aged_from == "accessed" and found.positions is not None:
-            found = found.aged_from_access(self.store.last_access(found.positions, now_ts))
-        if len(found) and not first_only and stage.reranker is not None and stage.final is not None:
-            found = cascade_pool(found, m, request.query, stage.final, blend)  # reorders the blend's top limit
-        floor = self.min_relevance if request.min_relevance is None else request.min_relevance
-        if floor is not None:
-            found = drop_below(found, floor)
+        ctx = StageContext(self.store, m, request.query, blend)
+        for step in self._steps(request, stage, first_only):
+            found = step.run(found, ctx)
         return found
+
+    def _steps(self, request: RecallRequest, stage: Stage, first_only: bool) -> list[PoolStage]:
+        """The stages ``request``'s gathered pool runs through, in order: ``stage``'s (the
+        second, the ages counted from access as ``request`` asks, a cascade's final), then the
+        cut by ``min_relevance``; ``first_only`` (a replay's record): the ages and the cut alone."""
+        assert request.now is not None
+        aged_from = self.recency_from if request.recency_from is None else request.recency_from
+        aging: list[PoolStage] = [AgedFromAccess(request.now)] if aged_from == "accessed" else []
+        steps = aging if first_only else stage.steps(aging)
+        floor = self.min_relevance if request.min_relevance is None else request.min_relevance
+        return steps if floor is None else [*steps, DropBelow(floor)]
 
     def _reranking(self, rerank: Any) -> bool:
         """Whether a recall with ``rerank=`` reranks: the argument, else the memory's setting,
@@ -349,7 +358,7 @@ class MemoryReading:
             return self.rerank
         if self.preset_given:
             return self.preset != "fast"
-        return reranks_by_default(self.db.embedder)
+        return reranks_by_default(self.store.embedder)
 
     def second_stage(self, request: RecallRequest) -> Stage:
         """What ``request`` runs after its first stage (a :class:`~vxmem.memory.stages.Stage`):
@@ -373,7 +382,7 @@ class MemoryReading:
         """What ``recall(mode=mode, rerank=rerank)`` would run: ``{"mode": the search mode,
         "rerank": the reranker's name or None, "embedder": the embedder's name or None}``."""
         mode = scoring.DEFAULT_MODE if mode is None else check_mode(mode)
-        emb = getattr(self.db.embedder, "name", None)
+        emb = getattr(self.store.embedder, "name", None)
         return {"mode": mode, "rerank": stage_name(self.reranker, self.final) if self._reranking(rerank) else None,
                 "embedder": emb if isinstance(emb, str) else None}
 
@@ -391,7 +400,7 @@ class MemoryReading:
         if self._reranking(rerank):  # a cascade's relevance is its final stage's score
             hint = getattr(self.final or self.reranker, "low_relevance", None)
         elif mode == "dense":
-            hint = getattr(self.db.embedder, "low_relevance", None)
+            hint = getattr(self.store.embedder, "low_relevance", None)
         else:
             hint = None
         return float(hint) if isinstance(hint, (int, float)) and not isinstance(hint, bool) else None
@@ -402,7 +411,7 @@ class MemoryReading:
         whatever its ``relevance_norm`` shows. 0 for no results or an absurd query ("!!!???",
         "xxxx..."); None for a pipeline with no fitted calibration. See :mod:`vxmem.memory.confidence`
         (below :data:`~vxmem.memory.confidence.MATCH_THRESHOLD` the dashboard warns)."""
-        emb = getattr(self.db.embedder, "name", None)
+        emb = getattr(self.store.embedder, "name", None)
         return match_probability(results, embedder=emb if isinstance(emb, str) else None)
 
     def context(self, query: str, session: str | None = None, token_budget: int = 1500, recent_turns: int = 6,

@@ -1,10 +1,9 @@
-"""Recall's stages: gather a candidate pool from the collection, rerank it, and rank it into results.
+"""Recall's ends: gather a candidate pool from the collection, and rank it into results.
 
 :func:`gather` asks the collection for the mode's top candidates among the eligible
 memories and reads what ranking needs (time, feedback, tokens) into a
-:class:`~vxmem.ranking.pool.CandidatePool`. :func:`rerank_pool` keeps the pool's most relevant
-candidates and replaces their relevance with a reranker's score; :func:`drop_below` leaves
-out candidates whose raw relevance is under ``min_relevance``. :func:`rank` blends the pool with
+:class:`~vxmem.ranking.pool.CandidatePool`. The stages between (rerankers, smoothing, the
+cut by ``min_relevance``) are in :mod:`vxmem.memory.stages`. :func:`rank` blends the pool with
 :meth:`CandidatePool.blend <vxmem.ranking.pool.CandidatePool.blend>`, the one scoring path the
 sweep engine uses too, then applies the limit, the score gap and the token budget.
 """
@@ -18,15 +17,10 @@ import numpy as np
 
 from ..core.clock import DAY
 from ..core.keys import K_FEEDBACK, K_KIND, K_ROLE, K_SCORING, K_SESSION, K_TS, K_TURN, KINDS, NO_KIND, RESERVED_PREFIX
-from ..models.late import LateInteraction
-from ..models.rerank import Reranker, rerank_scores
 from ..ranking import deep, scoring
 from ..ranking.blend import Blend
 from ..ranking.pool import CandidatePool
-from ..store.mirror.mirror import Mirror, SessionArg
-from ..store.results import Result, Results
-from ..store.seam import MemoryStore
-from .late_stage import in_context, late_scores
+from ..store.seam import MemoryStore, MemoryView, Result, Results, SessionArg
 
 _FRAME_KEYS = (K_KIND, K_SESSION, K_ROLE, K_TURN, K_TS)
 _NONE: dict[str, Any] = {}  # the metadata of a candidate without feedback, as _feedback_matrix reads it
@@ -49,12 +43,12 @@ class MemoryResults(Results):
         return row
 
 
-def gather(store: MemoryStore, m: Mirror, query: str, positions: np.ndarray, *, size: int, mode: str,
+def gather(store: MemoryStore, m: MemoryView, query: str, positions: np.ndarray, *, size: int, mode: str,
            hybrid_weight: float, session: SessionArg, now_ts: float, limit: int) -> CandidatePool:
     """The pool of the ``size`` best candidates of ``mode`` among ``positions``, at ``now_ts``
     (lexical scores and feedback as they stood then).
 
-    Call it inside ``store.locked()`` (``m`` is the mirror it yields): the pool's
+    Call it inside ``store.locked()`` (``m`` is the view it yields): the pool's
     ``positions`` are valid only there.
     """
     cand = store.candidates(query, positions, size, mode, hybrid_weight, session=session, as_of=now_ts)
@@ -76,98 +70,6 @@ def gather(store: MemoryStore, m: Mirror, query: str, positions: np.ndarray, *, 
         neighbour_key=deep.neighbour_keys(sessions, m.turn[pos]), positions=pos)
 
 
-def rerank_pool(pool: CandidatePool, m: Mirror, query: str, reranker: Reranker, name: str, *,
-                store: MemoryStore | None = None, floor: int = scoring.RERANK_FLOOR) -> CandidatePool:
-    """The pool's ``max(2 x limit, floor)`` most relevant candidates (by the mode's relevance,
-    not by the blend), their relevance replaced by ``reranker``'s score of (query, text); of
-    a stage that reads deeper than 20, only its best (see :func:`~vxmem.ranking.scoring.kept_slots`).
-
-    A late-interaction reranker scores with the token vectors ``store`` holds for them
-    (encoding the texts of those that have none). The first stage's relevance stays beside
-    it as ``first_stage``; ``name`` goes to ``rerank``. A cascade's final stage comes after
-    the blend (:func:`cascade_pool`). Call it inside ``store.locked()``, like :func:`gather`.
-    """
-    if pool.positions is None:
-        raise ValueError("only a live pool (made under the lock) can be reranked")
-    if floor > scoring.RERANK_FLOOR:
-        return _deep_pool(pool, m, query, reranker, name, store, floor)
-    slots = scoring.rank_order(pool.relevance, pool.ts)[: scoring.rerank_depth(pool.limit, floor)]
-    texts = [m.texts[p] for p in pool.positions[slots].tolist()]
-    scores = rerank_scores(reranker, query, texts)
-    return pool.take(slots, relevance=scores, first_stage=np.asarray(pool.relevance)[slots], rerank=name)
-
-
-def smoothed_pool(pool: CandidatePool) -> CandidatePool:
-    """The fast preset's pool: its relevance smoothed over neighbouring turns and its
-    ``max(2 x limit, 20)`` best kept, in slot order (see :mod:`vxmem.ranking.deep`)."""
-    keys = pool.neighbour_key if pool.neighbour_key is not None else np.full(len(pool), np.nan)
-    prev, nxt = deep.neighbour_slots(keys)
-    smoothed, kept = deep.read_slots(pool.relevance, pool.ts, np.ones(len(pool), dtype=bool), prev, nxt,
-                                     pool.limit, scoring.RERANK_FLOOR)
-    keep = np.flatnonzero(kept)
-    return pool.take(keep, relevance=smoothed[keep], first_stage=np.asarray(pool.relevance)[keep])
-
-
-def _deep_pool(pool: CandidatePool, m: Mirror, query: str, reranker: Reranker, name: str,
-               store: MemoryStore | None, floor: int) -> CandidatePool:
-    """A deep stage's pool (see :mod:`vxmem.ranking.deep`): the ``max(2 x limit, 20)`` best
-    candidates by the fused score, in slot order, which becomes their relevance."""
-    assert pool.positions is not None
-    n = len(pool)
-    keys = pool.neighbour_key if pool.neighbour_key is not None else np.full(n, np.nan)
-    prev, nxt = deep.neighbour_slots(keys)
-    valid = np.ones(n, dtype=bool)
-    smoothed, read = deep.read_slots(pool.relevance, pool.ts, valid, prev, nxt, pool.limit, floor)
-    slots = np.flatnonzero(read)
-    positions = pool.positions[slots]
-    if store is not None and isinstance(reranker, LateInteraction):
-        got = late_scores(store, m, reranker, query, positions)
-    else:
-        got = rerank_scores(reranker, query, [m.texts[p] for p in positions.tolist()])
-    stage = np.zeros(n)
-    stage[slots] = got
-    fused, kept = deep.fused_slots(stage, smoothed, pool.ts, read, prev, nxt, pool.limit)
-    keep = np.flatnonzero(kept)
-    first = np.asarray(pool.relevance)[keep]
-    return pool.take(keep, relevance=fused[keep], first_stage=first, rerank=name, second_stage=stage[keep])
-
-
-def cascade_pool(pool: CandidatePool, m: Mirror, query: str, final: Reranker, blend: Blend) -> CandidatePool:
-    """A cascade's last stage (the accurate preset) over a deep stage's pool: the pool blended
-    with ``blend``, its ``limit`` best (the memories the default would return; the others
-    leave the pool) read by ``final``, each in context (see
-    :func:`~vxmem.memory.late_stage.in_context`), their relevance its score mixed with the
-    fused one (:func:`~vxmem.ranking.deep.cascade_relevance`), for :func:`rank` to blend
-    again. Call it inside ``store.locked()``, like :func:`gather`."""
-    if pool.positions is None:
-        raise ValueError("only a live pool (made under the lock) can be reranked")
-    if len(pool) == 0:
-        return pool
-    score, _, _, _ = pool.blend(blend.half_life_days, blend.recency_weight, blend.feedback_weight,
-                                blend.feedback_half_life_days)
-    top = np.flatnonzero(deep.cascade_slots(score, pool.ts, np.ones(len(pool), dtype=bool), pool.limit))
-    last = rerank_scores(final, query, in_context(m, pool.positions[top]))
-    every = np.ones(top.size, dtype=bool)
-    return pool.take(top, relevance=deep.cascade_relevance(np.asarray(pool.relevance)[top], last, every),
-                     final_stage=last)
-
-
-def raw_relevance(pool: CandidatePool) -> np.ndarray:
-    """The relevance ``min_relevance`` is compared with: the reranker's score in a reranked
-    pool (a deep stage's own score, not its fusion), the cosine in dense and hybrid mode (a
-    fused hybrid score is normalised within the pool, so it says nothing on its own), BM25 in
-    lexical mode."""
-    if pool.rerank is None and pool.mode == "hybrid" and pool.dense is not None:
-        return np.asarray(pool.dense)
-    return np.asarray(pool.raw_relevance)
-
-
-def drop_below(pool: CandidatePool, min_relevance: float) -> CandidatePool:
-    """The pool without the candidates whose :func:`raw_relevance` is below ``min_relevance``."""
-    keep = np.flatnonzero(raw_relevance(pool) >= min_relevance)
-    return pool if keep.size == len(pool) else pool.take(keep)
-
-
 def _feedback_matrix(metas: list[dict[str, Any]], now_ts: float) -> tuple[np.ndarray, np.ndarray]:
     """(signs, ages in days) of every candidate's feedback, zero-padded to the longest history."""
     graded = [(i, scoring.feedback_events(meta, now_ts)) for i, meta in enumerate(metas)
@@ -181,7 +83,7 @@ def _feedback_matrix(metas: list[dict[str, Any]], now_ts: float) -> tuple[np.nda
     return signs, ages
 
 
-def rank(pool: CandidatePool, m: Mirror, query: str, blend: Blend, score_gap: float | None,
+def rank(pool: CandidatePool, m: MemoryView, query: str, blend: Blend, score_gap: float | None,
          token_budget: int | None) -> MemoryResults:
     """The pool blended with ``blend``, best first, cut to ``pool.limit``,
     then at the first ``score_gap`` cliff, then to ``token_budget``.

@@ -24,7 +24,7 @@ from ..core.clock import to_epoch
 from ..core.keys import KINDS
 from ..ranking import scoring
 from ..ranking.blend import Blend
-from ..store.arguments import FilterValues, check_ids, check_mode
+from ..store.seam import FilterValues, check_ids, check_mode
 from .arguments import check_memory_filter, check_min_relevance, check_user
 from .stages import check_preset
 

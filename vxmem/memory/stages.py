@@ -7,21 +7,37 @@ time. ``"accurate"``: the default's stages and blend, then a cascade: the cross-
 the ``limit`` memories the default returns, each read after the turn before it, its score
 mixed with theirs (see :mod:`vxmem.ranking.deep`); about 10 times the default's time.
 docs/BENCHMARKS.md has each one's recall and time.
+
+After its first stage a recall's pool runs through a list of stages, in order: objects with one
+method, ``run(pool, ctx) -> pool`` (:class:`PoolStage`). :meth:`Stage.steps` makes a preset's
+list (:class:`Smooth`; :class:`Rerank` or :class:`Deep`; the ages counted from access,
+:class:`AgedFromAccess`; a cascade's :class:`Cascade`), the reading adds :class:`DropBelow` and
+runs them. A new stage is a class here and a line in :meth:`Stage.steps`.
 """
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple, Protocol, TypeGuard
+
+import numpy as np
 
 from ..core.checks import check_choice
 from ..models.late import LateInteraction, default_late_interaction
-from ..models.rerank import Reranker, default_reranker, reranker_name
-from ..ranking import scoring
+from ..models.rerank import Reranker, default_reranker, rerank_scores, reranker_name
+from ..ranking import deep, scoring
+from ..ranking.blend import Blend
+from ..ranking.pool import CandidatePool
+from ..store.seam import MemoryStore, MemoryView
+from .late_stage import in_context, late_scores
 
 PRESETS = ("fast", "default", "accurate")
 DEFAULT_PRESET = "default"
 
-__all__ = ["PRESETS", "DEFAULT_PRESET", "Stage", "check_preset", "preset_stages", "floors", "is_late", "stage_name"]
+__all__ = ["PRESETS", "DEFAULT_PRESET", "Stage", "check_preset", "preset_stages", "floors", "is_late", "stage_name",
+           "StageContext", "PoolStage", "Smooth", "Rerank", "Deep", "AgedFromAccess", "Cascade", "DropBelow",
+           "raw_relevance"]
 
 
 class Stage(NamedTuple):
@@ -35,6 +51,17 @@ class Stage(NamedTuple):
     rerank_floor: int = scoring.RERANK_FLOOR
     smooth: bool = False
     final: Reranker | None = None
+
+    def steps(self, aging: Sequence[PoolStage] = ()) -> list[PoolStage]:
+        """The stages this runs after the first, in order, with ``aging`` (the ages counted
+        from access) after the second stage and before a cascade's final one, which blends."""
+        if self.reranker is None:
+            return [*([Smooth()] if self.smooth else []), *aging]
+        name = stage_name(self.reranker, self.final)
+        # A stage that reads deeper than the cross-encoder's 20 fuses its scores with the first stage's.
+        second: PoolStage = (Deep(self.reranker, name, self.rerank_floor) if self.rerank_floor > scoring.RERANK_FLOOR
+                             else Rerank(self.reranker, name, self.rerank_floor))
+        return [second, *aging, *([] if self.final is None else [Cascade(self.final)])]
 
 
 def check_preset(preset: Any) -> str:
@@ -58,7 +85,7 @@ def stage_name(reranker: Reranker, final: Reranker | None) -> str:
     return name if final is None else f"{name} > {reranker_name(final)}"
 
 
-def is_late(reranker: Any) -> bool:
+def is_late(reranker: Any) -> TypeGuard[LateInteraction]:
     """Whether ``reranker`` scores with token vectors stored at write time."""
     return isinstance(reranker, LateInteraction)
 
@@ -70,3 +97,158 @@ def floors(preset: str, reranker: Any) -> tuple[int, int]:
         return scoring.POOL_FLOOR, scoring.RERANK_FLOOR
     depth = getattr(reranker, "depth", None)
     return scoring.stage_floors(depth if isinstance(depth, int) and not isinstance(depth, bool) else None)
+
+
+# ---------------------------------------------------------------------- the stages
+
+
+class StageContext(NamedTuple):
+    """What a stage reads beside the pool: the ``store`` and its view ``m`` (the stages run
+    inside ``store.locked()``, where the pool's positions are valid), the ``query`` and the
+    ``blend`` the recall ranks with."""
+
+    store: MemoryStore
+    m: MemoryView
+    query: str
+    blend: Blend
+
+
+class PoolStage(Protocol):
+    """One stage of a recall after its first: a pool in, a pool out."""
+
+    def run(self, pool: CandidatePool, ctx: StageContext) -> CandidatePool: ...
+
+
+def _live(pool: CandidatePool) -> CandidatePool:
+    if pool.positions is None:
+        raise ValueError("only a live pool (made under the lock) can be reranked")
+    return pool
+
+
+@dataclass(frozen=True)
+class Smooth:
+    """The fast preset's: the pool's relevance smoothed over neighbouring turns and its
+    ``max(2 x limit, 20)`` best kept, in slot order (see :mod:`vxmem.ranking.deep`)."""
+
+    def run(self, pool: CandidatePool, ctx: StageContext) -> CandidatePool:
+        if not len(pool):
+            return pool
+        keys = pool.neighbour_key if pool.neighbour_key is not None else np.full(len(pool), np.nan)
+        prev, nxt = deep.neighbour_slots(keys)
+        smoothed, kept = deep.read_slots(pool.relevance, pool.ts, np.ones(len(pool), dtype=bool), prev, nxt,
+                                         pool.limit, scoring.RERANK_FLOOR)
+        keep = np.flatnonzero(kept)
+        return pool.take(keep, relevance=smoothed[keep], first_stage=np.asarray(pool.relevance)[keep])
+
+
+@dataclass(frozen=True)
+class Rerank:
+    """A reranker over the pool's ``max(2 x limit, floor)`` most relevant candidates (by the
+    mode's relevance, not the blend): their relevance becomes its score of (query, text), the
+    first stage's stays beside it as ``first_stage``, ``name`` goes to ``rerank``."""
+
+    reranker: Reranker
+    name: str
+    floor: int = scoring.RERANK_FLOOR
+
+    def run(self, pool: CandidatePool, ctx: StageContext) -> CandidatePool:
+        if not len(pool):
+            return pool
+        positions = _live(pool).positions
+        assert positions is not None
+        slots = scoring.rank_order(pool.relevance, pool.ts)[: scoring.rerank_depth(pool.limit, self.floor)]
+        scores = rerank_scores(self.reranker, ctx.query, [ctx.m.texts[p] for p in positions[slots].tolist()])
+        return pool.take(slots, relevance=scores, first_stage=np.asarray(pool.relevance)[slots], rerank=self.name)
+
+
+@dataclass(frozen=True)
+class Deep:
+    """A stage that reads deep (see :mod:`vxmem.ranking.deep`): the ``floor`` candidates the
+    neighbour-smoothed first stage picks are scored (late interaction from the stored token
+    vectors, any other reranker from the texts), fused with the first stage and smoothed; the
+    ``max(2 x limit, 20)`` best go on, in slot order, the fused score their relevance."""
+
+    reranker: Reranker
+    name: str
+    floor: int
+
+    def run(self, pool: CandidatePool, ctx: StageContext) -> CandidatePool:
+        if not len(pool):
+            return pool
+        positions = _live(pool).positions
+        assert positions is not None
+        n = len(pool)
+        keys = pool.neighbour_key if pool.neighbour_key is not None else np.full(n, np.nan)
+        prev, nxt = deep.neighbour_slots(keys)
+        smoothed, read = deep.read_slots(pool.relevance, pool.ts, np.ones(n, dtype=bool), prev, nxt, pool.limit,
+                                         self.floor)
+        slots = np.flatnonzero(read)
+        stage = np.zeros(n)
+        stage[slots] = self.scores(ctx, positions[slots])
+        fused, kept = deep.fused_slots(stage, smoothed, pool.ts, read, prev, nxt, pool.limit)
+        keep = np.flatnonzero(kept)
+        return pool.take(keep, relevance=fused[keep], first_stage=np.asarray(pool.relevance)[keep], rerank=self.name,
+                         second_stage=stage[keep])
+
+    def scores(self, ctx: StageContext, positions: np.ndarray) -> np.ndarray:
+        """The reranker's scores of the memories at ``positions``."""
+        if is_late(self.reranker):
+            return late_scores(ctx.store, ctx.m, self.reranker, ctx.query, positions)
+        return np.asarray(rerank_scores(self.reranker, ctx.query, [ctx.m.texts[p] for p in positions.tolist()]))
+
+
+@dataclass(frozen=True)
+class AgedFromAccess:
+    """Each memory's age counted from its latest access before ``at`` (``recency_from="accessed"``)."""
+
+    at: float
+
+    def run(self, pool: CandidatePool, ctx: StageContext) -> CandidatePool:
+        if pool.positions is None:
+            return pool
+        return pool.aged_from_access(ctx.store.last_access(pool.positions, self.at))
+
+
+@dataclass(frozen=True)
+class Cascade:
+    """A cascade's last stage (the accurate preset) over a deep stage's pool: the pool blended
+    with the recall's blend, its ``limit`` best (the memories the default would return; the
+    others leave the pool) read by ``final``, each in context (see
+    :func:`~vxmem.memory.late_stage.in_context`), their relevance its score mixed with the fused
+    one (:func:`~vxmem.ranking.deep.cascade_relevance`), for the ranking to blend again."""
+
+    final: Reranker
+
+    def run(self, pool: CandidatePool, ctx: StageContext) -> CandidatePool:
+        if not len(pool):
+            return pool
+        positions = _live(pool).positions
+        assert positions is not None
+        b = ctx.blend
+        score, _, _, _ = pool.blend(b.half_life_days, b.recency_weight, b.feedback_weight, b.feedback_half_life_days)
+        top = np.flatnonzero(deep.cascade_slots(score, pool.ts, np.ones(len(pool), dtype=bool), pool.limit))
+        last = rerank_scores(self.final, ctx.query, in_context(ctx.m, positions[top]))
+        every = np.ones(top.size, dtype=bool)
+        return pool.take(top, relevance=deep.cascade_relevance(np.asarray(pool.relevance)[top], last, every),
+                         final_stage=last)
+
+
+def raw_relevance(pool: CandidatePool) -> np.ndarray:
+    """The relevance ``min_relevance`` is compared with: the reranker's score in a reranked
+    pool (a deep stage's own score, not its fusion), the cosine in dense and hybrid mode (a
+    fused hybrid score is normalised within the pool, so it says nothing on its own), BM25 in
+    lexical mode."""
+    if pool.rerank is None and pool.mode == "hybrid" and pool.dense is not None:
+        return np.asarray(pool.dense)
+    return np.asarray(pool.raw_relevance)
+
+
+@dataclass(frozen=True)
+class DropBelow:
+    """The pool without the candidates whose :func:`raw_relevance` is below ``floor``."""
+
+    floor: float
+
+    def run(self, pool: CandidatePool, ctx: StageContext) -> CandidatePool:
+        keep = np.flatnonzero(raw_relevance(pool) >= self.floor)
+        return pool if keep.size == len(pool) else pool.take(keep)

@@ -14,8 +14,7 @@ from typing import Any
 
 from ..core.clock import to_datetime
 from ..core.keys import K_KIND, K_SUPERSEDED_AT, K_SUPERSEDED_BY, K_SUPERSEDES, K_TS
-from ..store.mirror.mirror import Mirror
-from ..store.sqlite.database import Transaction
+from ..store.seam import MemoryView, MemoryWrites
 
 
 @dataclass
@@ -32,7 +31,7 @@ class HistoryEntry:
     supersedes: list[str]
 
 
-def mark_superseded(m: Mirror, tx: Transaction, old_id: str, new_id: str, ts: float) -> None:
+def mark_superseded(m: MemoryView, tx: MemoryWrites, old_id: str, new_id: str, ts: float) -> None:
     """Point ``old_id`` at its replacement ``new_id`` (in ``tx``), unless it already has one."""
     meta = dict(m.metas[m.pos_of_id[old_id]])
     if meta.get(K_SUPERSEDED_BY) is None:
@@ -41,7 +40,7 @@ def mark_superseded(m: Mirror, tx: Transaction, old_id: str, new_id: str, ts: fl
         tx.update_meta(old_id, meta)
 
 
-def unlink_deleted(m: Mirror, tx: Transaction, deleted: set[str]) -> None:
+def unlink_deleted(m: MemoryView, tx: MemoryWrites, deleted: set[str]) -> None:
     """Before ``deleted`` go (in ``tx``), mend the links that point at them: a memory one of them
     superseded points at what superseded that one in turn (which then lists it), else at another
     memory that lists it (a live one first), else it is live again, its correction gone."""
@@ -88,7 +87,7 @@ def _heir(deleted: dict[str, dict[str, Any]], id: str) -> str | None:
     return None if id in deleted else id
 
 
-def live_heads(m: Mirror, id: str) -> list[str]:
+def live_heads(m: MemoryView, id: str) -> list[str]:
     """The live ends of the supersession links that start at ``id``."""
     heads, seen, stack = [], set(), [id]
     while stack:
@@ -104,7 +103,7 @@ def live_heads(m: Mirror, id: str) -> list[str]:
     return heads
 
 
-def chain(m: Mirror, id: str, as_of: float | None = None) -> list[HistoryEntry]:
+def chain(m: MemoryView, id: str, as_of: float | None = None) -> list[HistoryEntry]:
     """Every memory linked to ``id`` by supersession, either way, oldest first (of two made
     at one time, the one replaced first); with ``as_of``, as the chain stood at that moment
     (no memory created later, no link made later)."""
@@ -141,18 +140,18 @@ def _link_depths(entries: dict[str, HistoryEntry]) -> dict[str, int]:
     return depth
 
 
-def _existed(m: Mirror, id: str, as_of: float | None) -> bool:
+def _existed(m: MemoryView, id: str, as_of: float | None) -> bool:
     p = m.memory_position(id)
     return p is not None and (as_of is None or bool(m.ts[p] <= as_of))
 
 
-def _later(m: Mirror, id: str, as_of: float | None) -> bool:
+def _later(m: MemoryView, id: str, as_of: float | None) -> bool:
     """Whether ``id`` is a memory created after ``as_of`` (a deleted one is not)."""
     p = m.memory_position(id)
     return p is not None and as_of is not None and bool(m.ts[p] > as_of)
 
 
-def _entry(m: Mirror, id: str, as_of: float | None) -> HistoryEntry:
+def _entry(m: MemoryView, id: str, as_of: float | None) -> HistoryEntry:
     p = m.pos_of_id[id]
     meta = m.metas[p]
     superseded = m.superseded_as_of(p, as_of)
@@ -164,7 +163,7 @@ def _entry(m: Mirror, id: str, as_of: float | None) -> HistoryEntry:
                         supersedes=supersedes)
 
 
-def check_correction_time(m: Mirror, id: str, ts: float) -> None:
+def check_correction_time(m: MemoryView, id: str, ts: float) -> None:
     """Refuse a correction of ``id`` at ``ts`` dated before the newest of what it would
     replace (``id`` and the live corrections of it) was stored: both would be live in between."""
     replaced = [id] + live_heads(m, id)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 import numpy as np
 
@@ -41,6 +41,9 @@ from .mirror.mirror import ANY_SESSION, Mirror
 from .portable.export import ExportReport, export_database
 from .portable.restore import restore_file
 from .results import Result, Results
+
+if TYPE_CHECKING:
+    from .seam import MemoryCollection
 
 # What an acknowledged write survives: "normal", a process crash (SQLite's synchronous=NORMAL in
 # WAL mode); "full", a power loss too (synchronous=FULL: every commit synced before it returns).
@@ -327,3 +330,9 @@ class Collection:
     def __repr__(self) -> str:
         state = "closed" if self.engine.closed else f"{self.engine.mirror.n_alive} documents"
         return f"{type(self).__name__}({self.path or ':memory:'}, {state})"
+
+
+if TYPE_CHECKING:
+    # mypy proves here that the collection is the seam (its engine a MemoryStore, the mirror
+    # a MemoryView, the transaction MemoryWrites): a member they change breaks the build.
+    COLLECTION_IS_THE_SEAM: type[MemoryCollection] = Collection

@@ -6,8 +6,9 @@ exact scans run), the HNSW cache (:mod:`~vxmem.store.vector.hnsw`) and lexical s
 (:mod:`~vxmem.store.lexical.search`), behind one re-entrant lock. Every write is one SQLite
 transaction; the mirror and the caches follow only once it commits.
 
-:class:`~vxmem.store.seam.MemoryStore` declares what the memory layer uses of it; the
-collection's verbs use the same methods.
+:class:`~vxmem.store.seam.MemoryStore` declares what the memory layer uses of it (the mirror
+seen as a read-only :class:`~vxmem.store.seam.MemoryView`, the transaction as
+:class:`~vxmem.store.seam.MemoryWrites`); the collection's verbs use the same methods.
 """
 
 from __future__ import annotations
