@@ -89,7 +89,6 @@ def test_a_writer_opening_the_target_of_a_running_restore_is_refused_and_nothing
 # ------------------------------------------------------------------ a path moved onto
 
 
-@pytest.mark.xfail(strict=True, reason="fixed later on this branch (2)")
 def test_a_database_moved_over_an_open_writers_path_is_never_written_by_that_writer(tmp_path):
     path, other = str(tmp_path / "db.vxdb"), str(tmp_path / "other.vxdb")
     with Vectrix(other, embedder=WordHashEmbedder()) as o:

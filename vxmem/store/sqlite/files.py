@@ -184,6 +184,10 @@ class _WriterLocks:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:
                 raise _locked_error(path) from None
+            if not names_file(path, fd):  # another file was moved to the path meanwhile: not the one locked
+                fcntl.flock(fd, fcntl.LOCK_UN)
+                raise DatabaseLockedError(f"{path} was replaced by another file while it was being opened; "
+                                          "open it again")
             self._held.add(fd)
             return fd
 
@@ -194,6 +198,15 @@ class _WriterLocks:
             self._held.discard(fd)
             if fcntl is not None:
                 fcntl.flock(fd, fcntl.LOCK_UN)
+
+
+def names_file(path: str, fd: int) -> bool:
+    """Whether ``path`` names the very file open at ``fd`` (the same device and inode)."""
+    try:
+        st, held = os.stat(path), os.fstat(fd)
+    except OSError:
+        return False
+    return (st.st_dev, st.st_ino) == (held.st_dev, held.st_ino)
 
 
 def _locked_error(path: str) -> DatabaseLockedError:

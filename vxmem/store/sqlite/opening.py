@@ -17,12 +17,13 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from ...core.errors import InvalidDatabaseError
+from ...core.errors import DatabaseLockedError, InvalidDatabaseError
 from ..lexical.fts import scope_token
 from . import schema
 from .checkpoint import JOURNAL_SIZE_LIMIT, Checkpointer
 from .files import (
     close_connection,
+    names_file,
     read_only_uri,
     read_sidecar,
     release_writer_lock,
@@ -87,6 +88,9 @@ class DatabaseFile:
         try:
             with self._damage_is_invalid():
                 self._init_schema(existing_empty)
+            if self._lock_fd is not None and not names_file(path, self._lock_fd):
+                raise DatabaseLockedError(f"{path} was replaced by another file while it was being opened; "
+                                          "open it again")
         except BaseException:
             self.close()
             raise
