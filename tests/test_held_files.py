@@ -120,7 +120,6 @@ def _descriptors_under(folder) -> list[str]:
     return out
 
 
-@pytest.mark.xfail(strict=True, reason="fixed later on this branch (3)")
 def test_opening_and_closing_many_databases_leaves_no_descriptor_open(tmp_path):
     for i in range(40):
         with Vectrix(str(tmp_path / f"db{i}.vxdb"), embedder=WordHashEmbedder()) as db:
@@ -132,7 +131,6 @@ def test_opening_and_closing_many_databases_leaves_no_descriptor_open(tmp_path):
     assert _descriptors_under(tmp_path) == []
 
 
-@pytest.mark.xfail(strict=True, reason="fixed later on this branch (3)")
 def test_a_writer_and_a_reader_of_one_file_in_one_process_close_in_either_order(tmp_path):
     path = str(tmp_path / "db.vxdb")
     for first_writer in (True, False):
@@ -174,7 +172,6 @@ EMFILE = """
 """
 
 
-@pytest.mark.xfail(strict=True, reason="fixed later on this branch (3)")
 def test_running_out_of_descriptors_is_named_as_such_never_as_a_damaged_file(tmp_path):
     path = str(tmp_path / "db.vxdb")
     with Vectrix(path, embedder=WordHashEmbedder()) as db:

@@ -32,16 +32,9 @@ from ...models.embed import embedder_name
 from ..arguments import check_id, check_json, check_reserved, check_token_count
 from ..engine import Engine
 from ..sqlite.database import Database
-from ..sqlite.files import (
-    index_files,
-    mirror_path,
-    postings_path,
-    release_writer_lock,
-    remove_abandoned_restores,
-    restore_temp,
-    take_writer_lock,
-)
+from ..sqlite.files import index_files, mirror_path, postings_path, remove_abandoned_restores, restore_temp
 from ..sqlite.jsonio import loads
+from ..sqlite.locks import release_writer_lock, take_writer_lock
 from .export import (
     END_COUNTS,
     EXPORT_FORMAT,
