@@ -206,7 +206,6 @@ CHDIR = """
 """
 
 
-@pytest.mark.xfail(strict=True, reason="fixed later on this branch (4)")
 def test_a_relative_path_names_the_same_file_after_chdir(tmp_path):
     here, elsewhere = tmp_path / "here", tmp_path / "elsewhere"
     here.mkdir()
