@@ -230,7 +230,6 @@ SERVE = """
 """
 
 
-@pytest.mark.xfail(strict=True, reason="fixed later on this branch (5)")
 def test_sigterm_stops_vxmem_serve_after_its_close_saved_the_caches(tmp_path):
     path = str(tmp_path / "served.vxdb")
     port = free_port()
