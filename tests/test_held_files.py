@@ -293,7 +293,6 @@ CHANGED = """
 """
 
 
-@pytest.mark.xfail(strict=True, reason="fixed later on this branch (6)")
 @pytest.mark.parametrize("how", ["truncate", "older"])
 def test_a_mirror_file_changed_in_place_under_an_open_handle_changes_nothing_it_reads(tmp_path, how):
     got = run_python(CHANGED, str(tmp_path / "db.vxdb"), how, timeout=300)
