@@ -298,3 +298,36 @@ def test_a_mirror_file_changed_in_place_under_an_open_handle_changes_nothing_it_
     got = run_python(CHANGED, str(tmp_path / "db.vxdb"), how, timeout=300)
     assert got.returncode == 0, (got.returncode, got.stderr[-2000:])
     assert got.stdout.split() == ["same", "3300"]
+
+
+# ------------------------------------------------------------------ a reader of a file being created
+
+
+def test_a_reader_of_a_new_file_its_writer_is_creating_finds_none_or_a_whole_one(tmp_path):
+    path = str(tmp_path / "new.vxdb")
+    proc = subprocess.Popen([sys.executable, f"{TESTS}/writer_child.py", path], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1)
+
+    def say(cmd):
+        proc.stdin.write(cmd + "\n")
+        proc.stdin.flush()
+        return proc.stdout.readline().split()
+
+    try:
+        assert say("hold schema create 1") == ["ok", "armed"]
+        assert say("open") == ["held", "create"]  # the writer is making the schema
+        with pytest.raises(FileNotFoundError):
+            Vectrix(path, read_only=True, embedder=WordHashEmbedder(dim=64))
+        assert say("release") == ["ok", "opened"]
+        with Vectrix(path, read_only=True, embedder=WordHashEmbedder(dim=64)) as reader:
+            assert len(reader) == 0
+        assert say("close") == ["ok", "closed"]
+        proc.stdin.close()
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stdout.close()
+        proc.stderr.close()
+    assert [n for n in os.listdir(tmp_path) if "creating" in n] == []

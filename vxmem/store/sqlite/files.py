@@ -81,11 +81,20 @@ def restore_temp(path: str) -> str:
     return os.path.join(head, f".{tail}.restoring-{os.getpid()}-{uuid.uuid4().hex[:8]}")
 
 
-def remove_abandoned_restores(path: str) -> None:
-    """Remove what restores into ``path`` left beside it when they were killed: the files of a
-    :func:`restore_temp` whose process is gone (a live restore's are left alone)."""
+def creation_temp(path: str) -> str:
+    """The temporary name a writer makes a new database under before it links it to ``path``
+    (so no reader ever finds the file half made): ``.NAME.creating-PID-XXXXXXXX``."""
     head, tail = os.path.split(os.path.abspath(path))
-    pattern = re.compile(rf"\.{re.escape(tail)}\.restoring-(\d+)-[0-9a-f]{{8}}(?:-wal|-shm|\.mirror|\.lexical"
+    return os.path.join(head, f".{tail}.creating-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+
+
+def remove_abandoned_restores(path: str) -> None:
+    """Remove what restores into ``path`` (or the creation of a new file there) left beside it
+    when they were killed: the files of a :func:`restore_temp` or :func:`creation_temp`
+    whose process is gone (a live one's are left alone)."""
+    head, tail = os.path.split(os.path.abspath(path))
+    pattern = re.compile(rf"\.{re.escape(tail)}\.(?:restoring|creating)-(\d+)-[0-9a-f]{{8}}(?:-wal|-shm|-journal"
+                         r"|\.mirror|\.lexical"
                          r"|\.usearch|\.usearch\.json)?(?:\.tmp)?")
     try:
         names = os.listdir(head)

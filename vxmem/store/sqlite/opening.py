@@ -23,6 +23,7 @@ from . import schema
 from .checkpoint import JOURNAL_SIZE_LIMIT, Checkpointer
 from .files import (
     close_connection,
+    creation_temp,
     read_only_uri,
     read_sidecar,
     remove_stale_temps,
@@ -34,6 +35,31 @@ from .locks import hold_file, let_go_file, names_file, out_of_descriptors, relea
 from .schema import FORMAT_NAME, SCHEMA_VERSION
 
 CHANGE_WINDOW = 10_000  # generations of vx_changes the writer keeps for read-only handles
+
+
+def create_whole(path: str) -> None:
+    """Make a new database at ``path`` whole before anyone can see it: its schema is made
+    under a temporary name beside it, then linked to ``path`` (which fails, leaving the
+    file there alone, when another process made one first). A reader never finds the file
+    half made, an empty file it would call no vxmem database. Where hard links are not to be
+    had, the file is made in place, as it was."""
+    tmp = creation_temp(path)
+    try:
+        conn = sqlite3.connect(tmp, isolation_level=None)
+        try:
+            schema.create(conn)
+        finally:
+            conn.close()
+        with contextlib.suppress(FileExistsError):
+            os.link(tmp, path)
+    except (sqlite3.Error, OSError):  # made in place instead, which says what is wrong, if anything
+        emfile = out_of_descriptors(path)
+        if emfile is not None:
+            raise emfile from None
+    finally:
+        for name in (tmp, tmp + "-journal"):
+            with contextlib.suppress(OSError):
+                os.remove(name)
 
 
 class DatabaseFile:
@@ -89,6 +115,8 @@ class DatabaseFile:
                 raise FileNotFoundError(f"no database at {path}")
             self._held = hold_file(path)
         else:
+            if not os.path.lexists(path):
+                create_whole(path)
             self._take_writer_lock(path)
         try:
             if self.read_only:
