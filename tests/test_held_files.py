@@ -158,7 +158,7 @@ EMFILE = """
             held.append(os.open(os.devnull, os.O_RDONLY))
     except OSError:
         pass
-    for free in range(12):  # with 0, 1, 2, ... descriptors left: each open fails as what it is, or works
+    for free in range(24):  # with 0, 1, 2, ... descriptors left: each open fails as what it is, or works
         try:
             Vectrix(path, embedder=WordHashEmbedder()).close()
             print("opened")
