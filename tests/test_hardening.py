@@ -9,6 +9,7 @@ import json
 import os
 import sqlite3
 import threading
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -613,3 +614,15 @@ def test_context_without_a_session_holds_every_sessions_pinned_facts_and_no_rece
     only_alice = db.context("dinner", session="alice", now=T0 + 10)
     assert [r.id for r in only_alice.pinned] == [a]
     assert all(r.metadata[K_SESSION] == "alice" for r in only_alice.recent + only_alice.recalled)
+
+
+def test_the_smallest_half_lives_decay_to_zero_without_a_numpy_warning():
+    with Vectrix(None, embedder=_embedder(), half_life_days=5e-324, feedback_half_life_days=5e-324) as db:
+        mid = db.remember("tea in paris", timestamp=T0)
+        db.feedback(mid, "useful", timestamp=T0)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            got = db.recall("tea", now=T0 + DAY)
+            assert decay([1.0, 0.0], 5e-324).tolist() == [0.0, 1.0]
+    assert got.ids == [mid]
+    assert got[0].metadata["_vx_scoring"]["recency"] == 0.0

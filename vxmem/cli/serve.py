@@ -10,11 +10,15 @@ over stdin and stdout, so it writes nothing else to stdout.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import ipaddress
 import os
+import signal
 import socket
 import sys
+import threading
+from collections.abc import Iterator
 from typing import Any
 
 from ..core.errors import VectrixError
@@ -126,9 +130,40 @@ def needs(module: str) -> Any:
     return importlib.import_module(module)
 
 
+class Stopped(Exception):
+    """SIGTERM asked ``vxmem serve`` to stop (raised once uvicorn's graceful shutdown is done)."""
+
+
+def _stop(signum: int, frame: Any) -> None:
+    raise Stopped
+
+
+@contextlib.contextmanager
+def stopped_by_sigterm() -> Iterator[None]:
+    """SIGTERM ends the block as an exception, not the process: uvicorn catches the signal,
+    shuts down, then raises it again, and the default action would kill the process before
+    the database is closed (no caches saved, the WAL left behind)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _stop)
+    try:
+        yield
+    except Stopped:
+        pass
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def run_serve(args: argparse.Namespace) -> int:
     """``vxmem serve``: the REST API under uvicorn until Ctrl-C (or SIGTERM), on a socket bound
-    before the database is opened."""
+    before the database is opened; either way the database is closed before it exits."""
+    with stopped_by_sigterm():
+        return _serve(args)
+    return 0
+
+
+def _serve(args: argparse.Namespace) -> int:
     token = token_for(args)
     uvicorn = needs("uvicorn")
     from ..aio import AsyncVectrix

@@ -40,7 +40,8 @@ def decay(age_days: ArrayLike, half_life_days: ArrayLike) -> np.ndarray:
     Negative ages (a memory dated after ``now``) count as brand new.
     """
     age = np.maximum(np.asarray(age_days, dtype=np.float64), 0.0)
-    return np.power(0.5, age / np.asarray(half_life_days, dtype=np.float64))
+    with np.errstate(over="ignore"):  # a tiny half-life: age / half-life is inf, and the decay its limit, 0
+        return np.power(0.5, age / np.asarray(half_life_days, dtype=np.float64))
 
 
 def normalize_relevance(relevance: ArrayLike, axis: int = -1, valid: ArrayLike | None = None) -> np.ndarray:

@@ -83,7 +83,9 @@ class Engine:
         if dtype == np.float16:
             float16_kernels()  # loaded with the open, not in the first search; missing: refused before any file
         self.vector_dtype = vector_dtype
-        self.path = path
+        # Resolved once, here: a relative path names the same file after a chdir() (the
+        # checkpoints, the saved caches and the close all use this one).
+        self.path = None if path is None else os.path.abspath(path)
         if self.read_only and self.path is None:
             raise ValueError("read_only needs a database file path")
         self._lock = threading.RLock()

@@ -4,9 +4,10 @@ Reading every row of ``vx_docs`` is most of an open (1.7 s of CPU at 100k memori
 walks 200 MB of pages, then each row becomes Python objects). A writer's ``close()``
 saves its mirror's live documents in a :mod:`~vxmem.store.mirror.snapshot` file instead: the
 numpy columns as they lie in memory, the vectors with each session's rows together (so a
-session's first recall after an open scans the file's pages in place instead of gathering
-its rows from all over the file), the ids, texts and metadata texts as JSON arrays. The
-next open maps that file, parses the metadata only as it is read, and takes in what was
+session's first recall after an open scans the rows in place instead of gathering them
+from all over the file), the ids, texts and metadata texts as JSON arrays. The next open
+reads that file into memory of its own (never a map of it, which another process may
+change), parses the metadata only as it is read, and takes in what was
 committed since from the change log, the way a read-only handle follows writers.
 
 The file is a cache. It is used only when it is provably this database's at a state the
@@ -123,7 +124,7 @@ def _mirror(fields: dict[str, Any], arrays: dict[str, np.ndarray], dtype: np.dty
         grown = np.zeros((len(m.rowid), dim), dtype=dtype)  # columns have), or float32 for a float16 mirror
         grown[:n] = heap[:n]
         heap = grown
-    m.heap = heap  # the map itself: pages of the file until written, zero pages past n
+    m.heap = heap  # the read file itself: no copy, zero pages past n
     m.slot[:n] = slot
     rowid = m.rowid[:n]
     if np.any(rowid[1:] <= rowid[:-1]) or rowid[0] <= 0:

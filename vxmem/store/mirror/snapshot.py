@@ -5,11 +5,12 @@ each at an offset aligned to a page. The header holds the caller's fields, each 
 dtype, shape and offset, and the size and CRC-32 of everything after it, so a file cut
 short or changed is refused whole (``None``), never half read.
 
-The file is read through a private (copy-on-write) memory map: the arrays are views of the
-page cache until written (the pages its check read are unmapped again, so only the pages
-read since count towards the process's memory), and the last array may carry zero
-*headroom* rows past its shape, a hole in the file that takes no disk and no memory until
-rows are written there (so a mirror opened from it grows without copying its vectors).
+The file is read whole into memory of the process's own (an anonymous map), never mapped:
+another process may truncate the file or copy another over it in place while a handle reads
+from it, which through a map of the file killed the reader with SIGBUS or fed it other
+bytes after its check. The last array may carry zero *headroom* rows past its shape, a hole
+in the file that takes no disk, and no memory until rows are written there (so a mirror
+opened from it grows without copying its vectors).
 
 Writing goes to ``path + ".tmp"`` and moves it into place, so a reader sees the old file
 or the new one, whole; a save killed halfway leaves only the temporary file.
@@ -17,6 +18,7 @@ or the new one, whole; a save killed halfway leaves only the temporary file.
 
 from __future__ import annotations
 
+import io
 import json
 import mmap
 import os
@@ -124,14 +126,15 @@ def read(path: str) -> tuple[dict[str, Any], dict[str, np.ndarray]] | None:
             body, crc = header["size"], header["crc32"]
             if type(body) is not int or start + body > size:
                 return None
-            mm = mmap.mmap(f.fileno(), size, access=mmap.ACCESS_COPY)
+            mm = _read_whole(f, start + body, size)
     except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if mm is None:
         return None
     view = memoryview(mm)
     try:
         if zlib.crc32(view[start:start + body]) != crc:
             return None
-        _forget_pages(mm)
         arrays: dict[str, np.ndarray] = {}
         layout = header["arrays"]
         names = list(layout)
@@ -156,12 +159,22 @@ def read(path: str) -> tuple[dict[str, Any], dict[str, np.ndarray]] | None:
     return fields, arrays
 
 
-def _forget_pages(mm: mmap.mmap) -> None:
-    """Unmap the pages the check read (nothing was written yet, so nothing is lost): the
-    file stays in the page cache, and only the pages the arrays are later read from count
-    towards the process's memory (a mirror file holds 3 GB at 1M memories)."""
-    if hasattr(mmap, "MADV_DONTNEED"):
-        mm.madvise(mmap.MADV_DONTNEED)
+def _read_whole(f: io.BufferedReader, length: int, size: int) -> mmap.mmap | None:
+    """The first ``length`` bytes of ``f`` in an anonymous map of ``size`` bytes (the rest
+    zeros that take no memory until written); None when the file ends before ``length``."""
+    mm = mmap.mmap(-1, max(size, 1))
+    view = memoryview(mm)
+    try:
+        f.seek(0)
+        done = 0
+        while done < length:
+            got = f.readinto(view[done:length])
+            if not got:
+                return None
+            done += got
+    finally:
+        view.release()
+    return mm
 
 
 def remove(path: str) -> None:

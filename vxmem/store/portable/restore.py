@@ -13,6 +13,7 @@ silently.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
@@ -33,6 +34,7 @@ from ..engine import Engine
 from ..sqlite.database import Database
 from ..sqlite.files import index_files, mirror_path, postings_path, remove_abandoned_restores, restore_temp
 from ..sqlite.jsonio import loads
+from ..sqlite.locks import release_writer_lock, take_writer_lock
 from .export import (
     END_COUNTS,
     EXPORT_FORMAT,
@@ -327,22 +329,41 @@ def _write_counters(engine: Engine, counters: list[tuple[str, int]]) -> None:
 # ---------------------------------------------------------------------------- into a new file
 
 
-def _refuse_occupied(path: str) -> None:
-    """Refuse a target that holds documents (or is not a vxmem database, or is open for
-    writing elsewhere); an empty one is replaced when the restore is done."""
+def _hold_target(path: str) -> int | None:
+    """Take the writer lock of the target ``path`` (creating an empty file there if there is
+    none) and refuse it if it holds documents (or is not a vxmem database); the lock
+    descriptor, held until the new database is renamed into place, so no writer can open
+    the target meanwhile and write into a file the rename then throws away."""
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):
         raise ValueError(f"cannot restore into {path}: no directory {directory}")
-    if not os.path.exists(path) or os.path.getsize(path) == 0:
-        return
-    database = Database(path, True)  # read-only first: a target that holds documents is left untouched
+    created = not os.path.exists(path)
+    lock = take_writer_lock(path)  # a target another process or handle is writing is refused here
     try:
-        n = database.conn.execute("SELECT count(*) FROM vx_docs").fetchone()[0]
-    finally:
-        database.close()
-    if n:
-        raise ValueError(f"{path} already holds {n} documents: restore into a new database; nothing was restored")
-    Database(path, False).close()  # the writer lock: nobody else is writing the empty database it replaces
+        if os.path.getsize(path) == 0:
+            return lock
+        database = Database(path, True)  # read-only: a target that holds documents is left untouched
+        try:
+            n = database.conn.execute("SELECT count(*) FROM vx_docs").fetchone()[0]
+        finally:
+            database.close()
+        if n:
+            raise ValueError(f"{path} already holds {n} documents: restore into a new database; "
+                             "nothing was restored")
+        return lock
+    except BaseException:
+        _let_go(path, lock, created)
+        raise
+
+
+def _let_go(path: str, lock: int | None, created: bool) -> None:
+    """Release the target's lock; remove the empty file :func:`_hold_target` created there."""
+    if created:
+        with contextlib.suppress(OSError):
+            if os.path.getsize(path) == 0:
+                os.remove(path)
+    if lock is not None:
+        release_writer_lock(lock)
 
 
 _SIDE_FILES = ("", "-wal", "-shm")
@@ -386,8 +407,10 @@ def restore_file(source: str | os.PathLike[str], path: str | os.PathLike[str] | 
     opened by ``open_handle(path)``; returns the open handle and what was done.
 
     A file is built as ``.NAME.restoring-PID-*`` beside ``path`` and renamed into place when
-    whole; a refusal or a failure removes it, and ``path`` is left as it was. What a killed
-    restore into ``path`` left there is removed by the next one.
+    whole; a refusal or a failure removes it, and ``path`` is left as it was. The target's
+    writer lock is held from its check to the rename: a writer opening it meanwhile gets
+    :class:`~vxmem.core.errors.DatabaseLockedError`. What a killed restore into ``path``
+    left there is removed by the next one.
     """
     source = os.fspath(source)
     if not os.path.isfile(source):
@@ -401,21 +424,33 @@ def restore_file(source: str | os.PathLike[str], path: str | os.PathLike[str] | 
             _close(handle)
             raise
     target = os.fspath(path)
-    _refuse_occupied(target)
-    remove_abandoned_restores(target)
-    tmp = restore_temp(target)
+    created = not os.path.exists(target)
+    lock = _hold_target(target)
     try:
-        handle = open_handle(tmp)
+        remove_abandoned_restores(target)
+        tmp = restore_temp(target)
         try:
-            with open(source, "rb") as f:
-                report = fill(_engine(handle), f, source, progress=progress, notify=notify)
-        finally:
-            _close(handle)
-        _move_into_place(tmp, target)
+            report = _build(source, tmp, open_handle, progress, notify)
+            _move_into_place(tmp, target)
+        except BaseException:
+            _remove(_beside(tmp))
+            raise
     except BaseException:
-        _remove(_beside(tmp))
+        _let_go(target, lock, created)
         raise
+    _let_go(target, lock, False)
     return open_handle(target), report
+
+
+def _build(source: str, tmp: str, open_handle: Callable[[str | None], Any], progress: Progress,
+           notify: Callable[[str], Any] | None) -> RestoreReport:
+    """The restore of ``source`` written into a new database at ``tmp``, closed."""
+    handle = open_handle(tmp)
+    try:
+        with open(source, "rb") as f:
+            return fill(_engine(handle), f, source, progress=progress, notify=notify)
+    finally:
+        _close(handle)
 
 
 def _engine(handle: Any) -> Engine:

@@ -38,8 +38,11 @@ JOURNAL_SIZE_LIMIT = 4 * REWIND_AT  # a WAL file grown past this is cut back whe
 class Checkpointer:
     """The writer's WAL checkpoints, in a thread of their own (see :data:`CHECKPOINT_EVERY`).
 
-    The thread starts at the first request and keeps a connection of its own; ``close()``
-    stops it. ``completed`` is the commit count at the last checkpoint that was run.
+    The thread starts at the first request; ``close()`` stops it. Its connection is opened
+    here, with the writer's, so it reads and writes the very file the writer locked: opened
+    later by path, it would open whatever file had been moved to that path since, with the
+    writer's WAL and shared memory beside it, and copy the writer's pages into it.
+    ``completed`` is the commit count at the last checkpoint that was run.
     """
 
     def __init__(self, path: str):
@@ -50,8 +53,9 @@ class Checkpointer:
         self._wake = threading.Event()
         self._stop = False
         self._thread: threading.Thread | None = None
-        self._conn: sqlite3.Connection | None = None
-        self._frame = 4096 + 24  # bytes per WAL frame: a page and its header
+        self._conn: sqlite3.Connection | None = sqlite3.connect(path, check_same_thread=False,
+                                                                isolation_level=None, timeout=0)
+        self._frame = int(self._conn.execute("PRAGMA page_size").fetchone()[0]) + 24  # a WAL frame: page, header
 
     def committed(self, conn: sqlite3.Connection) -> None:
         """Count a commit of the writer's connection ``conn``; ask for a checkpoint every
@@ -81,9 +85,8 @@ class Checkpointer:
     def checkpoint(self) -> int:
         """One PASSIVE checkpoint on the thread's connection (a method, so a test can hold
         it); the bytes of WAL in use (its frames, which a rewind lets the next ones overwrite)."""
-        if self._conn is None:
-            self._conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=0)
-            self._frame = int(self._conn.execute("PRAGMA page_size").fetchone()[0]) + 24
+        if self._conn is None:  # closed
+            return 0
         _, frames, _ = self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
         return max(int(frames), 0) * self._frame
 

@@ -8,8 +8,8 @@ and its sidecar ``db.vxdb.usearch.json``
 (``{"uid", "generation", "count", "dim", "size", "crc32"}``), which ties the index file to
 this database (``uid``) at this state (``generation``) and to its own content (``size``,
 ``crc32``). A read-only handle opens the file through :func:`read_only_uri`. One process
-writes a database file at a time: :func:`take_writer_lock` takes the writer lock, and
-neither a lock descriptor nor a connection a fork inherited is ever closed here.
+writes a database file at a time: the writer lock is in :mod:`~vxmem.store.sqlite.locks`.
+A connection a fork inherited is never closed here.
 """
 
 from __future__ import annotations
@@ -19,20 +19,12 @@ import json
 import os
 import re
 import sqlite3
-import threading
 import urllib.parse
 import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
-
-from ...core.errors import DatabaseLockedError
-
-try:  # POSIX advisory locks keep a second writer out.
-    import fcntl
-except ImportError:  # pragma: no cover - Windows
-    fcntl = None  # type: ignore[assignment]
 
 
 def index_files(path: str) -> tuple[str, str]:
@@ -89,11 +81,20 @@ def restore_temp(path: str) -> str:
     return os.path.join(head, f".{tail}.restoring-{os.getpid()}-{uuid.uuid4().hex[:8]}")
 
 
-def remove_abandoned_restores(path: str) -> None:
-    """Remove what restores into ``path`` left beside it when they were killed: the files of a
-    :func:`restore_temp` whose process is gone (a live restore's are left alone)."""
+def creation_temp(path: str) -> str:
+    """The temporary name a writer makes a new database under before it links it to ``path``
+    (so no reader ever finds the file half made): ``.NAME.creating-PID-XXXXXXXX``."""
     head, tail = os.path.split(os.path.abspath(path))
-    pattern = re.compile(rf"\.{re.escape(tail)}\.restoring-(\d+)-[0-9a-f]{{8}}(?:-wal|-shm|\.mirror|\.lexical"
+    return os.path.join(head, f".{tail}.creating-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+
+
+def remove_abandoned_restores(path: str) -> None:
+    """Remove what restores into ``path`` (or the creation of a new file there) left beside it
+    when they were killed: the files of a :func:`restore_temp` or :func:`creation_temp`
+    whose process is gone (a live one's are left alone)."""
+    head, tail = os.path.split(os.path.abspath(path))
+    pattern = re.compile(rf"\.{re.escape(tail)}\.(?:restoring|creating)-(\d+)-[0-9a-f]{{8}}(?:-wal|-shm|-journal"
+                         r"|\.mirror|\.lexical"
                          r"|\.usearch|\.usearch\.json)?(?:\.tmp)?")
     try:
         names = os.listdir(head)
@@ -141,79 +142,6 @@ def read_sidecar(path: str) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     return side if isinstance(side, dict) else None
-
-
-class _WriterLocks:
-    """This process's writer locks: ``flock`` on one descriptor per database file.
-
-    Closing *any* descriptor of a file drops every POSIX lock this process holds on it,
-    SQLite's own included (a reader's shared lock in the same process, say): a writer that
-    closed its lock descriptor made another process's writer believe it was alone, and a
-    checkpoint then corrupted the file under a reader. So a lock descriptor is never
-    closed: it is kept per file (device and inode) for the life of the process, unlocked
-    on ``close()``, and locked again by the next writer of that file. A second writer in
-    the same process is refused here (``flock`` would grant it the lock it already holds);
-    one in another process by ``flock``. A forked child starts a registry of its own and
-    leaves the inherited descriptors as they are.
-    """
-
-    def __init__(self) -> None:
-        self._guard = threading.Lock()
-        self._pid = os.getpid()
-        self._fds: dict[tuple[int, int], int] = {}
-        self._held: set[int] = set()
-
-    def take(self, path: str) -> int | None:
-        if fcntl is None:  # pragma: no cover - Windows
-            return None
-        with self._guard:
-            if os.getpid() != self._pid:  # a fork: the parent's descriptors and locks are the parent's
-                self._pid, self._fds, self._held = os.getpid(), {}, set()
-            try:
-                st = os.stat(path)
-                fd = self._fds.get((st.st_dev, st.st_ino))
-            except FileNotFoundError:
-                fd = None
-            if fd is None:
-                fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-                st = os.fstat(fd)
-                fd = self._fds.setdefault((st.st_dev, st.st_ino), fd)  # never closed, whichever is kept
-            if fd in self._held:
-                raise _locked_error(path)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                raise _locked_error(path) from None
-            self._held.add(fd)
-            return fd
-
-    def release(self, fd: int) -> None:
-        with self._guard:
-            if os.getpid() != self._pid or fd not in self._held:
-                return
-            self._held.discard(fd)
-            if fcntl is not None:
-                fcntl.flock(fd, fcntl.LOCK_UN)
-
-
-def _locked_error(path: str) -> DatabaseLockedError:
-    return DatabaseLockedError(f"{path} is already open for writing by another process or handle; "
-                               "close it first, or open this one with read_only=True")
-
-
-_WRITER_LOCKS = _WriterLocks()
-
-
-def take_writer_lock(path: str) -> int | None:
-    """Take this process's writer lock on the database file at ``path`` (see
-    :class:`_WriterLocks`): the lock descriptor to release, None where there are no POSIX
-    locks. A second writer, in this process or another, gets :class:`DatabaseLockedError`."""
-    return _WRITER_LOCKS.take(path)
-
-
-def release_writer_lock(fd: int) -> None:
-    """Release the writer lock ``fd`` holds (the descriptor stays open: see :class:`_WriterLocks`)."""
-    _WRITER_LOCKS.release(fd)
 
 
 # Connections a forked child inherited and must not close (closing one runs SQLite's

@@ -17,24 +17,49 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from ...core.errors import InvalidDatabaseError
+from ...core.errors import DatabaseLockedError, InvalidDatabaseError
 from ..lexical.fts import scope_token
 from . import schema
 from .checkpoint import JOURNAL_SIZE_LIMIT, Checkpointer
 from .files import (
     close_connection,
+    creation_temp,
     read_only_uri,
     read_sidecar,
-    release_writer_lock,
     remove_stale_temps,
     rollback,
     snapshot_read,
-    take_writer_lock,
 )
 from .jsonio import loads_all
+from .locks import hold_file, let_go_file, names_file, out_of_descriptors, release_writer_lock, take_writer_lock
 from .schema import FORMAT_NAME, SCHEMA_VERSION
 
 CHANGE_WINDOW = 10_000  # generations of vx_changes the writer keeps for read-only handles
+
+
+def create_whole(path: str) -> None:
+    """Make a new database at ``path`` whole before anyone can see it: its schema is made
+    under a temporary name beside it, then linked to ``path`` (which fails, leaving the
+    file there alone, when another process made one first). A reader never finds the file
+    half made, an empty file it would call no vxmem database. Where hard links are not to be
+    had, the file is made in place, as it was."""
+    tmp = creation_temp(path)
+    try:
+        conn = sqlite3.connect(tmp, isolation_level=None)
+        try:
+            schema.create(conn)
+        finally:
+            conn.close()
+        with contextlib.suppress(FileExistsError):
+            os.link(tmp, path)
+    except (sqlite3.Error, OSError):  # made in place instead, which says what is wrong, if anything
+        emfile = out_of_descriptors(path)
+        if emfile is not None:
+            raise emfile from None
+    finally:
+        for name in (tmp, tmp + "-journal"):
+            with contextlib.suppress(OSError):
+                os.remove(name)
 
 
 class DatabaseFile:
@@ -57,6 +82,7 @@ class DatabaseFile:
         self.schema_version = SCHEMA_VERSION
         self.pid = os.getpid()
         self._lock_fd: int | None = None
+        self._held: tuple[int, int] | None = None  # a read-only handle's count in the file's handles
         self._data_version: int | None = None
         self._has_changes = False
         self.saved_at: int | None = None  # the generation the mirror file holds, when this handle knows it
@@ -65,33 +91,48 @@ class DatabaseFile:
         # A writer's: FTS5 holds every document up to this rowid, none above (see database.FTS_BATCH).
         self.fts_upto = 0
         self._opened = False  # the schema is read: close() may index what is left
-        existing_empty = False
-        if path is None:
-            self.conn = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
-        elif read_only:
-            if not os.path.exists(path):
-                raise FileNotFoundError(f"no database at {path}")
-            try:
-                self.conn = sqlite3.connect(read_only_uri(path), uri=True, check_same_thread=False,
-                                            isolation_level=None)
-            except sqlite3.Error as exc:
-                raise InvalidDatabaseError(f"{path} cannot be opened read-only: {exc}") from None
-        else:
-            existing_empty = os.path.isfile(path) and os.path.getsize(path) == 0
-            self._take_writer_lock(path)
-            try:
-                self.conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=30)
-            except BaseException:
-                self.close()
-                raise
+        existing_empty = path is not None and not read_only and os.path.isfile(path) and os.path.getsize(path) == 0
+        self.conn = self._connect(path)
         try:
             with self._damage_is_invalid():
                 self._init_schema(existing_empty)
+            if self._lock_fd is not None and not names_file(path, self._lock_fd):
+                raise DatabaseLockedError(f"{path} was replaced by another file while it was being opened; "
+                                          "open it again")
         except BaseException:
             self.close()
             raise
 
     # ------------------------------------------------------------------ opening
+
+    def _connect(self, path: str | None) -> sqlite3.Connection:
+        """The connection to ``path`` (a writer's once it holds the lock); a process out of
+        descriptors gets an :class:`OSError` that says so, not a file called damaged."""
+        if path is None:
+            return sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
+        if self.read_only:
+            if not os.path.exists(path):
+                raise FileNotFoundError(f"no database at {path}")
+            self._held = hold_file(path)
+        else:
+            if not os.path.lexists(path):
+                create_whole(path)
+            self._take_writer_lock(path)
+        try:
+            if self.read_only:
+                return sqlite3.connect(read_only_uri(path), uri=True, check_same_thread=False, isolation_level=None)
+            return sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=30)
+        except sqlite3.Error as exc:
+            error: Exception | None = out_of_descriptors(path)  # before the close frees a descriptor
+            if error is None and self.read_only:
+                error = InvalidDatabaseError(f"{path} cannot be opened read-only: {exc}")
+            self.close()
+            if error is not None:
+                raise error from None
+            raise
+        except BaseException:
+            self.close()
+            raise
 
     def _take_writer_lock(self, path: str) -> None:
         self._lock_fd = take_writer_lock(path)
@@ -169,7 +210,8 @@ class DatabaseFile:
         try:
             yield
         except sqlite3.DatabaseError as exc:
-            raise InvalidDatabaseError(f"{name} is not a readable vxmem database: {exc}") from None
+            raise out_of_descriptors(self.path) or InvalidDatabaseError(
+                f"{name} is not a readable vxmem database: {exc}") from None
         except InvalidDatabaseError:
             raise
         except (ValueError, TypeError, AttributeError, KeyError) as exc:  # a damaged row or vx_meta value
@@ -257,8 +299,8 @@ class DatabaseFile:
 
         In a process other than the one that opened it (a fork), the connection and the
         lock are the parent's: the connection is left open (kept referenced, so it is never
-        finalised here) and the lock is left held. (Lock descriptors are never closed; see
-        :func:`~vxmem.store.sqlite.files.take_writer_lock`.)
+        finalised here) and the lock is left held. (The lock descriptor is closed with the
+        file's last handle in this process; see :mod:`~vxmem.store.sqlite.locks`.)
         """
         conn = getattr(self, "conn", None)
         forked = os.getpid() != self.pid
@@ -278,3 +320,7 @@ class DatabaseFile:
             if not forked:
                 release_writer_lock(self._lock_fd)
             self._lock_fd = None
+        if self._held is not None:
+            if not forked:
+                let_go_file(self._held)
+            self._held = None
