@@ -392,7 +392,7 @@ WHY_MEMORIES = [
     {"id": "h", "created": 5 * DAY},                                                   # 25 days old, TTL 20
     {"id": "i", "created": 3 * DAY, "deleted": 20 * DAY},                              # gone before the probe
     {"id": "j", "created": 31 * DAY},                                                  # after the probe
-    {"id": "k", "created": 28 * DAY},                                                  # missing from a roomy pool
+    {"id": "k", "created": 28 * DAY},                                                  # missing, no TTL: not expired
 ]
 # By hand (probe at day 30; half-life 7, recency weight 0.5, feedback weight 0.25 and half-life 30):
 REL_NORM = {"a": 1.0, "b": 0.6 / 0.7, "c": 0.5 / 0.7, "d": 0.0}
@@ -411,7 +411,7 @@ def why_replay():
 def test_every_memory_that_existed_gets_one_reason(why_replay):
     f = why_recalled(why_replay, 0)
     assert dict(zip(f["id"], f["reason"])) == {
-        "a": "returned", "b": "returned", "c": "cut_by_budget", "d": "out_ranked", "k": "expired",
+        "a": "returned", "b": "returned", "c": "cut_by_budget", "d": "out_ranked", "k": "outside_pool",
         "h": "expired", "f": "superseded", "e": "other_session", "g": "kind_excluded"}
     assert set(f["reason"].cat.categories) == set(REASONS)
     assert list(f["rank"][:2]) == [1, 2] and f["rank"][2:].isna().all()
@@ -445,7 +445,8 @@ def test_budget_supersession_and_expiry_details_name_their_cause(why_replay):
     assert f.loc["c", "detail"] == "10 tokens did not fit: 20 of the 25-token budget were taken by the results above it"
     assert f.loc["f", "superseded_by"] == "a" and f.loc["f", "detail"].startswith("superseded by a at 1970-01-30")
     assert f.loc["h", "expires"] == 25 * DAY and "ran out at 1970-01-26" in f.loc["h", "detail"]
-    assert "(inferred)" in f.loc["k", "detail"]
+    # k has no time to live: missing from a pool with room says nothing of expiry
+    assert f.loc["k", "reason"] == "outside_pool" and "records no reason" in f.loc["k", "detail"]
 
 
 def test_deleted_memories_appear_only_when_asked(why_replay):

@@ -157,3 +157,48 @@ def test_select_keeps_the_chosen_probes_for_sweeps():
     assert rankings(sub) == [r for r, k in zip(rankings(rep), keep) if k]
     with pytest.raises(ValueError, match="one bool per probe"):
         rep.select([True])
+
+
+# ---------------------------------------------------------------------------- why_recalled: stages, not expiry
+
+
+def _drift_to_q64():
+    """preference_drift up to its probe q64 (its only probe): the events before it unchanged."""
+    import dataclasses
+
+    from vxmem.workbench.datasets.jsonl import load_jsonl
+
+    conv = load_jsonl("datasets/preference_drift.jsonl")
+    k = next(j for j, e in enumerate(conv.events) if e.type == "probe" and e.label == "q64")
+    return dataclasses.replace(conv, events=[e for e in conv.events[:k + 1] if e.type != "probe" or e.label == "q64"])
+
+
+def test_a_memory_the_second_stage_cut_is_said_to_be_cut_not_expired():
+    from vxmem.models.embed import get_embedder
+    from vxmem.workbench.analysis.why import why_recalled
+
+    conv = _drift_to_q64()
+    assert not any(e.ttl_days for e in conv.events) and not any(e.type == "expire" for e in conv.events)
+    rep = replay(conv, {"half_life_days": 3.0, "limit": 5, "rerank": True}, get_embedder("bge-small"), cache=False)
+    assert rep.floors == (240, 120)  # the default preset's deep stage: it reads 120, keeps 20
+    f = why_recalled(rep, 0, conversation=conv).set_index("label")
+    assert not (f["reason"] == "expired").any()  # nothing here has a time to live
+    c46 = f.loc["c46"]  # relevant and live (the correction that superseded t13)
+    assert c46["relevant"] and f.loc["t13", "superseded_by"] == c46["id"]
+    assert c46["reason"] == "cut_by_second_stage"
+    assert "not among the 20 best it keeps for the blend" in c46["detail"]
+
+
+def test_a_memory_past_its_time_to_live_still_says_expired(hashing_embedder):
+    from vxmem.workbench.analysis.why import why_recalled
+
+    conv = _drift_to_q64()
+    rep = replay(conv, {"half_life_days": 3.0, "limit": 5, "rerank": True, "ttl_days": {"turn": 7}},
+                 embedder=hashing_embedder, cache=False)
+    f = why_recalled(rep, 0, conversation=conv).set_index("label")
+    now = rep.probes[0]["time"]
+    mine = f[f["session"] == "user2"]
+    past = mine["expires"] <= now
+    assert past.any() and (~past).any()
+    assert (mine.loc[past & (mine["reason"] != "superseded"), "reason"] == "expired").all()
+    assert not (mine.loc[~past, "reason"] == "expired").any()

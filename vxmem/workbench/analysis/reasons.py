@@ -11,6 +11,7 @@ RETURNED = "returned"
 CUT_BY_SCORE_GAP = "cut_by_score_gap"
 CUT_BY_BUDGET = "cut_by_budget"
 OUT_RANKED = "out_ranked"
+CUT_BY_SECOND_STAGE = "cut_by_second_stage"
 OUTSIDE_POOL = "outside_pool"
 EXPIRED = "expired"
 SUPERSEDED = "superseded"
@@ -21,14 +22,15 @@ DELETED = "deleted"
 # Best outcome first. An explainer checks the recorded facts (deleted, kind, session,
 # superseded) before the ranking, and the first reason that holds is the memory's.
 REASONS = (
-    RETURNED,          # shipped, at rank r
-    CUT_BY_SCORE_GAP,  # within the limit, after the score cliff score_gap cuts at
-    CUT_BY_BUDGET,     # within the limit, but it did not fit the token budget
-    OUT_RANKED,        # in the candidate pool, ranked below the limit
-    OUTSIDE_POOL,      # eligible, but not among the max(4 x limit, 40) most relevant
-    EXPIRED,           # past its time to live
-    SUPERSEDED,        # replaced by a correction or a contradicting fact
-    OTHER_SESSION,     # in a session the probe does not recall from
-    KIND_EXCLUDED,     # of a kind the recall does not ask for
-    DELETED,           # forgotten, consolidated or expired away before the moment asked about
+    RETURNED,             # shipped, at rank r
+    CUT_BY_SCORE_GAP,     # within the limit, after the score cliff score_gap cuts at
+    CUT_BY_BUDGET,        # within the limit, but it did not fit the token budget
+    OUT_RANKED,           # in the candidate pool, ranked below the limit
+    CUT_BY_SECOND_STAGE,  # gathered by the first stage, cut by the second: not among the max(2 x limit, 20) it keeps
+    OUTSIDE_POOL,         # eligible, but not among the max(4 x limit, 40) most relevant
+    EXPIRED,              # past its time to live
+    SUPERSEDED,           # replaced by a correction or a contradicting fact
+    OTHER_SESSION,        # in a session the probe does not recall from
+    KIND_EXCLUDED,        # of a kind the recall does not ask for
+    DELETED,              # forgotten, consolidated or expired away before the moment asked about
 )

@@ -24,6 +24,7 @@ from ...ranking import scoring
 from ...ranking.pool import CandidatePool, LabelledPool
 from ..replay.probe_timeline import ProbeTimeline, expiry_times, memory_label
 from ..replay.record import Replay
+from ..replay.stage_cuts import StageCuts, stage_cuts
 from ..sweep.grid import as_point
 from ..sweep.policies import POLICIES, check_param, resolve_params
 from .reasons import REASONS
@@ -172,15 +173,14 @@ def _accessed_before(replay: Replay, i: int, ids: list[str], point: Mapping[str,
 @dataclass
 class _Probe:
     """One probe of a replay at a point: its pool (the first ``n_valid`` slots the ones its
-    ``limit`` blends, ``slot`` each id's), the stages they went through, whether the recorded
-    pool was ``full``, and what the probe asks (``kinds``, ``session``, ``relevant`` and
-    ``stale`` labels) against what existed then (``alive``, ``expires``)."""
+    ``limit`` blends, ``slot`` each id's), the stages they went through, where the recorded
+    stages left the others out (``stages``), and what the probe asks (``kinds``, ``session``,
+    ``relevant`` and ``stale`` labels) against what existed then (``alive``, ``expires``)."""
 
     i: int
     pool: LabelledPool
     st: _Stages
     n_valid: int
-    full: bool
     limit: Any
     mode: str
     slot: dict[str, int]
@@ -190,6 +190,7 @@ class _Probe:
     session: str | None
     relevant: set[str]
     stale: set[str]
+    stages: StageCuts
 
 
 def why_recalled(replay: Replay, probe: int, params: Mapping[str, Any] | None = None, *,
@@ -277,10 +278,11 @@ def _probe_at(replay: Replay, i: int, point: Mapping[str, Any], conversation: Co
     st = _stages(rel, pool.age_days[:n_valid], pool.feedback_signs[:n_valid], pool.feedback_ages[:n_valid],
                  pool.ts[:n_valid], pool.tokens[:n_valid], blend, int(limit), gap, budget)
     pr = replay.probes[i]
-    return _Probe(i=i, pool=pool, st=st, n_valid=n_valid, full=full, limit=limit, mode=mode,
+    return _Probe(i=i, pool=pool, st=st, n_valid=n_valid, limit=limit, mode=mode,
                   slot={mid: j for j, mid in enumerate(pool.ids)}, alive=ProbeTimeline(replay, i),
                   expires=expiry_times(replay, conversation), kinds=tuple(s.get("kinds") or KINDS),
-                  session=pr.get("session"), relevant=set(pr.get("relevant") or ()), stale=set(pr.get("stale") or ()))
+                  session=pr.get("session"), relevant=set(pr.get("relevant") or ()), stale=set(pr.get("stale") or ()),
+                  stages=stage_cuts(replay, i, int(limit), cap))
 
 
 def _recorded_row(p: _Probe, m: Mapping[str, Any], is_deleted: bool) -> dict[str, Any]:
@@ -328,20 +330,32 @@ def _recorded_row(p: _Probe, m: Mapping[str, Any], is_deleted: bool) -> dict[str
 
 
 def _unpooled_reason(p: _Probe, mid: str, row: dict[str, Any]) -> str:
-    """Why an eligible memory missing from the recorded pool was not returned; fills ``row``'s detail."""
+    """Why an eligible memory missing from the pool the blend saw was not returned: the stage
+    that left it out, as far as the recorded pool tells; fills ``row``'s detail. Expired only
+    when its time to live is known to have run out (a pool's room says nothing of it)."""
     exp = p.expires.get(mid)
     if exp is not None and exp <= p.alive.t:
         row["detail"] = f"its time to live ran out at {_when(exp)}"
         return "expired"
-    if not p.full and p.mode != "lexical":
-        # The pool had room, so every eligible memory was in it: this one was not
-        # eligible, and past its TTL is the one way left (a TTL the replay did not record).
-        row["detail"] = "not in a pool that had room for it, so past its time to live (inferred)"
-        return "expired"
-    if not p.full:
-        row["detail"] = "not in the lexical pool: it shares no word with the query"
+    c = p.stages
+    if c.kept is not None and mid in c.kept:  # a cascade: the blend ranked it below what the final stage reads
+        row["detail"] = (f"kept by the {c.stage}, but the blend ranked it below the limit of {p.limit} "
+                         "that the final stage reorders")
+        return "out_ranked"
+    if c.read is not None and mid in c.read:
+        row["detail"] = (f"read by the {c.stage}, but not among the {c.keep} best it keeps for the blend "
+                         f"(limit {p.limit})")
+        return "cut_by_second_stage"
+    if c.read is not None and mid in c.gathered:
+        row["detail"] = (f"gathered by the first stage, but not among the {c.depth} the {c.stage} reads "
+                         f"(limit {p.limit})")
+        return "cut_by_second_stage"
+    if c.room and mid not in c.recorded:
+        row["detail"] = ("not in the lexical pool: it shares no word with the query" if p.mode == "lexical" else
+                         "not in the first stage's pool, which had room for it: the replay records no reason")
         return "outside_pool"
-    row["detail"] = f"not among the {p.n_valid} most relevant eligible memories"
+    row["detail"] = (f"not among the {c.size} most relevant eligible memories the first stage gathers "
+                     f"for limit {p.limit}")
     return "outside_pool"
 
 

@@ -94,13 +94,7 @@ class Replay:
         pool_floor, rerank_floor = self.floors
         if limit is not None and self.mode != "hybrid" and self.rerank is None:
             n = min(n, pool_size(limit, pool_floor))
-        row: dict[str, Any] = {k: self.pools[k][i, :n] if k in self.pools else np.full(n, np.nan)
-                               for k in SLOT_ARRAYS}  # pools made without neighbour keys have none
-        pool = LabelledPool(
-            **row, feedback_signs=self.pools["feedback_signs"][i, :n], feedback_ages=self.pools["feedback_ages"][i, :n],
-            kinds=[KINDS[c] for c in self.pools["kind"][i, :n]], ids=list(self.pool_ids[i][:n]),
-            limit=int(self.pools["limit"][i]), now=float(self.pools["now"][i]),
-            mode=self.mode, hybrid_weight=self.hybrid_weight)
+        pool = self.first_stage(i, n)
         if self.rerank is not None:
             final = self.pools["final_score"][i, :n] if self.cascade else None
             return reranked_pool(pool, self.pools["rerank_score"][i, :n], self.rerank, limit, self.floors, final,
@@ -113,6 +107,18 @@ class Replay:
             slots = np.flatnonzero(valid)
             return pool.take(slots, relevance=fused[slots])
         return pool
+
+    def first_stage(self, i: int, n: int | None = None) -> LabelledPool:
+        """Probe ``i``'s recorded first-stage pool as gathered (its first ``n`` slots; default:
+        all), before any second stage: what :meth:`pool` takes a second stage's cut of."""
+        n = int(self.pools["n"][i]) if n is None else n
+        row: dict[str, Any] = {k: self.pools[k][i, :n] if k in self.pools else np.full(n, np.nan)
+                               for k in SLOT_ARRAYS}  # pools made without neighbour keys have none
+        return LabelledPool(
+            **row, feedback_signs=self.pools["feedback_signs"][i, :n], feedback_ages=self.pools["feedback_ages"][i, :n],
+            kinds=[KINDS[c] for c in self.pools["kind"][i, :n]], ids=list(self.pool_ids[i][:n]),
+            limit=int(self.pools["limit"][i]), now=float(self.pools["now"][i]),
+            mode=self.mode, hybrid_weight=self.hybrid_weight)
 
     @property
     def mode(self) -> str:
