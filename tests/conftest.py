@@ -49,6 +49,31 @@ settings.register_profile("ci", derandomize=True, database=None, print_blob=True
 settings.load_profile("ci")
 
 
+@pytest.fixture
+def make_db():
+    """The one way a test builds a collection it does not close itself: ``make_db(**kwargs)`` is
+    ``Vectrix(**kwargs)`` (in memory unless ``path=`` says otherwise), and every collection it made is
+    closed at teardown, so no test leaves a database or an index thread behind for the next one."""
+    from vxmem import Vectrix
+
+    made: list[Vectrix] = []
+
+    def make(path=None, **kwargs) -> Vectrix:
+        made.append(Vectrix(path, **kwargs))
+        return made[-1]
+
+    yield make
+    for handle in reversed(made):
+        handle.close()
+
+
+@pytest.fixture
+def db(make_db):
+    """An empty in-memory collection on the suite's embedder (hashing, unless VXMEM_EMBEDDER says
+    otherwise). A module that needs another embedder or contents overrides it on ``make_db``."""
+    return make_db()
+
+
 @pytest.fixture(scope="session")
 def hashing_embedder():
     """The hashing embedder: the process-wide shared instance."""
