@@ -91,6 +91,7 @@ def test_the_default_preset_reads_deep_and_blends_only_the_best_it_found():
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(600)  # the slowest test: room on a loaded machine (the timeout is for hangs)
 def test_a_late_interaction_replay_sweeps_exactly_as_recall(hashing_embedder):
     points = [{"half_life_days": 7.0, "recency_weight": 0.5, "limit": 10},
               {"half_life_days": 1.0, "recency_weight": 1.0, "limit": 5},
