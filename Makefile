@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test lint app notebooks bench bench-peers install clean chromium screenshot
+.PHONY: test test-fast lint app notebooks bench bench-peers install clean chromium screenshot
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -22,8 +22,16 @@ lint: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/python tests/house.py
 
+# The whole suite on two workers; --dist loadfile keeps a test file on one worker, so its module
+# fixtures (a Streamlit server, a notebook kernel, a loaded model) are built once. CI runs this target.
+PYTEST_WORKERS ?= 2
 test: lint chromium
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --durations=15
+
+# The quick local loop: every test but the slow ones (crash trials, browser, notebooks, CLI examples).
+# Not a substitute for `make test`, which runs them all. `-m "not model and not subprocess"` narrows further.
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile -m "not slow"
 
 # Serves the dashboard headless (.streamlit/config.toml) and says where: open the URL in a browser.
 APP_PORT ?= 8501

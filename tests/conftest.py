@@ -9,6 +9,10 @@ import tempfile
 # goes to a directory of this run, never to ~/.cache.
 os.environ.setdefault("VXMEM_EMBEDDER", "hashing")
 os.environ.setdefault("VXMEM_CACHE_DIR", tempfile.mkdtemp(prefix="vxmem-test-cache-"))
+# Under pytest-xdist each worker inherits the controller's directory and takes a folder of its own in
+# it: a worker's cache then sees only its own tests' work, as one serial run would.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ["VXMEM_CACHE_DIR"] = os.path.join(os.environ["VXMEM_CACHE_DIR"], os.environ["PYTEST_XDIST_WORKER"])
 
 import pytest  # noqa: E402
 from hypothesis import settings  # noqa: E402
@@ -17,9 +21,57 @@ from vxmem.models.embed import get_embedder
 
 from helpers import CHAT_CSV, WordHashEmbedder  # noqa: E402
 
+# Markers by module (registered in pyproject.toml, --strict-markers): a module is listed when some of its
+# tests load a real ONNX model, or start interpreters or servers; `-m "not model and not subprocess"`
+# then runs the in-process, model-free rest. `slow` goes on the tests themselves (see `make test-fast`).
+MODEL_MODULES = {
+    "test_cascade", "test_compare", "test_concurrency", "test_confidence", "test_default_model", "test_empty_pools",
+    "test_late_context", "test_presets", "test_readme", "test_rerank", "test_semantic", "test_sweep", "test_views"}
+SUBPROCESS_MODULES = {
+    "test_browser", "test_cli", "test_compare", "test_concurrency", "test_corrupt", "test_crash", "test_crash_points",
+    "test_default_model", "test_disk_full", "test_export", "test_fts_batches", "test_hardening", "test_langchain",
+    "test_layers", "test_llm", "test_make_notebooks", "test_mcp", "test_mirror_file", "test_notebooks",
+    "test_reader_processes", "test_readers", "test_readme", "test_rest", "test_scaleout", "test_search_modes",
+    "test_semantic", "test_serve_inputs_strict", "test_store", "test_vector_dtype"}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        module = item.path.stem
+        if module in MODEL_MODULES:
+            item.add_marker(pytest.mark.model)
+        if module in SUBPROCESS_MODULES:
+            item.add_marker(pytest.mark.subprocess)
+
+
 # CI never fails by chance: the same examples every run, no example database between runs.
 settings.register_profile("ci", derandomize=True, database=None, print_blob=True, deadline=None)
 settings.load_profile("ci")
+
+
+@pytest.fixture
+def make_db():
+    """The one way a test builds a collection it does not close itself: ``make_db(**kwargs)`` is
+    ``Vectrix(**kwargs)`` (in memory unless ``path=`` says otherwise), and every collection it made is
+    closed at teardown, so no test leaves a database or an index thread behind for the next one."""
+    from vxmem import Vectrix
+
+    made: list[Vectrix] = []
+
+    def make(path=None, **kwargs) -> Vectrix:
+        made.append(Vectrix(path, **kwargs))
+        return made[-1]
+
+    yield make
+    for handle in reversed(made):
+        handle.close()
+
+
+@pytest.fixture
+def db(make_db):
+    """An empty in-memory collection on the suite's embedder (hashing, unless VXMEM_EMBEDDER says
+    otherwise). A module that needs another embedder or contents overrides it on ``make_db``."""
+    return make_db()
 
 
 @pytest.fixture(scope="session")

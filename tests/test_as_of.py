@@ -19,8 +19,8 @@ MODES = ("dense", "lexical", "hybrid")
 
 
 @pytest.fixture
-def db(word_embedder):
-    return Vectrix(None, embedder=word_embedder)
+def db(make_db, word_embedder):
+    return make_db(embedder=word_embedder)
 
 
 def test_memory_created_after_now_is_not_recalled(db):

@@ -97,6 +97,7 @@ def test_quality_cost_marks_the_pareto_front():
     assert list(quality_cost(t)["on_front"]) == [True, False, True]
 
 
+@pytest.mark.slow
 def test_the_cli_prints_one_row_per_system_and_refuses_unknown_names(tmp_path):
     path = tmp_path / "tiny.jsonl"
     _conv().save(str(path))
@@ -118,6 +119,7 @@ def test_the_cli_prints_one_row_per_system_and_refuses_unknown_names(tmp_path):
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "unknown system 'nope'" in bad.stderr
 
 
+@pytest.mark.slow
 def test_the_cli_charts_every_preset_and_policy_beside_the_systems(tmp_path):
     from vxmem.memory.stages import PRESETS
     from vxmem.workbench.sweep.policies import POLICIES

@@ -39,9 +39,8 @@ def _embedder():
 
 
 @pytest.fixture
-def db():
-    with Vectrix(None, embedder=_embedder()) as handle:
-        yield handle
+def db(make_db):
+    return make_db(embedder=_embedder())
 
 
 def _file_rows(path):

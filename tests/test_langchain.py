@@ -18,8 +18,8 @@ from helpers import DAY, T0, run_python
 
 
 @pytest.fixture
-def db():
-    db = Vectrix()
+def db(make_db):
+    db = make_db()
     db.remember("I prefer dark mode in every editor.", session="alice", timestamp=T0)
     db.remember("My sister is called Ana.", session="alice", timestamp=T0 + 60)
     db.remember("I prefer light mode.", session="bob", timestamp=T0)

@@ -28,12 +28,6 @@ from vxmem.store.sqlite import database
 
 from helpers import DAY, T0
 
-
-@pytest.fixture
-def db():
-    return Vectrix()
-
-
 # ---------------------------------------------------------------- the spec's names and defaults
 
 def test_spec_constants_have_the_spec_values():

@@ -41,6 +41,7 @@ def test_notebook_is_committed_without_outputs(path):
             assert cell.outputs == [] and cell.execution_count is None, f"{path.name} has outputs"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_notebook_runs_top_to_bottom(path, kernel):
     nb = nbformat.read(path, as_version=4)

@@ -106,6 +106,8 @@ def test_the_default_preset_reads_deep_and_blends_only_the_best_it_found():
     assert len(fast.pool_for(request, first_only=True)) < 120  # gathered: the union of two top-40 lists
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(600)  # the slowest test: room on a loaded machine (the timeout is for hangs)
 def test_a_late_interaction_replay_sweeps_exactly_as_recall(hashing_embedder):
     points = [{"half_life_days": 7.0, "recency_weight": 0.5, "limit": 10},
               {"half_life_days": 1.0, "recency_weight": 1.0, "limit": 5},
@@ -119,8 +121,10 @@ def test_a_late_interaction_replay_sweeps_exactly_as_recall(hashing_embedder):
             ev.query, session=ev.session, limit=p["limit"], hybrid_weight=p.get("hybrid_weight"), now=now).ids
             for p in points]
 
-    rep = replay(generate("knowledge_update"), {"rerank": True, "pool_limit": 10}, embedder=hashing_embedder,
-                 on_probe=on_probe)
+    # 140 turns, more than the 120 the first stage hands to late interaction (so its cut is replayed too),
+    # and 13 probes of all four kinds; the default size (219 turns, 19 probes) proves no more at 1.5x the time
+    conversation = generate("knowledge_update", facts=3, weeks=6, per_day=2)
+    rep = replay(conversation, {"rerank": True, "pool_limit": 10}, embedder=hashing_embedder, on_probe=on_probe)
     assert rep.rerank == COLBERT_SMALL.name and rep.floors == (240, 120)
     for j, p in enumerate(points):
         assert rankings(rep, **p) == [e[j] for e in rep.extras], p

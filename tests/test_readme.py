@@ -101,6 +101,7 @@ def test_python_example_runs_twice_with_the_same_output(name, code, embedder, tm
     assert runs[0].stdout == runs[1].stdout
 
 
+@pytest.mark.slow
 def test_the_cli_examples_run_in_a_fresh_clone(tmp_path):
     shutil.copytree(ROOT / "datasets", tmp_path / "datasets")
     bin_dir = Path(sys.executable).parent
