@@ -119,10 +119,11 @@ class PoolStage(Protocol):
     def run(self, pool: CandidatePool, ctx: StageContext) -> CandidatePool: ...
 
 
-def _live(pool: CandidatePool) -> CandidatePool:
+def _positions(pool: CandidatePool) -> np.ndarray:
+    """The mirror positions of a live pool (made under the lock): only such a pool can be reranked."""
     if pool.positions is None:
         raise ValueError("only a live pool (made under the lock) can be reranked")
-    return pool
+    return pool.positions
 
 
 @dataclass(frozen=True)
@@ -133,8 +134,7 @@ class Smooth:
     def run(self, pool: CandidatePool, ctx: StageContext) -> CandidatePool:
         if not len(pool):
             return pool
-        keys = pool.neighbour_key if pool.neighbour_key is not None else np.full(len(pool), np.nan)
-        prev, nxt = deep.neighbour_slots(keys)
+        prev, nxt = pool.neighbours()
         smoothed, kept = deep.read_slots(pool.relevance, pool.ts, np.ones(len(pool), dtype=bool), prev, nxt,
                                          pool.limit, scoring.RERANK_FLOOR)
         keep = np.flatnonzero(kept)
@@ -154,8 +154,7 @@ class Rerank:
     def run(self, pool: CandidatePool, ctx: StageContext) -> CandidatePool:
         if not len(pool):
             return pool
-        positions = _live(pool).positions
-        assert positions is not None
+        positions = _positions(pool)
         slots = scoring.rank_order(pool.relevance, pool.ts)[: scoring.rerank_depth(pool.limit, self.floor)]
         scores = rerank_scores(self.reranker, ctx.query, [ctx.m.texts[p] for p in positions[slots].tolist()])
         return pool.take(slots, relevance=scores, first_stage=np.asarray(pool.relevance)[slots], rerank=self.name)
@@ -175,11 +174,9 @@ class Deep:
     def run(self, pool: CandidatePool, ctx: StageContext) -> CandidatePool:
         if not len(pool):
             return pool
-        positions = _live(pool).positions
-        assert positions is not None
+        positions = _positions(pool)
         n = len(pool)
-        keys = pool.neighbour_key if pool.neighbour_key is not None else np.full(n, np.nan)
-        prev, nxt = deep.neighbour_slots(keys)
+        prev, nxt = pool.neighbours()
         smoothed, read = deep.read_slots(pool.relevance, pool.ts, np.ones(n, dtype=bool), prev, nxt, pool.limit,
                                          self.floor)
         slots = np.flatnonzero(read)
@@ -222,8 +219,7 @@ class Cascade:
     def run(self, pool: CandidatePool, ctx: StageContext) -> CandidatePool:
         if not len(pool):
             return pool
-        positions = _live(pool).positions
-        assert positions is not None
+        positions = _positions(pool)
         b = ctx.blend
         score, _, _, _ = pool.blend(b.half_life_days, b.recency_weight, b.feedback_weight, b.feedback_half_life_days)
         top = np.flatnonzero(deep.cascade_slots(score, pool.ts, np.ones(len(pool), dtype=bool), pool.limit))

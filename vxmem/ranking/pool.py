@@ -20,7 +20,7 @@ from typing import Any, Self
 import numpy as np
 
 from ..core.clock import DAY
-from . import scoring
+from . import deep, scoring
 
 
 @dataclass
@@ -111,6 +111,12 @@ class CandidatePool:
         was stored: ``recency_from="accessed"``."""
         since = np.maximum(np.asarray(self.ts, dtype=np.float64), np.asarray(last_access, dtype=np.float64))
         return dataclasses.replace(self, age_days=(self.now - since) / DAY, recency_from="accessed")
+
+    def neighbours(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(prev, next)``: each slot's neighbouring turn in the pool (-1: none; see
+        :func:`~vxmem.ranking.deep.neighbour_slots`); a pool without neighbour keys has none."""
+        keys = self.neighbour_key if self.neighbour_key is not None else np.full(len(self), np.nan)
+        return deep.neighbour_slots(keys)
 
     def rank_order(self, score: np.ndarray) -> np.ndarray:
         """Slots best first by ``score``, ties to the newer memory, then the earlier slot."""

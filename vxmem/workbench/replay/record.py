@@ -428,8 +428,7 @@ def smoothed_pool(pool: LabelledPool, limit: int | None = None) -> LabelledPool:
     lim = pool.limit if limit is None else check_limit(limit)
     valid, first = scoring.searched_slots(pool.dense, pool.lexical, pool.relevance, len(pool), lim,
                                           pool.mode == "hybrid", pool.hybrid_weight)
-    keys = pool.neighbour_key if pool.neighbour_key is not None else np.full(len(pool), np.nan)
-    prev, nxt = deep.neighbour_slots(keys)
+    prev, nxt = pool.neighbours()
     smoothed, kept = deep.read_slots(first, pool.ts, valid, prev, nxt, lim, scoring.RERANK_FLOOR)
     slots = np.flatnonzero(kept)
     return pool.take(slots, relevance=smoothed[slots], first_stage=first[slots])
@@ -440,8 +439,7 @@ def _deep_pool(pool: LabelledPool, scores: np.ndarray, name: str, lim: int, firs
     """What a deep second stage kept of a recorded pool, as ``recall()`` runs it (see
     :mod:`vxmem.ranking.deep`): its best fused candidates, in slot order (of a cascade, the
     ``lim`` best by ``score``, their relevance mixed with the ``final`` stage's recorded scores)."""
-    keys = pool.neighbour_key if pool.neighbour_key is not None else np.full(len(pool), np.nan)
-    prev, nxt = deep.neighbour_slots(keys)
+    prev, nxt = pool.neighbours()
     smoothed, read = deep.read_slots(first, pool.ts, valid, prev, nxt, lim, floor)
     if np.isnan(scores[read]).any():
         raise ValueError(f"limit {lim} reads candidates this replay did not score: replay with pool_limit={lim}")

@@ -53,8 +53,7 @@ def stage_cuts(replay: Replay, i: int, limit: int, cap: int) -> StageCuts:
         stage = "second stage (neighbour smoothing)" if replay.smoothed else f"reranker {replay.rerank}"
         out.read, out.depth, out.kept, out.keep, out.stage = kept, keep, kept, keep, stage
         return out
-    keys = raw.neighbour_key if raw.neighbour_key is not None else np.full(n, np.nan)
-    prev, nxt = deep.neighbour_slots(keys)
+    prev, nxt = raw.neighbours()
     _, read = deep.read_slots(first, raw.ts, valid, prev, nxt, limit, read_floor)
     deep_kept = reranked_pool(raw, replay.pools["rerank_score"][i, :n], str(replay.rerank), limit, replay.floors)
     out.read, out.depth, out.kept, out.keep = set(ids[read]), scoring.rerank_depth(limit, read_floor), \

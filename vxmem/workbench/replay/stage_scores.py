@@ -53,8 +53,7 @@ def kept_scores(pool: CandidatePool, query: str, floors: tuple[int, int], read: 
     scores (:func:`read_scores`). A sweep that changes which candidates are kept (another
     hybrid weight) finds NaN there and says so."""
     limits, valid, first = _searched(pool, floors)
-    keys = pool.neighbour_key if pool.neighbour_key is not None else np.full(len(pool), np.nan)
-    prev, nxt = deep.neighbour_slots(keys)
+    prev, nxt = pool.neighbours()
     smoothed, reading = deep.read_slots(first, pool.ts, valid, prev, nxt, limits, floors[1])
     stage = np.where(reading, np.nan_to_num(read), 0.0)
     _, kept = deep.fused_slots(stage, smoothed, pool.ts, reading, prev, nxt, limits)
