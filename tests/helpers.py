@@ -62,3 +62,13 @@ def vector_of(db, id: str) -> list:
     """The vector the collection holds for ``id``, as a list."""
     with db.engine.locked() as m:
         return m.vector(m.pos_of_id[id]).tolist()
+
+
+def reap(proc: subprocess.Popen) -> None:
+    """Kill ``proc`` if it still runs, wait for it, and close the pipes it was given."""
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+    for pipe in (proc.stdin, proc.stdout, proc.stderr):
+        if pipe is not None:
+            pipe.close()

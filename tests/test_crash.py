@@ -36,7 +36,7 @@ from vxmem.memory import (
 )
 from vxmem.store.vector import graph as hnsw_graph
 
-from helpers import TESTS, WordHashEmbedder, vector_of
+from helpers import TESTS, WordHashEmbedder, reap, vector_of
 
 TRIALS = 20
 SESSIONS = ("s0", "s1", "s2")
@@ -171,11 +171,7 @@ def _run_trial(path, trial, rng, ledger):
         proc.wait(timeout=30)
         lines += proc.stdout.read().decode().splitlines(keepends=True)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        proc.stdout.close()
-        proc.stderr.close()
+        reap(proc)
     assert proc.returncode == -signal.SIGKILL
     for line in lines:
         if line.endswith("\n") and line.strip():  # a line cut by the kill is no acknowledgement

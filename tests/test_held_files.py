@@ -18,7 +18,7 @@ import pytest
 
 from vxmem import DatabaseLockedError, Vectrix
 
-from helpers import ROOT, T0, TESTS, WordHashEmbedder, run_python
+from helpers import ROOT, T0, TESTS, WordHashEmbedder, reap, run_python
 from servers import free_port, wait_ready
 
 PRELUDE = f"import sys\nsys.path.insert(0, {TESTS!r})\n"
@@ -245,10 +245,7 @@ def test_sigterm_stops_vxmem_serve_after_its_close_saved_the_caches(tmp_path):
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=60)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        proc.stderr.close()
+        reap(proc)
     assert not os.path.exists(path + "-wal")
     assert os.path.exists(path + ".mirror")
     with Vectrix(path, read_only=True) as db:
@@ -325,9 +322,5 @@ def test_a_reader_of_a_new_file_its_writer_is_creating_finds_none_or_a_whole_one
         proc.stdin.close()
         proc.wait(timeout=60)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        proc.stdout.close()
-        proc.stderr.close()
+        reap(proc)
     assert [n for n in os.listdir(tmp_path) if "creating" in n] == []
