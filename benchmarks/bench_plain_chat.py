@@ -25,7 +25,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -43,26 +43,29 @@ CONFIGS: dict[str, dict[str, Any]] = {
 }
 
 
-def _replay(conv: Any, db: Vectrix, split: str) -> list[tuple[dict[str, Any], list[str], dict[str, str]]]:
-    """Every turn remembered at its time; each probe of ``split`` recalled at its moment:
-    (probe meta with its category, ranked labels, label -> id)."""
-    ids: dict[str, str] = {}
-    out = []
+def _probes(conv: Any, db: Vectrix, split: str) -> Iterator[tuple[Any, dict[str, str]]]:
+    """Each probe of ``split`` at its moment, with every turn of its sessions remembered at its
+    time before it: (the probe, memory id -> label)."""
+    label_of: dict[str, str] = {}
     asked = {ev.session for ev in conv.events if ev.type == "probe" and ev.meta.get("split") == split}
     for ev in conv.events:
         if ev.type == "turn" and ev.session in asked:
-            ids[ev.label] = db.remember(ev.text, session=ev.session, role=ev.role, timestamp=ev.time)
+            label_of[db.remember(ev.text, session=ev.session, role=ev.role, timestamp=ev.time)] = ev.label
         elif ev.type == "probe" and ev.meta.get("split") == split:
-            res = db.recall(ev.query, session=ev.session, now=ev.time)
-            label_of = {v: k for k, v in ids.items()}
-            out.append(({**ev.meta, "category": ev.category}, [label_of.get(r.id, "?") for r in res], ids))
-    return out
+            yield ev, label_of
+
+
+def _replay(conv: Any, db: Vectrix, split: str) -> list[tuple[dict[str, Any], list[str]]]:
+    """Each probe of ``split`` recalled at its moment: (probe meta with its category, ranked labels)."""
+    return [({**ev.meta, "category": ev.category},
+             [label_of.get(r.id, "?") for r in db.recall(ev.query, session=ev.session, now=ev.time)])
+            for ev, label_of in _probes(conv, db, split)]
 
 
 SIGNALS = ("dense", "lexical", "late", "fused", "cross_in_context", "cross_own")
 
 
-def _signal_rows(conv: Any, split: str) -> list[tuple[dict[str, Any], list[str], dict[str, str]]]:
+def _signal_rows(conv: Any, split: str) -> list[tuple[dict[str, Any], list[str]]]:
     """Per probe of ``split``, the labels ranked by each relevance signal alone (no recency):
     the first stage's dense cosine and BM25, the late-interaction score and its fusion with the
     first stage (the default preset's), and the cross-encoder reading each turn in its context
@@ -72,29 +75,22 @@ def _signal_rows(conv: Any, split: str) -> list[tuple[dict[str, Any], list[str],
     cross = default_reranker()
     out = []
     with Vectrix() as db:
-        ids: dict[str, str] = {}
-        asked = {ev.session for ev in conv.events if ev.type == "probe" and ev.meta.get("split") == split}
-        for ev in conv.events:
-            if ev.type == "turn" and ev.session in asked:
-                ids[ev.label] = db.remember(ev.text, session=ev.session, role=ev.role, timestamp=ev.time)
-            elif ev.type == "probe" and ev.meta.get("split") == split:
-                label_of = {v: k for k, v in ids.items()}
-                scores: dict[str, dict[str, float]] = {}
-                for preset in ("default", "accurate"):
-                    for r in db.recall(ev.query, session=ev.session, now=ev.time, limit=100, preset=preset):
-                        sc = r.metadata["_vx_scoring"]
-                        got = scores.setdefault(label_of.get(r.id, "?"), {"text": r.text})
-                        if preset == "accurate":
-                            got["cross_in_context"] = sc["relevance"]
-                        else:
-                            got.update(dense=sc.get("dense"), lexical=sc.get("lexical"), late=sc["relevance"],
-                                       fused=sc["fused"])
-                labels = list(scores)
-                own = cross(ev.query, [scores[k]["text"] for k in labels])
-                for k, v in zip(labels, own):
-                    scores[k]["cross_own"] = float(v)
-                for name in SIGNALS:
-                    out.append(({**ev.meta, "category": ev.category, "signal": name}, _ranked(scores, name), ids))
+        for ev, label_of in _probes(conv, db, split):
+            scores: dict[str, dict[str, Any]] = {}
+            for preset in ("default", "accurate"):
+                for r in db.recall(ev.query, session=ev.session, now=ev.time, limit=100, preset=preset):
+                    sc = r.metadata["_vx_scoring"]
+                    got = scores.setdefault(label_of.get(r.id, "?"), {"text": r.text})
+                    if preset == "accurate":
+                        got["cross_in_context"] = sc["relevance"]
+                    else:
+                        got.update(dense=sc.get("dense"), lexical=sc.get("lexical"), late=sc["relevance"],
+                                   fused=sc["fused"])
+            labels = list(scores)
+            for k, v in zip(labels, cross(ev.query, [scores[k]["text"] for k in labels])):
+                scores[k]["cross_own"] = float(v)
+            for name in SIGNALS:
+                out.append(({**ev.meta, "category": ev.category, "signal": name}, _ranked(scores, name)))
     return out
 
 
@@ -118,10 +114,10 @@ def signals(seeds: int, rounds: int) -> list[dict[str, Any]]:
     return table
 
 
-def figures(rows: list[tuple[dict[str, Any], list[str], dict[str, str]]]) -> dict[str, np.ndarray]:
+def figures(rows: list[tuple[dict[str, Any], list[str]]]) -> dict[str, np.ndarray]:
     """Per session, 1/0: ``update_top1``, ``old_above`` (update sessions), ``controls`` (control sessions)."""
     up, inv, ctl = [], [], []
-    for meta, ranked, _ in rows:
+    for meta, ranked in rows:
         if meta["category"] == "update":
             up.append(bool(ranked) and ranked[0] == meta["update"])
             if meta["update"] not in ranked:
