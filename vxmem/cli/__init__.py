@@ -18,8 +18,8 @@ starts. ``python -m vxmem`` is the same command.
 
 This module reads the command line; what each command asks is done by
 :mod:`vxmem.cli.workbench` (the workbench's commands), :mod:`vxmem.cli.transfer` (export and
-restore) and :mod:`vxmem.cli.serve` (the servers). Formats, search modes, settings and
-sweepable parameters are the library's own
+restore), :mod:`vxmem.cli.serve` (the servers) and :mod:`vxmem.cli.keys` (their API keys).
+Formats, search modes, settings and sweepable parameters are the library's own
 (:data:`vxmem.workbench.datasets.FORMATS`, :data:`vxmem.store.SEARCH_MODES`,
 :data:`vxmem.workbench.replay.run.SETTINGS_KEYS`, each policy's parameters and
 :data:`vxmem.workbench.sweep.grid.SWEEP_KEYS`), so a flag exists exactly where the library has the name.
@@ -42,6 +42,7 @@ from ..workbench.datasets.model import DatasetError, naming_the_format
 from ..workbench.sweep.grid import SWEEP_KEYS
 from ..workbench.sweep.policies import POLICIES
 from ..workbench.sweep.run import METRIC_COLUMNS
+from .keys import add_keys_command, run_keys
 from .serve import ServeError, add_commands, add_embedder_flag, run_mcp, run_serve
 from .transfer import run_export, run_restore
 from .workbench import (
@@ -206,6 +207,7 @@ def _parser() -> _Parser:
     _add_compare(sub)
     _add_transfer(sub)
     add_commands(sub)  # serve, mcp
+    add_keys_command(sub)
 
     w = sub.add_parser("sweep", help="re-rank cached pools over a parameter grid")
     w.add_argument("dataset", help="a dataset, or a replay saved with `vxmem replay --save`")
@@ -450,7 +452,7 @@ def main(argv: list[str] | None = None) -> int:
         _check_files(args)
         verbs = {"import": run_import, "replay": run_replay, "sweep": _sweep, "probes": run_probes,
                  "compare": run_compare, "audit": run_audit, "export": run_export, "restore": run_restore,
-                 "serve": run_serve, "mcp": run_mcp}
+                 "serve": run_serve, "mcp": run_mcp, "keys": run_keys}
         return verbs[args.command](args)
     except SystemExit as exc:  # --version and --help print, then exit
         return int(exc.code or 0)

@@ -23,6 +23,7 @@ from typing import Any
 
 from ..core.errors import VectrixError
 from ..models.embed import EMBEDDERS
+from ..serve.keyring import has_keys
 from ..serve.scope import DEFAULT_USER, check_user_name
 from ..vectrix import Vectrix
 
@@ -66,9 +67,10 @@ def token_for(args: argparse.Namespace) -> str | None:
     token = args.token if args.token is not None else os.environ.get(TOKEN_ENV)
     if token is not None and not token.strip():
         raise ServeError(f"the token is empty; pass --token or set {TOKEN_ENV} to a secret")
-    if token is None and not is_loopback(args.host):
-        raise ServeError(f"binding {args.host} exposes the memory beyond this machine: pass --token or set "
-                         f"{TOKEN_ENV} (requests then need 'Authorization: Bearer <token>')")
+    if token is None and not is_loopback(args.host) and not has_keys(args.db):
+        raise ServeError(f"binding {args.host} exposes the memory beyond this machine: make a key (vxmem keys "
+                         f"add), or pass --token or set {TOKEN_ENV} (requests then need 'Authorization: Bearer "
+                         "<key>')")
     return token
 
 
@@ -166,7 +168,9 @@ def run_serve(args: argparse.Namespace) -> int:
 def _serve(args: argparse.Namespace) -> int:
     token = token_for(args)
     uvicorn = needs("uvicorn")
+    needs("mcp")
     from ..aio import AsyncVectrix
+    from ..serve.keyring import KeyRing
     from ..serve.rest import create_app
     from ..serve.service import MemoryService
 
@@ -175,15 +179,17 @@ def _serve(args: argparse.Namespace) -> int:
     with listen(args.host, args.port) as sock:  # before the database: a port taken creates nothing
         db = open_db(args)
         adb = AsyncVectrix.of(db)
+        keys = KeyRing(args.db)  # after the memory's open, which brought the file's schema up to date
         try:
-            app = create_app(MemoryService(adb, args.user, args.session), token=token, max_body=args.max_body,
-                             cors_origins=args.cors_origin or ())
+            app = create_app(MemoryService(adb, args.user, args.session), token=token, keys=keys,
+                             max_body=args.max_body, cors_origins=args.cors_origin or (), mcp_host=args.host)
             config = uvicorn.Config(app, host=args.host, port=sock.getsockname()[1], log_level="warning",
-                                    access_log=False, server_header=False, lifespan="off")
-            print(f"vxmem serve: {args.db} on {url_of(args.host, sock)} (docs at /docs; Ctrl-C stops it)",
-                  file=sys.stderr, flush=True)
+                                    access_log=False, server_header=False, lifespan="on")
+            print(f"vxmem serve: {args.db} on {url_of(args.host, sock)} (docs at /docs, MCP at /mcp; "
+                  "Ctrl-C stops it)", file=sys.stderr, flush=True)
             uvicorn.Server(config).run(sockets=[sock])
         finally:
+            keys.close()
             adb.close()
             db.close()
     return 0

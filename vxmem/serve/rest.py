@@ -34,6 +34,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from .. import __version__
 from ..vectrix import Vectrix
 from . import schemas as m
+from .keyring import PRINCIPAL, TOKEN_HOLDER, KeyRing, Principal
 from .service import Failure, MemoryService, error_of, errors_line
 
 DEFAULT_MAX_BODY = 1_000_000  # bytes: 1 MB
@@ -73,7 +74,9 @@ async def answer(verb: Callable[[B], Awaitable[BaseModel]], body: B) -> Response
 
 
 async def service(request: Request) -> MemoryService:  # async: FastAPI runs a plain def on a thread
-    return request.app.state.service
+    """The service as the request's key may use it (see :class:`AccessCheck`)."""
+    svc: MemoryService = request.app.state.service
+    return svc.acting_for(request.scope.get(PRINCIPAL))
 
 
 def described(verb: str) -> str:
@@ -104,7 +107,8 @@ async def json_body(request: Request) -> None:
 Service = Annotated[MemoryService, Depends(service)]
 ERRORS: dict[int | str, dict[str, Any]] = {
     status: {"model": m.ErrorOut, "description": text}
-    for status, text in ((400, "not JSON"), (401, "no or wrong token"), (404, "no such memory for this user"),
+    for status, text in ((400, "not JSON"), (401, "no or wrong key"),
+                         (403, "a user this key may not reach"), (404, "no such memory for this user"),
                          (409, "an id or turn number already taken"), (413, "body over the limit"),
                          (415, "body not sent as Content-Type: application/json"), (422, "an argument refused"))}
 
@@ -116,8 +120,9 @@ def operation_id(route: APIRoute) -> str:
 
 router = APIRouter(prefix="/v1", responses=ERRORS, dependencies=[Depends(json_body)],
                    generate_unique_id_function=operation_id)
-# Declares the token in the OpenAPI description (TokenCheck checks it): it never refuses a request itself.
-BEARER = HTTPBearer(auto_error=False, description="the server's token (`--token` or VXMEM_TOKEN)")
+# Declares the key in the OpenAPI description (AccessCheck checks it): it never refuses a request itself.
+BEARER = HTTPBearer(auto_error=False, description="a key made by `vxmem keys add`, or the server's token "
+                                                   "(`--token` or VXMEM_TOKEN)")
 
 
 @router.post("/remember", response_model=m.RememberOut, description=described("remember"))
@@ -176,22 +181,39 @@ async def send_failure(scope: Scope, receive: Receive, send: Send, failure: Fail
 OPEN_PATHS = frozenset({"/healthz", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"})  # they hold no data
 
 
-class TokenCheck:
-    """Every request but to :data:`OPEN_PATHS` must carry ``Authorization: Bearer <token>``
-    (constant-time compare)."""
+class AccessCheck:
+    """Every request but to :data:`OPEN_PATHS` must carry ``Authorization: Bearer <secret>``
+    once the server has a token or the database a key: the token (compared in constant time)
+    acts for any user, a key for whom it was made. Whom a request acts for goes in its scope
+    (:data:`PRINCIPAL`); with neither token nor key, no one (the server's users, as asked)."""
 
-    def __init__(self, app: ASGIApp, token: str):
+    def __init__(self, app: ASGIApp, token: str | None, keys: KeyRing | None):
         self.app = app
-        self.token = token.encode("utf-8")
+        self.token = None if token is None else token.encode("utf-8")
+        self.keys = keys
+
+    def principal(self, scope: Scope) -> Principal | None | bool:
+        """Whom the request acts for; False when it must be refused."""
+        if self.token is None and (self.keys is None or not self.keys.required()):
+            return None
+        given = dict(scope.get("headers") or ()).get(b"authorization", b"")
+        scheme, _, value = given.partition(b" ")
+        value = value.strip()
+        if scheme.lower() != b"bearer" or not value:
+            return False
+        if self.token is not None and hmac.compare_digest(value, self.token):
+            return TOKEN_HOLDER
+        found = None if self.keys is None else self.keys.principal(value.decode("utf-8", "replace"))
+        return False if found is None else found
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope["path"] not in OPEN_PATHS:
-            given = dict(scope.get("headers") or ()).get(b"authorization", b"")
-            scheme, _, value = given.partition(b" ")
-            if scheme.lower() != b"bearer" or not hmac.compare_digest(value.strip(), self.token):
-                await send_failure(scope, receive, send, Failure(401, "unauthorized", "missing or wrong token: send "
-                                                                      "'Authorization: Bearer <token>'"))
+            who = self.principal(scope)
+            if who is False:
+                await send_failure(scope, receive, send, Failure(401, "unauthorized", "missing or wrong key: send "
+                                                                      "'Authorization: Bearer <key>'"))
                 return
+            scope[PRINCIPAL] = who
         await self.app(scope, receive, send)
 
 
@@ -252,34 +274,41 @@ async def on_http_error(request: Request, exc: Exception) -> JSONResponse:
     return error_response(Failure(exc.status_code, kinds.get(exc.status_code, "error"), message))
 
 
-def create_app(svc: MemoryService, *, token: str | None = None, max_body: int = DEFAULT_MAX_BODY,
-               cors_origins: Sequence[str] = ()) -> FastAPI:
-    """The REST app over ``svc``: ``token`` required on every request under ``/v1/`` when given
-    (and declared in the OpenAPI description), bodies over ``max_body`` bytes refused, CORS for
-    ``cors_origins`` alone (none: off)."""
+def create_app(svc: MemoryService, *, token: str | None = None, keys: KeyRing | None = None,
+               max_body: int = DEFAULT_MAX_BODY, cors_origins: Sequence[str] = (),
+               mcp_host: str | None = None) -> FastAPI:
+    """The REST app over ``svc``: ``token`` (any user) or one of ``keys`` (its user) required on
+    every request but to :data:`OPEN_PATHS` once either is had (and declared in the OpenAPI
+    description), bodies over ``max_body`` bytes refused, CORS for ``cors_origins`` alone (none:
+    off); with ``mcp_host`` (the address served), MCP over streamable HTTP at ``/mcp`` too."""
+    mounted = None
+    if mcp_host is not None:
+        from .mcp import http_endpoint
+
+        mounted = http_endpoint(svc, mcp_host)
     app = FastAPI(title="vxmem", version=__version__,
                   description="Conversation memory: relevance blended with recency and feedback. Every verb acts "
-                              "for one user (`user`, default: the server's); with a token, send "
-                              "`Authorization: Bearer <token>`.",
-                  generate_unique_id_function=operation_id)
+                              "for one user (`user`, default: the server's); with keys or a token, send "
+                              "`Authorization: Bearer <key>`: a user's key acts for its user alone.",
+                  generate_unique_id_function=operation_id, lifespan=None if mounted is None else mounted.lifespan)
     app.state.service = svc
-    app.include_router(router, dependencies=[Security(BEARER)] if token else None)
+    app.include_router(router, dependencies=[Security(BEARER)] if token or keys else None)
 
     @app.get("/healthz")
     async def healthz() -> dict[str, str]:
         return {"status": "ok"}
 
+    if mounted is not None:
+        app.router.routes.append(mounted.route)
     app.add_exception_handler(RequestValidationError, on_invalid)
     app.add_exception_handler(ApiError, on_api_error)
     app.add_exception_handler(HTTPException, on_http_error)
     app.add_middleware(BodyLimit, limit=max_body)
-    if token:
-        app.add_middleware(TokenCheck, token=token)
+    if token or keys:
+        app.add_middleware(AccessCheck, token=token, keys=keys)
     if cors_origins:  # outermost, so a browser's preflight is answered without a token
         from fastapi.middleware.cors import CORSMiddleware
 
         app.add_middleware(CORSMiddleware, allow_origins=list(cors_origins), allow_methods=["GET", "POST"],
                            allow_headers=["Authorization", "Content-Type"])
     return app
-
-

@@ -17,6 +17,7 @@ API answers with it and the MCP tools report it.
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -44,6 +45,7 @@ from ..memory.supersession import HistoryEntry
 from ..ranking.blend import Blend
 from ..store.results import Result
 from . import schemas as m
+from .keyring import Principal
 from .scope import DEFAULT_SESSION, DEFAULT_USER, check_user_name
 
 
@@ -84,6 +86,8 @@ def error_of(exc: BaseException) -> Failure:
     """The answer to a verb that raised ``exc``; anything unexpected is a bare 500."""
     if isinstance(exc, ValidationError):
         return Failure(422, "invalid", validation_message(exc))
+    if isinstance(exc, PermissionError):
+        return Failure(403, "forbidden", one_line(str(exc)))
     if isinstance(exc, KeyError):
         return Failure(404, "not_found", one_line(exc.args[0] if exc.args else "not found"))
     if isinstance(exc, (ConflictError, ReadOnlyError)):
@@ -112,10 +116,24 @@ class MemoryService:
         self.db = db
         self.user = check_user_name(user or DEFAULT_USER)
         self.session = session
+        self.only: str | None = None  # the one user a request may reach (a user's key), None: any
 
     # ------------------------------------------------------------------ scope
 
+    def acting_for(self, who: Principal | None) -> MemoryService:
+        """This service as ``who`` may use it: a user's key reaches that user alone, an admin
+        key any user (its own by default), the server's token (or no key) any user."""
+        if who is None or who.user is None:
+            return self
+        view = copy.copy(self)
+        view.user = who.user
+        view.only = None if who.admin else who.user
+        return view
+
     def user_of(self, user: str | None) -> str:
+        """The user a request acts for; one its key may not reach is refused (403)."""
+        if self.only is not None and user is not None and user != self.only:
+            raise PermissionError(f"this key acts for user {self.only!r} alone")
         return user or self.user
 
     def inner(self, user: str, session: str | None) -> str | None:

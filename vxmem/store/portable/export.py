@@ -2,10 +2,11 @@
 
 The format (``vxmem-export``, version :data:`EXPORT_VERSION`, documented in docs/EXPORT.md)
 is one header line, one line per document in the order it was stored, one line per turn
-counter, and an end line with the counts and a SHA-256 of every line before it, so a
-truncated or damaged file is told from a whole one. A memory's history lives in its
-metadata (reserved ``_vx_*`` keys: feedback events, supersession links, consolidation
-provenance, TTL, pinned), which is exported as stored; its access log rides on its line.
+counter, one line per API key of the servers (its hash, never a usable key), and an end line
+with the counts and a SHA-256 of every line before it, so a truncated or damaged file is
+told from a whole one. A memory's history lives in its metadata (reserved ``_vx_*`` keys:
+feedback events, supersession links, consolidation provenance, TTL, pinned), which is
+exported as stored; its access log rides on its line.
 
 The export streams: it reads the database in chunks of :data:`CHUNK` rows inside one read
 transaction (one committed state, however long it takes) and writes beside the target,
@@ -42,6 +43,7 @@ from ...core.keys import (
 )
 from ...core.progress import Progress, Reporter
 from ...core.version import __version__
+from ..sqlite import keys
 from ..sqlite.database import Database
 from ..sqlite.files import replaced_when_whole, snapshot_read
 from ..sqlite.jsonio import loads_all
@@ -52,13 +54,14 @@ except ImportError:  # pragma: no cover
     orjson = None  # type: ignore[assignment]
 
 EXPORT_FORMAT = "vxmem-export"
-EXPORT_VERSION = 1
+EXPORT_VERSION = 2  # 2: key lines (a reader of version 1 would call them malformed)
 VECTOR_ENCODING = "float32-le-base64"  # each vector's float32 values, little-endian, base64
 CHUNK = 2_000  # rows read per query
-LINE_TYPES = ("header", "memory", "counter", "end")
+LINE_TYPES = ("header", "memory", "counter", "key", "end")
 # What a file's end line counts, in this order; a restore counts the same while it reads.
 END_COUNTS = ("documents", "memories", *KINDS, "superseded", "supersession_links", "feedback_events",
-              "consolidated_facts", "expiring", "accesses", "vectors", "counters")
+              "consolidated_facts", "expiring", "accesses", "vectors", "counters", "keys")
+NEWER_COUNTS = ("keys",)  # counts a file of an older version leaves out: none of them
 
 _ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 
@@ -221,6 +224,9 @@ def _write_all(database: Database, out: IO[bytes], vectors: bool, report: Export
     for name, value in database.conn.execute("SELECT name, value FROM vx_counters ORDER BY name"):
         writer.write({"type": "counter", "name": name, "value": value})
         counts["counters"] += 1
+    for record in keys.listed(database.conn):
+        writer.write(record.as_line())
+        counts["keys"] += 1
     writer.end(counts)
     report.bytes = writer.bytes
 

@@ -31,15 +31,18 @@ from ...core.progress import Progress, Reporter
 from ...models.embed import embedder_name
 from ..arguments import check_id, check_json, check_reserved, check_token_count
 from ..engine import Engine
+from ..sqlite import keys
 from ..sqlite.database import Database
 from ..sqlite.files import index_files, mirror_path, postings_path, remove_abandoned_restores, restore_temp
 from ..sqlite.jsonio import loads
+from ..sqlite.keys import KeyRecord
 from ..sqlite.locks import release_writer_lock, take_writer_lock
 from .export import (
     END_COUNTS,
     EXPORT_FORMAT,
     EXPORT_VERSION,
     LINE_TYPES,
+    NEWER_COUNTS,
     VECTOR_ENCODING,
     decode_vector,
     new_counts,
@@ -144,19 +147,24 @@ class ExportReader:
             raise self.refuse("malformed header: no counts")
         return h
 
-    def records(self) -> Iterator[Item | tuple[str, int]]:
+    def records(self) -> Iterator[Item | tuple[str, int] | KeyRecord]:
         """Every document (an :class:`Item`), then every turn counter (``(name, value)``),
-        in file order; the end line is checked when they are done."""
-        counters = False
+        then every API key, in file order; the end line is checked when they are done."""
+        after = None  # the kind of line that ended the memory lines
         while (obj := self._next()) is not None:
             kind = obj["type"]
             if kind == "memory":
-                if counters:
-                    raise self.refuse("malformed: a memory line after the counter lines")
+                if after is not None:
+                    raise self.refuse(f"malformed: a memory line after the {after} lines")
                 yield self._memory(obj)
             elif kind == "counter":
-                counters = True
+                if after == "key":
+                    raise self.refuse("malformed: a counter line after the key lines")
+                after = "counter"
                 yield self._counter(obj)
+            elif kind == "key":
+                after = "key"
+                yield self._key(obj)
             elif kind == "end":
                 self._end(obj)
                 return
@@ -210,11 +218,23 @@ class ExportReader:
         self.counts["counters"] += 1
         return name, value
 
+    def _key(self, obj: dict[str, Any]) -> KeyRecord:
+        fields = ("type", "id", "hash", "user", "admin", "created", "revoked")
+        id, digest, user, admin = obj.get("id"), obj.get("hash"), obj.get("user"), obj.get("admin")
+        created, revoked = obj.get("created"), obj.get("revoked")
+        times_ok = all(isinstance(t, (int, float)) and not isinstance(t, bool) for t in (created, revoked or 0.0))
+        if set(obj) != set(fields) or not all(isinstance(v, str) and v for v in (id, digest, user)) \
+                or not isinstance(admin, bool) or not times_ok:
+            raise self.refuse("malformed key: expected id, hash, user, admin, created and revoked")
+        self.counts["keys"] += 1
+        return KeyRecord(str(id), str(digest), str(user), admin, float(created),  # type: ignore[arg-type]
+                         None if revoked is None else float(revoked))
+
     def _end(self, obj: dict[str, Any]) -> None:
         counts, promised = obj.get("counts"), self.header["counts"]
         if obj.get("lines") != self.line - 1 or not isinstance(counts, dict):
             raise self.refuse(f"the end line says {obj.get('lines')!r} lines came before it, {self.line - 1} did")
-        wrong = [k for k in END_COUNTS if counts.get(k) != self.counts[k]]
+        wrong = [k for k in END_COUNTS if counts.get(k, 0 if k in NEWER_COUNTS else None) != self.counts[k]]
         wrong += [k for k, v in promised.items() if k in self.counts and v != self.counts[k]]
         if wrong:
             k = wrong[0]
@@ -291,6 +311,7 @@ def fill(engine: Engine, f: IO[bytes], name: str, *, progress: Progress = None,
     bar = Reporter(progress, int(reader.header["counts"].get("documents") or 0), "restoring", unit="doc")
     batch: list[Item] = []
     counters: list[tuple[str, int]] = []
+    held: list[KeyRecord] = []
 
     def flush() -> None:
         _write_batch(engine, batch, keep_vectors, keep_tokens, reader)
@@ -304,6 +325,9 @@ def fill(engine: Engine, f: IO[bytes], name: str, *, progress: Progress = None,
                 if len(batch) >= BATCH:
                     flush()
                 continue
+            if isinstance(rec, KeyRecord):
+                held.append(rec)
+                continue
             if batch:  # the last documents, before the first counter
                 flush()
             counters.append(rec)
@@ -313,6 +337,9 @@ def fill(engine: Engine, f: IO[bytes], name: str, *, progress: Progress = None,
         if batch:
             flush()
         _write_counters(engine, counters)
+        if held:
+            with engine.locked(), engine.transaction() as tx:
+                keys.put(tx.conn, held)
     finally:
         bar.close()
     return report

@@ -11,13 +11,15 @@ import sqlite3
 import uuid
 
 from ..lexical.fts import TOKENIZE, scope_token
+from . import keys
 from .files import rollback
 
 # 2: the FTS5 lexical index; 3: the change log; 4: the access log; 5: each text's token count;
 # 6: the FTS5 rows written in batches, vx_meta's "fts_upto" saying how far (older files gain
 # them on a writable open; an older vxmem refuses a file of schema 6, whose FTS5 table it
-# would damage by deleting rows never indexed)
-SCHEMA_VERSION = 6
+# would damage by deleting rows never indexed); 7: the servers' API keys (vx_keys: an older
+# vxmem refuses the file rather than serve it without asking for a key)
+SCHEMA_VERSION = 7
 FORMAT_NAME = "vxmem"
 
 _SCHEMA = (
@@ -73,7 +75,7 @@ def create(conn: sqlite3.Connection) -> None:
     """Make this schema in a fresh file, in one transaction, with ``vx_meta``'s first values
     (a new ``uid``, generation 0)."""
     conn.execute("BEGIN IMMEDIATE")
-    for ddl in _SCHEMA + _FTS_SCHEMA + _CHANGES_SCHEMA + _ACCESS_SCHEMA:
+    for ddl in _SCHEMA + _FTS_SCHEMA + _CHANGES_SCHEMA + _ACCESS_SCHEMA + keys.DDL:
         conn.execute(ddl)
     conn.executemany("INSERT OR IGNORE INTO vx_meta (key, value) VALUES (?, ?)",
                      [("format", FORMAT_NAME), ("schema_version", str(SCHEMA_VERSION)),
@@ -87,7 +89,8 @@ def migrate(conn: sqlite3.Connection, version: int, generation: int) -> None:
     one transaction: a version-1 file gains its FTS5 table (every document indexed), a
     version-2 file its change log, a version-3 file its access log, a file older than
     version 5 the token column (empty: the first writable load fills it), a file older
-    than version 6 its ``fts_upto`` (every document: they were indexed one by one)."""
+    than version 6 its ``fts_upto`` (every document: they were indexed one by one), a file
+    older than version 7 its (empty) table of API keys."""
     c = conn
     c.execute("BEGIN IMMEDIATE")
     try:
@@ -108,6 +111,9 @@ def migrate(conn: sqlite3.Connection, version: int, generation: int) -> None:
         if version < 6:  # an older vxmem indexed every document in its own transaction
             c.execute("INSERT OR REPLACE INTO vx_meta (key, value) VALUES "
                       "('fts_upto', (SELECT CAST(COALESCE(max(rowid), 0) AS TEXT) FROM vx_docs))")
+        if version < 7:
+            for ddl in keys.DDL:
+                c.execute(ddl)
         c.execute("UPDATE vx_meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
         c.execute("COMMIT")
     except BaseException:
