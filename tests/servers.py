@@ -6,6 +6,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 
 import httpx
@@ -19,11 +20,15 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def wait_ready(url: str, proc: subprocess.Popen, attempts: int = 600) -> None:
-    """Poll ``url/healthz`` until it answers; fail with the server's stderr if it exits first."""
+def wait_ready(url: str, proc: subprocess.Popen, attempts: int = 600, log=None) -> None:
+    """Poll ``url/healthz`` until it answers; fail with the server's stderr (its pipe, or the
+    file ``log``) if it exits first."""
     for _ in range(attempts):
         if proc.poll() is not None:
-            raise AssertionError(f"the server exited ({proc.returncode}): {proc.stderr.read()}")
+            if log is not None:
+                log.seek(0)
+            said = (log or proc.stderr).read()
+            raise AssertionError(f"the server exited ({proc.returncode}): {said}")
         try:
             if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
                 return
@@ -34,24 +39,27 @@ def wait_ready(url: str, proc: subprocess.Popen, attempts: int = 600) -> None:
 
 
 @contextlib.contextmanager
-def rest_server(db_path, *flags: str, env: dict | None = None):
-    """``vxmem serve --db db_path *flags`` on a free port; yields its base URL (always loopback)."""
+def rest_server(db_path, *flags: str, env: dict | None = None, log=None):
+    """``vxmem serve --db db_path *flags`` on a free port; yields its base URL (always loopback).
+    Its stderr (the access log among it) goes to the file ``log`` if given, else to one of its
+    own: a pipe no one reads would stop the server once full."""
     port = free_port()
     cmd = [sys.executable, "-m", "vxmem", "serve", "--db", str(db_path), "--port", str(port), *flags]
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, **(env or {})})
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_ready(url, proc)
-        yield url
-    finally:
-        proc.terminate()
+    with contextlib.ExitStack() as stack:
+        err = log if log is not None else stack.enter_context(tempfile.TemporaryFile("w+"))
+        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=err, text=True,
+                                env={**os.environ, **(env or {})})
+        url = f"http://127.0.0.1:{port}"
         try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:  # pragma: no cover
-            proc.kill()
-            proc.wait()
-        proc.stderr.close()
+            wait_ready(url, proc, log=err)
+            yield url
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:  # pragma: no cover
+                proc.kill()
+                proc.wait()
 
 
 def run_vxmem(*args: str, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:

@@ -1,7 +1,9 @@
 """``vxmem serve`` and ``vxmem mcp``: open the database, check the flags, run a server.
 
 ``vxmem serve`` binds 127.0.0.1 unless told otherwise, and refuses to bind any other address
-without a token (``--token`` or ``VXMEM_TOKEN``). It binds its port before it opens the
+unless the database has keys (``vxmem keys``) or it has a token (``--token`` or
+``VXMEM_TOKEN``); it serves MCP at ``/mcp`` beside the REST API, logs one line per request on
+stderr and, given a summarizer's model and endpoint, consolidates. It binds its port before it opens the
 database: a port taken or a host unknown is one line and exit code 2, with nothing created,
 and the line that says where it serves comes once it listens there. ``vxmem mcp`` speaks MCP
 over stdin and stdout, so it writes nothing else to stdout.
@@ -169,6 +171,8 @@ def _serve(args: argparse.Namespace) -> int:
     token = token_for(args)
     uvicorn = needs("uvicorn")
     needs("mcp")
+    needs("prometheus_client")
+    summarizer = summarizer_of(args)
     from ..aio import AsyncVectrix
     from ..serve.keyring import KeyRing
     from ..serve.rest import create_app
@@ -181,7 +185,8 @@ def _serve(args: argparse.Namespace) -> int:
         adb = AsyncVectrix.of(db)
         keys = KeyRing(args.db)  # after the memory's open, which brought the file's schema up to date
         try:
-            app = create_app(MemoryService(adb, args.user, args.session), token=token, keys=keys,
+            show_access_log(args.access_log)
+            app = create_app(MemoryService(adb, args.user, args.session, summarizer), token=token, keys=keys,
                              max_body=args.max_body, cors_origins=args.cors_origin or (), mcp_host=args.host)
             config = uvicorn.Config(app, host=args.host, port=sock.getsockname()[1], log_level="warning",
                                     access_log=False, server_header=False, lifespan="on")
@@ -193,6 +198,35 @@ def _serve(args: argparse.Namespace) -> int:
             adb.close()
             db.close()
     return 0
+
+
+def summarizer_of(args: argparse.Namespace) -> Any:
+    """The summarizer ``POST /v1/consolidate`` uses: the chat-completions endpoint the flags
+    name (its key from ``OPENAI_API_KEY``, if it needs one), or None."""
+    if (args.summarizer_model is None) != (args.llm_url is None):
+        raise ServeError("--summarizer-model and --llm-url go together: the model, and the chat-completions "
+                         "endpoint that serves it")
+    if args.summarizer_model is None:
+        return None
+    try:
+        from ..llm import OpenAICompatibleSummarizer
+
+        return OpenAICompatibleSummarizer(args.summarizer_model, base_url=args.llm_url)
+    except ImportError:
+        raise ServeError("--summarizer-model needs the 'llm' extra: pip install 'vxmem[llm]'") from None
+
+
+def show_access_log(on: bool) -> None:
+    """One line per request on stderr (the ``vxmem.access`` logger), unless ``--no-access-log``."""
+    import logging
+
+    logger = logging.getLogger("vxmem.access")
+    logger.propagate = False
+    if on and not logger.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+        logger.addHandler(handler)
+    logger.setLevel(logging.INFO if on else logging.WARNING)
 
 
 def run_mcp(args: argparse.Namespace) -> int:
@@ -214,9 +248,10 @@ def run_mcp(args: argparse.Namespace) -> int:
 
 def add_commands(sub: Any) -> None:
     """The ``serve`` and ``mcp`` verbs of the ``vxmem`` command."""
-    s = sub.add_parser("serve", help="serve the memory over HTTP (REST, OpenAPI at /docs)",
-                       description="Serve the memory's verbs under /v1/ on FastAPI + uvicorn. Binds 127.0.0.1; "
-                                   f"another address needs --token (or {TOKEN_ENV}).")
+    s = sub.add_parser("serve", help="serve the memory over HTTP (REST, OpenAPI at /docs; MCP at /mcp)",
+                       description="Serve the memory's verbs under /v1/ on FastAPI + uvicorn, and as MCP tools "
+                                   "over streamable HTTP at /mcp. Binds 127.0.0.1; another address needs a key "
+                                   f"(vxmem keys add) or --token (or {TOKEN_ENV}).")
     add_server_flags(s, "the user of requests that name none")
     s.add_argument("--host", default="127.0.0.1", help="the address to bind (default 127.0.0.1)")
     s.add_argument("--port", type=port_number, default=8765, help="0 to 65535 (default 8765; 0: any free one)")
@@ -225,6 +260,14 @@ def add_commands(sub: Any) -> None:
                    help="largest request body in bytes; larger ones get 413 (default 1000000)")
     s.add_argument("--cors-origin", action="append", dest="cors_origin", metavar="ORIGIN",
                    help="allow browser requests from this origin (repeat; default: CORS off)")
+    s.add_argument("--access-log", action=argparse.BooleanOptionalAction, default=True, dest="access_log",
+                   help="one line per request on stderr (default: on)")
+    s.add_argument("--summarizer-model", dest="summarizer_model", metavar="MODEL",
+                   help="the model POST /v1/consolidate summarises with (with --llm-url; default: none, and "
+                        "consolidate is refused)")
+    s.add_argument("--llm-url", dest="llm_url", metavar="URL",
+                   help="the chat-completions endpoint of --summarizer-model, e.g. http://localhost:11434/v1 "
+                        "(its key, if any, from OPENAI_API_KEY)")
     m = sub.add_parser("mcp", help="serve the memory to an MCP client over stdio",
                        description="An MCP server over stdin/stdout: tools remember, recall, feedback, forget, "
                                    "context, history and turns, in one user's scope.")

@@ -95,6 +95,10 @@ class KeyRing:
     def close(self) -> None:
         self.conn.close()
 
+    def touch(self) -> None:
+        """Read the file (its generation): an ``sqlite3.Error`` if it cannot be read."""
+        self.conn.execute("SELECT value FROM vx_meta WHERE key = 'generation'").fetchone()
+
     def add(self, user: str, admin: bool = False) -> tuple[KeyRecord, str]:
         """A new key acting for ``user`` (for any user if ``admin``): its record and its token."""
         return sql.add(self.conn, check_user_name(user), admin, time.time())

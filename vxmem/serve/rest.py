@@ -2,17 +2,20 @@
 
 :func:`create_app` builds the app over a :class:`~vxmem.serve.service.MemoryService`; ``vxmem
 serve`` runs it under uvicorn. OpenAPI is at ``/openapi.json`` and ``/docs``; ``/healthz``
-answers ``{"status": "ok"}``. Every error is JSON, ``{"error": kind, "message": one line}``,
-with a status that fits: 400 (not JSON), 401 (no or wrong token), 404 (no such memory, or
-not this user's), 409 (an id or a turn number taken), 413 (body over the limit), 415 (a body
-not sent as ``Content-Type: application/json``), 422 (an argument refused); a refused request
-writes nothing, and no response carries a stack trace.
+reads the database and answers ``{"status": "ok"}`` (503 when it cannot). The memory served
+whole (``/v1/memories``, ``/v1/consolidate``, ``/v1/stats``) is :mod:`vxmem.serve.rest_records`,
+the access log and ``/metrics`` :mod:`vxmem.serve.observe`, MCP at ``/mcp``
+:mod:`vxmem.serve.mcp`. Every error is JSON, ``{"error": kind, "message": one line}``,
+with a status that fits: 400 (not JSON), 401 (no or wrong key), 403 (a user the key may not
+reach), 404 (no such memory, or not this user's), 409 (an id or a turn number taken), 413
+(body over the limit), 415 (a body not sent as ``Content-Type: application/json``), 422 (an
+argument refused); a refused request writes nothing, and no response carries a stack trace.
 
-With a token, every request under ``/v1/`` must carry ``Authorization: Bearer <token>``,
-compared in constant time, and the OpenAPI description declares the bearer scheme; ``/healthz``
-and the description itself (``/openapi.json``, ``/docs``, ``/redoc``), which hold no data, need
-none. Each endpoint's operation id is its verb. CORS is off unless origins are given.
-"""
+With a token, or once the database has a key (``vxmem keys``), every request but to
+``/healthz`` and the description itself (``/openapi.json``, ``/docs``, ``/redoc``), which hold
+no data, must carry ``Authorization: Bearer <key>`` (:class:`AccessCheck`), and the OpenAPI
+description declares the bearer scheme. Each endpoint's operation id is its verb. CORS is off
+unless origins are given."""
 
 from __future__ import annotations
 
@@ -35,7 +38,8 @@ from .. import __version__
 from ..vectrix import Vectrix
 from . import schemas as m
 from .keyring import PRINCIPAL, TOKEN_HOLDER, KeyRing, Principal
-from .service import Failure, MemoryService, error_of, errors_line
+from .observe import Metrics, Observed
+from .service import Failure, MemoryService, error_of, errors_line, one_line
 
 DEFAULT_MAX_BODY = 1_000_000  # bytes: 1 MB
 log = logging.getLogger("vxmem.serve")
@@ -293,10 +297,23 @@ def create_app(svc: MemoryService, *, token: str | None = None, keys: KeyRing | 
                   generate_unique_id_function=operation_id, lifespan=None if mounted is None else mounted.lifespan)
     app.state.service = svc
     app.include_router(router, dependencies=[Security(BEARER)] if token or keys else None)
+    from . import rest_records  # it builds on this module's helpers
 
-    @app.get("/healthz")
-    async def healthz() -> dict[str, str]:
-        return {"status": "ok"}
+    app.include_router(rest_records.router, dependencies=[Security(BEARER)] if token or keys else None)
+    metrics = Metrics(lambda: float(len(svc.db.sync)))
+    app.add_api_route("/metrics", metrics.endpoint, methods=["GET"], include_in_schema=False)
+
+    @app.get("/healthz", responses={503: {"model": m.ErrorOut, "description": "the database does not answer"}})
+    async def healthz() -> Response:
+        """Whether the server answers and its database file does (a read of it)."""
+        try:
+            if keys is not None:
+                keys.touch()
+            await svc.db.count()
+        except Exception as exc:
+            log.warning("vxmem serve: /healthz: the database does not answer: %s", one_line(str(exc)))
+            return JSONResponse({"error": "unavailable", "message": "the database does not answer"}, 503)
+        return JSONResponse({"status": "ok"})
 
     if mounted is not None:
         app.router.routes.append(mounted.route)
@@ -309,6 +326,8 @@ def create_app(svc: MemoryService, *, token: str | None = None, keys: KeyRing | 
     if cors_origins:  # outermost, so a browser's preflight is answered without a token
         from fastapi.middleware.cors import CORSMiddleware
 
-        app.add_middleware(CORSMiddleware, allow_origins=list(cors_origins), allow_methods=["GET", "POST"],
+        app.add_middleware(CORSMiddleware, allow_origins=list(cors_origins),
+                           allow_methods=["GET", "POST", "PATCH", "DELETE"],
                            allow_headers=["Authorization", "Content-Type"])
+    app.add_middleware(Observed, metrics=metrics)  # outermost: it sees every request, refused ones too
     return app

@@ -38,15 +38,33 @@ from ..core.keys import (
     K_TS,
     K_TURN,
     K_USER,
+    KINDS,
     RESERVED_PREFIX,
 )
+from ..memory.consolidation import Summarizer
 from ..memory.request import RecallRequest
 from ..memory.supersession import HistoryEntry
 from ..ranking.blend import Blend
 from ..store.results import Result
+from . import records as r
 from . import schemas as m
 from .keyring import Principal
 from .scope import DEFAULT_SESSION, DEFAULT_USER, check_user_name
+
+
+class NotConfigured(Exception):
+    """A verb the server was not set up for (consolidate without a summarizer)."""
+
+
+@dataclass(frozen=True)
+class ListQuery:
+    """What a listing asks for: whose memories, of which session and kind, how many, after where."""
+
+    user: str | None = None
+    session: str | None = None
+    kind: str | None = None
+    limit: int = r.DEFAULT_PAGE
+    cursor: str | None = None
 
 
 @dataclass(frozen=True)
@@ -86,6 +104,8 @@ def error_of(exc: BaseException) -> Failure:
     """The answer to a verb that raised ``exc``; anything unexpected is a bare 500."""
     if isinstance(exc, ValidationError):
         return Failure(422, "invalid", validation_message(exc))
+    if isinstance(exc, NotConfigured):
+        return Failure(409, "not_configured", one_line(str(exc)))
     if isinstance(exc, PermissionError):
         return Failure(403, "forbidden", one_line(str(exc)))
     if isinstance(exc, KeyError):
@@ -110,10 +130,13 @@ class MemoryService:
     :param user: the user of requests that name none.
     :param session: the session of requests that name none (None: writes go to ``"default"``,
         reads span the user's sessions).
+    :param summarizer: what ``consolidate`` summarises turns with (None: it is refused).
     """
 
-    def __init__(self, db: AsyncVectrix, user: str | None = None, session: str | None = None):
+    def __init__(self, db: AsyncVectrix, user: str | None = None, session: str | None = None,
+                 summarizer: Summarizer | None = None):
         self.db = db
+        self.summarizer = summarizer
         self.user = check_user_name(user or DEFAULT_USER)
         self.session = session
         self.only: str | None = None  # the one user a request may reach (a user's key), None: any
@@ -297,11 +320,14 @@ class MemoryService:
                                 "user": user}
         if body.kinds is not None:
             args["kinds"] = tuple(body.kinds)
-        if isinstance(body.older_than, str):
-            args["older_than"] = datetime.fromtimestamp(to_epoch(body.older_than, "older_than"), UTC)
-        else:
-            args["older_than"] = body.older_than
+        args["older_than"] = self.age_of(body.older_than)
         return m.CountOut(deleted=await self.db.forget(**args))
+
+    def age_of(self, older_than: float | str | None) -> float | datetime | None:
+        """``older_than`` as the library takes it: days, or a time (given as ISO-8601)."""
+        if isinstance(older_than, str):
+            return datetime.fromtimestamp(to_epoch(older_than, "older_than"), UTC)
+        return older_than
 
     async def history(self, body: m.HistoryBody) -> m.HistoryOut:
         user = self.user_of(body.user)
@@ -326,3 +352,75 @@ class MemoryService:
     async def expire(self, body: m.ExpireBody) -> m.CountOut:
         return m.CountOut(deleted=await self.db.expire(now=body.now, user=self.user_of(body.user)))
 
+
+    # ------------------------------------------------------------------ the memory served whole
+
+    async def get_memory(self, id: str, user: str | None = None) -> m.MemoryOut:
+        return self.memory_out(await self.owned(id, self.user_of(user)))
+
+    async def list_memories(self, query: ListQuery) -> r.PageOut:
+        """A page of the user's memories, oldest first (by creation time, then stored id), after
+        ``query.cursor``: a cursor stays right whatever is written or deleted meanwhile."""
+        user = self.user_of(query.user)
+        flt: dict[str, Any] = {K_USER: user}
+        if query.session is not None:
+            flt[K_SESSION] = self.inner(user, query.session)
+        if query.kind is not None:
+            flt[K_KIND] = query.kind
+        found = await self.db.call("scan", flt)
+        ordered = sorted(((float(x.metadata.get(K_TS) or 0.0), x.id), x) for x in found)
+        after = None if query.cursor is None else r.read_cursor(query.cursor)
+        page = [(key, x) for key, x in ordered if after is None or key > after][: query.limit + 1]
+        more = len(page) > query.limit
+        page = page[: query.limit]
+        return r.PageOut(memories=[self.memory_out(x) for _, x in page],
+                         next_cursor=r.cursor_of(*page[-1][0]) if more else None)
+
+    async def patch_memory(self, id: str, body: r.PatchBody) -> m.MemoryOut:
+        user = self.user_of(body.user)
+        reserved = sorted(k for k in body.metadata if k.startswith(RESERVED_PREFIX))
+        if reserved:  # the memory's bookkeeping (kind, user, session, supersession) is the library's to set
+            raise ValueError(f"metadata: {reserved[0]!r} is reserved (keys starting with {RESERVED_PREFIX!r})")
+        found = await self.owned(id, user)
+        await self.db.call("update_metadata", found.id, body.metadata)
+        return self.memory_out(await self.db.get(found.id))
+
+    async def delete_memory(self, id: str, user: str | None = None) -> m.CountOut:
+        """Delete one memory of any kind, as ``forget(ids=...)`` does (a correction deleted
+        gives the memory it replaced back its place)."""
+        user = self.user_of(user)
+        found = await self.owned(id, user)
+        return m.CountOut(deleted=await self.db.forget(ids=[found.id], kinds=KINDS, user=user))
+
+    async def consolidate(self, body: r.ConsolidateBody) -> r.ConsolidateOut:
+        if self.summarizer is None:
+            raise NotConfigured("this server has no summarizer: start it with --summarizer-model and --llm-url")
+        user = self.user_of(body.user)
+        older = self.age_of(body.older_than)
+        report = await self.db.consolidate(self.write_session(user, body.session), self.summarizer,
+                                           keep_recent=body.keep_recent, older_than=older,
+                                           batch_turns=body.batch_turns, delete=body.delete, pinned=body.pinned,
+                                           now=body.now)
+        ids = [self.outer_id(user, i) for i in report.facts]
+        return r.ConsolidateOut(session=self.outer(report.session), batches=report.batches,
+                                turns_consolidated=[self.outer_id(user, i) for i in report.turns_consolidated],
+                                turns_deleted=report.turns_deleted, facts=ids,
+                                turns_kept=[self.outer_id(user, i) for i in report.turns_kept],
+                                batches_skipped=report.batches_skipped, tokens_before=report.tokens_before,
+                                tokens_after=report.tokens_after, completed=report.completed)
+
+    async def stats(self, user: str | None = None) -> r.StatsOut:
+        """How many memories the user has, of each kind, in how many sessions, from when to when."""
+        user = self.user_of(user)
+        found = await self.db.call("scan", {K_USER: user})
+        kinds = dict.fromkeys(KINDS, 0)
+        sessions, times, superseded = set(), [], 0
+        for x in found:
+            meta = x.metadata
+            kinds[meta.get(K_KIND)] = kinds.get(meta.get(K_KIND), 0) + 1
+            sessions.add(meta.get(K_SESSION))
+            times.append(float(meta.get(K_TS) or 0.0))
+            superseded += meta.get(K_SUPERSEDED_BY) is not None
+        return r.StatsOut(user=user, memories=len(times), kinds=kinds, sessions=len(sessions - {None}),
+                          superseded=superseded, oldest=iso(min(times)) if times else None,
+                          newest=iso(max(times)) if times else None)
