@@ -37,10 +37,10 @@ def served(tmp_path_factory):
 
 def test_a_memory_is_read_updated_and_deleted_by_id_by_its_user_alone(served):
     c, path, alice, bob, _ = served
-    mid = c.post("/v1/remember", json={"text": "alice's locker is 42", "id": "locker", "kind": "fact",
+    mid = c.post("/v1/remember", json={"text": "alice's locker is 42", "id": "gym/locker", "kind": "fact",
                                        "metadata": {"topic": "gym"}, "timestamp": T0}, headers=alice).json()["id"]
     got = c.get(f"/v1/memories/{mid}", headers=alice)
-    assert got.status_code == 200 and got.json()["text"] == "alice's locker is 42" and mid == "locker"
+    assert got.status_code == 200 and got.json()["text"] == "alice's locker is 42" and mid == "gym/locker"
     assert got.json()["metadata"] == {"topic": "gym"} and got.json()["kind"] == "fact"
     assert c.get(f"/v1/memories/{mid}", headers=bob).status_code == 404
     assert c.patch(f"/v1/memories/{mid}", json={"metadata": {"x": 1}}, headers=bob).status_code == 404
@@ -54,7 +54,7 @@ def test_a_memory_is_read_updated_and_deleted_by_id_by_its_user_alone(served):
     assert c.delete(f"/v1/memories/{mid}", headers=alice).json() == {"deleted": 1}
     assert c.get(f"/v1/memories/{mid}", headers=alice).status_code == 404
     with Vectrix(path, read_only=True) as db:
-        assert "alice/locker" not in db
+        assert "alice/gym/locker" not in db
 
 
 def test_a_listing_pages_with_a_cursor_that_holds_while_memories_come_and_go(served):
@@ -99,6 +99,7 @@ def test_healthz_metrics_and_one_access_log_line_per_request(served):
     c, _, alice, _, log = served
     assert c.get("/healthz").json() == {"status": "ok"}
     assert c.get("/metrics").status_code == 401  # it counts every user's requests: a key reads it
+    c.post("/v1/remember", json={"text": "counted", "timestamp": T0}, headers=alice)
     c.get("/v1/memories/nope-1", headers=alice)
     c.get("/v1/memories/nope-2", headers=alice)
     text = c.get("/metrics", headers=alice).text

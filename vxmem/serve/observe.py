@@ -11,8 +11,9 @@ the key.
 from __future__ import annotations
 
 import logging
+import re
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from starlette.requests import Request
@@ -28,9 +29,10 @@ BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.
 
 class Metrics:
     """The server's Prometheus metrics, in a registry of its own (``memories``: how many the
-    database holds, read when scraped)."""
+    database holds, counted when scraped, in its turn on the memory's queue)."""
 
-    def __init__(self, memories: Callable[[], float]):
+    def __init__(self, memories: Callable[[], Awaitable[int]]):
+        self.count = memories
         self.registry = CollectorRegistry()
         self.requests = Counter("vxmem_requests", "HTTP requests answered", ["route", "method", "status"],
                                 registry=self.registry)
@@ -39,7 +41,6 @@ class Metrics:
         self.latency = Histogram("vxmem_request_duration_seconds", "time to answer a request, by route",
                                  ["route", "method"], buckets=BUCKETS, registry=self.registry)
         self.memories = Gauge("vxmem_memories", "documents the database holds", registry=self.registry)
-        self.memories.set_function(memories)
 
     def record(self, route: str, method: str, status: int, seconds: float) -> None:
         self.requests.labels(route, method, str(status)).inc()
@@ -48,14 +49,15 @@ class Metrics:
             self.errors.labels(route, str(status)).inc()
 
     async def endpoint(self, request: Request) -> Response:
+        self.memories.set(await self.count())
         return Response(generate_latest(self.registry), media_type=CONTENT_TYPE_LATEST)
 
 
 def route_of(scope: Scope) -> str:
-    """The template of the route that answered (``other`` for none)."""
-    route = scope.get("route")
-    path = getattr(route, "path", None)
-    return path if isinstance(path, str) else "other"
+    """The template of the route that answered, without its converters (``/v1/memories/{id}``);
+    ``other`` for none."""
+    path = getattr(scope.get("route"), "path", None)
+    return re.sub(r":\w+}", "}", path) if isinstance(path, str) else "other"
 
 
 class Observed:

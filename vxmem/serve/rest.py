@@ -300,7 +300,7 @@ def create_app(svc: MemoryService, *, token: str | None = None, keys: KeyRing | 
     from . import rest_records  # it builds on this module's helpers
 
     app.include_router(rest_records.router, dependencies=[Security(BEARER)] if token or keys else None)
-    metrics = Metrics(lambda: float(len(svc.db.sync)))
+    metrics = Metrics(svc.db.count)
     app.add_api_route("/metrics", metrics.endpoint, methods=["GET"], include_in_schema=False)
 
     @app.get("/healthz", responses={503: {"model": m.ErrorOut, "description": "the database does not answer"}})

@@ -24,7 +24,7 @@ UserQuery = Annotated[str | None, Query(pattern=USER_PATTERN, description="whose
                                                                           "else the server's user)")]
 
 
-@router.get("/memories/{id}", response_model=m.MemoryOut, description="One memory of the user, by id.")
+@router.get("/memories/{id:path}", response_model=m.MemoryOut, description="One memory of the user, by id.")
 async def get_memory(id: MemoryId, svc: Service, user: UserQuery = None) -> Response:
     return await answer(lambda _: svc.get_memory(id, user), None)
 
@@ -42,13 +42,13 @@ async def list_memories(
     return await answer(svc.list_memories, query)
 
 
-@router.patch("/memories/{id}", response_model=m.MemoryOut, dependencies=[Depends(json_body)],
+@router.patch("/memories/{id:path}", response_model=m.MemoryOut, dependencies=[Depends(json_body)],
               description="Set keys of a memory's own metadata (merged; the reserved `_vx_` keys are refused).")
 async def patch_memory(id: MemoryId, body: r.PatchBody, svc: Service) -> Response:
     return await answer(lambda b: svc.patch_memory(id, b), body)
 
 
-@router.delete("/memories/{id}", response_model=m.CountOut,
+@router.delete("/memories/{id:path}", response_model=m.CountOut,
                description="Delete one memory of any kind (a deleted correction gives back the place of what it "
                            "replaced).")
 async def delete_memory(id: MemoryId, svc: Service, user: UserQuery = None) -> Response:
