@@ -19,18 +19,14 @@ unless origins are given."""
 
 from __future__ import annotations
 
-import email.message
 import hmac
 import logging
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Annotated, Any, TypeVar
+from collections.abc import Sequence
 
 from fastapi import APIRouter, Depends, FastAPI, Request, Security
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
-from fastapi.routing import APIRoute
 from fastapi.security import HTTPBearer
-from pydantic import BaseModel
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -39,19 +35,11 @@ from ..vectrix import Vectrix
 from . import schemas as m
 from .keyring import PRINCIPAL, TOKEN_HOLDER, KeyRing, Principal
 from .observe import Metrics, Observed
-from .service import Failure, MemoryService, error_of, errors_line, one_line
+from .routing import ERRORS, ApiError, Service, answer, json_body, operation_id
+from .service import Failure, MemoryService, errors_line, one_line
 
 DEFAULT_MAX_BODY = 1_000_000  # bytes: 1 MB
 log = logging.getLogger("vxmem.serve")
-B = TypeVar("B")
-
-
-class ApiError(Exception):
-    """A refused request, answered as :class:`~vxmem.serve.service.Failure` says."""
-
-    def __init__(self, failure: Failure):
-        super().__init__(failure.message)
-        self.failure = failure
 
 
 def error_body(f: Failure) -> dict[str, str]:
@@ -63,63 +51,10 @@ def error_response(f: Failure) -> JSONResponse:
     return JSONResponse(error_body(f), status_code=f.status, headers=headers)
 
 
-async def answer(verb: Callable[[B], Awaitable[BaseModel]], body: B) -> Response:
-    """``verb(body)`` as JSON, or the :class:`ApiError` its failure makes (a 500 is logged, never
-    shown). The response model is made once, by the verb, and serialised once, here: FastAPI's
-    own pass (validate again, encode, dump) costs more than the recall itself."""
-    try:
-        out = await verb(body)
-    except Exception as exc:
-        failure = error_of(exc)
-        if failure.status == 500:
-            log.exception("vxmem serve: a request failed")
-        raise ApiError(failure) from None
-    return Response(out.model_dump_json(), media_type="application/json")
-
-
-async def service(request: Request) -> MemoryService:  # async: FastAPI runs a plain def on a thread
-    """The service as the request's key may use it (see :class:`AccessCheck`)."""
-    svc: MemoryService = request.app.state.service
-    return svc.acting_for(request.scope.get(PRINCIPAL))
-
-
 def described(verb: str) -> str:
     """The first paragraph of the library's docstring of ``verb``: the endpoint says what it does."""
     doc = getattr(Vectrix, verb).__doc__ or ""
     return " ".join(doc.strip().split("\n\n")[0].split())
-
-
-def is_json(content_type: str | None) -> bool:
-    """Whether a ``Content-Type`` says JSON (``application/json``, or ``application/*+json``),
-    as FastAPI reads it: a body of any other type (or of none) never reaches the model."""
-    if not content_type:
-        return False
-    message = email.message.Message()
-    message["content-type"] = content_type
-    subtype = message.get_content_subtype()
-    return message.get_content_maintype() == "application" and (subtype == "json" or subtype.endswith("+json"))
-
-
-async def json_body(request: Request) -> None:
-    """Refuse a request whose body is not sent as JSON with 415, not with the model's puzzling
-    "Input should be a valid dictionary" (``curl -d`` sends a form unless told otherwise)."""
-    if not is_json(request.headers.get("content-type")):
-        raise ApiError(Failure(415, "unsupported_media_type",
-                               "send the body as JSON with the header 'Content-Type: application/json'"))
-
-
-Service = Annotated[MemoryService, Depends(service)]
-ERRORS: dict[int | str, dict[str, Any]] = {
-    status: {"model": m.ErrorOut, "description": text}
-    for status, text in ((400, "not JSON"), (401, "no or wrong key"),
-                         (403, "a user this key may not reach"), (404, "no such memory for this user"),
-                         (409, "an id or turn number already taken"), (413, "body over the limit"),
-                         (415, "body not sent as Content-Type: application/json"), (422, "an argument refused"))}
-
-
-def operation_id(route: APIRoute) -> str:
-    """An endpoint's OpenAPI operation id: its verb (``remember``), as a generated client names it."""
-    return route.name
 
 
 router = APIRouter(prefix="/v1", responses=ERRORS, dependencies=[Depends(json_body)],

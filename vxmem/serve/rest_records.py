@@ -1,7 +1,7 @@
 """The REST endpoints of the memory served whole: ``/v1/memories`` (one by id, a listing by
 pages, a metadata update, a deletion), ``/v1/consolidate`` and ``/v1/stats``.
 
-Beside the verbs of :mod:`vxmem.serve.rest`, with the same keys, scoping and errors; reads
+Beside the verbs of :mod:`vxmem.serve.rest` (which includes these routes), with the same keys, scoping and errors; reads
 are ``GET`` with their arguments in the query (no body, no ``Content-Type``).
 """
 
@@ -14,7 +14,7 @@ from fastapi.responses import Response
 
 from . import records as r
 from . import schemas as m
-from .rest import ERRORS, Service, answer, json_body, operation_id
+from .routing import ERRORS, Service, answer, json_body, operation_id
 from .scope import USER_PATTERN
 from .service import ListQuery
 
