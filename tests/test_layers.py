@@ -19,7 +19,7 @@ LAYERS = [
     ("ranking", {"ranking"}),
     ("store", {"store"}),
     ("memory", {"memory", "llm"}),  # llm: the chat-completions judge and summarizer (the llm extra)
-    ("face", {"vectrix", "aio"}),  # aio: AsyncVectrix, the verbs awaitable
+    ("face", {"vectrix", "aio", "client"}),  # aio: AsyncVectrix, the verbs awaitable; client: the verbs over HTTP
     ("workbench", {"workbench"}),
     ("presentation", {"cli", "__main__", "integrations", "serve"}),  # cli: the `vxmem` command, every verb of it;
     # integrations: LangChain (the langchain extra); serve: the REST API and the MCP server (the server extra)

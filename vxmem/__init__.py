@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any
 from .core.version import __version__ as __version__
 
 __all__ = [
-    "Vectrix", "AsyncVectrix", "ConversationMemory", "RecallRequest", "Blend", "Result", "Results", "ContextBlock",
+    "Vectrix", "AsyncVectrix", "Client", "AsyncClient", "ConversationMemory", "RecallRequest", "Blend", "Result",
+    "Results", "ContextBlock",
     "ConsolidationReport",
     "HistoryEntry", "feedback_score", "HashingEmbedder", "SemanticEmbedder", "OnnxEmbedder", "OnnxCrossEncoder",
     "count_tokens",
@@ -33,7 +34,8 @@ __all__ = [
 ]
 # Where each name lives; the constants (upper-case names) all live in vxmem.core.keys.
 _HOME = {
-    "Vectrix": "vectrix", "AsyncVectrix": "aio", "ConflictError": "core.errors",
+    "Vectrix": "vectrix", "AsyncVectrix": "aio", "Client": "client", "AsyncClient": "client",
+    "ConflictError": "core.errors",
     "ConversationMemory": "memory", "HistoryEntry": "memory", "feedback_score": "memory",
     "ContextBlock": "memory", "ConsolidationReport": "memory", "Result": "store", "Results": "store",
     "VectrixError": "core.errors", "DatabaseLockedError": "core.errors", "InvalidDatabaseError": "core.errors",
@@ -60,6 +62,7 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # what type checkers and editors see
     from .aio import AsyncVectrix
+    from .client import AsyncClient, Client
     from .core.errors import (
         ConflictError,
         DatabaseLockedError,
