@@ -84,6 +84,7 @@ class Load:
     def __init__(self):
         self.by = {"REST": Record(), "MCP": Record()}
         self.owner: dict[str, str] = {}  # acknowledged id -> its user
+        self.sessions_lost = 0  # MCP sessions that failed (and were opened again)
 
 
 async def client(load: Load, transport: str, user: str, call, stop: float, share: float, seed: int) -> None:
@@ -117,18 +118,23 @@ async def rest_client(load: Load, url: str, user: str, key: str, stop: float, ar
 
 
 async def mcp_client(load: Load, url: str, user: str, key: str, stop: float, args, seed: int) -> None:
-    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {key}"}, timeout=120)
-    async with McpClient(streamable_http_client(f"{url}/mcp", http_client=http)) as session:
-        async def call(op: str, text: str) -> str | None:
-            if op == "recall":
-                got = await session.call_tool("recall", {"query": text, "limit": args.limit})
-            else:
-                got = await session.call_tool("remember", {"text": text, "session": "s0"})
-            if got.is_error:
-                raise RuntimeError(got.content[0].text)
-            return None if op == "recall" else got.structured_content["id"]
+    """One MCP client; a session that fails is counted (``sessions_lost``) and opened again."""
+    while time.perf_counter() < stop:
+        http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {key}"}, timeout=120)
+        try:
+            async with McpClient(streamable_http_client(f"{url}/mcp", http_client=http)) as session:
+                async def call(op: str, text: str) -> str | None:
+                    if op == "recall":
+                        got = await session.call_tool("recall", {"query": text, "limit": args.limit})
+                    else:
+                        got = await session.call_tool("remember", {"text": text, "session": "s0"})
+                    if got.is_error:
+                        raise RuntimeError(got.content[0].text)
+                    return None if op == "recall" else got.structured_content["id"]
 
-        await client(load, "MCP", user, call, stop, args.recall_share, seed)
+                await client(load, "MCP", user, call, stop, args.recall_share, seed)
+        except Exception:  # noqa: BLE001 - the SDK's task group raises what its transport met
+            load.sessions_lost += 1
 
 
 async def run(url: str, keys: dict[str, str], args) -> tuple[Load, float]:
@@ -170,7 +176,8 @@ def report(args, load: Load, secs: float, durable: str) -> Report:
                          "per s": f"{len(rec.lat.get(op, [])) / secs:,.0f}", "p50 ms": f"{got['p50']:.1f}",
                          "p99 ms": f"{got['p99']:.1f}", "errors": rec.errors if op == "recall" else ""})
     total = sum(r.ops() for r in load.by.values())
-    out.table("load", rows, note=f"{total / secs:,.0f} calls/s in all; durability: {durable}")
+    out.table("load", rows, note=f"{total / secs:,.0f} calls/s in all; MCP sessions lost: {load.sessions_lost}; "
+                                 f"durability: {durable}")
     return out
 
 

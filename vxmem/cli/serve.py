@@ -28,8 +28,10 @@ from ..models.embed import EMBEDDERS
 from ..serve.keyring import has_keys
 from ..serve.scope import DEFAULT_USER, check_user_name
 from ..vectrix import Vectrix
+from .config import adapter, apply_server, memory_settings, read_config
 
 TOKEN_ENV = "VXMEM_TOKEN"
+KEEP_ALIVE = 30  # seconds an idle HTTP connection stays open
 
 
 class ServeError(Exception):
@@ -45,13 +47,17 @@ def add_embedder_flag(parser: argparse.ArgumentParser, *first: str, default: str
                         help=f"{text}; a database keeps the embedder it was made with")
 
 
-def add_server_flags(parser: argparse.ArgumentParser, user_help: str) -> None:
-    """The flags ``vxmem serve`` and ``vxmem mcp`` share (``user_help``: what ``--user`` does)."""
+def add_server_flags(parser: argparse.ArgumentParser, user_help: str, configured: bool = False) -> None:
+    """The flags ``vxmem serve`` and ``vxmem mcp`` share (``user_help``: what ``--user`` does).
+    ``configured``: a flag left out is left out of the namespace too, for ``--config`` to fill
+    (:func:`vxmem.cli.config.apply_server`)."""
+    unset: Any = argparse.SUPPRESS if configured else None
     parser.add_argument("--db", required=True, metavar="PATH", help="the database file (created if missing)")
-    parser.add_argument("--user", default=DEFAULT_USER, help=f"{user_help} (default {DEFAULT_USER!r})")
-    parser.add_argument("--session", help="the session of requests that name none (default: writes go to "
-                                          "'default', reads span the user's sessions)")
-    add_embedder_flag(parser)
+    parser.add_argument("--user", default=unset if configured else DEFAULT_USER,
+                        help=f"{user_help} (default {DEFAULT_USER!r})")
+    parser.add_argument("--session", default=unset, help="the session of requests that name none (default: "
+                                                         "writes go to 'default', reads span the user's sessions)")
+    add_embedder_flag(parser, default=unset)
 
 
 def is_loopback(host: str) -> bool:
@@ -110,15 +116,18 @@ def url_of(host: str, sock: socket.socket) -> str:
     return f"http://[{address}]:{port}" if ":" in address else f"http://{host}:{port}"
 
 
-def open_db(args: argparse.Namespace) -> Vectrix:
-    """The database the flags name, its models loaded so the first request is not the slow one."""
+def open_db(args: argparse.Namespace, settings: dict[str, Any] | None = None) -> Vectrix:
+    """The database the flags name (with ``settings``, ``Vectrix``'s: a ``--config`` file's
+    ``[memory]``), its models loaded so the first request is not the slow one."""
     check_user_name(args.user)
     if args.session is not None and not args.session.strip():
         raise ServeError("--session must not be empty")
     try:
-        db = Vectrix(args.db, embedder=args.embedder)
+        db = Vectrix(args.db, embedder=args.embedder, **(settings or {}))
     except (VectrixError, OSError) as exc:
         raise ServeError(f"cannot open {args.db}: {' '.join(str(exc).split())}") from None
+    except (TypeError, ValueError) as exc:  # a setting of the file that Vectrix does not take
+        raise ServeError(f"--config [memory]: {' '.join(str(exc).split())}") from None
     db.warm()
     return db
 
@@ -162,17 +171,20 @@ def stopped_by_sigterm() -> Iterator[None]:
 def run_serve(args: argparse.Namespace) -> int:
     """``vxmem serve``: the REST API under uvicorn until Ctrl-C (or SIGTERM), on a socket bound
     before the database is opened; either way the database is closed before it exits."""
+    config = read_config(args.config)
+    apply_server(args, config)
     with stopped_by_sigterm():
-        return _serve(args)
+        return _serve(args, config)
     return 0
 
 
-def _serve(args: argparse.Namespace) -> int:
+def _serve(args: argparse.Namespace, config: dict[str, dict[str, Any]]) -> int:
     token = token_for(args)
     uvicorn = needs("uvicorn")
     needs("mcp")
     needs("prometheus_client")
-    summarizer = summarizer_of(args)
+    summarizer = summarizer_of(args) or adapter(config["summarizer"], "summarizer")
+    settings = memory_settings(config)
     from ..aio import AsyncVectrix
     from ..serve.keyring import KeyRing
     from ..serve.rest import create_app
@@ -181,15 +193,18 @@ def _serve(args: argparse.Namespace) -> int:
     if args.max_body < 1:
         raise ServeError("--max-body must be a positive number of bytes")
     with listen(args.host, args.port) as sock:  # before the database: a port taken creates nothing
-        db = open_db(args)
+        db = open_db(args, settings)
         adb = AsyncVectrix.of(db)
         keys = KeyRing(args.db)  # after the memory's open, which brought the file's schema up to date
         try:
             show_access_log(args.access_log)
             app = create_app(MemoryService(adb, args.user, args.session, summarizer), token=token, keys=keys,
                              max_body=args.max_body, cors_origins=args.cors_origin or (), mcp_host=args.host)
+            # An idle connection outlives the clients' own keep-alive (httpx: 5 s): were both 5 s, a
+            # client could send on a connection the server is closing, and read no answer.
             config = uvicorn.Config(app, host=args.host, port=sock.getsockname()[1], log_level="warning",
-                                    access_log=False, server_header=False, lifespan="on")
+                                    access_log=False, server_header=False, lifespan="on",
+                                    timeout_keep_alive=KEEP_ALIVE)
             print(f"vxmem serve: {args.db} on {url_of(args.host, sock)} (docs at /docs, MCP at /mcp; "
                   "Ctrl-C stops it)", file=sys.stderr, flush=True)
             uvicorn.Server(config).run(sockets=[sock])
@@ -252,20 +267,24 @@ def add_commands(sub: Any) -> None:
                        description="Serve the memory's verbs under /v1/ on FastAPI + uvicorn, and as MCP tools "
                                    "over streamable HTTP at /mcp. Binds 127.0.0.1; another address needs a key "
                                    f"(vxmem keys add) or --token (or {TOKEN_ENV}).")
-    add_server_flags(s, "the user of requests that name none")
-    s.add_argument("--host", default="127.0.0.1", help="the address to bind (default 127.0.0.1)")
-    s.add_argument("--port", type=port_number, default=8765, help="0 to 65535 (default 8765; 0: any free one)")
-    s.add_argument("--token", help=f"require 'Authorization: Bearer TOKEN' on every request (or set {TOKEN_ENV})")
-    s.add_argument("--max-body", type=int, default=1_000_000, dest="max_body",
+    add_server_flags(s, "the user of requests that name none", configured=True)
+    unset = argparse.SUPPRESS  # a flag left out takes the --config file's value, else its default
+    s.add_argument("--config", metavar="TOML", help="a vxmem.toml of server, memory, judge and summarizer "
+                                                    "settings; flags given win over it (see docs/SERVING.md)")
+    s.add_argument("--host", default=unset, help="the address to bind (default 127.0.0.1)")
+    s.add_argument("--port", type=port_number, default=unset, help="0 to 65535 (default 8765; 0: any free one)")
+    s.add_argument("--token", default=unset,
+                   help=f"require 'Authorization: Bearer TOKEN' on every request (or set {TOKEN_ENV})")
+    s.add_argument("--max-body", type=int, default=unset, dest="max_body",
                    help="largest request body in bytes; larger ones get 413 (default 1000000)")
-    s.add_argument("--cors-origin", action="append", dest="cors_origin", metavar="ORIGIN",
+    s.add_argument("--cors-origin", action="append", dest="cors_origin", metavar="ORIGIN", default=unset,
                    help="allow browser requests from this origin (repeat; default: CORS off)")
-    s.add_argument("--access-log", action=argparse.BooleanOptionalAction, default=True, dest="access_log",
+    s.add_argument("--access-log", action=argparse.BooleanOptionalAction, default=unset, dest="access_log",
                    help="one line per request on stderr (default: on)")
-    s.add_argument("--summarizer-model", dest="summarizer_model", metavar="MODEL",
+    s.add_argument("--summarizer-model", dest="summarizer_model", metavar="MODEL", default=unset,
                    help="the model POST /v1/consolidate summarises with (with --llm-url; default: none, and "
                         "consolidate is refused)")
-    s.add_argument("--llm-url", dest="llm_url", metavar="URL",
+    s.add_argument("--llm-url", dest="llm_url", metavar="URL", default=unset,
                    help="the chat-completions endpoint of --summarizer-model, e.g. http://localhost:11434/v1 "
                         "(its key, if any, from OPENAI_API_KEY)")
     m = sub.add_parser("mcp", help="serve the memory to an MCP client over stdio",
