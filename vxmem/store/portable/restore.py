@@ -26,7 +26,15 @@ from ...core.progress import Progress, Reporter
 from ...models.embed import embedder_name
 from ..engine import Engine
 from ..sqlite.database import Database
-from ..sqlite.files import index_files, mirror_path, postings_path, remove_abandoned_restores, restore_temp
+from ..sqlite.files import (
+    index_files,
+    mirror_path,
+    postings_path,
+    remove_abandoned_restores,
+    remove_writer_note,
+    restore_temp,
+    writer_note_path,
+)
 from ..sqlite.locks import release_writer_lock, take_writer_lock
 from .export import new_counts
 from .reader import ExportReader, Item
@@ -159,6 +167,7 @@ def _hold_target(path: str) -> int | None:
         raise ValueError(f"cannot restore into {path}: no directory {directory}")
     created = not os.path.exists(path)
     lock = take_writer_lock(path)  # a target another process or handle is writing is refused here
+    remove_writer_note(path)  # a killed writer's, if any: the lock says it is gone
     try:
         if os.path.getsize(path) == 0:
             return lock
@@ -212,7 +221,7 @@ def _move_into_place(tmp: str, path: str) -> None:
             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         finally:
             conn.close()
-    _remove([p for p in _beside(path)[1:]])
+    _remove([p for p in _beside(path)[1:]] + [writer_note_path(path)])
     os.replace(tmp, path)
     for old, new in zip(_beside(tmp)[3:], _beside(path)[3:]):
         if os.path.exists(old):
