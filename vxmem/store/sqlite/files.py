@@ -7,7 +7,8 @@ A writer's close also leaves the mirror file ``db.vxdb.mirror`` and the lexical 
 and its sidecar ``db.vxdb.usearch.json``
 (``{"uid", "generation", "count", "dim", "size", "crc32"}``), which ties the index file to
 this database (``uid``) at this state (``generation``) and to its own content (``size``,
-``crc32``). A read-only handle opens the file through :func:`read_only_uri`. One process
+``crc32``). An open writer keeps the note ``db.vxdb.writer`` (:func:`writer_note_path`).
+A read-only handle opens the file through :func:`read_only_uri`. One process
 writes a database file at a time: the writer lock is in :mod:`~vxmem.store.sqlite.locks`.
 A connection a fork inherited is never closed here.
 """
@@ -139,7 +140,7 @@ def remove_abandoned_restores(path: str) -> None:
     whose process is gone (a live one's are left alone)."""
     head, tail = os.path.split(os.path.abspath(path))
     pattern = re.compile(rf"\.{re.escape(tail)}\.(?:restoring|creating)-(\d+)-[0-9a-f]{{8}}(?:-wal|-shm|-journal"
-                         r"|\.mirror|\.lexical"
+                         r"|\.mirror|\.lexical|\.writer"
                          r"|\.usearch|\.usearch\.json)?(?:\.tmp)?")
     try:
         names = os.listdir(head)
