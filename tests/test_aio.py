@@ -192,15 +192,16 @@ class BlockedJudge:
         return [True] * len(old_texts)
 
 
-def test_a_recall_completes_while_a_judged_remember_waits_for_its_judge():
+@pytest.mark.parametrize("verb", ["remember", "remember_many"])
+def test_a_recall_completes_while_a_judged_remember_waits_for_its_judge(verb):
     judge = BlockedJudge()
+    new = {"text": "I live in London", "kind": "fact", "id": "new", "timestamp": T0 + 1}
 
     async def main():
         async with AsyncVectrix(judge=judge) as adb:
             try:
                 await adb.remember("I live in Paris", kind="fact", id="old", check=False, timestamp=T0)
-                judged = asyncio.ensure_future(adb.remember("I live in London", kind="fact", id="new",
-                                                            timestamp=T0 + 1))
+                judged = asyncio.ensure_future(adb.remember(**new) if verb == "remember" else adb.remember_many([new]))
                 await asyncio.get_running_loop().run_in_executor(None, judge.called.wait)
                 recall = asyncio.ensure_future(adb.recall("where do I live", kinds=("fact",), now=T0 + 3))
                 later_write = asyncio.ensure_future(adb.remember("a turn", id="turn", timestamp=T0 + 2))

@@ -176,18 +176,18 @@ class AsyncVectrix:
         return await self.order.run(True, partial(
             self.sync.remember, text, session=session, role=role, turn=turn, timestamp=timestamp, pinned=pinned,
             kind=kind, metadata=metadata, id=id, ttl_days=ttl_days, check=check, user=user),
-            judged=self.judges(check, kind, pinned))
+            judged=self._judges(check, kind, pinned))
 
     async def remember_many(self, memories: Iterable[str | Mapping[str, Any]], *, session: str | None = None,
                             role: str = "user", timestamp: TimeLike = None, user: str | None = None,
                             check: bool | None = None) -> list[str]:
         items = list(memories)  # an iterator is read here, not on another thread
-        judged = any(self.judges(check, None, False) if not isinstance(m, Mapping) else
-                     self.judges(m.get("check", check), m.get("kind"), bool(m.get("pinned"))) for m in items)
+        judged = any(self._judges(check, None, False) if not isinstance(m, Mapping) else
+                     self._judges(m.get("check", check), m.get("kind"), bool(m.get("pinned"))) for m in items)
         return await self.order.run(True, partial(self.sync.remember_many, items, session=session, role=role,
                                                   timestamp=timestamp, user=user, check=check), judged=judged)
 
-    def judges(self, check: bool | None, kind: str | None, pinned: bool) -> bool:
+    def _judges(self, check: bool | None, kind: str | None, pinned: bool) -> bool:
         """Whether a remember of these arguments calls the contradiction judge: when the memory
         has one, for a fact or a pinned memory unless ``check=False``, for a turn if ``check=True``."""
         if self.sync.memory.judge is None or check is False:
