@@ -202,7 +202,7 @@ def test_a_recall_completes_while_a_judged_remember_waits_for_its_judge(verb):
             try:
                 await adb.remember("I live in Paris", kind="fact", id="old", check=False, timestamp=T0)
                 judged = asyncio.ensure_future(adb.remember(**new) if verb == "remember" else adb.remember_many([new]))
-                await asyncio.get_running_loop().run_in_executor(None, judge.called.wait)
+                assert await asyncio.get_running_loop().run_in_executor(None, judge.called.wait, 60), "no judge call"
                 recall = asyncio.ensure_future(adb.recall("where do I live", kinds=("fact",), now=T0 + 3))
                 later_write = asyncio.ensure_future(adb.remember("a turn", id="turn", timestamp=T0 + 2))
                 hits = await asyncio.wait_for(recall, timeout=60)  # a bound for a recall that waits for the judge
