@@ -180,3 +180,23 @@ def test_keys_survive_export_and_restore(tmp_path):
     finally:
         before.close()
         after.close()
+
+
+def test_an_export_of_version_1_without_keys_restores_as_before(tmp_path):
+    import hashlib
+    import json
+
+    path, out, back = tmp_path / "v1.vxdb", tmp_path / "v1.jsonl", tmp_path / "v1-back.vxdb"
+    with Vectrix(path) as db:
+        db.remember("an old note", session="s", timestamp=T0)
+        db.export(out)
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    header, body, end = lines[0], lines[1:-1], lines[-1]
+    assert header["version"] == 2 and end["counts"]["keys"] == 0
+    header["version"] = 1  # as a vxmem of format 1 wrote it: no key lines, no count of them
+    del end["counts"]["keys"]
+    raw = [json.dumps(obj, separators=(",", ":")).encode() + b"\n" for obj in [header, *body]]
+    end["sha256"] = hashlib.sha256(b"".join(raw)).hexdigest()
+    out.write_bytes(b"".join(raw) + json.dumps(end).encode() + b"\n")
+    with Vectrix.restore(out, back) as db:
+        assert [r.text for r in db.scan()] == ["an old note"]
