@@ -217,3 +217,32 @@ def test_a_recall_completes_while_a_judged_remember_waits_for_its_judge(verb):
     during, after = asyncio.run(main())
     assert during == (["old"], False, False, False)  # answered while the judge was still held
     assert after == ["new"]  # then the judge's verdict landed: London superseded Paris
+
+
+def test_a_recall_completes_while_a_consolidation_waits_for_its_summarizer():
+    release, called = threading.Event(), threading.Event()
+
+    def summarize(turns):  # as a summarizer waits on its endpoint: on an event the test sets, not a clock
+        called.set()
+        assert release.wait(timeout=120), "the test never released the summarizer"
+        return ["The user lives in Lisbon."]
+
+    async def main():
+        async with AsyncVectrix() as adb:
+            try:
+                await adb.remember_many(["I moved to Lisbon", "nice weather", "thanks"], session="s", timestamp=T0)
+                consolidating = asyncio.ensure_future(adb.consolidate("s", summarize, keep_recent=0, now=T0 + DAY))
+                assert await asyncio.get_running_loop().run_in_executor(None, called.wait, 60), "no summarizer call"
+                recall = asyncio.ensure_future(adb.recall("Lisbon", session="s", now=T0 + DAY))
+                later_write = asyncio.ensure_future(adb.remember("a later turn", session="s", timestamp=T0 + 2))
+                hits = await asyncio.wait_for(recall, timeout=60)  # a bound for a recall that waits for it
+                during = ([r.text for r in hits][:1], release.is_set(), consolidating.done(), later_write.done())
+            finally:
+                release.set()  # before the close, which waits for the consolidation
+            report = await consolidating
+            await later_write
+            return during, report.facts
+
+    during, facts = asyncio.run(main())
+    assert during == (["I moved to Lisbon"], False, False, False)  # answered while the summarizer was held
+    assert len(facts) == 1

@@ -13,10 +13,11 @@ two writes run side by side, on up to ``readers`` threads). Writes run on one de
 thread, so the handle's single writer stays single. ``asyncio.gather`` of many calls
 therefore returns what the same calls made in order would have.
 
-One exception keeps reads from waiting on a caller's model: a remember that runs the
-contradiction judge (a callable, perhaps a network model with its timeout and retries) is
-still a write to every later write, but reads made after it do not wait for it: they run at
-once and see the memory only if it is stored by then.
+Two exceptions keep reads from waiting on a caller's model: a remember that runs the
+contradiction judge (a callable, perhaps a network model with its timeout and retries), and a
+consolidate (which runs the summarizer, as long), are still writes to every later write, but
+reads made after them do not wait for them: they run at once and see what is stored by then
+(a consolidation's batches land one transaction each).
 """
 
 from __future__ import annotations
@@ -239,8 +240,10 @@ class AsyncVectrix:
     async def consolidate(self, session: str | None, summarize: Summarizer, keep_recent: int = 6,
                           older_than: float | datetime | None = None, batch_turns: int = 40, delete: bool = True,
                           pinned: bool = False, now: TimeLike = None) -> ConsolidationReport:
-        return await self.call("consolidate", session, summarize, keep_recent=keep_recent, older_than=older_than,
-                               batch_turns=batch_turns, delete=delete, pinned=pinned, now=now)
+        # The summarizer may take minutes: the reads made after it do not wait (see the module docstring).
+        return await self.order.run(True, partial(self.sync.consolidate, session, summarize, keep_recent=keep_recent,
+                                                  older_than=older_than, batch_turns=batch_turns, delete=delete,
+                                                  pinned=pinned, now=now), judged=True)
 
     async def expire(self, now: TimeLike = None, user: str | None = None) -> int:
         return await self.call("expire", now=now, user=user)
