@@ -153,3 +153,15 @@ def test_the_documented_client_configuration_starts_the_server(tmp_path):
             return {t.name for t in (await client.list_tools()).tools}
 
     assert asyncio.run(main()) == TOOLS
+
+
+@pytest.mark.parametrize("verb", ["mcp", "serve"])
+def test_a_database_another_process_writes_is_refused_in_the_servers_words(tmp_path, verb):
+    from servers import free_port, run_vxmem
+
+    path = tmp_path / "held.vxdb"
+    with Vectrix(path):  # a writer of this process holds the file
+        flags = ["--port", str(free_port())] if verb == "serve" else []
+        out = run_vxmem(verb, "--db", str(path), *flags)
+    assert out.returncode == 2 and out.stderr.startswith("vxmem: error:"), out.stderr
+    assert "another process" in out.stderr and "/mcp" in out.stderr and "read_only" not in out.stderr

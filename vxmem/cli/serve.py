@@ -23,7 +23,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-from ..core.errors import VectrixError
+from ..core.errors import DatabaseLockedError, VectrixError
 from ..models.embed import EMBEDDERS
 from ..serve.keyring import has_keys
 from ..serve.scope import DEFAULT_USER, check_user_name
@@ -124,6 +124,10 @@ def open_db(args: argparse.Namespace, settings: dict[str, Any] | None = None) ->
         raise ServeError("--session must not be empty")
     try:
         db = Vectrix(args.db, embedder=args.embedder, **(settings or {}))
+    except DatabaseLockedError:  # the library's message names a Python argument, not what to do here
+        raise ServeError(f"{args.db} is open for writing in another process (a vxmem serve or vxmem mcp?): one "
+                         "process serves a database; vxmem serve serves REST and MCP (at /mcp) to any number of "
+                         "clients at once") from None
     except (VectrixError, OSError) as exc:
         raise ServeError(f"cannot open {args.db}: {' '.join(str(exc).split())}") from None
     except (TypeError, ValueError) as exc:  # a setting of the file that Vectrix does not take
