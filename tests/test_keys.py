@@ -200,3 +200,13 @@ def test_an_export_of_version_1_without_keys_restores_as_before(tmp_path):
     out.write_bytes(b"".join(raw) + json.dumps(end).encode() + b"\n")
     with Vectrix.restore(out, back) as db:
         assert [r.text for r in db.scan()] == ["an old note"]
+
+
+def test_a_database_with_keys_may_be_served_beyond_the_loopback_and_asks_for_them(tmp_path):
+    path = tmp_path / "wide.vxdb"
+    refused = run_vxmem("serve", "--db", str(path), "--host", "0.0.0.0", "--port", "0")
+    assert refused.returncode == 2 and "vxmem keys add" in refused.stderr
+    key = _add(path, "alice")
+    with rest_server(path, "--host", "0.0.0.0") as url:
+        assert httpx.post(f"{url}/v1/recall", json={"query": "x"}).status_code == 401
+        assert httpx.post(f"{url}/v1/recall", json={"query": "x"}, headers=_auth(key)).status_code == 200
