@@ -95,7 +95,9 @@ def takes(declaration: Callable[P, O]) -> Callable[[Callable[[S, str, O], R]], C
                  inspect.Parameter("query", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=str)]
         verb.__signature__ = signature_of(spec, first)  # type: ignore[attr-defined]
         own = inspect.cleandoc(impl.__doc__ or "")
-        verb.__doc__ = f"{own}\n\n{option_docs(spec)}" if own else option_docs(spec)
+        # The options join the verb's own :param list, if it ends with one, else start their own.
+        joint = "\n" if own.split("\n\n")[-1].startswith(":param") else "\n\n"
+        verb.__doc__ = f"{own}{joint}{option_docs(spec)}" if own else option_docs(spec)
         return typing.cast(Callable[Concatenate[S, str, P], R], verb)
 
     return decorate

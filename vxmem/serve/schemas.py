@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import math
+import re
 import typing
 from collections.abc import Callable
 from typing import Annotated, Any, Literal, TypeVar
@@ -104,7 +105,8 @@ def declared(name: str, **server: Any) -> Any:
     server.setdefault("description", _RECALL_DOCS[name])
     if default is MEMORY_SETTING:
         default = None
-        server["description"] = "null: the server's setting. " + server["description"]
+        own = re.sub(r"\s*\([^()]*MEMORY_SETTING[^()]*\)", "", server["description"]).rstrip(".")
+        server["description"] = f"{own} (null: the server's setting)"
     return Field(list(default) if isinstance(default, tuple) else default, **server)
 
 
