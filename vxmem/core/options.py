@@ -63,8 +63,8 @@ def takes(declaration: Callable[P, O]) -> Callable[[Callable[[S, str, O], R]], C
     """Give ``verb(self, query, options)`` the signature ``verb(self, query, *options*)``: the
     options of ``declaration`` (a dataclass), bound by its ``__init__`` into one instance.
 
-    The docstring is the verb's own followed by ``:param`` lines made from the declaration
-    (the verb's own ends with its ``query`` line). A wrong option is the ``TypeError`` Python raises for a
+    The docstring is the verb's own (ending with its ``query`` line) followed by ``:param``
+    lines made from the declaration. A wrong option is the ``TypeError`` Python raises for a
     wrong argument, naming the verb.
     """
     spec: Any = declaration  # a dataclass, typed as its __init__ for the ParamSpec
