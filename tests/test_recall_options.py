@@ -198,3 +198,20 @@ def test_the_sentinels_are_public_named_and_stay_themselves():
         assert repr(value) == str(value) == name
         assert pickle.loads(pickle.dumps(value)) is value and copy.deepcopy(value) is value
     assert RecallRequest("x", session=ANY_SESSION).session is None
+
+
+def test_a_server_request_that_leaves_min_relevance_out_or_null_keeps_the_servers_floor(make_db):
+    from vxmem.serve.service import MemoryService
+
+    db = _floored(make_db)
+    for text in ("alpha beta gamma", "something else entirely"):
+        db.remember(text, timestamp=T0, user="default", session="default/s")
+    svc = MemoryService(AsyncVectrix.of(db))
+
+    async def recalled(**given):
+        body = schemas.RecallBody(query="alpha beta gamma", now=T0, mode="dense", **given)
+        return [r.text for r in (await svc.recall(body)).results]
+
+    assert asyncio.run(recalled()) == ["alpha beta gamma"]  # the server's floor, 0.99
+    assert asyncio.run(recalled(min_relevance=None)) == ["alpha beta gamma"]
+    assert len(asyncio.run(recalled(min_relevance=-1))) == 2
