@@ -51,10 +51,7 @@ def murmurhash3_32(keys: Sequence[bytes]) -> np.ndarray:
     if not lengths.size:
         return np.zeros(0, dtype=np.int32)
     width = (int(lengths.max()) // 4 + 1) * 4
-    flat = np.frombuffer(b"".join(keys) + bytes(width), dtype=np.uint8)
-    at = np.arange(width)
-    rows = np.where(at < lengths[:, None], flat[(np.cumsum(lengths) - lengths)[:, None] + at], 0).astype(np.uint8)
-    blocks = rows.view("<u4")
+    blocks = np.frombuffer(b"".join([k.ljust(width, b"\0") for k in keys]), dtype="<u4").reshape(len(keys), -1)
     nblocks = lengths // 4
     h = np.zeros(len(keys), dtype=np.uint32)
     for i in range(int(nblocks.max())):
