@@ -128,3 +128,22 @@ def test_a_vxmem_dataset_uploads_to_have_its_probes_edited(tmp_path):
     at.button(key="import_delete").click().run()
     assert [p.label for p in loads_jsonl(download(at)).probes] == labels[1:]
     assert path.read_text() == source  # the page writes nothing: the file is its download
+
+
+def test_a_bad_upload_keeps_the_last_good_import_and_its_probes_and_says_what_was_wrong():
+    at = chat_page()
+    for query in ("what do I ride on?", "am I allergic to anything?"):
+        add(at, query, ["bike:0"])
+    before = download(at)
+    at.file_uploader(key="import_upload").upload("broken.csv", b"session,role\n\"unclosed,quote\n").run()
+    assert not at.exception
+    assert "broken.csv" in shown(at.error), shown(at.error)
+    assert "Still using the last chat imported" in shown(at.info)
+    assert download(at) == before  # the chat and both probes, as they were
+    assert at.dataframe[1].value["label"].tolist() == ["q1", "q2"]
+    at.switch_page("app_pages/tune.py").run()  # the other pages still offer it
+    assert "Imported chat (Import page)" in at.selectbox(key="dataset_choice").options
+    at.switch_page("app_pages/importer.py").run()
+    assert not at.error and download(at) == before  # back, without the bad file: no stale error
+    at.file_uploader(key="import_upload").upload("chats.jsonl", OPENAI_CHAT.replace(b"peanuts", b"cats")).run()
+    assert not at.error and not imported(at).probes  # a good new file replaces it

@@ -141,6 +141,7 @@ _STATE_CHECKS = {
     "pg_restore": lambda v: None if isinstance(v, str) else "not a saved session's key",
     "pg_message": _bad_message,
     "import_message": _bad_message,
+    "import_error": _bad_message,  # (the file's hash, what is wrong with it)
     "imported": lambda v: None if isinstance(v, Mapping) and isinstance(v.get("conversation"), Conversation)
     and isinstance(v.get("key"), str) else "not an imported chat",
     "url_problems": lambda v: None if isinstance(v, list) and all(isinstance(x, str) for x in v) else "not a list",
