@@ -463,6 +463,27 @@ def test_ab_can_put_two_search_modes_side_by_side():
     assert int(m["B wins"]) + int(m["B loses"]) > 0
 
 
+def test_ab_with_a_non_blend_policy_says_the_blend_sliders_do_nothing_and_shows_its_own():
+    at = page("ab")
+    at.selectbox(key="ab_policy_b").set_value("langchain").run()
+    assert not at.exception
+    said = shown(at.caption)
+    for label in ("recency weight", "feedback weight", "half-life (days)"):
+        assert f"B's {label} has no effect here" in said.replace("**", ""), said
+        assert at.slider(key=f"ab_{config_key(label)}").disabled
+    assert not at.slider(key="ab_limit").disabled  # every policy ships at most limit memories
+    before = metric_values(at)
+    at.slider(key="ab_b_decay_rate").set_value(0.2).run()  # LangChain's own parameter moves B
+    assert not at.exception and metric_values(at) != before
+    at.selectbox(key="ab_policy_a").set_value("cosine").run()
+    assert "A's recency weight has no effect here" in shown(at.caption).replace("**", "")
+
+
+def config_key(label):
+    return {"recency weight": "recency_weight", "feedback weight": "feedback_weight",
+            "half-life (days)": "half_life_days"}[label]
+
+
 # ---------------------------------------------------------------- Budget
 
 

@@ -391,3 +391,15 @@ def test_an_upload_of_no_known_format_points_at_the_pages_format_box(load):
     with pytest.raises(DatasetError, match="pick it in the Format box") as err:
         load("notes.txt", b"dear diary\n")
     assert "format=" not in str(err.value)
+
+
+def test_a_policy_names_the_shared_sliders_it_ignores_and_offers_its_own_parameters():
+    names = ("half_life_days", "recency_weight", "feedback_weight", "feedback_half_life_days", "limit",
+             "token_budget")
+    ignored = views.ignored_by("langchain", views.DEFAULT_SETTINGS, names)
+    assert set(ignored) == {"half_life_days", "recency_weight", "feedback_weight", "feedback_half_life_days"}
+    assert "langchain policy scores by" in ignored["recency_weight"]
+    assert views.policy_params("langchain") == {"decay_rate": 0.01}
+    assert set(views.ignored_by("multiplicative", views.DEFAULT_SETTINGS, names)) == set(ignored) - {"half_life_days"}
+    at_zero = views.ignored_by("blend", {**views.DEFAULT_SETTINGS, "recency_weight": 0.0}, names)
+    assert list(at_zero) == ["half_life_days"] and "recency_weight is 0" in at_zero["half_life_days"]

@@ -9,8 +9,8 @@ Replay and Budget frames, :mod:`~vxmem.workbench.views.playground` the Playgroun
 the Compare page's presets and policies against their cost and each preset's quality per
 millisecond, :mod:`~vxmem.workbench.views.charts` what a chart needs beyond a frame,
 :mod:`~vxmem.workbench.views.inputs` the checks of what comes from outside (uploads, the URL,
-the session, text shown as Markdown) and :mod:`~vxmem.workbench.views.probe_edit` the Import
-page's probes.
+the session, text shown as Markdown), :mod:`~vxmem.workbench.views.probe_edit` the Import
+page's probes and :mod:`~vxmem.workbench.views.policies` what each ranking policy takes from the controls.
 """
 
 from .charts import ab_points, is_flat, spot_labels, spot_sizes
@@ -47,6 +47,7 @@ from .playground import (
     score_parts,
     to_csv,
 )
+from .policies import ignored_by, policy_description, policy_params
 from .probe_edit import DATASET_FORMAT, conversation_from_bytes, delete_probe, probe_fields, probe_of, write_probe
 from .replays import (
     POINT_METRICS,
@@ -119,7 +120,7 @@ __all__ = [
     "playground_conversation", "playground_jsonl", "playground_recall", "playground_state", "point_metrics",
     "point_of", "point_report", "probe_list", "probe_metrics", "probe_metrics_at", "probe_results", "probe_table",
     "rank_movement", "ranking_at", "relevance_note", "replay_match_probability", "replay_all", "replay_settings",
-    "returned", "score_parts",
+    "returned", "score_parts", "ignored_by", "policy_description", "policy_params",
     "settings_from_json", "settings_json", "settings_snippet", "settings_to_query", "shipped_datasets",
     "stale_above_at", "sweep_grid", "sweep_holdout", "to_csv", "turn_table", "why_table",
 ]

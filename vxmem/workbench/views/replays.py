@@ -295,7 +295,7 @@ def ab_frames(replays: Sequence[Replay], params_a: Mapping[str, Any], params_b: 
     ``metric``. ``params_*`` are slider points; each policy takes only its own parameters
     (the others keep the policy's defaults), ``limit`` and ``token_budget`` apply to both."""
     def point(params: Mapping[str, Any], policy: str, reps: Sequence[Replay]) -> dict[str, Any]:
-        g = grid_point({k: v for k, v in params.items() if k in DEFAULT_POINT})
+        g = grid_point({k: v for k, v in params.items() if k in DEFAULT_POINT or k in POLICIES[policy].params})
         own = set(POLICIES[policy].params) | {"limit", "token_budget"}
         out = {k: v for k, v in g.items() if k in own}
         # a reranked replay ranks at the weight it was recorded with (its pools were reranked so)
