@@ -14,7 +14,8 @@ from vxmem.workbench.views.systems import DASHBOARD_SYSTEMS, systems_frames
 st.title("Compare")
 st.caption("The spec's blend against plain cosine, multiplicative decay, LangChain's time-weighted retriever, "
            "Generative Agents and MemoryBank, ranking the very same candidate pools. \"best\" searches each "
-           "policy's own parameters for the chosen metric; limit and token budget are the shared settings.")
+           "policy's own parameters for the chosen metric on some probes and is reported on the others; limit and "
+           "token budget are the shared settings.")
 key, convs, reps = shared.dataset()
 
 
@@ -45,7 +46,14 @@ st.dataframe(cells[["policy", "setting", "params", *shown, "probes"]], hide_inde
                  "policy": st.column_config.TextColumn(width=120), "setting": st.column_config.TextColumn(width=65),
                  "params": st.column_config.TextColumn(width=170),
                  **{m: st.column_config.TextColumn(f"{config.METRIC_LABELS[m]} [95% CI]", width=125) for m in shown}})
-st.caption(f"Means over {int(table['probes'].max())} probes, each with its bootstrap 95% interval.")
+tuned = int(table["tuned_on"].max())
+if tuned:
+    st.caption(f"Each policy's best is chosen on {tuned} tune probes; both rows are reported on the other "
+               f"{int(table['probes'].max())}, held out (as the Sweep page's honest tuning), so \"best\" is not "
+               "judged on the probes that chose it. Each mean has its bootstrap 95% interval.")
+else:
+    st.caption(f"Means over {int(table['probes'].max())} probes, each with its bootstrap 95% interval (too few "
+               "probes to hold some out: \"best\" is chosen and reported on the same ones).")
 shared.sample_caveat(int(table["probes"].min()))
 order = list(table["policy"].unique())
 cols = st.columns(2)

@@ -71,7 +71,8 @@ try:
 except ValueError as exc:  # e.g. a limit a hybrid replay's pools cannot serve
     st.info(f"Cannot sweep these axes here: {exc}")
     st.stop()
-best = views.best_row(frame, metric)
+pick = views.pick_best(frame, metric, (x, y), fixed, config.DEFAULT_SETTINGS)
+best = pick.row
 current = frame[(frame[x] == (fixed[x] or 0)) & (frame[y] == (fixed[y] or 0))]
 
 lower = metric in LOWER_IS_BETTER
@@ -114,19 +115,18 @@ cols[0].caption(ci_of(best))
 cols[1].metric(f"current {config.METRIC_LABELS[metric]}", f"{current[metric].iloc[0]:.3f}" if len(current) else "n/a")
 if len(current):
     cols[1].caption(ci_of(current.iloc[0]))
-cols[2].markdown(f"**best point**: {title(x)} = {best[x]:g}, {title(y)} = {best[y]:g}")
+chosen = ", ".join(f"{title(k)} = {v:g}" for k, v in pick.values.items())
+cols[2].markdown(f"**best point**: {chosen}" if chosen else "**best point**: the current settings")
 
 
 def use_best() -> None:
-    values = {x: best[x], y: best[y]}
-    for k in ("limit", "token_budget"):
-        if k in values:
-            values[k] = int(values[k])
-    shared.apply_settings({k: (float(v) if k not in ("limit", "token_budget") else v) for k, v in values.items()})
+    shared.apply_settings(pick.values)
 
 
 cols[3].button("Use the best point", on_click=use_best, key="sweep_use_best", type="primary",
                help="Makes it the shared settings of every page (and the URL).")
+for note in pick.notes:
+    st.caption(f":material/info: {note}.")
 shared.sample_caveat(int(best[f"{metric}_probes"]))
 st.download_button("Download the sweep as CSV", views.to_csv(frame.drop(columns=["light"])),
                    file_name=f"sweep_{x}_{y}.csv", mime="text/csv", key="sweep_download")

@@ -422,7 +422,9 @@ def test_sweeps_best_point_becomes_the_current_settings_in_one_click():
     best = at.markdown[[m.value.startswith("**best point**") for m in at.markdown].index(True)].value
     at.button(key="sweep_use_best").click().run()
     s = at.session_state["settings"]
-    assert f"= {s['half_life_days']:g}," in best and best.endswith(f"= {s['recency_weight']:g}")
+    labels = {"half-life (days)": "half_life_days", "recency weight": "recency_weight"}
+    said = dict(part.split(" = ") for part in best.removeprefix("**best point**: ").split(", "))
+    assert said and all(float(v) == s[labels[k]] for k, v in said.items()), (said, s)
     at.switch_page("app_pages/tune.py").run()
     assert at.slider(key="set_half_life_days").value == s["half_life_days"]
 
@@ -540,10 +542,11 @@ def test_compare_page_has_every_policy_at_default_and_best():
     assert set(table["policy"]) == {"blend", "cosine", "multiplicative", "langchain", "generative_agents",
                                     "memorybank"}
     assert sorted(table["setting"].unique()) == ["best", "default"]
-    ndcg = table["ndcg"].str.split(" ").str[0].astype(float)  # "0.938 [0.892, 0.979]": the mean, then its interval
-    best = ndcg[table["setting"] == "best"].set_axis(table.loc[table["setting"] == "best", "policy"])
-    default = ndcg[table["setting"] == "default"].set_axis(table.loc[table["setting"] == "default", "policy"])
-    assert (best >= default - 1e-12).all()
+    # each best is chosen on tune probes and reported, beside the default, on held-out ones: on those it may
+    # lose to the default (what an in-sample "best" would hide)
+    tuned = re.search(r"chosen on (\d+) tune probes; both rows are reported on the other (\d+), held out",
+                      texts(at.caption))
+    assert tuned and int(tuned[1]) > int(tuned[2]) > 0, texts(at.caption)
 
 
 def test_compare_bars_have_y_axis_titles():
@@ -630,3 +633,21 @@ def test_the_dataset_choice_survives_a_visit_to_the_playground():
     at.switch_page("app_pages/tune.py").run()
     assert not at.exception
     assert at.selectbox(key="dataset_choice").value == "many_users"
+
+
+def test_sweeps_best_stale_leak_keeps_the_limit_and_leaves_an_inert_half_life_alone():
+    at = page("sweep", dataset="preference_drift")
+    at.selectbox(key="sweep_x").set_value("limit").run()
+    at.selectbox(key="sweep_metric").set_value("stale_leak").run()
+    assert not at.exception
+    assert "`limit` is held at 10" in texts(at.caption) or "limit is held at 10" in shown(at.caption)
+    at.button(key="sweep_use_best").click().run()
+    assert at.session_state["settings"]["limit"] == 10  # not 1, which leaks least by returning least
+    at.selectbox(key="sweep_x").set_value("half_life_days").run()
+    at.selectbox(key="sweep_metric").set_value("ndcg").run()
+    at.slider(key="sweep_range_recency_weight").set_value((0.0, 0.0)).run()  # every point: recency off
+    before = at.session_state["settings"]["half_life_days"]
+    assert "half_life_days` has no effect at the best point" in texts(at.caption)
+    at.button(key="sweep_use_best").click().run()
+    assert at.session_state["settings"]["half_life_days"] == before
+    assert at.session_state["settings"]["recency_weight"] == 0.0

@@ -3,14 +3,15 @@
 Every function calls the library (replay, sweep, metrics, the memory itself) and reshapes
 what it returns into a tidy DataFrame a chart or a table can draw; no ranking happens here.
 Nothing imports Streamlit. :mod:`~vxmem.workbench.views.settings` holds the datasets and the
-one parameter state, :mod:`~vxmem.workbench.views.replays` the Tune, Sweep, Compare, A/B,
+one parameter state, :mod:`~vxmem.workbench.views.replays` the Tune, Sweep, A/B,
 Replay and Budget frames, :mod:`~vxmem.workbench.views.playground` the Playground's,
 :mod:`~vxmem.workbench.views.intervals` every mean's bootstrap interval, :mod:`~vxmem.workbench.views.costs`
 the Compare page's presets and policies against their cost and each preset's quality per
 millisecond, :mod:`~vxmem.workbench.views.charts` what a chart needs beyond a frame,
 :mod:`~vxmem.workbench.views.inputs` the checks of what comes from outside (uploads, the URL,
 the session, text shown as Markdown), :mod:`~vxmem.workbench.views.probe_edit` the Import
-page's probes and :mod:`~vxmem.workbench.views.policies` what each ranking policy takes from the controls.
+page's probes, :mod:`~vxmem.workbench.views.policies` what each ranking policy takes from the controls and
+:mod:`~vxmem.workbench.views.picking` how a best point is chosen (not degenerate, tie-aware, held out).
 """
 
 from .charts import ab_points, is_flat, spot_labels, spot_sizes
@@ -34,6 +35,7 @@ from .inputs import (
     unknown_keys,
 )
 from .intervals import metric_intervals, point_intervals, side_intervals, with_intervals
+from .picking import SIZE_AXES, Pick, compare_policies, pick_best
 from .playground import (
     dumps_events,
     low_relevance_of,
@@ -56,7 +58,6 @@ from .replays import (
     ab_frames,
     best_row,
     budget_replay,
-    compare_policies,
     context_budgets,
     explain,
     inert_at,
@@ -120,7 +121,7 @@ __all__ = [
     "playground_conversation", "playground_jsonl", "playground_recall", "playground_state", "point_metrics",
     "point_of", "point_report", "probe_list", "probe_metrics", "probe_metrics_at", "probe_results", "probe_table",
     "rank_movement", "ranking_at", "relevance_note", "replay_match_probability", "replay_all", "replay_settings",
-    "returned", "score_parts", "ignored_by", "policy_description", "policy_params",
+    "returned", "score_parts", "ignored_by", "policy_description", "policy_params", "Pick", "SIZE_AXES", "pick_best",
     "settings_from_json", "settings_json", "settings_snippet", "settings_to_query", "shipped_datasets",
     "stale_above_at", "sweep_grid", "sweep_holdout", "to_csv", "turn_table", "why_table",
 ]
