@@ -197,7 +197,7 @@ st.markdown(f"What `recall()` returns at the shared settings (mode {shared.setti
 shared.ranking_table(results, key="import_results")
 shared.relevance_warning(why["relevance"].max() if why["relevance"].notna().any() else None,
                          reps[0].meta.get("low_relevance"), reps[0].mode, reps[0].rerank,
-                         views.replay_match_probability(reps[0], int(pick), point["limit"]))
+                         views.replay_match_probability(reps[0], int(pick), point["limit"]), results)
 st.markdown("**The turns this probe should return, and why**")
 st.table(views.why_table(why, only_relevant=True)[["reason", "rank", "label", "text", "detail"]], hide_index=True)
 st.markdown("**Every turn, and why it was or was not returned**")

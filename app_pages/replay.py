@@ -101,7 +101,7 @@ results = views.returned(why)
 shared.ranking_table(results, key="replay_results")
 best = why["relevance"].max() if why["relevance"].notna().any() else None
 shared.relevance_warning(best, rep.meta.get("low_relevance"), rep.mode, rep.rerank,
-                         views.replay_match_probability(rep, pi, shared.point()["limit"]))
+                         views.replay_match_probability(rep, pi, shared.point()["limit"]), results)
 if not results.empty:
     shared.score_bars(results, shared.settings())
 missed = views.missed_at(why)

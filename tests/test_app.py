@@ -96,6 +96,28 @@ def test_playground_shows_why_each_memory_was_or_was_not_recalled():
     assert set(why["reason"]) <= {"returned", "superseded", "out_ranked", "outside_pool", "expired"}
 
 
+def test_playground_ticks_the_memories_marked_relevant_and_forgets_them_with_the_query():
+    at = page()
+    assert at.multiselect(key="pg_relevant").value == ["m4"]  # the seed query's answer
+    why = at.dataframe[2].value.set_index("label")
+    assert bool(why.loc["m4", "relevant"]) and not why.drop(index="m4")["relevant"].any()
+    at.multiselect(key="pg_relevant").set_value(["m4", "m3"]).run()
+    assert at.dataframe[2].value.set_index("label")["relevant"].sum() == 2
+    at.text_input(key="pg_query").set_value("where does my sister live?").run()
+    assert not at.exception
+    assert at.multiselect(key="pg_relevant").value == []  # marks for the last question do not carry over
+    assert not at.dataframe[2].value["relevant"].any()
+
+
+def test_playground_score_bars_keep_every_label_and_a_few_ticks_at_limit_three():
+    at = page(query={"limit": "3"})
+    spec = specs(at)[0]
+    enc = spec.get("encoding") or spec["layer"][0]["encoding"]
+    assert enc["y"]["axis"]["labelOverlap"] is False  # Vega dropped the middle one of three labels
+    assert enc["x"]["axis"]["tickCount"] <= 5
+    assert spec["height"] >= 150
+
+
 def test_playground_half_life_slider_changes_the_scores():
     at = page()
     before = at.dataframe[0].value["score"].tolist()

@@ -99,6 +99,17 @@ def test_the_playground_explains_its_recall():
     assert out["low_relevance"] is None or isinstance(out["low_relevance"], float)
 
 
+def test_a_low_match_probability_does_not_warn_when_a_memory_marked_relevant_is_returned():
+    level, text = views.relevance_note(0.47, None, "hybrid", "colbert", probability=0.28)
+    assert level == "warning" and "nothing here may answer" in text and "28%" in text
+    level, text = views.relevance_note(0.47, None, "hybrid", "colbert", probability=0.28, answered_at=1)
+    assert level == "caption" and "28%" in text and "returned at rank 1" in text
+    assert "nothing here may answer" not in text
+    ranking = pd.DataFrame({"rank": [1, 2, 3], "relevant": [False, True, True]})
+    assert views.first_relevant_rank(ranking) == 2
+    assert views.first_relevant_rank(ranking.assign(relevant=False)) is None
+
+
 def test_relevance_note_warns_below_the_threshold_and_always_shows_the_raw_figure():
     level, text = views.relevance_note(0.02, 0.1, "dense")
     assert level == "warning" and "0.020" in text and "0.100" in text

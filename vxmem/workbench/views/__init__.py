@@ -38,6 +38,7 @@ from .intervals import metric_intervals, point_intervals, side_intervals, with_i
 from .picking import SIZE_AXES, Pick, compare_policies, pick_best
 from .playground import (
     dumps_events,
+    first_relevant_rank,
     low_relevance_of,
     next_label,
     playground_conversation,
@@ -116,7 +117,8 @@ __all__ = [
     "DEFAULT_MODE", "DEFAULT_POINT", "DEFAULT_SETTINGS", "EMBEDDER_NAMES", "MAX_LIMIT", "POINT_METRICS",
     "POLICY_GRIDS", "REPLAY_SETTINGS", "REPORT_METRICS", "SETTINGS_KEYS", "ab_frames", "best_row", "budget_replay",
     "chatlog_from_bytes", "check_settings", "compare_policies", "context_budgets", "conversation_summary",
-    "dumps_events", "embedder_for", "explain", "grid_point", "inert_at", "load_bytes", "low_relevance_of",
+    "dumps_events", "first_relevant_rank", "embedder_for", "explain", "grid_point", "inert_at", "load_bytes",
+    "low_relevance_of",
     "memory_timeline", "missed_at", "missed_relevant", "next_label", "param_values", "pareto_points",
     "playground_conversation", "playground_jsonl", "playground_recall", "playground_state", "point_metrics",
     "point_of", "point_report", "probe_list", "probe_metrics", "probe_metrics_at", "probe_results", "probe_table",
