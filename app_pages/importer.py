@@ -150,6 +150,8 @@ def write() -> None:
     state.import_message = ("success", f"{'Added' if was_new else 'Saved'} probe {written}.")
     if was_new:
         fill_form(None)
+        # The why section below follows the probe just written (its picker would stay on the first one).
+        state.import_probe = views.probe_list(new)["label"].tolist().index(written)
 
 
 def delete() -> None:

@@ -147,3 +147,11 @@ def test_a_bad_upload_keeps_the_last_good_import_and_its_probes_and_says_what_wa
     assert not at.error and download(at) == before  # back, without the bad file: no stale error
     at.file_uploader(key="import_upload").upload("chats.jsonl", OPENAI_CHAT.replace(b"peanuts", b"cats")).run()
     assert not at.error and not imported(at).probes  # a good new file replaces it
+
+
+def test_the_why_probe_picker_follows_each_probe_added():
+    at = chat_page()
+    for n, query in enumerate(("what do I ride on?", "am I allergic to anything?", "how was the weather?"), 1):
+        add(at, query, ["bike:0"])
+        assert at.selectbox(key="import_probe").value == n - 1, n  # the probe just added, not q1
+        assert query in at.selectbox(key="import_probe").format_func(at.selectbox(key="import_probe").value)
