@@ -88,7 +88,7 @@ pi = st.select_slider("Probe, in time order (drag to move along the timeline)", 
                       key="replay_probe",
                       format_func=lambda i: f"{probes.iloc[i]['label']} ({probes.iloc[i]['time']:%Y-%m-%d %H:%M})")
 row = probes.iloc[pi]
-st.markdown(f"**{views.plain(row['query'], 300)}** (session {views.plain(row['session'])})")
+st.markdown(f"**{views.plain(row['query'], 300)}** ({views.plain(views.session_text(row['session']))})")
 cols = st.columns(4)
 for col, m in zip(cols, ("hit", "rr", "ndcg", "stale_leak")):
     col.metric({"rr": "reciprocal rank"}.get(m, config.METRIC_LABELS.get(m, m)) + " (this probe)",

@@ -155,3 +155,15 @@ def test_the_why_probe_picker_follows_each_probe_added():
         add(at, query, ["bike:0"])
         assert at.selectbox(key="import_probe").value == n - 1, n  # the probe just added, not q1
         assert query in at.selectbox(key="import_probe").format_func(at.selectbox(key="import_probe").value)
+
+
+def test_a_probe_asked_in_no_session_says_so_rather_than_none():
+    at = chat_page()
+    add(at, "what do I ride on?", ["bike:0"])  # asked in "(every session)": the probe's session is None
+    assert imported(at).probes[0].session is None
+    for name in ("replay", "budget"):
+        at.switch_page(f"app_pages/{name}.py").run()
+        at.selectbox(key="dataset_choice").set_value("Imported chat (Import page)").run()
+        assert not at.exception and not at.error, shown(at.error)
+        said = shown(at.markdown)
+        assert "no session (recalls from every session)" in said and "None" not in said, said

@@ -228,7 +228,9 @@ def run_probes(args) -> int:
 
     conv = load_jsonl(args.dataset)
     if args.action == "list":
-        rows = [{"label": e.label, "time": format_time(e.time), "session": e.session, "category": e.category,
+        # A probe without a session recalls from every one; without a category it has none: never "None".
+        rows = [{"label": e.label, "time": format_time(e.time), "session": e.session or "(every)",
+                 "category": e.category or "",
                  "query": e.query, "relevant": ",".join(e.relevant), "stale": ",".join(e.stale)}
                 for e in conv.events if e.type == "probe"]
         print(pd.DataFrame(rows).to_string(index=False) if rows else "no probes in this dataset")

@@ -31,6 +31,7 @@ from .inputs import (
     interval_text,
     plain,
     sample_note,
+    session_text,
     short,
     unknown_keys,
 )
@@ -113,7 +114,8 @@ __all__ = [
     "recall_times", "stage_coverage", "stage_depth", "write_times",
     "preset_settings", "spot_labels", "spot_sizes", "check_state", "check_upload", "conversation_from_bytes",
     "delete_probe", "interval_text", "is_flat", "metric_intervals", "plain", "point_intervals", "probe_fields",
-    "probe_of", "sample_note", "short", "side_intervals", "unknown_keys", "with_intervals", "write_probe",
+    "probe_of", "sample_note", "session_text", "short", "side_intervals", "unknown_keys", "with_intervals",
+    "write_probe",
     "DEFAULT_MODE", "DEFAULT_POINT", "DEFAULT_SETTINGS", "EMBEDDER_NAMES", "MAX_LIMIT", "POINT_METRICS",
     "POLICY_GRIDS", "REPLAY_SETTINGS", "REPORT_METRICS", "SETTINGS_KEYS", "ab_frames", "best_row", "budget_replay",
     "chatlog_from_bytes", "check_settings", "compare_policies", "context_budgets", "conversation_summary",
