@@ -11,6 +11,7 @@ import streamlit as st
 from app_pages import config, kept, shared
 from vxmem.workbench import views
 from vxmem.workbench.analysis.metrics import LOWER_IS_BETTER
+from vxmem.workbench.views import cost_charts
 
 st.title("Sweep")
 st.caption("Every point of the grid re-ranks every probe's cached pool; the other parameters stay at "
@@ -133,6 +134,7 @@ st.download_button("Download the sweep as CSV", views.to_csv(frame.drop(columns=
 
 st.subheader("Trade-offs: nDCG against stale-leak against context tokens")
 pareto = views.pareto_points(frame)
+pareto = pareto.assign(front=cost_charts.front_words(pareto["pareto"]))  # the legend in words, not true/false
 front = pareto[pareto["pareto"]]
 no_leak = views.is_flat(pareto["stale_leak"])  # one colour for every point says nothing: no colour scale then
 scatter = alt.Chart(pareto).mark_circle(opacity=0.6).encode(
@@ -140,7 +142,8 @@ scatter = alt.Chart(pareto).mark_circle(opacity=0.6).encode(
     y=alt.Y("ndcg:Q", title="nDCG@k", scale=alt.Scale(zero=False)),
     color=alt.value("#4c78a8") if no_leak else alt.Color("stale_leak:Q", title="stale-leak@k",
                                                           scale=alt.Scale(scheme="orangered")),
-    size=alt.Size("pareto:N", scale=alt.Scale(domain=[False, True], range=[40, 160]), title="on the front"),
+    size=alt.Size("front:N", scale=alt.Scale(domain=["behind it", "on the front"], range=[40, 160]),
+                  title="Pareto front"),
     tooltip=[x, y, alt.Tooltip("ndcg:Q", format=".3f"), alt.Tooltip("stale_leak:Q", format=".3f"),
              alt.Tooltip("tokens:Q", format=".1f")])
 if views.is_flat(pareto["ndcg"]) and views.is_flat(pareto["tokens"]):
