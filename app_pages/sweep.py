@@ -91,14 +91,29 @@ heat = alt.Chart(frame).mark_rect().encode(
 text = alt.Chart(frame).mark_text(fontSize=11).encode(
     x=f"{x}:O", y=alt.Y(f"{y}:O", sort="descending"), text=alt.Text(f"{metric}:Q", format=".2f"),
     color=alt.condition("datum.light", alt.value("black"), alt.value("white")))
-marks = pd.concat([best.to_frame().T.assign(point="best"), current.assign(point="current")])
-# An outline around the cell, so the marker never hides the number in it; one legend for it.
-outline = alt.Chart(marks).mark_rect(fill=None, strokeWidth=3).encode(
-    x=f"{x}:O", y=alt.Y(f"{y}:O", sort="descending"),
-    stroke=alt.Stroke("point:N", title="marked", scale=alt.Scale(domain=["best", "current"],
-                                                                 range=["#ff2b2b", "#111111"])),
-    strokeDash=alt.StrokeDash("point:N", title="marked", scale=alt.Scale(domain=["best", "current"],
-                                                                         range=[[1, 0], [4, 2]])))
+# Numbers, not the object dtype a transposed row has, so each mark lands on its cell's value.
+marks = pd.concat([best.to_frame().T.assign(point="best"), current.assign(point="current")])[[x, y, "point"]]
+marks = marks.astype({x: float, y: float})
+# An outline around the cell, so the marker never hides the number in it; one legend for it. Where the best
+# point is the current one, the best's thick red outline stays visible round the current's dashed black one
+# (drawn after it), instead of the one hiding the other; the legend names only what is drawn.
+shown_marks = [p for p in ("best", "current") if p in set(marks["point"])]
+kinds = {"best": ("#ff2b2b", [1, 0], 6), "current": ("#111111", [4, 2], 3)}
+
+
+def marked(channel, i: int):
+    return channel("point:N", title="marked", scale=alt.Scale(domain=shown_marks,
+                                                              range=[kinds[p][i] for p in shown_marks]))
+
+
+outline = alt.Chart(marks).mark_rect(fill=None).encode(
+    x=f"{x}:O", y=alt.Y(f"{y}:O", sort="descending"), stroke=marked(alt.Stroke, 0),
+    strokeDash=marked(alt.StrokeDash, 1), strokeWidth=marked(alt.StrokeWidth, 2),
+    order=alt.Order("order:Q"))
+outline = outline.transform_calculate(order="datum.point == 'best' ? 0 : 1")
+if current.empty:
+    st.caption("The current settings are not on this grid (outside the ranges above): no cell is outlined as "
+               "current.")
 if flat:
     st.info(f"{config.METRIC_LABELS[metric]} is {lo_m:.3f} at every point of this grid: the map would be one "
             "colour. Pick another metric, or a dataset where it moves.")
@@ -140,10 +155,12 @@ no_leak = views.is_flat(pareto["stale_leak"])  # one colour for every point says
 scatter = alt.Chart(pareto).mark_circle(opacity=0.6).encode(
     x=alt.X("tokens:Q", title="context tokens shipped per probe (mean)", scale=alt.Scale(zero=False)),
     y=alt.Y("ndcg:Q", title="nDCG@k", scale=alt.Scale(zero=False)),
+    # Both legends below the chart: stacked beside it, the second ran past the chart's foot and was cut off.
     color=alt.value("#4c78a8") if no_leak else alt.Color("stale_leak:Q", title="stale-leak@k",
-                                                          scale=alt.Scale(scheme="orangered")),
+                                                          scale=alt.Scale(scheme="orangered"),
+                                                          legend=alt.Legend(orient="bottom")),
     size=alt.Size("front:N", scale=alt.Scale(domain=["behind it", "on the front"], range=[40, 160]),
-                  title="Pareto front"),
+                  title="Pareto front", legend=alt.Legend(orient="bottom")),
     tooltip=[x, y, alt.Tooltip("ndcg:Q", format=".3f"), alt.Tooltip("stale_leak:Q", format=".3f"),
              alt.Tooltip("tokens:Q", format=".1f")])
 if views.is_flat(pareto["ndcg"]) and views.is_flat(pareto["tokens"]):

@@ -425,10 +425,35 @@ def test_sweep_page_draws_a_heatmap_with_best_and_current_and_offers_csv():
 def test_sweep_heatmap_has_one_marker_legend_readable_numbers_and_plain_ticks():
     at = page("sweep")
     heat = json.dumps(specs(at)[0])
-    assert heat.count('"title": "marked"') == 2  # stroke and dash of one field: Vega-Lite draws one legend
+    assert heat.count('"title": "marked"') == 3  # stroke, dash and width of one field: Vega-Lite draws one legend
     assert '"fill": null' in heat or '"filled": false' in heat  # an outline, not a marker over the number
     assert '"value": "black"' in heat  # dark numbers on the light (yellow) cells
     assert ".4~r" in heat  # 1150, not 1.15e+3
+
+
+def test_sweep_outlines_the_current_point_even_on_the_best_one_and_says_when_it_is_off_the_grid():
+    at = page("sweep")
+    at.button(key="sweep_use_best").click().run()  # now the current point is the best one
+    from streamlit.dataframe_util import convert_arrow_bytes_to_pandas_df
+
+    spec = specs(at)[0]
+    outline = next(layer for layer in spec["layer"] if "strokeWidth" in layer.get("encoding", {}))
+    rows = [r for d in charts(at)[0].proto.datasets for r in convert_arrow_bytes_to_pandas_df(d.data.data)
+            .to_dict("records") if isinstance(r.get("point"), str)]
+    assert [r["point"] for r in rows] == ["best", "current"] and rows[0]["half_life_days"] == rows[1]["half_life_days"]
+    width = outline["encoding"]["strokeWidth"]["scale"]
+    assert width["domain"] == ["best", "current"] and width["range"][0] > width["range"][1]  # red round black
+    at.slider(key="sweep_range_half_life_days").set_value((60.0, 180.0)).run()  # the current 7 days: off the grid
+    assert "not on this grid" in texts(at.caption)
+    outline = next(layer for layer in specs(at)[0]["layer"] if "strokeWidth" in layer.get("encoding", {}))
+    assert outline["encoding"]["stroke"]["scale"]["domain"] == ["best"]  # no legend entry for a mark not drawn
+
+
+def test_sweep_trade_off_legends_sit_below_the_chart():
+    at = page("sweep", dataset="preference_drift")
+    scatter = next(s for s in specs(at) if "tokens" in json.dumps(s) and '"circle"' in json.dumps(s))
+    assert scatter["encoding"]["size"]["legend"]["orient"] == "bottom"
+    assert scatter["encoding"]["color"]["legend"]["orient"] == "bottom"
 
 
 def test_sweep_range_slider_changes_the_best_point():
