@@ -109,6 +109,7 @@ POLICY_PARAMS: dict[str, tuple[str, float, float, float, str]] = {
     "recency_decay": ("recency decay (per hour)", 0.9, 0.9999, 0.0001, "%.4f"),
     "strength_days": ("memory strength (days)", 0.5, 365.0, 0.5, "%.1f"),
 }
+MIN_TIMELINE_PX = 220  # the Replay timeline's least height, however few lanes it has
 MOVEMENT_HIGHLIGHT = 10  # probes drawn in colour on the rank-movement chart by default (the most moving)
 CATEGORY_COLOURS = "tableau20"  # 20 distinct colours: the movement chart colours at most 20 probes
 

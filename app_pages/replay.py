@@ -55,7 +55,9 @@ fates = ["live", "summary", "superseded", "expired", "consolidated", "forgotten"
 status_colors = alt.Scale(domain=fates, range=["#4c78a8", "#54a24b", "#e45756", "#f58518", "#b279a2", "#9d755d",
                                                "#bab0ac"])
 lanes = mem["lane"].nunique()
-lane_px = 90 if lanes <= 2 else 48  # room for the spread within a lane
+# Room for the spread within a lane, and a chart at least MIN_TIMELINE_PX tall: one lane was 70 px of plot.
+lane_px = max(90 if lanes <= 2 else 48, -(-config.MIN_TIMELINE_PX // max(lanes, 1)))
+when = alt.Axis(format=views.time_format(mem["created"]), labelOverlap=True)  # every tick with its year
 # Each memory sits at its own height in its lane (a fixed spread, not random), small and half
 # transparent, so memories made at one moment do not hide each other; its bar runs at the same height.
 spread = alt.YOffset("jitter:Q", scale=alt.Scale(domain=[-0.5, 0.5], range=[6, lane_px - 6]), title=None)
@@ -64,7 +66,7 @@ spans = base.transform_filter("isValid(datum.end)").mark_rule(opacity=0.3, strok
     x="created:T", x2="end:T", y=alt.Y("lane:N"), yOffset=spread,
     color=alt.Color("status:N", scale=status_colors, legend=None))
 dots = base.mark_point(filled=True, size=28, opacity=0.65).encode(
-    x=alt.X("created:T", title="time"), y=alt.Y("lane:N", title="session / kind"), yOffset=spread,
+    x=alt.X("created:T", title="time", axis=when), y=alt.Y("lane:N", title="session / kind"), yOffset=spread,
     color=alt.Color("status:N", scale=status_colors, title="fate",
                     legend=alt.Legend(orient="bottom", direction="horizontal", columns=7)),
     shape=alt.Shape("kind:N", title="kind", legend=alt.Legend(orient="bottom", direction="horizontal")),

@@ -698,3 +698,14 @@ def test_sweeps_best_stale_leak_keeps_the_limit_and_leaves_an_inert_half_life_al
     at.button(key="sweep_use_best").click().run()
     assert at.session_state["settings"]["half_life_days"] == before
     assert at.session_state["settings"]["recency_weight"] == 0.0
+
+
+def test_the_replay_timeline_is_tall_enough_and_dates_every_tick_with_its_year():
+    at = page("replay", dataset="pinned_profile")  # one session: one lane, which used to be 70 px of plot
+    spec = specs(at)[0]
+    assert spec["height"]["step"] * len(set(views.memory_timeline(
+        replay(load_jsonl(ROOT / "datasets" / "pinned_profile.jsonl"), {"limit": 10}))["lane"])) >= 220
+    axis = next(layer["encoding"]["x"]["axis"] for layer in spec["layer"] if "axis" in layer["encoding"]["x"])
+    assert axis["format"].startswith("%Y-%m-%d")  # not Vega's "March" / "Tue 05" / "12 PM" mix
+    assert views.time_format(["2024-01-01T09:00Z", "2024-01-01T18:00Z"]) == "%Y-%m-%d %H:%M"
+    assert views.time_format(["2024-01-01T09:00Z", "2024-03-01T18:00Z"]) == "%Y-%m-%d"

@@ -14,7 +14,7 @@ page's probes, :mod:`~vxmem.workbench.views.policies` what each ranking policy t
 :mod:`~vxmem.workbench.views.picking` how a best point is chosen (not degenerate, tie-aware, held out).
 """
 
-from .charts import ab_points, is_flat, spot_labels, spot_sizes
+from .charts import ab_points, is_flat, spot_labels, spot_sizes, time_format
 from .costs import (
     median_recall_ms,
     presets_quality_cost,
@@ -114,7 +114,8 @@ __all__ = [
     "recall_times", "stage_coverage", "stage_depth", "write_times",
     "preset_settings", "spot_labels", "spot_sizes", "check_state", "check_upload", "conversation_from_bytes",
     "delete_probe", "interval_text", "is_flat", "metric_intervals", "plain", "point_intervals", "probe_fields",
-    "probe_of", "sample_note", "session_text", "short", "side_intervals", "unknown_keys", "with_intervals",
+    "time_format", "probe_of", "sample_note", "session_text", "short", "side_intervals", "unknown_keys",
+    "with_intervals",
     "write_probe",
     "DEFAULT_MODE", "DEFAULT_POINT", "DEFAULT_SETTINGS", "EMBEDDER_NAMES", "MAX_LIMIT", "POINT_METRICS",
     "POLICY_GRIDS", "REPLAY_SETTINGS", "REPORT_METRICS", "SETTINGS_KEYS", "ab_frames", "best_row", "budget_replay",
