@@ -467,3 +467,12 @@ def test_compare_chooses_each_best_on_tune_probes_and_reports_it_on_held_out_one
         assert best["ndcg"] == pytest.approx(np.nanmean(hold[chosen]))  # reported on the held-out probes
         assert best["probes"] <= split.holdout.sum() < len(split.holdout) / 2
         assert best["tuned_on"] == split.tune.sum()
+
+
+def test_honest_tuning_breaks_ties_toward_the_defaults_not_the_grids_first_point(hashing_embedder):
+    from vxmem.workbench.sweep.holdout import split_probes, tune_holdout
+
+    reps = [replay(generate("preference_drift"), {"pool_limit": 20}, embedder=hashing_embedder)]
+    # recency weight 0 only: every half-life ranks alike, so all tie on the tune probes
+    res = tune_holdout(reps, {"half_life_days": [1.0, 3.0, 7.0, 30.0], "recency_weight": [0.0]}, split_probes(reps))
+    assert res.best["half_life_days"] == views.DEFAULT_POINT["half_life_days"]  # not 1, the grid's first
