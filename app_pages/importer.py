@@ -101,7 +101,9 @@ st.dataframe(turns, hide_index=True, width="stretch", height=min(400, 38 + 35 * 
 st.subheader("Probes")
 probes = views.probe_list(conv)
 if not probes.empty:
-    st.dataframe(probes, hide_index=True, width="stretch", column_config={
+    # A probe asked in no session recalls from every one; one without a category has none: never "None".
+    listed = probes.assign(session=probes["session"].fillna(EVERY), category=probes["category"].fillna(""))
+    st.dataframe(listed, hide_index=True, width="stretch", column_config={
         "label": st.column_config.TextColumn(width="small"), "query": st.column_config.TextColumn(width="large")})
 labels = probes["label"].tolist()
 target = kept.widget(st.selectbox, "Write", key="import_target", default=NEW, options=[NEW, *labels],

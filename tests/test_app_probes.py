@@ -161,6 +161,8 @@ def test_a_probe_asked_in_no_session_says_so_rather_than_none():
     at = chat_page()
     add(at, "what do I ride on?", ["bike:0"])  # asked in "(every session)": the probe's session is None
     assert imported(at).probes[0].session is None
+    listed = at.dataframe[1].value
+    assert listed["session"].tolist() == ["(every session)"] and listed["category"].tolist() == [""]
     for name in ("replay", "budget"):
         at.switch_page(f"app_pages/{name}.py").run()
         at.selectbox(key="dataset_choice").set_value("Imported chat (Import page)").run()
