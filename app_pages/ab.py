@@ -126,9 +126,12 @@ if not dots.empty:
     enc = {"x": alt.X("a:Q", title=f"A: {config.AB_METRICS[metric]}", scale=scale, axis=axis),
            "y": alt.Y("b:Q", title=f"B: {config.AB_METRICS[metric]}", scale=scale, axis=axis)}
     scatter = alt.Chart(dots).mark_circle(opacity=0.6, stroke="white", strokeWidth=1).encode(
+        # Legends below the chart: beside it, the size legend ran past the chart's foot and was cut off.
         **enc, color=alt.Color("outcome:N", title="probe", scale=alt.Scale(domain=["B worse", "tie", "B better"],
-                                                                          range=["#e45756", "#9d9d9d", "#54a24b"])),
-        size=alt.Size("probes:Q", title="probes", scale=alt.Scale(range=[60, 1400])),
+                                                                          range=["#e45756", "#9d9d9d", "#54a24b"]),
+                               legend=alt.Legend(orient="bottom")),
+        size=alt.Size("probes:Q", title="probes", scale=alt.Scale(range=[60, 1400]),
+                      legend=alt.Legend(orient="bottom")),
         tooltip=["outcome", "probes", "examples", alt.Tooltip("a:Q", format=".3f"), alt.Tooltip("b:Q", format=".3f")])
     counts = alt.Chart(dots[dots["probes"] > 1]).mark_text(fontSize=11, fontWeight="bold", color="#222").encode(
         **enc, text="probes:Q")

@@ -528,6 +528,13 @@ def test_ab_with_a_non_blend_policy_says_the_blend_sliders_do_nothing_and_shows_
     assert "A's recency weight has no effect here" in shown(at.caption).replace("**", "")
 
 
+def test_the_ab_scatter_legends_sit_below_it_unclipped():
+    at = page("ab")
+    scatter = next(layer for s in specs(at) for layer in s.get("layer", []) if "size" in layer.get("encoding", {}))
+    assert scatter["encoding"]["size"]["legend"]["orient"] == "bottom"
+    assert scatter["encoding"]["color"]["legend"]["orient"] == "bottom"
+
+
 def config_key(label):
     return {"recency weight": "recency_weight", "feedback weight": "feedback_weight",
             "half-life (days)": "half_life_days"}[label]
