@@ -11,7 +11,7 @@ $(BIN)/python:
 	$(BIN)/pip install --quiet --upgrade pip
 
 $(STAMP): $(BIN)/python pyproject.toml
-	$(BIN)/pip install --quiet -e ".[app,dev,notebooks,semantic,langchain,llm,server,compare]"
+	$(BIN)/pip install --quiet -e ".[app,dev,notebooks,semantic,langchain,llm,server,compare,postgres]"
 	touch $(STAMP)
 
 install: $(STAMP)

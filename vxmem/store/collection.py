@@ -41,6 +41,7 @@ from .mirror.mirror import ANY_SESSION, Mirror
 from .portable.export import ExportReport, export_database
 from .portable.restore import restore_file
 from .results import Result, Results
+from .sqlite.database import Database
 
 if TYPE_CHECKING:
     from .seam import MemoryCollection
@@ -290,8 +291,11 @@ class Collection:
         nothing). It streams, in one read transaction, holding this handle's lock: other
         processes keep reading and writing.
         """
+        db = self.engine.database
+        if not isinstance(db, Database):
+            raise NotImplementedError("export() reads a database file; it does not read a PostgreSQL database yet")
         with self.engine.locked():
-            return export_database(self.engine.database, path, vectors=vectors, progress=progress)
+            return export_database(db, path, vectors=vectors, progress=progress)
 
     @classmethod
     def restore(cls, source: str | os.PathLike[str], path: str | os.PathLike[str] | None = None,
