@@ -42,6 +42,8 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.model)
         if module in SUBPROCESS_MODULES:
             item.add_marker(pytest.mark.subprocess)
+        if module.startswith("test_postgres"):
+            item.add_marker(pytest.mark.postgres)
 
 
 # CI never fails by chance: the same examples every run, no example database between runs.
@@ -97,3 +99,41 @@ def imported(tmp_path, capsys):
     assert main(["import", str(src), "-o", str(out)]) == 0
     capsys.readouterr()
     return out, [e.label for e in load_jsonl(out).events if e.type == "turn"]
+
+
+@pytest.fixture(scope="session")
+def pg_server():
+    """The URL of a PostgreSQL server with pgvector: ``VXMEM_TEST_PG`` when set (an external
+    server), otherwise one the pgserver wheel starts for this test session (one per xdist
+    worker) and deletes at its end."""
+    external = os.environ.get("VXMEM_TEST_PG")
+    if external:
+        yield external
+        return
+    import pgserver
+
+    # Not under pytest's basetemp: as root, pgserver runs PostgreSQL as another user and opens
+    # the folders above its data to it, and any pytest run that starts meanwhile closes
+    # /tmp/pytest-of-root again (mode 0700), which kills the server mid-session.
+    server = pgserver.get_server(tempfile.mkdtemp(prefix="vxmem-pg-"), cleanup_mode="delete")
+    try:
+        yield server.get_uri()
+    finally:
+        server.cleanup()
+
+
+@pytest.fixture
+def pg_url(pg_server):
+    """A fresh, empty database on the session's server, dropped after the test: its URL."""
+    import uuid
+    from urllib.parse import urlsplit, urlunsplit
+
+    import psycopg
+
+    name = f"vx_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(pg_server, autocommit=True) as admin:
+        admin.execute(f"CREATE DATABASE {name}")
+    parts = urlsplit(pg_server)
+    yield urlunsplit(parts._replace(path=f"/{name}"))
+    with psycopg.connect(pg_server, autocommit=True) as admin:
+        admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")

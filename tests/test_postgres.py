@@ -1,0 +1,195 @@
+"""The memory on PostgreSQL + pgvector: every verb, the same answers as the file store, the schema.
+
+A real PostgreSQL 16 with pgvector (the ``pg_server`` fixture: pgserver, or ``VXMEM_TEST_PG``),
+a fresh database per test (``pg_url``).
+"""
+
+import numpy as np
+import psycopg
+import pytest
+
+from vxmem import Vectrix
+from vxmem.core.errors import ConflictError, InvalidDatabaseError, ReadOnlyError
+from vxmem.memory.rules import get_judge, get_summarizer
+from vxmem.workbench.synth import generate
+
+from helpers import DAY, T0, WordHashEmbedder
+
+HOUR = 3600.0
+MODES = ("dense", "lexical", "hybrid")
+
+
+@pytest.fixture
+def pg(make_db, pg_url, word_embedder):
+    return make_db(pg_url, embedder=word_embedder)
+
+
+def test_remember_and_recall_on_postgres(pg):
+    tea = pg.remember("the user likes green tea", session="s", timestamp=T0)
+    pg.remember("the user lives in Paris", session="s", timestamp=T0 + 60)
+    for mode in MODES:
+        assert pg.recall("green tea", session="s", now=T0 + HOUR, mode=mode).ids[0] == tea
+    assert pg.get(tea).text == "the user likes green tea"
+    assert len(pg) == 2
+
+
+def test_remember_many_stores_every_memory_in_turn_order(pg):
+    ids = pg.remember_many(["hello there", "I work at a bakery", "I have two cats"], session="s", timestamp=T0)
+    assert len(ids) == 3 == len(set(ids))
+    assert [r.id for r in pg.turns("s", now=T0 + HOUR)] == ids
+    assert pg.recall("cats", session="s", now=T0 + HOUR, mode="lexical").ids == [ids[2]]
+
+
+def test_feedback_with_a_correction_supersedes_and_keeps_the_history(pg):
+    old = pg.remember("I prefer dark mode", session="s", kind="fact", timestamp=T0)
+    new = pg.feedback(old, "corrected", correction="actually light mode", timestamp=T0 + DAY)
+    assert new is not None and new != old
+    assert pg.recall("mode", session="s", now=T0 + 2 * DAY).ids == [new]
+    assert pg.recall("mode", session="s", now=T0 + HOUR).ids == [old]  # as of a moment before the correction
+    chain = pg.history(new)
+    assert [e.id for e in chain] == [old, new]
+    assert chain[0].superseded_by == new and not chain[0].live and chain[1].live
+
+
+def test_useful_feedback_is_stored_in_the_memory(pg):
+    mid = pg.remember("the wifi password is on the fridge", session="s", kind="fact", timestamp=T0)
+    assert pg.feedback(mid, "useful", timestamp=T0 + 60) is None
+    assert any("feedback" in k for k in pg.get(mid).metadata)
+
+
+def test_forget_deletes_by_id_and_by_session(pg):
+    a = pg.remember("alpha turn", session="s1", timestamp=T0)
+    pg.remember("beta turn", session="s1", timestamp=T0 + 1)
+    c = pg.remember("gamma turn", session="s2", timestamp=T0 + 2)
+    assert pg.forget(ids=[a], now=T0 + HOUR) == 1
+    assert a not in pg
+    assert pg.forget(session="s1", now=T0 + HOUR) == 1
+    assert [r.id for r in pg.scan()] == [c]
+
+
+def test_pinned_facts_come_with_every_recall(pg):
+    pin = pg.remember("the user's name is Ada", session="s", pinned=True, timestamp=T0)
+    pg.remember("we talked about the weather", session="s", timestamp=T0 + 1)
+    assert pin in pg.recall("weather", session="s", now=T0 + HOUR).ids
+
+
+def test_ttl_expires_memories(pg):
+    short = pg.remember("parking spot 12 today", session="s", ttl_days=1, timestamp=T0)
+    keep = pg.remember("the user parks on level 2", session="s", timestamp=T0)
+    assert short in pg.recall("parking", session="s", now=T0 + HOUR).ids
+    assert short not in pg.recall("parking", session="s", now=T0 + 2 * DAY).ids
+    assert pg.expire(now=T0 + 2 * DAY) == 1
+    assert [r.id for r in pg.scan()] == [keep]
+
+
+def test_scopes_and_users_keep_their_memories_apart(pg):
+    ann = pg.remember("I like tea", session="a1", user="ann", timestamp=T0)
+    bob = pg.remember("I like tea too", session="b1", user="bob", timestamp=T0)
+    assert pg.recall("tea", user="ann", now=T0 + HOUR).ids == [ann]
+    assert pg.recall("tea", session="b1", now=T0 + HOUR).ids == [bob]
+    assert pg.recall("tea", user="carl", now=T0 + HOUR).ids == []
+
+
+def test_turn_numbers_come_from_the_database_counter(pg, pg_url, make_db, word_embedder):
+    first = pg.remember_many(["one", "two"], session="s", timestamp=T0)
+    other = make_db(pg_url, embedder=word_embedder)
+    third = other.remember("three", session="s", timestamp=T0 + 1)
+    turns = [r.metadata["_vx_turn"] for r in pg.turns("s", now=T0 + HOUR)]
+    assert turns == sorted(set(turns)) and len(turns) == 3
+    assert [r.id for r in pg.turns("s", now=T0 + HOUR)] == [*first, third]
+
+
+def test_a_duplicate_id_is_refused_and_changes_nothing(pg):
+    pg.add(["one"], ids=["x"])
+    with pytest.raises(ConflictError):
+        pg.add(["two"], ids=["x"])
+    assert pg.get("x").text == "one" and len(pg) == 1
+
+
+def test_the_memory_survives_a_reopen(pg_url, word_embedder):
+    with Vectrix(pg_url, embedder=word_embedder) as db:
+        mid = db.remember("the user likes jazz", session="s", timestamp=T0)
+        vec = db.engine.mirror.vector(db.engine.mirror.pos_of_id[mid]).copy()
+    with Vectrix(pg_url, embedder=word_embedder) as db:
+        assert db.recall("jazz", session="s", now=T0 + HOUR).ids == [mid]
+        assert np.array_equal(db.engine.mirror.vector(db.engine.mirror.pos_of_id[mid]), vec)  # bit for bit
+
+
+def test_a_read_only_handle_reads_and_refuses_writes(pg, pg_url, make_db, word_embedder):
+    mid = pg.remember("the user likes jazz", session="s", timestamp=T0)
+    ro = make_db(pg_url, embedder=word_embedder, read_only=True)
+    assert ro.recall("jazz", session="s", now=T0 + HOUR).ids == [mid]
+    with pytest.raises(ReadOnlyError):
+        ro.remember("no", session="s", timestamp=T0)
+
+
+def test_a_newer_schema_is_refused(pg_url, word_embedder):
+    Vectrix(pg_url, embedder=word_embedder).close()
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("UPDATE vx_meta SET value = '99' WHERE key = 'schema_version'")
+    with pytest.raises(InvalidDatabaseError, match="newer vxmem"):
+        Vectrix(pg_url, embedder=word_embedder)
+
+
+def test_another_embedder_is_refused(pg_url, word_embedder):
+    with Vectrix(pg_url, embedder=word_embedder) as db:
+        db.remember("hello", session="s", timestamp=T0)
+    with pytest.raises(ValueError, match="embedder"):
+        Vectrix(pg_url, embedder=WordHashEmbedder(dim=64))
+
+
+# ---------------------------------------------------------------------- the same answers as the file store
+
+SCENARIOS = {"knowledge_update": {}, "contradicting_facts": {}, "feedback_loop": {}, "many_users": {},
+             "long_thread": {"days": 10}}
+
+
+def _drive(db, conv):
+    """Replay ``conv``'s events into ``db`` (as the workbench's replay does) and return every
+    probe's recall in each mode as (rowids, scores)."""
+    labels, answers = {}, []
+    summarize = get_summarizer(conv.meta.get("summarizer"))
+
+    def rowids(ids):  # the mirror is read anew each time: a write may replace it
+        m = db.engine.mirror
+        return [int(m.rowid[m.pos_of_id[i]]) for i in ids]
+
+    for ev in conv.events:
+        if ev.type in ("turn", "fact"):
+            fact = ev.type == "fact"
+            mid = db.remember(ev.text, session=ev.session, role=ev.role, timestamp=ev.time, ttl_days=ev.ttl_days,
+                              pinned=fact and ev.pinned, kind="fact" if fact and not ev.pinned else None)
+            labels.setdefault(ev.label, []).append(mid)
+        elif ev.type == "feedback":
+            targets = [i for i in labels.get(ev.target, []) if i in db]
+            if targets:
+                db.feedback(targets[-1], ev.outcome, correction=ev.correction, timestamp=ev.time)
+        elif ev.type == "forget":
+            if ev.targets:
+                db.forget(ids=[i for lab in ev.targets for i in labels.get(lab, ())], now=ev.time)
+            else:
+                db.forget(session=ev.session, kinds=ev.kinds or ("turn",), older_than=ev.older_than,
+                          superseded=ev.superseded, now=ev.time)
+        elif ev.type == "expire":
+            db.expire(now=ev.time)
+        elif ev.type == "consolidate":
+            db.consolidate(ev.session, summarize, keep_recent=ev.keep_recent, older_than=ev.older_than,
+                           batch_turns=ev.batch_turns, now=ev.time)
+        elif ev.type == "probe":
+            for mode in MODES:
+                res = db.recall(ev.query, session=ev.session, limit=ev.limit or 10, mode=mode, now=ev.time)
+                answers.append((rowids(res.ids), [r.score for r in res]))
+    return answers
+
+
+@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
+def test_recall_on_postgres_equals_the_file_store(scenario, pg_url, tmp_path, word_embedder):
+    conv = generate(scenario, seed=3, **SCENARIOS[scenario])
+    judge = get_judge(conv.meta.get("judge"))
+    with Vectrix(tmp_path / "file.db", embedder=word_embedder, judge=judge) as file_db, \
+            Vectrix(pg_url, embedder=word_embedder, judge=judge) as pg_db:
+        want, got = _drive(file_db, conv), _drive(pg_db, conv)
+    assert len(want) == len(got) > 0
+    for (w_ids, w_scores), (g_ids, g_scores) in zip(want, got):
+        assert g_ids == w_ids
+        assert np.allclose(g_scores, w_scores, rtol=0, atol=1e-6)

@@ -1,0 +1,134 @@
+"""Many processes, one PostgreSQL database: each sees the others' acknowledged writes on its
+next read, and concurrent writers lose nothing and store nothing twice.
+
+The children are real interpreters; they start writing when the test says so on their stdin
+and report each acknowledged write on their stdout, so nothing here waits on a clock.
+"""
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from vxmem import Vectrix
+
+from helpers import DAY, T0, TESTS, WordHashEmbedder, reap, run_python
+
+HOUR = 3600.0
+
+WRITER = """
+import sys
+sys.path.insert(0, {tests!r})
+from vxmem import Vectrix
+from vxmem.core.errors import ConflictError
+from helpers import T0, WordHashEmbedder
+
+url, name, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+db = Vectrix(url, embedder=WordHashEmbedder())
+print("ready", flush=True)
+sys.stdin.readline()
+for i in range(n):
+    print("mem", db.remember(f"{{name}} says number {{i}}", session="shared", timestamp=T0 + i), flush=True)
+    try:
+        db.add([f"shared doc {{i}} from {{name}}"], ids=[f"doc-{{i}}"])
+        print("doc", f"doc-{{i}}", flush=True)
+    except ConflictError:
+        print("taken", f"doc-{{i}}", flush=True)
+db.close()
+print("done", flush=True)
+"""
+
+
+@pytest.fixture
+def pg(make_db, pg_url, word_embedder):
+    return make_db(pg_url, embedder=word_embedder)
+
+
+def _child(pg_url, code):
+    got = run_python(code, pg_url)
+    assert got.returncode == 0, got.stderr
+    return got.stdout.split()
+
+
+def test_a_write_acknowledged_by_another_process_is_in_the_next_recall(pg, pg_url):
+    pg.remember("the user likes tea", session="s", timestamp=T0)
+    assert len(pg.recall("bicycle", session="s", now=T0 + HOUR, mode="lexical")) == 0  # caches built, then:
+    (new,) = _child(pg_url, """
+        from vxmem import Vectrix
+        from helpers import T0, WordHashEmbedder
+        with Vectrix(sys.argv[1], embedder=WordHashEmbedder()) as db:
+            print(db.remember("the user owns a red bicycle", session="s", timestamp=T0 + 60))
+    """)
+    for mode in ("dense", "lexical", "hybrid"):
+        assert pg.recall("red bicycle", session="s", now=T0 + HOUR, mode=mode).ids[0] == new
+    (fixed,) = _child(pg_url, f"""
+        from vxmem import Vectrix
+        from helpers import T0, WordHashEmbedder
+        with Vectrix(sys.argv[1], embedder=WordHashEmbedder()) as db:
+            print(db.feedback({new!r}, "corrected", correction="the user owns a blue bicycle", timestamp=T0 + 120))
+    """)
+    got = pg.recall("bicycle", session="s", now=T0 + DAY).ids
+    assert got[0] == fixed and new not in got
+    assert [e.id for e in pg.history(fixed)] == [new, fixed]
+    _child(pg_url, f"""
+        from vxmem import Vectrix
+        from helpers import WordHashEmbedder
+        with Vectrix(sys.argv[1], embedder=WordHashEmbedder()) as db:
+            print(db.forget(ids=[{fixed!r}, {new!r}]))
+    """)
+    assert pg.recall("bicycle", session="s", now=T0 + DAY, include_superseded=True, mode="lexical").ids == []
+    assert len(pg) == 1
+
+
+def test_two_handles_on_one_url_follow_each_other(pg, pg_url, make_db, word_embedder):
+    other = make_db(pg_url, embedder=word_embedder)
+    a = pg.remember("the user lives in Paris", session="s", timestamp=T0)
+    # ``other`` writes before it reads anything: its transaction starts behind pg's commit,
+    # and its mirror takes in both through the change log.
+    b = other.remember("the user works in Lyon", session="s", timestamp=T0 + 60)
+    assert [r.id for r in other.scan()] == [a, b] == [r.id for r in pg.scan()]
+    pg.feedback(b, "useful", timestamp=T0 + 120)
+    assert other.get(b).metadata == pg.get(b).metadata
+    assert other.recall("Lyon", session="s", now=T0 + HOUR).ids[0] == b
+
+
+def _start(pg_url, name, n):
+    code = textwrap.dedent(WRITER.format(tests=TESTS))
+    proc = subprocess.Popen([sys.executable, "-c", code, pg_url, name, str(n)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1)
+    line = proc.stdout.readline()
+    assert line == "ready\n", proc.stderr.read()
+    return proc
+
+
+def test_concurrent_writers_in_two_processes_lose_nothing_and_store_nothing_twice(pg, pg_url):
+    n = 40
+    assert len(pg) == 0
+    procs = [_start(pg_url, name, n) for name in ("ann", "bob")]
+    try:
+        for p in procs:
+            p.stdin.write("go\n")
+            p.stdin.flush()
+        outs = [p.stdout.read().split("\n") for p in procs]
+        for p in procs:
+            assert p.wait() == 0, p.stderr.read()
+    finally:
+        for p in procs:
+            reap(p)
+    lines = [line.split() for out in outs for line in out if line]
+    assert sum(1 for line in lines if line == ["done"]) == 2
+    mems = [line[1] for line in lines if line[0] == "mem"]
+    docs = [line[1] for line in lines if line[0] == "doc"]
+    taken = [line[1] for line in lines if line[0] == "taken"]
+    assert len(mems) == 2 * n == len(set(mems))
+    assert sorted(docs + taken) == sorted([f"doc-{i}" for i in range(n)] * 2)
+    assert sorted(docs) == sorted(f"doc-{i}" for i in range(n))  # each id stored by exactly one writer
+    # The handle opened before them follows every commit; a fresh open reads the same.
+    stored = [r.id for r in pg.scan()]
+    assert len(stored) == len(set(stored)) == 3 * n
+    assert set(mems) | set(docs) == set(stored)
+    with Vectrix(pg_url, embedder=WordHashEmbedder()) as fresh:
+        assert [r.id for r in fresh.scan()] == stored
+    turns = [r.metadata["_vx_turn"] for r in pg.turns("shared", now=T0 + DAY)]
+    assert len(turns) == 2 * n == len(set(turns))  # the turn counter was taken atomically
