@@ -5,15 +5,18 @@ The children are real interpreters; they start writing when the test says so on 
 and report each acknowledged write on their stdout, so nothing here waits on a clock.
 """
 
+import signal
 import subprocess
 import sys
 import textwrap
 
+import httpx
 import pytest
 
 from vxmem import Vectrix
 
 from helpers import DAY, T0, TESTS, WordHashEmbedder, reap, run_python
+from servers import rest_server
 
 HOUR = 3600.0
 
@@ -132,3 +135,38 @@ def test_concurrent_writers_in_two_processes_lose_nothing_and_store_nothing_twic
         assert [r.id for r in fresh.scan()] == stored
     turns = [r.metadata["_vx_turn"] for r in pg.turns("shared", now=T0 + DAY)]
     assert len(turns) == 2 * n == len(set(turns))  # the turn counter was taken atomically
+
+
+def test_a_process_killed_with_sigkill_loses_nothing_it_acknowledged(pg, pg_url):
+    proc = _start(pg_url, "kim", 10_000)
+    try:
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+        acked = []
+        while len(acked) < 30:
+            kind, value = proc.stdout.readline().split()
+            if kind == "mem":
+                acked.append(value)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    finally:
+        reap(proc)
+    stored = {r.id for r in pg.scan()}
+    assert set(acked) <= stored
+    with Vectrix(pg_url, embedder=WordHashEmbedder()) as fresh:  # and the database takes new writes
+        fresh.remember("after the crash", session="shared", timestamp=T0 + DAY)
+        assert {r.id for r in fresh.scan()} >= set(acked)
+
+
+def test_two_servers_on_one_database_serve_each_others_writes(pg_url):
+    with rest_server(pg_url) as one, rest_server(pg_url) as two:
+        u = {"user": "ann"}
+        mid = httpx.post(f"{one}/v1/remember", json={**u, "text": "I prefer dark mode", "session": "chat",
+                                                      "timestamp": T0}).json()["id"]
+        hits = httpx.post(f"{two}/v1/recall", json={**u, "query": "dark mode", "now": T0 + DAY}).json()
+        assert [h["id"] for h in hits["results"]] == [mid]
+        fixed = httpx.post(f"{two}/v1/feedback", json={**u, "id": mid, "outcome": "corrected",
+                                                       "correction": "I prefer light mode",
+                                                       "timestamp": T0 + DAY}).json()["id"]
+        chain = httpx.post(f"{one}/v1/history", json={**u, "id": fixed, "now": T0 + 2 * DAY}).json()["entries"]
+        assert [e["id"] for e in chain] == [mid, fixed]

@@ -44,7 +44,8 @@ def add_embedder_flag(parser: argparse.ArgumentParser, *first: str, default: str
 
 def add_server_flags(parser: argparse.ArgumentParser, user_help: str) -> None:
     """The flags ``vxmem serve`` and ``vxmem mcp`` share (``user_help``: what ``--user`` does)."""
-    parser.add_argument("--db", required=True, metavar="PATH", help="the database file (created if missing)")
+    parser.add_argument("--db", required=True, metavar="PATH",
+                        help="the database file (created if missing), or a postgresql:// URL")
     parser.add_argument("--user", default=DEFAULT_USER, help=f"{user_help} (default {DEFAULT_USER!r})")
     parser.add_argument("--session", help="the session of requests that name none (default: writes go to "
                                           "'default', reads span the user's sessions)")
