@@ -32,8 +32,7 @@ SUBPROCESS_MODULES = {
     "test_default_model", "test_disk_full", "test_export", "test_fts_batches", "test_hardening", "test_langchain",
     "test_layers", "test_llm", "test_make_notebooks", "test_mcp", "test_mirror_file", "test_notebooks",
     "test_postgres_processes", "test_reader_processes", "test_readers", "test_readme", "test_rest", "test_scaleout",
-    "test_search_modes",
-    "test_semantic", "test_serve_inputs_strict", "test_store", "test_vector_dtype"}
+    "test_search_modes", "test_semantic", "test_serve_inputs_strict", "test_store", "test_vector_dtype"}
 
 
 def pytest_collection_modifyitems(config, items):

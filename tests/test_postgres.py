@@ -140,6 +140,32 @@ def test_another_embedder_is_refused(pg_url, word_embedder):
 
 # ---------------------------------------------------------------------- the same answers as the file store
 
+PHRASES = ["the config key is max_tokens", "set max tokens to 10", "max_tokens_per_call is 5", "e-mail the team",
+           "email me the max_tokens value", "state_of_the_art models", "the art of the state"]
+
+
+def test_phrase_queries_and_deletions_score_as_in_the_file_store(pg_url, tmp_path, word_embedder):
+    """A query word FTS5 splits (``max_tokens``) is ranked by FTS5 itself: on PostgreSQL by the
+    process's own FTS5 table, which must hold exactly the live memories, sessions included."""
+    answers = []
+    for where in (tmp_path / "file.db", pg_url):
+        with Vectrix(where, embedder=word_embedder) as db:
+            ids = [db.remember(t, session=f"s{i % 2}", timestamp=T0 + i, id=f"m{i}") for i, t in enumerate(PHRASES)]
+            got = []
+            for step in range(2):
+                for query in ("max_tokens", "state_of_the_art", "e-mail"):
+                    for session in ("s0", "s1", None):
+                        res = db.recall(query, session=session, mode="lexical", now=T0 + DAY)
+                        got.append((res.ids, [round(r.score, 9) for r in res]))
+                    hits = db.search(query, mode="lexical")
+                    got.append(([r.id for r in hits], [round(r.score, 9) for r in hits]))
+                if step == 0:
+                    db.forget(ids=[ids[0], ids[5]], now=T0 + DAY)
+            answers.append(got)
+    assert answers[0] == answers[1]
+    assert any(ids for ids, _ in answers[0])
+
+
 SCENARIOS = {"knowledge_update": {}, "contradicting_facts": {}, "feedback_loop": {}, "many_users": {},
              "long_thread": {"days": 10}}
 
