@@ -219,3 +219,47 @@ def test_recall_on_postgres_equals_the_file_store(scenario, pg_url, tmp_path, wo
     for (w_ids, w_scores), (g_ids, g_scores) in zip(want, got):
         assert g_ids == w_ids
         assert np.allclose(g_scores, w_scores, rtol=0, atol=1e-6)
+
+
+# ---------------------------------------------------------------------- export and restore across both stores
+
+def _history(db):
+    db.remember("I prefer dark mode", session="s", kind="fact", timestamp=T0)
+    first = db.remember("the user lives in Paris", session="s", user="ann", timestamp=T0 + 60)
+    db.feedback(first, "corrected", correction="the user lives in Lyon", timestamp=T0 + DAY)
+    db.remember_many(["hello", "we talked about trains"], session="t", timestamp=T0 + 2 * DAY)
+    db.remember("the user's name is Ada", session="s", pinned=True, timestamp=T0 + 3 * DAY)
+
+
+def _answers(db):
+    out = []
+    for query in ("where does the user live", "mode", "trains"):
+        for session in ("s", "t", None):
+            res = db.recall(query, session=session, now=T0 + 5 * DAY, include_superseded=True)
+            out.append((res.ids, [round(r.score, 9) for r in res]))
+    return out, [(r.id, r.text, r.metadata) for r in db.scan()]
+
+
+def test_an_export_of_either_store_restores_into_the_other(pg_url, tmp_path, word_embedder):
+    with Vectrix(tmp_path / "a.db", embedder=word_embedder) as src:
+        _history(src)
+        want = _answers(src)
+        src.export(tmp_path / "a.jsonl", vectors=True)
+    with Vectrix.restore(tmp_path / "a.jsonl", pg_url, embedder=word_embedder) as pg:
+        assert _answers(pg) == want
+        pg.export(tmp_path / "b.jsonl", vectors=True)
+    with Vectrix.restore(tmp_path / "b.jsonl", tmp_path / "b.db", embedder=word_embedder) as back:
+        assert _answers(back) == want
+    assert (tmp_path / "a.jsonl").read_bytes().split(b"\n")[1:] == (tmp_path / "b.jsonl").read_bytes().split(b"\n")[1:]
+
+
+def test_a_refused_restore_leaves_the_postgres_database_empty(pg_url, tmp_path, word_embedder):
+    with Vectrix(tmp_path / "a.db", embedder=word_embedder) as src:
+        _history(src)
+        src.export(tmp_path / "a.jsonl")
+    lines = (tmp_path / "a.jsonl").read_text().splitlines()
+    (tmp_path / "cut.jsonl").write_text("\n".join(lines[:-1]) + "\n")  # no end line: truncated
+    with pytest.raises(ValueError):
+        Vectrix.restore(tmp_path / "cut.jsonl", pg_url, embedder=word_embedder)
+    with Vectrix(pg_url, embedder=word_embedder) as pg:
+        assert len(pg) == 0

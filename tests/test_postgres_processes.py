@@ -5,6 +5,7 @@ The children are real interpreters; they start writing when the test says so on 
 and report each acknowledged write on their stdout, so nothing here waits on a clock.
 """
 
+import json
 import signal
 import subprocess
 import sys
@@ -16,7 +17,7 @@ import pytest
 from vxmem import Vectrix
 
 from helpers import DAY, T0, TESTS, WordHashEmbedder, reap, run_python
-from servers import rest_server
+from servers import rest_server, run_vxmem
 
 HOUR = 3600.0
 
@@ -170,3 +171,13 @@ def test_two_servers_on_one_database_serve_each_others_writes(pg_url):
                                                        "timestamp": T0 + DAY}).json()["id"]
         chain = httpx.post(f"{one}/v1/history", json={**u, "id": fixed, "now": T0 + 2 * DAY}).json()["entries"]
         assert [e["id"] for e in chain] == [mid, fixed]
+
+
+def test_vxmem_export_takes_a_postgres_url(pg, pg_url, tmp_path):
+    mid = pg.remember("the user likes jazz", session="s", timestamp=T0)
+    out = tmp_path / "pg.jsonl"
+    got = run_vxmem("export", pg_url, "-o", str(out), "--vectors")
+    assert got.returncode == 0, got.stderr
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [line["type"] for line in lines] == ["header", "memory", "counter", "end"]
+    assert lines[1]["id"] == mid and lines[1]["text"] == "the user likes jazz" and lines[1]["vector"]

@@ -292,10 +292,9 @@ class Collection:
         processes keep reading and writing.
         """
         db = self.engine.database
-        if not isinstance(db, Database):
-            raise NotImplementedError("export() reads a database file; it does not read a PostgreSQL database yet")
         with self.engine.locked():
-            return export_database(db, path, vectors=vectors, progress=progress)
+            return export_database(db if isinstance(db, Database) else db.export_rows(), path, vectors=vectors,
+                                   progress=progress)
 
     @classmethod
     def restore(cls, source: str | os.PathLike[str], path: str | os.PathLike[str] | None = None,

@@ -25,12 +25,13 @@ from typing import IO, Any, NamedTuple, TypeVar
 import numpy as np
 
 from ...core.checks import check_text
-from ...core.errors import ExportFileError
+from ...core.errors import ConflictError, ExportFileError
 from ...core.keys import K_KIND, K_SESSION, K_TS, K_USER
 from ...core.progress import Progress, Reporter
 from ...models.embed import embedder_name
 from ..arguments import check_id, check_json, check_reserved, check_token_count
 from ..engine import Engine
+from ..postgres import is_postgres_url
 from ..sqlite.database import Database
 from ..sqlite.files import index_files, mirror_path, postings_path, remove_abandoned_restores, restore_temp
 from ..sqlite.jsonio import loads
@@ -269,7 +270,7 @@ def _write_batch(engine: Engine, batch: list[Item], keep_vectors: bool, keep_tok
         for it, vec, n in zip(batch, vecs, tokens):
             try:
                 tx.insert(it.id, it.text, it.meta, vec, n)
-            except sqlite3.IntegrityError:
+            except (sqlite3.IntegrityError, ConflictError):  # a file's UNIQUE, PostgreSQL's
                 raise reader.refuse(f"the id {it.id!r} appears twice", it.line) from None
             if it.accessed:
                 tx.insert_accesses(it.accessed)
@@ -415,12 +416,14 @@ def restore_file(source: str | os.PathLike[str], path: str | os.PathLike[str] | 
     source = os.fspath(source)
     if not os.path.isfile(source):
         raise FileNotFoundError(f"no export file at {source}")
-    if path is None:
-        handle = open_handle(None)
+    if path is None or is_postgres_url(path):
+        handle = open_handle(None if path is None else os.fspath(path))
         try:
             with open(source, "rb") as f:
                 return handle, fill(_engine(handle), f, source, progress=progress, notify=notify)
         except BaseException:
+            if path is not None:
+                _undo(_engine(handle))
             _close(handle)
             raise
     target = os.fspath(path)
@@ -440,6 +443,14 @@ def restore_file(source: str | os.PathLike[str], path: str | os.PathLike[str] | 
         raise
     _let_go(target, lock, False)
     return open_handle(target), report
+
+
+def _undo(engine: Engine) -> None:
+    """Delete what a failed restore wrote into a PostgreSQL database (it was empty: ``fill``
+    checks), so that nothing of it stays. The counters come last, after the whole file was
+    read and checked, so a refusal never leaves one behind."""
+    with engine.locked() as m, engine.transaction() as tx:
+        tx.delete([m.ids[p] for p in m.live_positions().tolist()])
 
 
 def _build(source: str, tmp: str, open_handle: Callable[[str | None], Any], progress: Progress,

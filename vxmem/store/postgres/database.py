@@ -29,6 +29,7 @@ from ..sqlite.jsonio import loads_all
 from . import schema, shown_url
 from .connection import adapt_vectors, connect
 from .lexical import LocalFts
+from .portable import PgRows
 from .writes import PgTransaction
 
 CHANGE_WINDOW = 10_000  # generations of vx_changes kept for the processes that follow them
@@ -74,6 +75,7 @@ class PgDatabase:
             else:
                 schema.ensure(self.conn, self.where)
             adapt_vectors(self.conn, self.where)
+            self._take_meta(schema.read_meta(self.conn))
         except BaseException:
             self.conn.close()
             raise
@@ -278,6 +280,10 @@ class PgDatabase:
         """The lexical search over a private FTS5 table of the mirror's documents (see
         :mod:`~vxmem.store.postgres.lexical`): the same tokens and BM25 as the file store's."""
         return LocalFts(mirror, lambda: self.generation).search()
+
+    def export_rows(self) -> PgRows:
+        """What ``export()`` reads of this database (see :mod:`~vxmem.store.postgres.portable`)."""
+        return PgRows(self)
 
     def save_mirror(self, m: Mirror) -> bool:
         """Nothing to save: no files beside a PostgreSQL database (the next open reads the rows)."""
