@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from vxmem import Vectrix
+from vxmem.core.errors import ConflictError
 
 from helpers import DAY, T0, TESTS, WordHashEmbedder, reap, run_python
 from servers import rest_server, run_vxmem
@@ -181,3 +182,22 @@ def test_vxmem_export_takes_a_postgres_url(pg, pg_url, tmp_path):
     lines = [json.loads(line) for line in out.read_text().splitlines()]
     assert [line["type"] for line in lines] == ["header", "memory", "counter", "end"]
     assert lines[1]["id"] == mid and lines[1]["text"] == "the user likes jazz" and lines[1]["vector"]
+
+
+def test_a_write_that_began_behind_another_process_takes_its_commit_in(pg, pg_url, make_db, word_embedder):
+    """Between a handle's catch-up and its transaction another process commits: the metadata
+    it meant to overwrite is refused (nothing written), an insert lands after the other's."""
+    other = make_db(pg_url, embedder=word_embedder)
+    mid = pg.remember("the user lives in Paris", session="s", kind="fact", timestamp=T0)
+    engine = pg.engine
+    with engine.locked() as m:  # the snapshot a verb reads, then the write it computed from it
+        stale = dict(m.metas[m.pos_of_id[mid]])
+        other.feedback(mid, "useful", timestamp=T0 + 30)
+        with pytest.raises(ConflictError, match="another process"):
+            with engine.transaction() as tx:
+                tx.update_meta(mid, {**stale, "note": "stale"})
+    assert "note" not in pg.get(mid).metadata and pg.get(mid).metadata == other.get(mid).metadata
+    with engine.locked():
+        added = other.remember("the user has a cat", session="s", timestamp=T0 + 40)
+        new = pg.remember("the user has a dog", session="s", timestamp=T0 + 50)  # nested: no catch-up first
+    assert [r.id for r in pg.scan()] == [mid, added, new] == [r.id for r in other.scan()]

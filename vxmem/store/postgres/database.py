@@ -44,13 +44,16 @@ class PgDatabase:
     (``dim``, ``generation``, ``uid``, ``embedder``, ``writer_embedder``, ``token_counter``,
     ``counted_by``, ``schema_version``, ``read_only``). ``url`` names it; ``path`` is None
     (no file beside it: the caches are rebuilt from rows at open). ``count`` gives the
-    handle's token counter, to count the texts other processes wrote."""
+    handle's token counter, to count the texts other processes wrote. ``durability``:
+    "normal" keeps the server's ``synchronous_commit`` (PostgreSQL's default waits for the
+    WAL flush), "full" sets it on for this connection."""
 
     path = None
     follows_writers = True  # every read first takes in what other processes committed
     counts_mixed = False
 
-    def __init__(self, url: str, read_only: bool, count: Callable[[], Callable[[str], int]]):
+    def __init__(self, url: str, read_only: bool, count: Callable[[], Callable[[str], int]],
+                 durability: str = "normal"):
         self.url, self.where = url, shown_url(url)
         self.read_only = read_only
         self.count = count
@@ -75,6 +78,8 @@ class PgDatabase:
             else:
                 schema.ensure(self.conn, self.where)
             adapt_vectors(self.conn, self.where)
+            if durability == "full":  # whatever the server's default: each COMMIT waits for its WAL flush
+                self.conn.execute("SET synchronous_commit = on")
             self._take_meta(schema.read_meta(self.conn))
         except BaseException:
             self.conn.close()
