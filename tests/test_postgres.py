@@ -106,6 +106,14 @@ def test_a_duplicate_id_is_refused_and_changes_nothing(pg):
     assert pg.get("x").text == "one" and len(pg) == 1
 
 
+def test_a_text_postgres_cannot_hold_is_a_value_error_and_changes_nothing(pg):
+    with pytest.raises(ValueError, match="NUL"):
+        pg.remember("a\x00b", session="s", timestamp=T0)
+    assert len(pg) == 0
+    pg.remember("after", session="s", timestamp=T0)
+    assert len(pg) == 1
+
+
 def test_the_memory_survives_a_reopen(pg_url, word_embedder):
     with Vectrix(pg_url, embedder=word_embedder) as db:
         mid = db.remember("the user likes jazz", session="s", timestamp=T0)

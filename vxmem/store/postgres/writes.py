@@ -69,6 +69,8 @@ class PgTransaction:
                                   self.generation)).fetchone()
         except psycopg.errors.UniqueViolation:
             raise ConflictError(f"id already exists: {id!r}") from None
+        except psycopg.DataError as exc:  # a NUL character, which a PostgreSQL text cannot hold
+            raise ValueError(f"document {id!r} cannot be stored in PostgreSQL: {exc}") from None
         assert row is not None
         self.last_rowid = int(row[0])
         self.ops.append(("insert", self.last_rowid, id, text, meta, vec, tokens))
