@@ -19,7 +19,7 @@ from hypothesis import settings  # noqa: E402
 
 from vxmem.models.embed import get_embedder
 
-from helpers import CHAT_CSV, WordHashEmbedder  # noqa: E402
+from helpers import CHAT_CSV, WordHashEmbedder, drop_pg_database, new_pg_database  # noqa: E402
 
 # Markers by module (registered in pyproject.toml, --strict-markers): a module is listed when some of its
 # tests load a real ONNX model, or start interpreters or servers; `-m "not model and not subprocess"`
@@ -125,15 +125,6 @@ def pg_server():
 @pytest.fixture
 def pg_url(pg_server):
     """A fresh, empty database on the session's server, dropped after the test: its URL."""
-    import uuid
-    from urllib.parse import urlsplit, urlunsplit
-
-    import psycopg
-
-    name = f"vx_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(pg_server, autocommit=True) as admin:
-        admin.execute(f"CREATE DATABASE {name}")
-    parts = urlsplit(pg_server)
-    yield urlunsplit(parts._replace(path=f"/{name}"))
-    with psycopg.connect(pg_server, autocommit=True) as admin:
-        admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+    url = new_pg_database(pg_server)
+    yield url
+    drop_pg_database(pg_server, url)

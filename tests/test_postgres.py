@@ -7,13 +7,15 @@ a fresh database per test (``pg_url``).
 import numpy as np
 import psycopg
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from vxmem import Vectrix
 from vxmem.core.errors import ConflictError, InvalidDatabaseError, ReadOnlyError
 from vxmem.memory.rules import get_judge, get_summarizer
 from vxmem.workbench.synth import generate
 
-from helpers import DAY, T0, WordHashEmbedder
+from helpers import DAY, T0, WordHashEmbedder, drop_pg_database, new_pg_database
 
 HOUR = 3600.0
 MODES = ("dense", "lexical", "hybrid")
@@ -271,3 +273,66 @@ def test_a_refused_restore_leaves_the_postgres_database_empty(pg_url, tmp_path, 
         Vectrix.restore(tmp_path / "cut.jsonl", pg_url, embedder=word_embedder)
     with Vectrix(pg_url, embedder=word_embedder) as pg:
         assert len(pg) == 0
+
+
+# ---------------------------------------------------------------------- random histories, the file store as oracle
+
+WORD = st.sampled_from("tea coffee paris lyon dark light mode cat dog train max_tokens e-mail".split())
+TEXT = st.lists(WORD, min_size=1, max_size=5).map(" ".join)
+MEMORY = st.tuples(st.just("remember"), st.sampled_from(["turn", "fact", "pinned"]), st.sampled_from(["a", "b", None]),
+                   st.sampled_from(["ann", "bob", None]), st.sampled_from([None, 1.0, 30.0]), TEXT)
+FEEDBACK = st.tuples(st.just("feedback"), st.integers(0, 99), st.sampled_from(["useful", "dead_end", "corrected"]),
+                     TEXT)
+FORGET = st.tuples(st.just("forget"), st.integers(0, 99))
+OPS = st.lists(st.one_of(MEMORY, MEMORY, FEEDBACK, FORGET, st.just(("expire",))), min_size=1, max_size=20)
+QUERIES = st.lists(st.tuples(TEXT, st.sampled_from(["a", "b", None]), st.integers(0, 25)), min_size=1, max_size=4)
+
+
+def _apply(db, ops):
+    """Play ``ops`` on ``db``, an hour apart; the ids it made, in order."""
+    ids, ts = [], T0
+    for op in ops:
+        ts += HOUR
+        live = [i for i in ids if i in db]
+        if op[0] == "remember":
+            _, kind, session, user, ttl, text = op
+            ids.append(db.remember(text, session=session, user=user, ttl_days=ttl, pinned=kind == "pinned",
+                                   kind="fact" if kind == "fact" else None, timestamp=ts))
+        elif op[0] == "feedback" and live:
+            new = db.feedback(live[op[1] % len(live)], op[2], correction=op[3] if op[2] == "corrected" else None,
+                              timestamp=ts)
+            ids += [new] if new else []
+        elif op[0] == "forget" and live:
+            db.forget(ids=[live[op[1] % len(live)]], now=ts)
+        elif op[0] == "expire":
+            db.expire(now=ts)
+    return ids
+
+
+def _recalls(db, queries):
+    m = db.engine.mirror
+    out = []
+    for text, session, hours in queries:
+        for mode in MODES:
+            res = db.recall(text, session=session, mode=mode, now=T0 + hours * HOUR, include_superseded=hours % 2 == 1)
+            out.append(([int(m.rowid[m.pos_of_id[i]]) for i in res.ids], [r.score for r in res]))
+    return out
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                  HealthCheck.too_slow])
+@given(ops=OPS, queries=QUERIES)
+def test_random_histories_recall_alike_on_both_stores(pg_server, word_embedder, tmp_path_factory, ops, queries):
+    url = new_pg_database(pg_server)
+    try:
+        with Vectrix(tmp_path_factory.mktemp("oracle") / "o.db", embedder=word_embedder) as oracle, \
+                Vectrix(url, embedder=word_embedder) as pg:
+            _apply(oracle, ops)
+            _apply(pg, ops)
+            want, got = _recalls(oracle, queries), _recalls(pg, queries)
+            assert [r.text for r in pg.scan()] == [r.text for r in oracle.scan()]
+    finally:
+        drop_pg_database(pg_server, url)
+    for (w_rows, w_scores), (g_rows, g_scores) in zip(want, got, strict=True):
+        assert g_rows == w_rows
+        assert np.allclose(g_scores, w_scores, rtol=0, atol=1e-6)
