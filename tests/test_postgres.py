@@ -133,6 +133,19 @@ def test_a_read_only_handle_reads_and_refuses_writes(pg, pg_url, make_db, word_e
         ro.remember("no", session="s", timestamp=T0)
 
 
+def test_a_connection_the_server_ended_is_opened_again(pg, pg_url, pg_server, make_db, word_embedder):
+    mid = pg.remember("the user likes jazz", session="s", timestamp=T0)
+    pid = pg.engine.database.conn.info.backend_pid
+    with psycopg.connect(pg_server, autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+    other = make_db(pg_url, embedder=word_embedder)
+    added = other.remember("the user likes blues", session="s", timestamp=T0 + 60)
+    assert pg.recall("jazz", session="s", now=T0 + HOUR).ids[0] == mid
+    assert added in pg and pg.engine.database.conn.info.backend_pid != pid
+    pg.remember("and writes go on", session="s", timestamp=T0 + 120)
+    assert len(other) == 3
+
+
 def test_a_newer_schema_is_refused(pg_url, word_embedder):
     Vectrix(pg_url, embedder=word_embedder).close()
     with psycopg.connect(pg_url, autocommit=True) as conn:

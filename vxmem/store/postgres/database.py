@@ -56,6 +56,7 @@ class PgDatabase:
                  durability: str = "normal"):
         self.url, self.where = url, shown_url(url)
         self.read_only = read_only
+        self.durability = durability
         self.count = count
         self.dim: int | None = None
         self.generation = 0
@@ -86,6 +87,17 @@ class PgDatabase:
             raise
 
     # ------------------------------------------------------------------ vx_meta and snapshots
+
+    def _reconnect(self) -> None:
+        conn = connect(self.url)
+        try:
+            adapt_vectors(conn, self.where)
+            if self.durability == "full":
+                conn.execute("SET synchronous_commit = on")
+        except BaseException:
+            conn.close()
+            raise
+        self.conn = conn
 
     def _take_meta(self, meta: dict[str, str]) -> None:
         self.schema_version = schema.check(meta, self.where)
@@ -158,8 +170,16 @@ class PgDatabase:
         """What every process committed since ``mirror`` was read: None when nothing was;
         otherwise the ops of the change (for ``Engine.follow``), read from the change log in
         one snapshot, or a whole new :class:`Mirror` when the log cannot say (pruned past
-        this handle's generation, or another database now at this URL)."""
-        row = self.conn.execute("SELECT value FROM vx_meta WHERE key = 'generation'").fetchone()
+        this handle's generation, or another database now at this URL). A connection the
+        server ended (a restart, an administrator) is opened again, once: the change log then
+        says what this handle missed."""
+        try:
+            row = self.conn.execute("SELECT value FROM vx_meta WHERE key = 'generation'").fetchone()
+        except psycopg.OperationalError:
+            if not self.conn.broken:
+                raise
+            self._reconnect()
+            row = self.conn.execute("SELECT value FROM vx_meta WHERE key = 'generation'").fetchone()
         if row is not None and int(row[0]) == self.generation:
             return None
         old_gen, old_dim, old_uid = self.generation, self.dim, self.uid
