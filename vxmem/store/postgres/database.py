@@ -206,11 +206,13 @@ class PgDatabase:
     def _ops_since(self, mirror: Mirror, generation: int, token_counter: Callable[[str], int]) -> Ops | None:
         """The ops that bring ``mirror`` (at ``generation``) to this snapshot's state, from the
         rows the change log names since; None if they cannot (a new row below the mirror's last)."""
-        touched = {r for (r,) in self.conn.execute(
-            "SELECT DISTINCT doc FROM vx_changes WHERE generation > %s", (generation,))}
-        rows = self.conn.cursor(binary=True).execute(
-            f"SELECT {_DOC_COLUMNS} FROM vx_docs WHERE rowid IN "
-            "(SELECT doc FROM vx_changes WHERE generation > %s) ORDER BY rowid", (generation,)).fetchall()
+        # One query: every touched rowid, with its row when the document is still there.
+        got = self.conn.cursor(binary=True).execute(
+            f"SELECT c.doc, {', '.join('d.' + c for c in _DOC_COLUMNS.split(', '))} FROM "
+            "(SELECT DISTINCT doc FROM vx_changes WHERE generation > %s) c "
+            "LEFT JOIN vx_docs d ON d.rowid = c.doc ORDER BY c.doc", (generation,)).fetchall()
+        touched = {r[0] for r in got}
+        rows = [r[1:] for r in got if r[1] is not None]
         present = {r[0] for r in rows}
         deleted = [mirror.ids[p] for r in sorted(touched - present) if (p := mirror.pos_of_rowid.get(r)) is not None]
         ops: Ops = [("delete", deleted)] if deleted else []
