@@ -154,11 +154,21 @@ def test_a_newer_schema_is_refused(pg_url, word_embedder):
         Vectrix(pg_url, embedder=word_embedder)
 
 
-def test_another_embedder_is_refused(pg_url, word_embedder):
-    with Vectrix(pg_url, embedder=word_embedder) as db:
+class Named(WordHashEmbedder):
+    """A word-hash embedder with a name, which the database records with its first vector."""
+
+    @property
+    def name(self):
+        return f"word-hash-{self.dim}"
+
+
+def test_another_embedder_is_refused(pg_url):
+    with Vectrix(pg_url, embedder=Named()) as db:
         db.remember("hello", session="s", timestamp=T0)
-    with pytest.raises(ValueError, match="embedder"):
-        Vectrix(pg_url, embedder=WordHashEmbedder(dim=64))
+    with pytest.raises(ValueError, match="word-hash-32"):
+        Vectrix(pg_url, embedder=Named(dim=64))
+    with Vectrix(pg_url, embedder=Named()) as db:
+        assert len(db) == 1
 
 
 # ---------------------------------------------------------------------- the same answers as the file store

@@ -12,13 +12,14 @@ import sys
 import textwrap
 
 import httpx
+import psycopg
 import pytest
 
 from vxmem import Vectrix
 from vxmem.core.errors import ConflictError
 
-from helpers import DAY, T0, TESTS, WordHashEmbedder, reap, run_python
-from servers import rest_server, run_vxmem
+from helpers import DAY, ROOT, T0, TESTS, WordHashEmbedder, reap, run_python
+from servers import free_port, run_vxmem, wait_ready
 
 HOUR = 3600.0
 
@@ -160,8 +161,26 @@ def test_a_process_killed_with_sigkill_loses_nothing_it_acknowledged(pg, pg_url)
         assert {r.id for r in fresh.scan()} >= set(acked)
 
 
+def _servers(pg_url, n):
+    """``n`` ``vxmem serve --db pg_url`` started at once (their start-ups overlap): their base URLs."""
+    ports = [free_port() for _ in range(n)]
+    procs = [subprocess.Popen([sys.executable, "-m", "vxmem", "serve", "--db", pg_url, "--port", str(port)],
+                              cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+             for port in ports]
+    urls = [f"http://127.0.0.1:{port}" for port in ports]
+    try:
+        for url, proc in zip(urls, procs):
+            wait_ready(url, proc)
+    except BaseException:
+        for proc in procs:
+            reap(proc)
+        raise
+    return urls, procs
+
+
 def test_two_servers_on_one_database_serve_each_others_writes(pg_url):
-    with rest_server(pg_url) as one, rest_server(pg_url) as two:
+    (one, two), procs = _servers(pg_url, 2)
+    try:
         u = {"user": "ann"}
         mid = httpx.post(f"{one}/v1/remember", json={**u, "text": "I prefer dark mode", "session": "chat",
                                                       "timestamp": T0}).json()["id"]
@@ -172,6 +191,11 @@ def test_two_servers_on_one_database_serve_each_others_writes(pg_url):
                                                        "timestamp": T0 + DAY}).json()["id"]
         chain = httpx.post(f"{one}/v1/history", json={**u, "id": fixed, "now": T0 + 2 * DAY}).json()["entries"]
         assert [e["id"] for e in chain] == [mid, fixed]
+    finally:
+        for proc in procs:
+            proc.terminate()
+            proc.wait()
+            reap(proc)
 
 
 def test_vxmem_export_takes_a_postgres_url(pg, pg_url, tmp_path):
@@ -201,3 +225,18 @@ def test_a_write_that_began_behind_another_process_takes_its_commit_in(pg, pg_ur
         added = other.remember("the user has a cat", session="s", timestamp=T0 + 40)
         new = pg.remember("the user has a dog", session="s", timestamp=T0 + 50)  # nested: no catch-up first
     assert [r.id for r in pg.scan()] == [mid, added, new] == [r.id for r in other.scan()]
+
+
+def test_a_handle_further_behind_than_the_change_log_reads_every_row_again(pg, pg_url, make_db, word_embedder):
+    other = make_db(pg_url, embedder=word_embedder)
+    first = pg.remember("the user likes tea", session="s", timestamp=T0)
+    assert other.recall("tea", session="s", now=T0 + HOUR).ids == [first]
+    second = pg.remember("the user likes green tea", session="s", timestamp=T0 + 60)
+    pg.forget(ids=[first], now=T0 + 120)
+    with psycopg.connect(pg_url, autocommit=True) as conn:  # as if the log were pruned past other's generation
+        conn.execute("UPDATE vx_meta SET value = (SELECT value FROM vx_meta WHERE key = 'generation') "
+                     "WHERE key = 'changes_since'")
+        conn.execute("DELETE FROM vx_changes")
+    mirror = other.engine.mirror
+    assert other.recall("tea", session="s", now=T0 + HOUR).ids == [second]
+    assert other.engine.mirror is not mirror  # a whole new mirror, read from the rows
