@@ -55,7 +55,8 @@ class Collection:
     """A durable collection of documents with vectors, filterable by metadata.
 
     :param path: a database file to open or create; None (or ``":memory:"``) keeps
-        everything in memory.
+        everything in memory; a ``postgresql://`` URL opens (or sets up) a PostgreSQL database
+        with pgvector that many processes share (see docs/POSTGRES.md).
     :param embedder: any callable ``list[str] -> (n, d)`` array, or a name of
         :data:`vxmem.models.embed.EMBEDDERS` (default: :func:`vxmem.models.embed.default_embedder`). The
         database records the embedder's ``name`` with its first vector and refuses to open
@@ -332,7 +333,8 @@ class Collection:
 
     def __repr__(self) -> str:
         state = "closed" if self.engine.closed else f"{self.engine.mirror.n_alive} documents"
-        return f"{type(self).__name__}({self.path or ':memory:'}, {state})"
+        where = self.engine.where if self.engine.url else self.path or ":memory:"  # a URL without its password
+        return f"{type(self).__name__}({where}, {state})"
 
 
 if TYPE_CHECKING:
