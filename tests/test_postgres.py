@@ -108,6 +108,18 @@ def test_a_duplicate_id_is_refused_and_changes_nothing(pg):
     assert pg.get("x").text == "one" and len(pg) == 1
 
 
+def test_two_embedders_racing_for_an_empty_database_do_not_mix(pg_url):
+    first, second = Vectrix(pg_url, embedder=Named()), Vectrix(pg_url, embedder=Named2())
+    try:
+        first.remember("hello", session="s", timestamp=T0)
+        with pytest.raises(ValueError, match="word-hash-32"):
+            second.remember("hello again", session="s", timestamp=T0)
+        assert len(second) == 1 and len(first) == 1
+    finally:
+        first.close()
+        second.close()
+
+
 def test_a_text_postgres_cannot_hold_is_a_value_error_and_changes_nothing(pg):
     with pytest.raises(ValueError, match="NUL"):
         pg.remember("a\x00b", session="s", timestamp=T0)
@@ -160,6 +172,14 @@ class Named(WordHashEmbedder):
     @property
     def name(self):
         return f"word-hash-{self.dim}"
+
+
+class Named2(Named):
+    """The same vectors under another name."""
+
+    @property
+    def name(self):
+        return "another-word-hash"
 
 
 def test_another_embedder_is_refused(pg_url):

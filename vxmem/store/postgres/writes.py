@@ -79,6 +79,8 @@ class PgTransaction:
         db = self.database
         if db.dim is None:  # another process may have stored the first vector since this one read vx_meta
             row = self.conn.execute("SELECT value FROM vx_meta WHERE key = 'dim'").fetchone()
+            other = self.conn.execute("SELECT value FROM vx_meta WHERE key = 'embedder'").fetchone()
+            db.embedder = db.embedder if other is None else other[0]
             if row is None:
                 db.put_meta("dim", str(dim))
                 if db.writer_embedder is not None and db.embedder is None:
@@ -89,6 +91,10 @@ class PgTransaction:
                 self.mirror.set_dim(db.dim)
         if dim != db.dim:
             raise ValueError(f"a {dim}-d vector for a collection of {db.dim}-d vectors")
+        if db.embedder is not None and db.writer_embedder is not None and db.embedder != db.writer_embedder:
+            # Both opened the database empty; the other process stored the first vector.
+            raise ValueError(f"this database holds vectors of embedder {db.embedder!r}, written by another "
+                             f"process since this handle opened it, not of {db.writer_embedder!r}")
 
     def _stored(self, tokens: int) -> int | None:
         """``tokens`` as stored: the count when the handle's counter is the one ``vx_meta`` names, else NULL."""
