@@ -9,7 +9,8 @@ memories (50 sessions, the hashing embedder, vectors embedded up front so the bu
 the stores), then the timed calls alternate between them call by call: ``remember()``, a
 session's recall, a recall across every session, and on PostgreSQL a recall by a second
 handle on the same database right after each write of the first (it takes the write in
-through the change log first). Prints p50/p99 in ms and the PostgreSQL / file ratio.
+through the change log first). Prints p50/p99 in ms and the PostgreSQL / file ratio, then
+the time to open each store with those memories.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.harness import Report, flags, interleaved
+from benchmarks.harness import Report, best_of, flags, interleaved
 from vxmem import Vectrix
 from vxmem.models.embed import get_embedder
 
@@ -84,6 +85,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             report = run(args, stores, follower)
             for db in (*stores.values(), follower):
                 db.close()
+            report.table("open", [{"store": name, "open ms (best of 3)": round(best_of(
+                lambda where=where: Vectrix(where, embedder=table).close(), 3)[0] * 1e3, 1)}
+                for name, where in (("file", Path(tmp) / "b.db"), ("postgres", url))],
+                note="the file store maps the mirror file its close saved; PostgreSQL reads every row")
     finally:
         if srv is not None:
             srv.cleanup()

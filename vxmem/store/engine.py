@@ -104,7 +104,7 @@ class Engine:
         self._prepared = threading.local()  # a query embedded before the lock (see prepare_query)
         self.database: Database | PgDatabase
         if self.url is not None:
-            self.database = open_postgres(self.url, self.read_only, lambda: self.token_counter, durability)
+            self.database = open_postgres(self.url, self.read_only, durability)
         else:
             self.database = Database(self.path, self.read_only, durability)
         self.database.vector_dtype = dtype

@@ -41,7 +41,6 @@ from ...core.keys import (
     KINDS,
 )
 from ...core.progress import Progress, Reporter
-from ...core.tokens import count_tokens
 from ...core.version import __version__
 from ..postgres import is_postgres_url, open_postgres
 from ..sqlite.database import Database
@@ -314,7 +313,7 @@ def export_file(db_path: str | os.PathLike[str], path: str | os.PathLike[str], *
     ``db_path`` may be a ``postgresql://`` URL: that database is read the same way."""
     if is_postgres_url(db_path):
         assert isinstance(db_path, str)
-        pg = open_postgres(db_path, True, lambda: count_tokens)
+        pg = open_postgres(db_path, True)
         try:
             return export_database(pg.export_rows(), path, vectors=vectors, progress=progress)
         finally:

@@ -9,7 +9,6 @@ process wrote them.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -32,11 +31,10 @@ def shown_url(url: str) -> str:
     return f"{scheme}://{auth.split(':', 1)[0]}:***@{host}"
 
 
-def open_postgres(url: str, read_only: bool, count: Callable[[], Callable[[str], int]],
-                  durability: str = "normal") -> PgDatabase:
+def open_postgres(url: str, read_only: bool, durability: str = "normal") -> PgDatabase:
     """Open the database at ``url`` (psycopg is imported here, so the file store never needs it)."""
     try:
         from .database import PgDatabase
     except ImportError as exc:
         raise ImportError(f"a PostgreSQL database needs psycopg ({exc}): pip install 'vxmem[postgres]'") from None
-    return PgDatabase(url, read_only, count, durability)
+    return PgDatabase(url, read_only, durability)

@@ -43,8 +43,7 @@ class PgDatabase:
     """One open PostgreSQL database, with the attributes of the file store's ``Database``
     (``dim``, ``generation``, ``uid``, ``embedder``, ``writer_embedder``, ``token_counter``,
     ``counted_by``, ``schema_version``, ``read_only``). ``url`` names it; ``path`` is None
-    (no file beside it: the caches are rebuilt from rows at open). ``count`` gives the
-    handle's token counter, to count the texts other processes wrote. ``durability``:
+    (no file beside it: the caches are rebuilt from rows at open). ``durability``:
     "normal" keeps the server's ``synchronous_commit`` (PostgreSQL's default waits for the
     WAL flush), "full" sets it on for this connection."""
 
@@ -52,12 +51,10 @@ class PgDatabase:
     follows_writers = True  # every read first takes in what other processes committed
     counts_mixed = False
 
-    def __init__(self, url: str, read_only: bool, count: Callable[[], Callable[[str], int]],
-                 durability: str = "normal"):
+    def __init__(self, url: str, read_only: bool, durability: str = "normal"):
         self.url, self.where = url, shown_url(url)
         self.read_only = read_only
         self.durability = durability
-        self.count = count
         self.dim: int | None = None
         self.generation = 0
         self.uid: str | None = None

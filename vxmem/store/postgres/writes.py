@@ -1,6 +1,6 @@
-"""The write side of a PostgreSQL database: one transaction, the writes inside it, the counters.
+"""The writes inside one PostgreSQL transaction: documents, metadata, deletions, counters, token vectors.
 
-Every write transaction first moves ``vx_meta``'s generation on (``UPDATE ... RETURNING``):
+Every write transaction (``PgDatabase.transaction``) first moves ``vx_meta``'s generation on (``UPDATE ... RETURNING``):
 the row lock that takes is held until COMMIT, so writing transactions, in any number of
 processes, commit one after another in generation order, and the rowids they take from the
 sequence grow in that order. That is PostgreSQL's own locking, inside the transaction; no
