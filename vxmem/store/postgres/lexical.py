@@ -3,9 +3,9 @@
 Recall must score words exactly as the file store does, and the file store's BM25 is
 SQLite FTS5's (porter stemming over unicode61). So a process on PostgreSQL keeps its own
 in-memory SQLite FTS5 table as a cache of the mirror's texts, as it keeps the vectors: the
-numpy postings (:class:`~vxmem.store.lexical.bm25.LexicalIndex`) tokenise every text from the
-mirror through it, and the phrase fallback, where FTS5 ranks a query itself, finds the
-table brought up to the mirror's live documents first.
+numpy postings (:class:`~vxmem.store.lexical.bm25.LexicalIndex`) are read from it at the first
+search, as the file store's are read from its FTS5 table, and the phrase fallback, where FTS5
+ranks a query itself, finds the table brought up to the mirror's live documents first.
 """
 
 from __future__ import annotations
@@ -36,10 +36,13 @@ class LocalFts:
         self._scopes: dict[int, str] = {}  # rowid -> the scope token the table holds it with
         self._key: Any = None
 
-    @staticmethod
-    def indexed_upto() -> int:
-        """None of the table's rows are read as postings: the numpy index tokenises every text."""
-        return 0
+    def indexed_upto(self) -> int:
+        """The rowid the table holds every live document up to (none above), once brought up
+        to the mirror: the numpy postings read the table up to there and tokenise the rest.
+        (Tokenising every text through FTS5's scratch table instead leaves that table slow
+        for the few texts each later write adds.)"""
+        self.index_pending()
+        return max(self._scopes, default=0)
 
     def index_pending(self) -> None:
         """Bring the table to the mirror's live documents: the deleted ones out, the new ones
@@ -52,13 +55,16 @@ class LocalFts:
         now = {int(m.rowid[p]): (p, scope_token(m.metas[p])) for p in live}
         gone = [r for r, s in self._scopes.items() if r not in now or now[r][1] != s]
         c = self.conn
-        c.execute("BEGIN")
+        own = not c.in_transaction  # the postings read calls this inside a read transaction of their own
+        if own:
+            c.execute("BEGIN")
         c.executemany("DELETE FROM vx_fts WHERE rowid = ?", [(r,) for r in gone])
         for r in gone:
             del self._scopes[r]
         new = [(r, m.texts[p], s) for r, (p, s) in now.items() if r not in self._scopes]
         c.executemany("INSERT INTO vx_fts (rowid, text, scope) VALUES (?, ?, ?)", new)
-        c.execute("COMMIT")
+        if own:
+            c.execute("COMMIT")
         self._scopes.update((r, s) for r, _, s in new)
         self._key = key
 
