@@ -240,3 +240,10 @@ def test_a_handle_further_behind_than_the_change_log_reads_every_row_again(pg, p
     mirror = other.engine.mirror
     assert other.recall("tea", session="s", now=T0 + HOUR).ids == [second]
     assert other.engine.mirror is not mirror  # a whole new mirror, read from the rows
+
+
+def test_a_server_that_cannot_reach_the_database_says_so_without_the_password(tmp_path):
+    url = f"postgresql://vx:secret@/memory?host={tmp_path}"  # no server listens there
+    got = run_vxmem("serve", "--db", url, "--port", str(free_port()))
+    assert got.returncode != 0
+    assert "cannot open postgresql://vx:***@" in got.stderr and "secret" not in got.stderr

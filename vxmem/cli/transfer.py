@@ -14,8 +14,9 @@ from ..core.errors import VectrixError
 from ..models.embed import embedder_name, get_embedder
 from ..store.portable.export import export_file
 from ..store.portable.restore import read_header, restore_file
-from ..store.postgres import is_postgres_url, shown_url
+from ..store.postgres import is_postgres_url
 from ..vectrix import Vectrix
+from .serve import shown
 from .workbench import CliError
 
 
@@ -33,11 +34,6 @@ def run_export(args: Any) -> int:
         raise CliError(f"cannot write {args.output!r}: {exc.strerror or exc}") from None
     print(f"exported {shown(args.db)} to {args.output}: {report.summary()}")
     return 0
-
-
-def shown(db: str) -> str:
-    """A ``--db`` as the output names it (a URL without its password)."""
-    return shown_url(db) if is_postgres_url(db) else db
 
 
 def _embedder_for(choice: str, recorded: str | None) -> Any:
