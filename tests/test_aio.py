@@ -177,3 +177,43 @@ def test_aclose_waits_for_every_call_made_before_it_and_refuses_the_ones_after(t
     assert all(isinstance(d, str) for d in done), done
     with Vectrix(str(path), embedder="hashing") as db:
         assert sorted(r.text for r in db.scan()) == [f"late {i}" for i in range(5)]
+
+
+class BlockedJudge:
+    """A judge that says every fact is contradicted, once the test lets it answer: it waits
+    on an event the test sets (as an LLM judge waits on its endpoint), not on a clock."""
+
+    def __init__(self):
+        self.called, self.release = threading.Event(), threading.Event()
+
+    def __call__(self, new_text, old_texts):
+        self.called.set()
+        assert self.release.wait(timeout=120), "the test never released the judge"
+        return [True] * len(old_texts)
+
+
+@pytest.mark.parametrize("verb", ["remember", "remember_many"])
+def test_a_recall_completes_while_a_judged_remember_waits_for_its_judge(verb):
+    judge = BlockedJudge()
+    new = {"text": "I live in London", "kind": "fact", "id": "new", "timestamp": T0 + 1}
+
+    async def main():
+        async with AsyncVectrix(judge=judge) as adb:
+            try:
+                await adb.remember("I live in Paris", kind="fact", id="old", check=False, timestamp=T0)
+                judged = asyncio.ensure_future(adb.remember(**new) if verb == "remember" else adb.remember_many([new]))
+                assert await asyncio.get_running_loop().run_in_executor(None, judge.called.wait, 60), "no judge call"
+                recall = asyncio.ensure_future(adb.recall("where do I live", kinds=("fact",), now=T0 + 3))
+                later_write = asyncio.ensure_future(adb.remember("a turn", id="turn", timestamp=T0 + 2))
+                hits = await asyncio.wait_for(recall, timeout=60)  # a bound for a recall that waits for the judge
+                during = ([r.id for r in hits], judge.release.is_set(), judged.done(), later_write.done())
+            finally:
+                judge.release.set()  # before the close, which waits for the judged remember
+            await judged
+            await later_write
+            after = await adb.recall("where do I live", kinds=("fact",), now=T0 + 3)
+            return during, [r.id for r in after]
+
+    during, after = asyncio.run(main())
+    assert during == (["old"], False, False, False)  # answered while the judge was still held
+    assert after == ["new"]  # then the judge's verdict landed: London superseded Paris

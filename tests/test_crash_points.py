@@ -337,6 +337,7 @@ def test_a_restore_removes_only_what_restores_whose_process_is_gone_left(tmp_pat
     dead, alive = done.pid, os.getppid()
     names = {f".t.db.restoring-{dead}-0123abcd": False, f".t.db.restoring-{dead}-0123abcd-wal": False,
              f".t.db.restoring-{dead}-0123abcd.usearch.json.tmp": False,
+             f".t.db.restoring-{dead}-0123abcd.writer": False,  # the note of a writer killed mid-restore
              f".t.db.restoring-{alive}-0123abcd": True,  # a restore still running elsewhere
              f".t.db.restoring-{os.getpid()}-0123abcd": True,  # this process's own
              f".u.db.restoring-{dead}-0123abcd": True,  # another target's

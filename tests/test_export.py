@@ -396,3 +396,50 @@ def test_another_embedder_embeds_again_and_says_so(tmp_path, caplog):
     assert "not of this database's embedder (WordHashEmbedder): embedding its 2 texts again" in caplog.text
     assert copy.recall("dark mode", session="a", now=T0 + DAY).ids == db.recall("dark mode", session="a",
                                                                                  now=T0 + DAY).ids
+
+
+class CountingEmbedder(WordHashEmbedder):
+    """A real embedder that counts the texts it was asked to embed."""
+
+    def __init__(self):
+        super().__init__()
+        self.texts = 0
+
+    def __call__(self, texts):
+        self.texts += len(texts)
+        return super().__call__(texts)
+
+
+def test_a_file_with_a_bad_checksum_is_refused_before_anything_is_embedded(tmp_path, exported):
+    changed = exported[-2].replace(b'"type"', b'"type" ')  # the last line before the end line
+    assert changed != exported[-2]
+    src = tmp_path / "bad.jsonl"
+    src.write_bytes(b"".join([*exported[:-2], changed, exported[-1]]))
+    embedder = CountingEmbedder()
+    with pytest.raises(ExportFileError, match=rf"line {len(exported)}: the file is damaged: .*checksum"):
+        Vectrix.restore(src, tmp_path / "db.vxdb", embedder=embedder, progress=False)
+    assert embedder.texts == 0
+    assert sorted(os.listdir(tmp_path)) == ["bad.jsonl", "x.jsonl"]
+
+
+def test_a_file_whose_line_endings_became_crlf_restores_as_it_was_and_says_so(tmp_path, exported, caplog):
+    lf, crlf = tmp_path / "lf.jsonl", tmp_path / "crlf.jsonl"
+    lf.write_bytes(b"".join(exported))
+    crlf.write_bytes(b"".join(line.replace(b"\n", b"\r\n") for line in exported))
+    with caplog.at_level("WARNING", logger="vxmem.restore"):
+        got = Vectrix.restore(crlf, tmp_path / "crlf.vxdb", embedder="hashing", progress=False)
+    want = Vectrix.restore(lf, tmp_path / "lf.vxdb", embedder="hashing", progress=False)
+    try:
+        assert [(r.id, r.text, r.metadata) for r in got.scan()] == \
+            [(r.id, r.text, r.metadata) for r in want.scan()]
+    finally:
+        got.close()
+        want.close()
+    assert any("CRLF line endings" in r.getMessage() for r in caplog.records)
+
+
+def test_a_crlf_file_changed_beyond_its_line_endings_is_refused_saying_so(tmp_path, exported):
+    changed = exported[1].replace(b"I prefer", b"I adore")
+    assert changed != exported[1]
+    lines = [line.replace(b"\n", b"\r\n") for line in [exported[0], changed, *exported[2:]]]
+    _refused(tmp_path, lines, "damaged: .*checksum .*line endings were changed from LF to CRLF")

@@ -16,7 +16,7 @@ import textwrap
 import httpx
 import pytest
 
-from vxmem import DatabaseLockedError, Vectrix
+from vxmem import DatabaseLockedError, InvalidDatabaseError, Vectrix
 
 from helpers import ROOT, T0, TESTS, WordHashEmbedder, reap, run_python
 from servers import free_port, wait_ready
@@ -324,3 +324,68 @@ def test_a_reader_of_a_new_file_its_writer_is_creating_finds_none_or_a_whole_one
     finally:
         reap(proc)
     assert [n for n in os.listdir(tmp_path) if "creating" in n] == []
+
+
+# ------------------------------------------------------------------ the log files of an open writer deleted
+
+
+def _writer_child(path):
+    proc = subprocess.Popen([sys.executable, f"{TESTS}/writer_child.py", path], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1)
+
+    def say(cmd):
+        proc.stdin.write(cmd + "\n")
+        proc.stdin.flush()
+        return proc.stdout.readline().split()
+
+    return proc, say
+
+
+def _reader(path):
+    return Vectrix(path, read_only=True, embedder=WordHashEmbedder(dim=64))
+
+
+def test_a_reader_refuses_a_file_whose_open_writer_lost_its_log_files_and_nothing_is_lost(tmp_path):
+    path = str(tmp_path / "chat.vxdb")
+    proc, say = _writer_child(path)
+    try:
+        assert say("open") == ["ok", "opened"]
+        assert say("add 40 w") == ["ok", "added"]
+        with _reader(path) as reader:  # the writer's log is whole: the reader sees its 40 documents
+            assert len(reader) == 40
+        os.remove(path + "-wal")
+        os.remove(path + "-shm")
+        for _ in range(2):  # a second reader too: the first one made no new log that would hide the loss
+            with pytest.raises(InvalidDatabaseError, match=r"open for writing, but its writer's .*-wal and .*-shm "
+                                                           r"were deleted or replaced"):
+                _reader(path)
+        assert say("add 5 x") == ["ok", "added"]  # the writer goes on, into the deleted log
+        assert say("close") == ["ok", "closed"]  # and its close writes the log into the file
+        proc.stdin.close()
+        proc.wait(timeout=60)
+    finally:
+        reap(proc)
+    with _reader(path) as reader:
+        assert len(reader) == 45
+
+
+def test_a_killed_writer_s_note_does_not_refuse_a_reader(tmp_path):
+    path = str(tmp_path / "chat.vxdb")
+    proc, say = _writer_child(path)
+    try:
+        assert say("open") == ["ok", "opened"]
+        assert say("add 3 w") == ["ok", "added"]
+        assert os.path.exists(path + ".writer")
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=60)
+    finally:
+        reap(proc)
+    os.remove(path + "-wal")  # what the killed writer wrote since its last checkpoint goes with them
+    os.remove(path + "-shm")
+    with _reader(path) as reader:  # no writer holds the file: nothing to refuse
+        assert len(reader) == 0
+    with Vectrix(path, embedder=WordHashEmbedder(dim=64)) as writer:  # a new writer replaces the note
+        writer.add(["again"])
+        with _reader(path) as reader:
+            assert len(reader) == 1
+    assert not os.path.exists(path + ".writer")

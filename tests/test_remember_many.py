@@ -1,10 +1,11 @@
-"""remember_many(): many memories in one transaction and one embedding batch, stored as a loop would store them."""
+"""remember_many(): many memories in one transaction, embedded in batches, stored as a loop would store them."""
 
 import numpy as np
 import pytest
 
 from vxmem import Vectrix
 from vxmem.memory import K_SUPERSEDED_BY, K_SUPERSEDES, K_TURN
+from vxmem.memory.draft import EMBED_BATCH
 
 from helpers import DAY, T0, WordHashEmbedder
 
@@ -110,3 +111,41 @@ def test_warm_loads_the_models_and_changes_nothing():
     db.warm()
     assert emb.calls == [1] and len(db) == 0
     assert np.isfinite(db.memory.store.embed(["still works"], queries=True)).all()
+
+
+class PoisonedEmbedder(CountingEmbedder):
+    """Embeds as its parent does, but gives a text holding "poison" a row of NaNs, which
+    the store refuses, as it would a model's broken output."""
+
+    def __call__(self, texts):
+        out = super().__call__(texts)
+        out[[i for i, t in enumerate(texts) if "poison" in t]] = np.nan
+        return out
+
+
+def test_a_large_call_is_embedded_batch_by_batch_and_stored_whole(tmp_path):
+    n = 2 * EMBED_BATCH + 5
+    emb = CountingEmbedder()
+    with Vectrix(str(tmp_path / "many.vxdb"), embedder=emb) as db:
+        emb.calls.clear()
+        ids = db.remember_many([f"turn {i} about tea" for i in range(n)], session="s", timestamp=T0)
+        assert emb.calls == [EMBED_BATCH, EMBED_BATCH, 5]  # never all n texts in one call
+        assert len(set(ids)) == n == len(db)
+        assert [r.metadata[K_TURN] for r in db.turns("s", now=T0 + DAY)] == list(range(n))
+
+
+def test_an_error_in_the_last_batch_writes_nothing_of_the_call(tmp_path):
+    path = str(tmp_path / "many.vxdb")
+    emb = PoisonedEmbedder()
+    with Vectrix(path, embedder=emb) as db:
+        db.remember("kept from before", session="s", timestamp=T0)
+        emb.calls.clear()
+        texts = [f"turn {i} about tea" for i in range(2 * EMBED_BATCH)] + ["the last one, poison"]
+        with pytest.raises(ValueError, match="NaN or an infinity|non-finite|finite"):
+            db.remember_many(texts, session="s", timestamp=T0 + 1)
+        assert emb.calls == [EMBED_BATCH, EMBED_BATCH, 1]  # the first two batches were embedded, then refused
+        assert len(db) == 1
+        assert db.remember("next", session="s", timestamp=T0 + 2)  # the turn numbers were not taken either
+    with Vectrix(path, embedder=WordHashEmbedder(), read_only=True) as db:
+        assert [(r.text, r.metadata[K_TURN]) for r in db.turns("s", now=T0 + DAY)] == \
+            [("kept from before", 0), ("next", 1)]

@@ -12,6 +12,11 @@ before it has finished, and a read once every write made before it has (reads ma
 two writes run side by side, on up to ``readers`` threads). Writes run on one dedicated
 thread, so the handle's single writer stays single. ``asyncio.gather`` of many calls
 therefore returns what the same calls made in order would have.
+
+One exception keeps reads from waiting on a caller's model: a remember that runs the
+contradiction judge (a callable, perhaps a network model with its timeout and retries) is
+still a write to every later write, but reads made after it do not wait for it: they run at
+once and see the memory only if it is stored by then.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ from typing import Any, TypeVar
 from .core.checks import check_limit
 from .core.clock import TimeLike
 from .core.errors import VectrixError
-from .core.keys import FORGET_KINDS, KINDS
+from .core.keys import FORGET_KINDS, KIND_TURN, KINDS
 from .memory.consolidation import ConsolidationReport, Summarizer
 from .memory.context import ContextBlock
 from .memory.recall import MemoryResults
@@ -57,31 +62,37 @@ class CallOrder:
         self.writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vxmem-writer")
         self.readers = ThreadPoolExecutor(max_workers=readers, thread_name_prefix="vxmem-reader")
         self.last_write: asyncio.Future[None] | None = None
+        self.read_after: asyncio.Future[None] | None = None  # the last write a read waits for
         self.reads: list[asyncio.Future[None]] = []
         self.pending: set[asyncio.Future[None]] = set()  # every call admitted and not yet done
         self.closed = False
 
-    def admit(self, write: bool) -> tuple[list[asyncio.Future[None]], asyncio.Future[None]]:
+    def admit(self, write: bool, judged: bool = False) -> tuple[list[asyncio.Future[None]], asyncio.Future[None]]:
         """What this call waits for, and the future that says it is done. Runs without an
-        await, so calls are admitted exactly in the order they were made; none once closing."""
+        await, so calls are admitted exactly in the order they were made; none once closing.
+        A ``judged`` write (one that calls the judge) is waited for by later writes only:
+        the reads made after it keep the reads made before it company."""
         if self.closed:
             raise VectrixError("this AsyncVectrix is closed")
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.pending.add(done)
         done.add_done_callback(self.pending.discard)
-        waits = [] if self.last_write is None or self.last_write.done() else [self.last_write]
+        last = self.last_write if write else self.read_after
+        waits = [] if last is None or last.done() else [last]
         if write:
             waits += [f for f in self.reads if not f.done()]
-            self.last_write, self.reads = done, []
+            self.last_write = done
+            if not judged:  # a later read waits for this write; a later write still waits for every read
+                self.read_after, self.reads = done, []
         else:
             if len(self.reads) >= 64:  # drop the finished ones now and then
                 self.reads = [f for f in self.reads if not f.done()]
             self.reads.append(done)
         return waits, done
 
-    async def run(self, write: bool, fn: Callable[[], T]) -> T:
+    async def run(self, write: bool, fn: Callable[[], T], judged: bool = False) -> T:
         """``fn()`` on a worker thread, once the calls it must follow are done."""
-        waits, done = self.admit(write)
+        waits, done = self.admit(write, judged)
         loop = asyncio.get_running_loop()
 
         def release() -> None:
@@ -161,16 +172,27 @@ class AsyncVectrix:
                        timestamp: TimeLike = None, pinned: bool = False, kind: str | None = None,
                        metadata: dict[str, Any] | None = None, id: str | None = None, ttl_days: float | None = None,
                        check: bool | None = None, user: str | None = None) -> str:
-        return await self.call("remember", text, session=session, role=role, turn=turn, timestamp=timestamp,
-                               pinned=pinned, kind=kind, metadata=metadata, id=id, ttl_days=ttl_days, check=check,
-                               user=user)
+        # A judged remember does not hold up the reads made after it (see the module docstring).
+        return await self.order.run(True, partial(
+            self.sync.remember, text, session=session, role=role, turn=turn, timestamp=timestamp, pinned=pinned,
+            kind=kind, metadata=metadata, id=id, ttl_days=ttl_days, check=check, user=user),
+            judged=self._judges(check, kind, pinned))
 
     async def remember_many(self, memories: Iterable[str | Mapping[str, Any]], *, session: str | None = None,
                             role: str = "user", timestamp: TimeLike = None, user: str | None = None,
                             check: bool | None = None) -> list[str]:
         items = list(memories)  # an iterator is read here, not on another thread
-        return await self.call("remember_many", items, session=session, role=role, timestamp=timestamp, user=user,
-                               check=check)
+        judged = any(self._judges(check, None, False) if not isinstance(m, Mapping) else
+                     self._judges(m.get("check", check), m.get("kind"), bool(m.get("pinned"))) for m in items)
+        return await self.order.run(True, partial(self.sync.remember_many, items, session=session, role=role,
+                                                  timestamp=timestamp, user=user, check=check), judged=judged)
+
+    def _judges(self, check: bool | None, kind: str | None, pinned: bool) -> bool:
+        """Whether a remember of these arguments calls the contradiction judge: when the memory
+        has one, for a fact or a pinned memory unless ``check=False``, for a turn if ``check=True``."""
+        if self.sync.memory.judge is None or check is False:
+            return False
+        return check is True or pinned is True or kind not in (None, KIND_TURN)
 
     async def warm(self) -> None:
         return await self.call("warm")

@@ -13,7 +13,8 @@ from typing import Any
 from ..core.errors import VectrixError
 from ..models.embed import embedder_name, get_embedder
 from ..store.portable.export import export_file
-from ..store.portable.restore import read_header, restore_file
+from ..store.portable.reader import read_header
+from ..store.portable.restore import restore_file
 from ..store.postgres import is_postgres_url
 from ..vectrix import Vectrix
 from .serve import shown

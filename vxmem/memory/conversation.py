@@ -72,6 +72,7 @@ from .draft import (
     Draft,
     LateBits,
     LateJob,
+    embed_in_batches,
     make_draft,
     ttl_for,
     write_draft,
@@ -201,7 +202,7 @@ class ConversationMemory(MemoryReading[CollectionT]):
     def remember_many(self, memories: Iterable[str | Mapping[str, Any]], *, session: str | None = None,
                       role: str = "user", timestamp: TimeLike = None, user: str | None = None,
                       check: bool | None = None) -> list[str]:
-        """Store many memories in one transaction, embedded in one batch; return their ids in order.
+        """Store many memories in one transaction, embedded in batches; return their ids in order.
 
         Each item is a text, or a dict of ``remember()``'s arguments (``text``, ``session``,
         ``role``, ``turn``, ``timestamp``, ``pinned``, ``kind``, ``metadata``, ``id``,
@@ -233,7 +234,7 @@ class ConversationMemory(MemoryReading[CollectionT]):
                 refuse_taken(m, i)
         texts = [d.text for d in drafts]
         soon = self._late_soon(drafts)
-        vecs = self.store.embed(texts)  # one batch, outside the lock
+        vecs = embed_in_batches(self.store, texts)  # outside the lock, a batch's memory at a time
         tokens = self.store.count_tokens(texts)
         late = self._late_bits(soon)
         contradicted = [self._judge(d.text, v, d.session, d.ts) if d.run_judge else [] for d, v in zip(drafts, vecs)]

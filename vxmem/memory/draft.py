@@ -26,6 +26,10 @@ REMEMBER_DEFAULTS: dict[str, Any] = {"session": None, "role": "user", "turn": No
                                      "pinned": False, "kind": None, "metadata": None, "id": None, "ttl_days": None,
                                      "check": None, "user": None}
 REMEMBER_ARGS = ("text", *REMEMBER_DEFAULTS)
+# Texts per embedder call in remember_many(): an embedder's working memory (and the engine's
+# float64 checks of what it returns) grows with one call's texts, about 12 KB a text, so a
+# call of 200k memories embedded at once peaked at 2.6 GB (benchmarks/bench_remember_many.py).
+EMBED_BATCH = 2048
 
 
 class LateBits(NamedTuple):
@@ -116,6 +120,25 @@ def make_draft(text: Any, *, session: Any, role: Any, turn: Any, timestamp: Time
         raise ValueError("check=True needs a judge; pass judge= to ConversationMemory")
     return Draft(text=text, session=session, role=role, kind=kind, turn=turn, ts=ts, metadata=meta, user=user,
                  id=id, ttl=ttl, run_judge=bool(run_judge))
+
+
+def embed_in_batches(store: MemoryStore, texts: list[str], batch: int = EMBED_BATCH) -> np.ndarray:
+    """The texts' vectors, embedded ``batch`` at a time (outside the lock) into one array,
+    so the peak memory of embedding is a batch's; an error in any batch raises before
+    anything is written."""
+    if len(texts) <= batch:
+        return store.embed(texts)
+    out: np.ndarray | None = None
+    for start in range(0, len(texts), batch):
+        vecs = store.embed(texts[start:start + batch])
+        if out is None:
+            out = np.empty((len(texts), vecs.shape[1]), dtype=vecs.dtype)
+        elif vecs.shape[1] != out.shape[1]:
+            raise ValueError(f"the embedder returned {out.shape[1]}-d vectors for texts 0 to {batch - 1} and "
+                             f"{vecs.shape[1]}-d vectors for texts from {start}; expected one dimension")
+        out[start:start + len(vecs)] = vecs
+    assert out is not None
+    return out
 
 
 def _prepared(m: MemoryView, d: Draft, named: list[str]) -> tuple[str, dict[str, Any], list[str]]:

@@ -1,6 +1,7 @@
 """Restoring an export (:mod:`vxmem.store.portable.export`) into a fresh database, all or nothing.
 
-The file is read line by line and checked as it goes (:class:`ExportReader`); its documents
+The file's line count and checksum are checked first, before anything is embedded, then it
+is read line by line and checked as it goes (:class:`~vxmem.store.portable.reader.ExportReader`); its documents
 are written in batches of :data:`BATCH`, in the order they were stored, each with its
 metadata (and so its history) as exported, its access log and the turn counters. A
 database file is built under a temporary name beside the target and renamed into place
@@ -14,58 +15,36 @@ silently.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import logging
 import os
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import IO, Any, NamedTuple, TypeVar
+from typing import IO, Any, TypeVar
 
-import numpy as np
-
-from ...core.checks import check_text
-from ...core.errors import ConflictError, ExportFileError
-from ...core.keys import K_KIND, K_SESSION, K_TS, K_USER
+from ...core.errors import ConflictError
 from ...core.progress import Progress, Reporter
 from ...models.embed import embedder_name
-from ..arguments import check_id, check_json, check_reserved, check_token_count
 from ..engine import Engine
 from ..postgres import is_postgres_url
 from ..sqlite.database import Database
-from ..sqlite.files import index_files, mirror_path, postings_path, remove_abandoned_restores, restore_temp
-from ..sqlite.jsonio import loads
-from ..sqlite.locks import release_writer_lock, take_writer_lock
-from .export import (
-    END_COUNTS,
-    EXPORT_FORMAT,
-    EXPORT_VERSION,
-    LINE_TYPES,
-    VECTOR_ENCODING,
-    decode_vector,
-    new_counts,
-    tally,
+from ..sqlite.files import (
+    index_files,
+    mirror_path,
+    postings_path,
+    remove_abandoned_restores,
+    remove_writer_note,
+    restore_temp,
+    writer_note_path,
 )
+from ..sqlite.locks import release_writer_lock, take_writer_lock
+from .export import new_counts
+from .reader import ExportReader, Item
 
 log = logging.getLogger("vxmem.restore")
 
 BATCH = 1_000  # documents embedded and written per transaction
-_MEMORY_KEYS = {"type", "id", "text", "kind", "session", "user", "ts", "tokens", "metadata", "accessed", "vector"}
-_SAME_AS_META = (("kind", K_KIND), ("session", K_SESSION), ("user", K_USER), ("ts", K_TS))
-
 H = TypeVar("H")  # the handle a restore builds (a Collection, or a Vectrix)
-
-
-class Item(NamedTuple):
-    """One document line, checked: ``vector`` None where the file has none."""
-
-    line: int
-    id: str
-    text: str
-    meta: dict[str, Any]
-    tokens: int | None
-    accessed: list[float]
-    vector: np.ndarray | None
 
 
 @dataclass
@@ -77,160 +56,6 @@ class RestoreReport:
     counts: dict[str, int] = field(default_factory=new_counts)
     reembedded: bool = False
     notes: list[str] = field(default_factory=list)
-
-
-class ExportReader:
-    """An export file read line by line: the header first (:attr:`header`), then
-    :meth:`records`, which checks every line and, at the end, the counts and the checksum.
-    Every refusal is an :class:`~vxmem.core.errors.ExportFileError` of one line."""
-
-    def __init__(self, f: IO[bytes], name: str):
-        self.f, self.name = f, name
-        self.line = 0
-        self.sha = hashlib.sha256()
-        self.counts = new_counts()
-        self.header = self._header()
-        self.dim: int | None = self.header["dim"]
-
-    def refuse(self, what: str, line: int | None = None) -> ExportFileError:
-        at = self.line if line is None else line
-        return ExportFileError(f"{self.name} line {at}: {what}; nothing was restored")
-
-    def _next(self) -> dict[str, Any] | None:
-        raw = self.f.readline()
-        if not raw:
-            return None
-        self.line += 1
-        if not raw.endswith(b"\n"):  # a line cut short: the file ends in the middle of it
-            raise self.truncated()
-        try:
-            obj = loads(raw.decode("utf-8"))
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise self.refuse(f"malformed: not a JSON line ({' '.join(str(exc).split())[:80]})") from None
-        if not isinstance(obj, dict) or obj.get("type") not in LINE_TYPES:
-            raise self.refuse(f"malformed: a line is a JSON object whose type is one of {', '.join(LINE_TYPES)}")
-        if obj["type"] != "end":
-            self.sha.update(raw)
-        return obj
-
-    def truncated(self) -> ExportFileError:
-        promised = self.header["counts"].get("documents") if hasattr(self, "header") else None
-        more = f" (its header promised {promised} documents, {self.counts['documents']} came)" if promised else ""
-        return ExportFileError(f"{self.name} is truncated: it ends at line {self.line} without its end line{more}; "
-                               "nothing was restored")
-
-    def _header(self) -> dict[str, Any]:
-        try:
-            h = self._next()
-        except ExportFileError:
-            h = None
-        if not h or h.get("format") != EXPORT_FORMAT or h.get("type") != "header":
-            raise ExportFileError(f"{self.name} is not a vxmem export (its first line is not a "
-                                  f"{EXPORT_FORMAT!r} header); nothing was restored")
-        version = h.get("version")
-        if not isinstance(version, int) or isinstance(version, bool) or version < 1:
-            raise self.refuse(f"malformed header: version {version!r}")
-        if version > EXPORT_VERSION:
-            raise ExportFileError(f"{self.name} is in export format version {version}, newer than this vxmem "
-                                  f"reads (up to {EXPORT_VERSION}): upgrade vxmem to restore it; nothing was restored")
-        dim, vectors = h.get("dim"), h.get("vectors")
-        if vectors not in (None, VECTOR_ENCODING):
-            raise self.refuse(f"malformed header: unknown vector encoding {vectors!r}")
-        if dim is not None and (not isinstance(dim, int) or isinstance(dim, bool) or dim < 1):
-            raise self.refuse(f"malformed header: dim {dim!r}")
-        for key in ("embedder", "token_counter"):
-            if h.get(key) is not None and not isinstance(h[key], str):
-                raise self.refuse(f"malformed header: {key} {h[key]!r}")
-        if not isinstance(h.get("counts"), dict):
-            raise self.refuse("malformed header: no counts")
-        return h
-
-    def records(self) -> Iterator[Item | tuple[str, int]]:
-        """Every document (an :class:`Item`), then every turn counter (``(name, value)``),
-        in file order; the end line is checked when they are done."""
-        counters = False
-        while (obj := self._next()) is not None:
-            kind = obj["type"]
-            if kind == "memory":
-                if counters:
-                    raise self.refuse("malformed: a memory line after the counter lines")
-                yield self._memory(obj)
-            elif kind == "counter":
-                counters = True
-                yield self._counter(obj)
-            elif kind == "end":
-                self._end(obj)
-                return
-            else:
-                raise self.refuse("malformed: a second header")
-        raise self.truncated()
-
-    def _memory(self, obj: dict[str, Any]) -> Item:
-        try:
-            return self._item(obj)
-        except (TypeError, ValueError) as exc:
-            raise self.refuse(f"malformed memory: {' '.join(str(exc).split())}") from None
-
-    def _item(self, obj: dict[str, Any]) -> Item:
-        unknown = sorted(set(obj) - _MEMORY_KEYS)
-        if unknown:
-            raise ValueError(f"unknown field {unknown[0]!r}")
-        id, text, meta = check_id(obj.get("id")), check_text(obj.get("text")), obj.get("metadata")
-        if not isinstance(meta, dict):
-            raise TypeError("metadata must be a JSON object")
-        check_json(meta)
-        check_reserved(meta)
-        for key, reserved in _SAME_AS_META:
-            if obj.get(key) != meta.get(reserved):
-                raise ValueError(f"{key} {obj.get(key)!r} disagrees with its metadata's {reserved} "
-                                 f"{meta.get(reserved)!r}")
-        tokens = obj.get("tokens")
-        if tokens is not None:
-            tokens = check_token_count(tokens, text)
-        accessed = obj.get("accessed", [])
-        if not isinstance(accessed, list) or not all(
-                isinstance(t, (int, float)) and not isinstance(t, bool) and np.isfinite(t) for t in accessed):
-            raise TypeError("accessed must be a list of times (epoch seconds)")
-        vector = None
-        if "vector" in obj:
-            if self.header["vectors"] is None or self.dim is None:
-                raise ValueError("a vector, but the header says the file has none")
-            if not isinstance(obj["vector"], str):
-                raise TypeError("vector must be a base64 str")
-            vector = decode_vector(obj["vector"], self.dim)
-        elif self.header["vectors"] is not None:
-            raise ValueError("no vector, but the header says the file has them")
-        tally(self.counts, meta, len(accessed), vector is not None)
-        return Item(self.line, id, text, meta, tokens, [float(t) for t in accessed], vector)
-
-    def _counter(self, obj: dict[str, Any]) -> tuple[str, int]:
-        name, value = obj.get("name"), obj.get("value")
-        if set(obj) != {"type", "name", "value"} or not isinstance(name, str) or not name \
-                or not isinstance(value, int) or isinstance(value, bool) or value < 0:
-            raise self.refuse("malformed counter: expected a name and a whole number")
-        self.counts["counters"] += 1
-        return name, value
-
-    def _end(self, obj: dict[str, Any]) -> None:
-        counts, promised = obj.get("counts"), self.header["counts"]
-        if obj.get("lines") != self.line - 1 or not isinstance(counts, dict):
-            raise self.refuse(f"the end line says {obj.get('lines')!r} lines came before it, {self.line - 1} did")
-        wrong = [k for k in END_COUNTS if counts.get(k) != self.counts[k]]
-        wrong += [k for k, v in promised.items() if k in self.counts and v != self.counts[k]]
-        if wrong:
-            k = wrong[0]
-            raise self.refuse(f"the file is damaged: it counts {counts.get(k, promised.get(k))!r} {k}, "
-                              f"its lines hold {self.counts[k]}")
-        if obj.get("sha256") != self.sha.hexdigest():
-            raise self.refuse("the file is damaged: its lines do not match the end line's checksum")
-        if self.f.read(1):
-            raise self.refuse("malformed: more lines after the end line", self.line + 1)
-
-
-def read_header(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """The header of the export at ``path``, checked (what the file holds, whose vectors)."""
-    with open(path, "rb") as f:
-        return ExportReader(f, os.fspath(path)).header
 
 
 def _plan(engine: Engine, header: dict[str, Any], name: str, report: RestoreReport) -> tuple[bool, bool]:
@@ -285,7 +110,11 @@ def fill(engine: Engine, f: IO[bytes], name: str, *, progress: Progress = None,
         if m.n_alive:
             raise ValueError(f"the target database already holds {m.n_alive} documents: restore into a new one")
     reader = ExportReader(f, name)
+    reader.verify()  # a damaged file is refused here, before anything is embedded
     report = RestoreReport(source=name, counts=reader.counts)
+    if reader.crlf:
+        report.notes.append(f"{name} has CRLF line endings (it was copied or edited as text): its checksum "
+                            "holds for its lines read with LF endings, so it was read as the export it was")
     keep_vectors, keep_tokens = _plan(engine, reader.header, name, report)
     for note in report.notes:
         (notify or log.warning)(note)
@@ -340,6 +169,7 @@ def _hold_target(path: str) -> int | None:
         raise ValueError(f"cannot restore into {path}: no directory {directory}")
     created = not os.path.exists(path)
     lock = take_writer_lock(path)  # a target another process or handle is writing is refused here
+    remove_writer_note(path)  # a killed writer's, if any: the lock says it is gone
     try:
         if os.path.getsize(path) == 0:
             return lock
@@ -393,7 +223,7 @@ def _move_into_place(tmp: str, path: str) -> None:
             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         finally:
             conn.close()
-    _remove([p for p in _beside(path)[1:]])
+    _remove([p for p in _beside(path)[1:]] + [writer_note_path(path)])
     os.replace(tmp, path)
     for old, new in zip(_beside(tmp)[3:], _beside(path)[3:]):
         if os.path.exists(old):

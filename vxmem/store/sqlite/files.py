@@ -7,7 +7,8 @@ A writer's close also leaves the mirror file ``db.vxdb.mirror`` and the lexical 
 and its sidecar ``db.vxdb.usearch.json``
 (``{"uid", "generation", "count", "dim", "size", "crc32"}``), which ties the index file to
 this database (``uid``) at this state (``generation``) and to its own content (``size``,
-``crc32``). A read-only handle opens the file through :func:`read_only_uri`. One process
+``crc32``). An open writer keeps the note ``db.vxdb.writer`` (:func:`writer_note_path`).
+A read-only handle opens the file through :func:`read_only_uri`. One process
 writes a database file at a time: the writer lock is in :mod:`~vxmem.store.sqlite.locks`.
 A connection a fork inherited is never closed here.
 """
@@ -55,6 +56,51 @@ def replaced_when_whole(tmp: str, target: str) -> Iterator[None]:
         raise
 
 
+def writer_note_path(path: str) -> str:
+    """The note an open writer keeps beside the database at ``path``: which ``-wal`` and
+    ``-shm`` files it has open (their device and inode), so a reader can tell when they were
+    deleted or replaced under it. Removed by the writer's close."""
+    return path + ".writer"
+
+
+def _identity(name: str) -> list[int] | None:
+    try:
+        st = os.stat(name)
+    except OSError:
+        return None
+    return [st.st_dev, st.st_ino]
+
+
+def write_writer_note(path: str) -> None:
+    """A writer's: record the ``-wal`` and ``-shm`` files it has open (none when either is
+    missing: a file not in WAL mode). Replaced whole, never half written."""
+    wal, shm = _identity(path + "-wal"), _identity(path + "-shm")
+    if wal is None or shm is None:
+        return
+    note = writer_note_path(path)
+    with replaced_when_whole(note + ".tmp", note), open(note + ".tmp", "w", encoding="utf-8") as f:
+        json.dump({"pid": os.getpid(), "wal": wal, "shm": shm}, f)
+
+
+def remove_writer_note(path: str) -> None:
+    with contextlib.suppress(OSError):
+        os.remove(writer_note_path(path))
+
+
+def log_files_gone(path: str) -> list[str]:
+    """The ``-wal`` and ``-shm`` files the writer's note names that are no longer at their
+    path (deleted, or another file put there); [] when there is no note. Whether that writer
+    is still open is the caller's to ask: a killed one leaves its note behind."""
+    try:
+        with open(writer_note_path(path), encoding="utf-8") as f:
+            note = json.load(f)
+    except (OSError, ValueError):
+        return []
+    if not isinstance(note, dict):
+        return []
+    return [path + s for s in ("-wal", "-shm") if _identity(path + s) != note.get(s[1:])]
+
+
 def remove_caches(path: str) -> None:
     """Remove every cache saved beside the database (the index and its sidecar, the mirror
     file, the postings) and what a killed save of them left: the next open rebuilds them."""
@@ -66,7 +112,7 @@ def remove_caches(path: str) -> None:
 
 def remove_stale_temps(path: str) -> None:
     """Remove the temporary files a save or a restore killed halfway left beside the database."""
-    for name in (*index_files(path), mirror_path(path), postings_path(path)):
+    for name in (*index_files(path), mirror_path(path), postings_path(path), writer_note_path(path)):
         try:
             os.remove(name + ".tmp")
         except OSError:
@@ -94,7 +140,7 @@ def remove_abandoned_restores(path: str) -> None:
     whose process is gone (a live one's are left alone)."""
     head, tail = os.path.split(os.path.abspath(path))
     pattern = re.compile(rf"\.{re.escape(tail)}\.(?:restoring|creating)-(\d+)-[0-9a-f]{{8}}(?:-wal|-shm|-journal"
-                         r"|\.mirror|\.lexical"
+                         r"|\.mirror|\.lexical|\.writer"
                          r"|\.usearch|\.usearch\.json)?(?:\.tmp)?")
     try:
         names = os.listdir(head)

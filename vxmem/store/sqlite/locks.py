@@ -134,6 +134,34 @@ class _FileHandles:
             self._count[key] -= 1
             self._forget_if_unused(key)
 
+    def writer_open(self, path: str) -> bool:
+        """Whether a writer, in this process or another, holds the lock of the file at ``path``.
+        Probed with a shared lock taken and dropped at once, on this process's descriptor of
+        the file (kept open with the file's handles here, never closed under them)."""
+        with self._guard:
+            self._here()
+            try:
+                st = os.stat(path)
+            except OSError:
+                return False
+            key: Key = (st.st_dev, st.st_ino)
+            if key in self._held:
+                return True
+            if fcntl is None:  # pragma: no cover - Windows
+                return False
+            if key not in self._fds:
+                fd = os.open(path, os.O_RDONLY)  # a reader may not be allowed to write the file
+                self._fds[key], self._key_of[fd] = [fd], key
+            fd = self._fds[key][0]
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                fcntl.flock(fd, fcntl.LOCK_UN)
+                held = False
+            except OSError:
+                held = True
+            self._forget_if_unused(key)
+            return held
+
     def hold(self, path: str) -> Key | None:
         with self._guard:
             self._here()
@@ -173,6 +201,11 @@ def release_writer_lock(fd: int) -> None:
     """Release the writer lock ``fd`` holds (one handle fewer: the descriptor is closed with
     the file's last handle in this process)."""
     _HANDLES.release(fd)
+
+
+def writer_open(path: str) -> bool:
+    """Whether some process (this one included) holds the writer lock of the file at ``path``."""
+    return _HANDLES.writer_open(path)
 
 
 def hold_file(path: str) -> Key | None:

@@ -24,14 +24,25 @@ from .checkpoint import JOURNAL_SIZE_LIMIT, Checkpointer
 from .files import (
     close_connection,
     creation_temp,
+    log_files_gone,
     read_only_uri,
     read_sidecar,
     remove_stale_temps,
+    remove_writer_note,
     rollback,
     snapshot_read,
+    write_writer_note,
 )
 from .jsonio import loads_all
-from .locks import hold_file, let_go_file, names_file, out_of_descriptors, release_writer_lock, take_writer_lock
+from .locks import (
+    hold_file,
+    let_go_file,
+    names_file,
+    out_of_descriptors,
+    release_writer_lock,
+    take_writer_lock,
+    writer_open,
+)
 from .schema import FORMAT_NAME, SCHEMA_VERSION
 
 CHANGE_WINDOW = 10_000  # generations of vx_changes the writer keeps for read-only handles
@@ -60,6 +71,22 @@ def create_whole(path: str) -> None:
         for name in (tmp, tmp + "-journal"):
             with contextlib.suppress(OSError):
                 os.remove(name)
+
+
+def refuse_lost_log(path: str) -> None:
+    """Refuse to read ``path`` when the write-ahead log of its open writer was deleted (or
+    replaced) under it: that writer still writes into the deleted file, and a reader would
+    see the database as it was at its last checkpoint, perhaps empty, without a word."""
+    gone = log_files_gone(path)
+    if not gone or not writer_open(path):
+        return
+    raise InvalidDatabaseError(
+        f"{path} is open for writing, but its writer's {' and '.join(gone)} {'were' if len(gone) > 1 else 'was'} "
+        "deleted or replaced under it: "
+        f"what it wrote since its last checkpoint is only in the deleted file, so a reader here would see an "
+        f"older (perhaps empty) database. Close that writer normally (its close writes everything into {path}; "
+        "killed, it loses what the deleted file held), then open this again; never delete the -wal and -shm "
+        "files of an open database")
 
 
 class DatabaseFile:
@@ -99,6 +126,9 @@ class DatabaseFile:
             if self._lock_fd is not None and not names_file(path, self._lock_fd):
                 raise DatabaseLockedError(f"{path} was replaced by another file while it was being opened; "
                                           "open it again")
+            if self._lock_fd is not None:
+                with contextlib.suppress(OSError):  # a note is a help to readers; a writer opens without it
+                    write_writer_note(path)
         except BaseException:
             self.close()
             raise
@@ -120,6 +150,7 @@ class DatabaseFile:
             self._take_writer_lock(path)
         try:
             if self.read_only:
+                refuse_lost_log(path)  # before connecting, which would make a new, empty log there
                 return sqlite3.connect(read_only_uri(path), uri=True, check_same_thread=False, isolation_level=None)
             return sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=30)
         except sqlite3.Error as exc:
@@ -136,6 +167,7 @@ class DatabaseFile:
 
     def _take_writer_lock(self, path: str) -> None:
         self._lock_fd = take_writer_lock(path)
+        remove_writer_note(path)  # a killed writer's, if any: this writer writes its own once its log is open
 
     def _init_schema(self, existing_empty: bool) -> None:
         c = self.conn
@@ -314,6 +346,8 @@ class DatabaseFile:
         if checkpointer is not None:
             checkpointer.close(forked)  # before the connection: its close makes the last checkpoint
             self.checkpointer = None
+        if self._lock_fd is not None and not forked and self.path is not None:
+            remove_writer_note(self.path)  # before the close removes the log: no reader takes it for lost
         if conn is not None:
             close_connection(conn, forked)
         if self._lock_fd is not None:
