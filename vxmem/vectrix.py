@@ -32,7 +32,8 @@ from .store.results import Result
 class Vectrix(Collection):
     """A durable collection of documents with vectors, and a conversation memory over it.
 
-    ``path=None`` keeps everything in memory; a path opens or creates a database file.
+    ``path=None`` keeps everything in memory; a path opens or creates a database file; a
+    ``postgresql://`` URL a PostgreSQL database with pgvector that many processes share.
     ``embedder`` is a name (``"bge-small"``, the default: bge-small-en-v1.5 on onnxruntime,
     shipped inside a PyPI package, offline; ``"hashing"``: the model-free
     :class:`~vxmem.models.embed.HashingEmbedder`, fastest) or any callable ``list[str] -> (n, d)``

@@ -24,6 +24,7 @@ from typing import Any
 from ..core.errors import VectrixError
 from ..models.embed import EMBEDDERS
 from ..serve.scope import DEFAULT_USER, check_user_name
+from ..store.postgres import is_postgres_url, shown_url
 from ..vectrix import Vectrix
 
 TOKEN_ENV = "VXMEM_TOKEN"
@@ -44,7 +45,8 @@ def add_embedder_flag(parser: argparse.ArgumentParser, *first: str, default: str
 
 def add_server_flags(parser: argparse.ArgumentParser, user_help: str) -> None:
     """The flags ``vxmem serve`` and ``vxmem mcp`` share (``user_help``: what ``--user`` does)."""
-    parser.add_argument("--db", required=True, metavar="PATH", help="the database file (created if missing)")
+    parser.add_argument("--db", required=True, metavar="PATH",
+                        help="the database file (created if missing), or a postgresql:// URL")
     parser.add_argument("--user", default=DEFAULT_USER, help=f"{user_help} (default {DEFAULT_USER!r})")
     parser.add_argument("--session", help="the session of requests that name none (default: writes go to "
                                           "'default', reads span the user's sessions)")
@@ -106,6 +108,11 @@ def url_of(host: str, sock: socket.socket) -> str:
     return f"http://[{address}]:{port}" if ":" in address else f"http://{host}:{port}"
 
 
+def shown(db: str) -> str:
+    """A ``--db`` as messages name it (a ``postgresql://`` URL without its password)."""
+    return shown_url(db) if is_postgres_url(db) else db
+
+
 def open_db(args: argparse.Namespace) -> Vectrix:
     """The database the flags name, its models loaded so the first request is not the slow one."""
     check_user_name(args.user)
@@ -114,7 +121,7 @@ def open_db(args: argparse.Namespace) -> Vectrix:
     try:
         db = Vectrix(args.db, embedder=args.embedder)
     except (VectrixError, OSError) as exc:
-        raise ServeError(f"cannot open {args.db}: {' '.join(str(exc).split())}") from None
+        raise ServeError(f"cannot open {shown(args.db)}: {' '.join(str(exc).split())}") from None
     db.warm()
     return db
 
@@ -180,7 +187,7 @@ def _serve(args: argparse.Namespace) -> int:
                              cors_origins=args.cors_origin or ())
             config = uvicorn.Config(app, host=args.host, port=sock.getsockname()[1], log_level="warning",
                                     access_log=False, server_header=False, lifespan="off")
-            print(f"vxmem serve: {args.db} on {url_of(args.host, sock)} (docs at /docs; Ctrl-C stops it)",
+            print(f"vxmem serve: {shown(args.db)} on {url_of(args.host, sock)} (docs at /docs; Ctrl-C stops it)",
                   file=sys.stderr, flush=True)
             uvicorn.Server(config).run(sockets=[sock])
         finally:

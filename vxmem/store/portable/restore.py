@@ -22,9 +22,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import IO, Any, TypeVar
 
+from ...core.errors import ConflictError
 from ...core.progress import Progress, Reporter
 from ...models.embed import embedder_name
 from ..engine import Engine
+from ..postgres import is_postgres_url
 from ..sqlite.database import Database
 from ..sqlite.files import (
     index_files,
@@ -93,7 +95,7 @@ def _write_batch(engine: Engine, batch: list[Item], keep_vectors: bool, keep_tok
         for it, vec, n in zip(batch, vecs, tokens):
             try:
                 tx.insert(it.id, it.text, it.meta, vec, n)
-            except sqlite3.IntegrityError:
+            except (sqlite3.IntegrityError, ConflictError):  # a file's UNIQUE, PostgreSQL's
                 raise reader.refuse(f"the id {it.id!r} appears twice", it.line) from None
             if it.accessed:
                 tx.insert_accesses(it.accessed)
@@ -244,12 +246,14 @@ def restore_file(source: str | os.PathLike[str], path: str | os.PathLike[str] | 
     source = os.fspath(source)
     if not os.path.isfile(source):
         raise FileNotFoundError(f"no export file at {source}")
-    if path is None:
-        handle = open_handle(None)
+    if path is None or is_postgres_url(path):
+        handle = open_handle(None if path is None else os.fspath(path))
         try:
             with open(source, "rb") as f:
                 return handle, fill(_engine(handle), f, source, progress=progress, notify=notify)
         except BaseException:
+            if path is not None:
+                _undo(_engine(handle))
             _close(handle)
             raise
     target = os.fspath(path)
@@ -269,6 +273,14 @@ def restore_file(source: str | os.PathLike[str], path: str | os.PathLike[str] | 
         raise
     _let_go(target, lock, False)
     return open_handle(target), report
+
+
+def _undo(engine: Engine) -> None:
+    """Delete what a failed restore wrote into a PostgreSQL database (it was empty: ``fill``
+    checks), so that nothing of it stays. The counters come last, after the whole file was
+    read and checked, so a refusal never leaves one behind."""
+    with engine.locked() as m, engine.transaction() as tx:
+        tx.delete([m.ids[p] for p in m.live_positions().tolist()])
 
 
 def _build(source: str, tmp: str, open_handle: Callable[[str | None], Any], progress: Progress,
