@@ -6,13 +6,18 @@ STAMP := $(VENV)/.installed
 
 .PHONY: test test-fast lint app notebooks bench bench-peers install clean chromium screenshot
 
+# The first `make app` (or `make test`) installs for a few minutes: each step says what it is doing first.
 $(BIN)/python:
+	@echo "vxmem: creating the virtual environment $(VENV) with $(PY)..."
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 
 $(STAMP): $(BIN)/python pyproject.toml
-	$(BIN)/pip install --quiet -e ".[app,dev,notebooks,semantic,langchain,llm,server,compare]"
+	@echo "vxmem: installing vxmem and its extras into $(VENV) (the dashboard, models, notebooks, tests);"
+	@echo "vxmem: the first time takes a few minutes (pip lists what it fetches); later runs skip this..."
+	$(BIN)/pip install -e ".[app,dev,notebooks,semantic,langchain,llm,server,compare,postgres]"
 	touch $(STAMP)
+	@echo "vxmem: installed."
 
 install: $(STAMP)
 

@@ -22,6 +22,27 @@ def compare(key_a: str, key_b: str, a: str, b: str, policy_a: str, policy_b: str
 
 
 a = shared.settings()
+
+
+def own_sliders(side: str, policy: str, cols) -> dict:
+    """Sliders for the parameters ``policy`` has beyond the blend's (LangChain's decay rate, ...), at its defaults."""
+    out = {}
+    for j, (name, default) in enumerate(views.policy_params(policy).items()):
+        if name in config.PARAMS:
+            continue
+        label, lo, hi, step, fmt = config.POLICY_PARAMS[name]
+        out[name] = kept.widget(cols[j % 2].slider, f"{side}: {label}", key=f"ab_{side.lower()}_{name}",
+                                default=float(default), min_value=lo, max_value=hi, step=step, format=fmt,
+                                help=f"`{name}` of the {policy} policy: {views.policy_description(policy)}")
+    return out
+
+
+def ignored_note(side: str, policy: str, ignored: dict) -> None:
+    """Say which of the side's sliders do nothing under its policy (as the Tune page says of an inert one)."""
+    for name, why in ignored.items():
+        st.caption(f":material/block: {side}'s **{config.PARAMS[name][0]}** has no effect here: {why}.")
+
+
 left, right = st.columns(2, gap="large")
 with left:
     st.markdown("**A: the shared settings**")
@@ -29,6 +50,8 @@ with left:
     policy_a = kept.widget(st.selectbox, "A's policy", key="ab_policy_a", default=config.POLICIES[0],
                            options=config.POLICIES)
     st.caption(", ".join(f"{config.PARAMS[k][0]} {a[k]:g}" for k in config.RANKING_PARAMS) + f"; mode {a['mode']}")
+    own_a = own_sliders("A", policy_a, st.columns(2))
+    ignored_note("A", policy_a, views.ignored_by(policy_a, a, config.RANKING_PARAMS))
 with right:
     st.markdown("**B**")
     policy_b = kept.widget(st.selectbox, "B's policy", key="ab_policy_b", default=config.POLICIES[0],
@@ -36,16 +59,26 @@ with right:
     mode_b = kept.widget(st.selectbox, "B's search mode", key="ab_mode_b", default=a["mode"], options=config.MODES)
     b: dict = {}
     cols = st.columns(2)
+    b_starts = {}
+    for name in config.RANKING_PARAMS:
+        label, lo, hi, default, step = config.PARAMS[name]
+        b_starts[name] = a[name]
+        if name == "recency_weight":
+            b_starts[name] = 0.0 if a[name] else default  # a first B worth comparing: recency off (or on)
+    # A slider B's policy never reads is drawn greyed out (its value kept for when the policy changes back).
+    b_ignored = views.ignored_by(policy_b, {**a, **{k: kept.value(f"ab_{k}", v) for k, v in b_starts.items()}},
+                                 config.RANKING_PARAMS)
     for j, name in enumerate(config.RANKING_PARAMS):
         label, lo, hi, default, step = config.PARAMS[name]
-        start = a[name]
-        if name == "recency_weight":
-            start = 0.0 if a[name] else default  # a first B worth comparing: recency off (or on)
-        b[name] = kept.widget(cols[j % 2].slider, f"B: {label}", key=f"ab_{name}", default=start, min_value=lo,
-                              max_value=hi, step=step)
+        b[name] = kept.widget(cols[j % 2].slider, f"B: {label}", key=f"ab_{name}", default=b_starts[name],
+                              min_value=lo, max_value=hi, step=step,
+                              disabled=name in b_ignored and name not in views.policy_params(policy_b))
+    b.update(own_sliders("B", policy_b, cols))
+    ignored_note("B", policy_b, b_ignored)
 metric = kept.widget(st.selectbox, "Compare on", key="ab_metric", default=next(iter(config.AB_METRICS)),
                      options=list(config.AB_METRICS), format_func=config.AB_METRICS.get)
 
+a_point = {**views.point_of(a), **own_a}
 b_settings = {**a, **b, "mode": mode_b}
 
 
@@ -63,8 +96,8 @@ key_b = key
 if not one_replay:
     reps_b = shared.replays_for(result["key"], tuple(convs), b_settings)
     key_b = shared.cache_key(result["key"], b_settings)
-frame, summary = compare(key, key_b, json.dumps(views.point_of(a), sort_keys=True),
-                         json.dumps(views.point_of(b_settings), sort_keys=True), policy_a, policy_b, metric,
+frame, summary = compare(key, key_b, json.dumps(a_point, sort_keys=True),
+                         json.dumps({**views.point_of(b_settings), **b}, sort_keys=True), policy_a, policy_b, metric,
                          reps, reps_b)
 sides = views.side_intervals(frame, metric).set_index("side")
 cols = st.columns(6)
@@ -93,9 +126,12 @@ if not dots.empty:
     enc = {"x": alt.X("a:Q", title=f"A: {config.AB_METRICS[metric]}", scale=scale, axis=axis),
            "y": alt.Y("b:Q", title=f"B: {config.AB_METRICS[metric]}", scale=scale, axis=axis)}
     scatter = alt.Chart(dots).mark_circle(opacity=0.6, stroke="white", strokeWidth=1).encode(
+        # Legends below the chart: beside it, the size legend ran past the chart's foot and was cut off.
         **enc, color=alt.Color("outcome:N", title="probe", scale=alt.Scale(domain=["B worse", "tie", "B better"],
-                                                                          range=["#e45756", "#9d9d9d", "#54a24b"])),
-        size=alt.Size("probes:Q", title="probes", scale=alt.Scale(range=[60, 1400])),
+                                                                          range=["#e45756", "#9d9d9d", "#54a24b"]),
+                               legend=alt.Legend(orient="bottom")),
+        size=alt.Size("probes:Q", title="probes", scale=alt.Scale(range=[60, 1400]),
+                      legend=alt.Legend(orient="bottom")),
         tooltip=["outcome", "probes", "examples", alt.Tooltip("a:Q", format=".3f"), alt.Tooltip("b:Q", format=".3f")])
     counts = alt.Chart(dots[dots["probes"] > 1]).mark_text(fontSize=11, fontWeight="bold", color="#222").encode(
         **enc, text="probes:Q")

@@ -28,7 +28,7 @@ every = shared.cached(ckey, f"Assembling the context at every probe of {conv.nam
                                                            views.embedder_for(s["embedder"]), progress))
 out = every[probe]
 
-st.markdown(f"**Query** {views.plain(out['query'], 300)} in session {views.plain(out['session'])}")
+st.markdown(f"**Query** {views.plain(out['query'], 300)} ({views.plain(views.session_text(out['session']))})")
 note = out["notes"].set_index("budget").loc[budget]
 cols = st.columns(4)
 cols[0].metric("tokens used", f"{int(note['tokens_used'])} / {budget}")

@@ -11,10 +11,15 @@ from vxmem.workbench import views
 from vxmem.workbench.views import cost_charts
 from vxmem.workbench.views.systems import DASHBOARD_SYSTEMS, systems_frames
 
+# The harness's cost columns as a reader reads them: (label, what it measures).
+COST_LABELS = {"ms_per_recall": ("ms per recall", "median milliseconds of one recall"),
+               "ms_per_write": ("ms per write", "median milliseconds of one write (a turn or a fact)"),
+               "setup_s": ("setup (s)", "seconds to build and warm up a fresh system, summed over the conversations")}
 st.title("Compare")
 st.caption("The spec's blend against plain cosine, multiplicative decay, LangChain's time-weighted retriever, "
            "Generative Agents and MemoryBank, ranking the very same candidate pools. \"best\" searches each "
-           "policy's own parameters for the chosen metric; limit and token budget are the shared settings.")
+           "policy's own parameters for the chosen metric on some probes and is reported on the others; limit and "
+           "token budget are the shared settings.")
 key, convs, reps = shared.dataset()
 
 
@@ -45,7 +50,14 @@ st.dataframe(cells[["policy", "setting", "params", *shown, "probes"]], hide_inde
                  "policy": st.column_config.TextColumn(width=120), "setting": st.column_config.TextColumn(width=65),
                  "params": st.column_config.TextColumn(width=170),
                  **{m: st.column_config.TextColumn(f"{config.METRIC_LABELS[m]} [95% CI]", width=125) for m in shown}})
-st.caption(f"Means over {int(table['probes'].max())} probes, each with its bootstrap 95% interval.")
+tuned = int(table["tuned_on"].max())
+if tuned:
+    st.caption(f"Each policy's best is chosen on {tuned} tune probes; both rows are reported on the other "
+               f"{int(table['probes'].max())}, held out (as the Sweep page's honest tuning), so \"best\" is not "
+               "judged on the probes that chose it. Each mean has its bootstrap 95% interval.")
+else:
+    st.caption(f"Means over {int(table['probes'].max())} probes, each with its bootstrap 95% interval (too few "
+               "probes to hold some out: \"best\" is chosen and reported on the same ones).")
 shared.sample_caveat(int(table["probes"].min()))
 order = list(table["policy"].unique())
 cols = st.columns(2)
@@ -90,8 +102,9 @@ sys_table = None
 if picked:
     with st.spinner("Replaying the dataset through each system..."):
         sys_table, front = systems(key, tuple(picked), s["limit"], s["embedder"], convs)
-    quality = {c: st.column_config.NumberColumn(format="%.3f") for c in ("hit", "recall", "mrr", "ndcg", "stale_leak")}
-    cost = {c: st.column_config.NumberColumn(format="%.2f") for c in ("ms_per_recall", "ms_per_write", "setup_s")}
+    quality = {c: st.column_config.NumberColumn(config.METRIC_LABELS.get(c, c), format="%.3f")
+               for c in ("hit", "recall", "mrr", "ndcg", "stale_leak")}
+    cost = {c: st.column_config.NumberColumn(label, format="%.2f", help=why) for c, (label, why) in COST_LABELS.items()}
     st.dataframe(sys_table.drop(columns=["error"] if sys_table["error"].isna().all() else []), hide_index=True,
                  width="stretch", column_config={**quality, **cost})
     shared.chart(cost_charts.systems_chart(front, s["limit"]))
@@ -117,8 +130,11 @@ with st.spinner("Ranking every preset's pools with every policy..."):
 shared.chart(cost_charts.presets_chart(points, s["limit"], list(preset_reps)))
 with st.expander("Every point"):
     st.dataframe(points[["label", "recall", "ms_per_recall", "on_front", "probes"]], hide_index=True,
-                 width="stretch", column_config={"recall": st.column_config.NumberColumn(format="%.3f"),
-                                                 "ms_per_recall": st.column_config.NumberColumn(format="%.2f")})
+                 width="stretch", column_config={
+                     "label": st.column_config.TextColumn("preset, policy or system"),
+                     "recall": st.column_config.NumberColumn(f"recall@{s['limit']}", format="%.3f"),
+                     "ms_per_recall": st.column_config.NumberColumn(COST_LABELS["ms_per_recall"][0], format="%.2f"),
+                     "on_front": st.column_config.CheckboxColumn("on the Pareto front")})
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
@@ -128,8 +144,8 @@ def preset_table(key: str, point: str, _reps):
 
 per_preset = preset_table(preset_key, point, preset_reps)
 categories = [c for c in per_preset if c.startswith("recall · ")]
-timings = {c: st.column_config.NumberColumn(c.replace("_", " "), format="%.2f", width=80)
-           for c in ("ms_p50", "ms_p99", "ms_per_write")}
+timings = {c: st.column_config.NumberColumn(label, format="%.2f", width=80)
+           for c, label in (("ms_p50", "ms p50"), ("ms_p99", "ms p99"), ("ms_per_write", "ms per write"))}
 # Two tables, so neither runs off the page however many categories the dataset has.
 st.dataframe(with_ci(per_preset, ["recall"])[["preset", "recall", "mrr", "coverage", "depth", *timings, "probes"]],
              hide_index=True, width="stretch", column_config={

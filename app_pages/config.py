@@ -103,6 +103,13 @@ PLAYGROUND_RELEVANT = ["m4"]  # the seed query's answer: the correction to light
 
 AB_METRICS = {"rr": "reciprocal rank", "ndcg": "nDCG@k", "hit": "hit@k", "stale_leak": "stale-leak@k"}
 POLICIES = ("blend", "cosine", "multiplicative", "langchain", "generative_agents", "memorybank")
+# The parameters the other policies have beyond the blend's: (label, min, max, step, number format).
+POLICY_PARAMS: dict[str, tuple[str, float, float, float, str]] = {
+    "decay_rate": ("decay rate (per hour)", 0.0, 0.2, 0.0005, "%.4f"),
+    "recency_decay": ("recency decay (per hour)", 0.9, 0.9999, 0.0001, "%.4f"),
+    "strength_days": ("memory strength (days)", 0.5, 365.0, 0.5, "%.1f"),
+}
+MIN_TIMELINE_PX = 220  # the Replay timeline's least height, however few lanes it has
 MOVEMENT_HIGHLIGHT = 10  # probes drawn in colour on the rank-movement chart by default (the most moving)
 CATEGORY_COLOURS = "tableau20"  # 20 distinct colours: the movement chart colours at most 20 probes
 

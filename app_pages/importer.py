@@ -54,23 +54,30 @@ c1, c2 = st.columns([3, 1])
 up = c1.file_uploader("A chat log: OpenAI / ChatML messages (.jsonl), a ChatGPT export (conversations.json) or a "
                       "CSV of session, role, text, timestamp", type=config.CHAT_TYPES, key="import_upload")
 fmt = config.CHAT_CHOICES[c2.selectbox("Format", list(config.CHAT_CHOICES), key="import_format")]
-if up is not None:
+if up is None:
+    state.pop("import_error", None)  # the bad file was removed (or left behind on another page)
+else:
     data = up.getvalue()
     source = f"{hashlib.sha256(data).hexdigest()}:{fmt}"
-    if state.get("import_source") != source:  # a new file: its probes, its form and its messages afresh
-        kept.forget(*FORM, "import_target")
-        for k in ("import_message", "import_probe"):
-            state.pop(k, None)
+    bad = state.get("import_error")
+    if state.get("import_source") != source and not (bad and bad[0] == source):  # a file not read yet
         try:
-            set_imported(views.conversation_from_bytes(up.name, data, fmt))
-            state.import_error = None
+            loaded = views.conversation_from_bytes(up.name, data, fmt)
         except DatasetError as exc:
-            state.import_error = f"Cannot import {views.plain(up.name)}: {views.plain(exc, 400)}"
-            state.pop("imported", None)
-        state.import_source = source
+            # The last good import, its probes and the form stay: a bad file must not cost the work done.
+            state.import_error = (source, f"Cannot import {views.plain(up.name)}: {views.plain(exc, 400)}")
+        else:
+            kept.forget(*FORM, "import_target")  # a new file: its probes, its form and its messages afresh
+            for k in ("import_message", "import_probe", "import_error"):
+                state.pop(k, None)
+            set_imported(loaded)
+            state.import_source = source
 if state.get("import_error"):
-    st.error(state.import_error)
-    st.stop()
+    st.error(state.import_error[1])
+    if "imported" not in state:
+        st.stop()
+    st.info(f"Still using the last chat imported, {views.plain(state.imported['conversation'].name)}, and its "
+            "probes: upload a good file to replace it.")
 if "imported" not in state:
     st.info("Upload a chat log to start.")
     st.stop()
@@ -94,7 +101,9 @@ st.dataframe(turns, hide_index=True, width="stretch", height=min(400, 38 + 35 * 
 st.subheader("Probes")
 probes = views.probe_list(conv)
 if not probes.empty:
-    st.dataframe(probes, hide_index=True, width="stretch", column_config={
+    # A probe asked in no session recalls from every one; one without a category has none: never "None".
+    listed = probes.assign(session=probes["session"].fillna(EVERY), category=probes["category"].fillna(""))
+    st.dataframe(listed, hide_index=True, width="stretch", column_config={
         "label": st.column_config.TextColumn(width="small"), "query": st.column_config.TextColumn(width="large")})
 labels = probes["label"].tolist()
 target = kept.widget(st.selectbox, "Write", key="import_target", default=NEW, options=[NEW, *labels],
@@ -143,6 +152,8 @@ def write() -> None:
     state.import_message = ("success", f"{'Added' if was_new else 'Saved'} probe {written}.")
     if was_new:
         fill_form(None)
+        # The why section below follows the probe just written (its picker would stay on the first one).
+        state.import_probe = views.probe_list(new)["label"].tolist().index(written)
 
 
 def delete() -> None:
@@ -190,7 +201,7 @@ st.markdown(f"What `recall()` returns at the shared settings (mode {shared.setti
 shared.ranking_table(results, key="import_results")
 shared.relevance_warning(why["relevance"].max() if why["relevance"].notna().any() else None,
                          reps[0].meta.get("low_relevance"), reps[0].mode, reps[0].rerank,
-                         views.replay_match_probability(reps[0], int(pick), point["limit"]))
+                         views.replay_match_probability(reps[0], int(pick), point["limit"]), results)
 st.markdown("**The turns this probe should return, and why**")
 st.table(views.why_table(why, only_relevant=True)[["reason", "rank", "label", "text", "detail"]], hide_index=True)
 st.markdown("**Every turn, and why it was or was not returned**")

@@ -29,9 +29,12 @@ def kept(name: str) -> str:
 
 
 def keep(name: str) -> None:
+    changed = state.pg_kept.get(name) != state[f"pg_{name}"]
     state.pg_kept[name] = state[f"pg_{name}"]
     if name in ("session", "query"):  # another question or session: what was said about the last one goes
         state.pg_message = None
+    if name == "query" and changed:  # the memories marked relevant answered the last question, not this one
+        state.pg_kept["relevant"] = []
 
 
 # Widgets whose value belongs to one playground: a restore or a reset starts them afresh.
@@ -115,18 +118,20 @@ def remember() -> None:
 
 
 @st.cache_data(show_spinner=False, max_entries=256)
-def recall(events_json: str, query: str, session, now: float, settings_json: str, judge, embedder: str):
+def recall(events_json: str, query: str, session, now: float, settings_json: str, judge, embedder: str,
+           relevant: tuple[str, ...]):
     import json
 
     return views.playground_recall(json.loads(events_json), query, session, now, json.loads(settings_json), judge,
-                                   views.embedder_for(embedder))
+                                   views.embedder_for(embedder), relevant)
 
 
 def ranked(events: list) -> dict:
     """The playground of ``events`` at the clock, asked the query, at the shared settings (cached)."""
     s = shared.settings()
     return recall(views.dumps_events(events), state.pg_kept["query"], state.pg_kept["session"] or None, state.pg_now,
-                  views.settings_json(s), RuleKeyValueJudge.name if state.pg_kept["judge"] else None, s["embedder"])
+                  views.settings_json(s), RuleKeyValueJudge.name if state.pg_kept["judge"] else None, s["embedder"],
+                  tuple(state.pg_kept["relevant"]))
 
 
 def newly_superseded(before: list, after: list) -> list[str]:
@@ -234,7 +239,7 @@ with right:
         # Half the page wide: the memory and its score; the bars below split the score into its parts.
         shared.ranking_table(ranking, order=("rank", "label", "text", "score", "relevance"), text_width=200)
         shared.relevance_warning(float(ranking["relevance"].max()), out["low_relevance"], out["mode"],
-                                 out.get("rerank"), out.get("match_probability"))
+                                 out.get("rerank"), out.get("match_probability"), ranking)
         shared.score_bars(ranking, settings)
         g1, g2, g3 = st.columns([2, 1, 1])
         # Keyed by what was ranked: another query, session, clock or memory offers a fresh choice.

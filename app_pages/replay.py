@@ -55,7 +55,9 @@ fates = ["live", "summary", "superseded", "expired", "consolidated", "forgotten"
 status_colors = alt.Scale(domain=fates, range=["#4c78a8", "#54a24b", "#e45756", "#f58518", "#b279a2", "#9d755d",
                                                "#bab0ac"])
 lanes = mem["lane"].nunique()
-lane_px = 90 if lanes <= 2 else 48  # room for the spread within a lane
+# Room for the spread within a lane, and a chart at least MIN_TIMELINE_PX tall: one lane was 70 px of plot.
+lane_px = max(90 if lanes <= 2 else 48, -(-config.MIN_TIMELINE_PX // max(lanes, 1)))
+when = alt.Axis(format=views.time_format(mem["created"]), labelOverlap=True)  # every tick with its year
 # Each memory sits at its own height in its lane (a fixed spread, not random), small and half
 # transparent, so memories made at one moment do not hide each other; its bar runs at the same height.
 spread = alt.YOffset("jitter:Q", scale=alt.Scale(domain=[-0.5, 0.5], range=[6, lane_px - 6]), title=None)
@@ -64,7 +66,7 @@ spans = base.transform_filter("isValid(datum.end)").mark_rule(opacity=0.3, strok
     x="created:T", x2="end:T", y=alt.Y("lane:N"), yOffset=spread,
     color=alt.Color("status:N", scale=status_colors, legend=None))
 dots = base.mark_point(filled=True, size=28, opacity=0.65).encode(
-    x=alt.X("created:T", title="time"), y=alt.Y("lane:N", title="session / kind"), yOffset=spread,
+    x=alt.X("created:T", title="time", axis=when), y=alt.Y("lane:N", title="session / kind"), yOffset=spread,
     color=alt.Color("status:N", scale=status_colors, title="fate",
                     legend=alt.Legend(orient="bottom", direction="horizontal", columns=7)),
     shape=alt.Shape("kind:N", title="kind", legend=alt.Legend(orient="bottom", direction="horizontal")),
@@ -88,7 +90,7 @@ pi = st.select_slider("Probe, in time order (drag to move along the timeline)", 
                       key="replay_probe",
                       format_func=lambda i: f"{probes.iloc[i]['label']} ({probes.iloc[i]['time']:%Y-%m-%d %H:%M})")
 row = probes.iloc[pi]
-st.markdown(f"**{views.plain(row['query'], 300)}** (session {views.plain(row['session'])})")
+st.markdown(f"**{views.plain(row['query'], 300)}** ({views.plain(views.session_text(row['session']))})")
 cols = st.columns(4)
 for col, m in zip(cols, ("hit", "rr", "ndcg", "stale_leak")):
     col.metric({"rr": "reciprocal rank"}.get(m, config.METRIC_LABELS.get(m, m)) + " (this probe)",
@@ -101,7 +103,7 @@ results = views.returned(why)
 shared.ranking_table(results, key="replay_results")
 best = why["relevance"].max() if why["relevance"].notna().any() else None
 shared.relevance_warning(best, rep.meta.get("low_relevance"), rep.mode, rep.rerank,
-                         views.replay_match_probability(rep, pi, shared.point()["limit"]))
+                         views.replay_match_probability(rep, pi, shared.point()["limit"]), results)
 if not results.empty:
     shared.score_bars(results, shared.settings())
 missed = views.missed_at(why)

@@ -426,23 +426,28 @@ def score_bars(ranking: pd.DataFrame, s: dict[str, Any]) -> None:
     parts = views.score_parts(ranking, s)
     if parts.empty:
         return
+    # Every bar keeps its label (Vega drops ones it thinks overlap, at three bars as at twenty) and the
+    # score axis a few round ticks, not one per 0.1 crowding a half-page chart.
     bars = alt.Chart(parts).mark_bar().encode(
-        x=alt.X("contribution:Q", title="score contribution"),
-        y=alt.Y("label:N", sort=alt.SortField("rank"), title=None),
+        x=alt.X("contribution:Q", title="score contribution", axis=alt.Axis(tickCount=5, format=".1f")),
+        y=alt.Y("label:N", sort=alt.SortField("rank"), title=None,
+                axis=alt.Axis(labelOverlap=False, labelLimit=120)),
         color=alt.Color("part:N", sort=["relevance", "recency", "feedback"], title="part"),
         order=alt.Order("part_order:Q"),
         tooltip=["rank", "label", "text", "part", alt.Tooltip("contribution:Q", format=".3f")])
     bars = bars.transform_calculate(part_order="indexof(['relevance', 'recency', 'feedback'], datum.part)")
-    chart(bars.properties(height=40 + 28 * len(ranking)))
+    chart(bars.properties(height=max(150, 40 + 28 * len(ranking))))  # three bars still fit the legend beside
     st.caption("score = relevance_norm + recency_weight x 0.5^(age / half_life) "
                "+ feedback_weight x clamp(feedback, +-2)")
 
 
 def relevance_warning(best_raw: float | None, threshold: float | None, mode: str, rerank: str | None = None,
-                      probability: float | None = None) -> None:
+                      probability: float | None = None, ranking: pd.DataFrame | None = None) -> None:
     """Warn when the calibrated probability that anything relevant was found is low (without
-    one, when the best candidate's raw relevance is); otherwise show it as a caption."""
-    level, text = views.relevance_note(best_raw, threshold, mode, rerank, probability)
+    one, when the best candidate's raw relevance is), unless ``ranking`` returns a memory marked
+    relevant; otherwise show it as a caption."""
+    answered = None if ranking is None else views.first_relevant_rank(ranking)
+    level, text = views.relevance_note(best_raw, threshold, mode, rerank, probability, answered)
     (st.warning if level == "warning" else st.caption)(text)
 
 

@@ -11,6 +11,7 @@ import streamlit as st
 from app_pages import config, kept, shared
 from vxmem.workbench import views
 from vxmem.workbench.analysis.metrics import LOWER_IS_BETTER
+from vxmem.workbench.views import cost_charts
 
 st.title("Sweep")
 st.caption("Every point of the grid re-ranks every probe's cached pool; the other parameters stay at "
@@ -71,7 +72,8 @@ try:
 except ValueError as exc:  # e.g. a limit a hybrid replay's pools cannot serve
     st.info(f"Cannot sweep these axes here: {exc}")
     st.stop()
-best = views.best_row(frame, metric)
+pick = views.pick_best(frame, metric, (x, y), fixed, config.DEFAULT_SETTINGS)
+best = pick.row
 current = frame[(frame[x] == (fixed[x] or 0)) & (frame[y] == (fixed[y] or 0))]
 
 lower = metric in LOWER_IS_BETTER
@@ -89,14 +91,29 @@ heat = alt.Chart(frame).mark_rect().encode(
 text = alt.Chart(frame).mark_text(fontSize=11).encode(
     x=f"{x}:O", y=alt.Y(f"{y}:O", sort="descending"), text=alt.Text(f"{metric}:Q", format=".2f"),
     color=alt.condition("datum.light", alt.value("black"), alt.value("white")))
-marks = pd.concat([best.to_frame().T.assign(point="best"), current.assign(point="current")])
-# An outline around the cell, so the marker never hides the number in it; one legend for it.
-outline = alt.Chart(marks).mark_rect(fill=None, strokeWidth=3).encode(
-    x=f"{x}:O", y=alt.Y(f"{y}:O", sort="descending"),
-    stroke=alt.Stroke("point:N", title="marked", scale=alt.Scale(domain=["best", "current"],
-                                                                 range=["#ff2b2b", "#111111"])),
-    strokeDash=alt.StrokeDash("point:N", title="marked", scale=alt.Scale(domain=["best", "current"],
-                                                                         range=[[1, 0], [4, 2]])))
+# Numbers, not the object dtype a transposed row has, so each mark lands on its cell's value.
+marks = pd.concat([best.to_frame().T.assign(point="best"), current.assign(point="current")])[[x, y, "point"]]
+marks = marks.astype({x: float, y: float})
+# An outline around the cell, so the marker never hides the number in it; one legend for it. Where the best
+# point is the current one, the best's thick red outline stays visible round the current's dashed black one
+# (drawn after it), instead of the one hiding the other; the legend names only what is drawn.
+shown_marks = [p for p in ("best", "current") if p in set(marks["point"])]
+kinds = {"best": ("#ff2b2b", [1, 0], 6), "current": ("#111111", [4, 2], 3)}
+
+
+def marked(channel, i: int):
+    return channel("point:N", title="marked", scale=alt.Scale(domain=shown_marks,
+                                                              range=[kinds[p][i] for p in shown_marks]))
+
+
+outline = alt.Chart(marks).mark_rect(fill=None).encode(
+    x=f"{x}:O", y=alt.Y(f"{y}:O", sort="descending"), stroke=marked(alt.Stroke, 0),
+    strokeDash=marked(alt.StrokeDash, 1), strokeWidth=marked(alt.StrokeWidth, 2),
+    order=alt.Order("order:Q"))
+outline = outline.transform_calculate(order="datum.point == 'best' ? 0 : 1")
+if current.empty:
+    st.caption("The current settings are not on this grid (outside the ranges above): no cell is outlined as "
+               "current.")
 if flat:
     st.info(f"{config.METRIC_LABELS[metric]} is {lo_m:.3f} at every point of this grid: the map would be one "
             "colour. Pick another metric, or a dataset where it moves.")
@@ -114,33 +131,36 @@ cols[0].caption(ci_of(best))
 cols[1].metric(f"current {config.METRIC_LABELS[metric]}", f"{current[metric].iloc[0]:.3f}" if len(current) else "n/a")
 if len(current):
     cols[1].caption(ci_of(current.iloc[0]))
-cols[2].markdown(f"**best point**: {title(x)} = {best[x]:g}, {title(y)} = {best[y]:g}")
+chosen = ", ".join(f"{title(k)} = {v:g}" for k, v in pick.values.items())
+cols[2].markdown(f"**best point**: {chosen}" if chosen else "**best point**: the current settings")
 
 
 def use_best() -> None:
-    values = {x: best[x], y: best[y]}
-    for k in ("limit", "token_budget"):
-        if k in values:
-            values[k] = int(values[k])
-    shared.apply_settings({k: (float(v) if k not in ("limit", "token_budget") else v) for k, v in values.items()})
+    shared.apply_settings(pick.values)
 
 
 cols[3].button("Use the best point", on_click=use_best, key="sweep_use_best", type="primary",
                help="Makes it the shared settings of every page (and the URL).")
+for note in pick.notes:
+    st.caption(f":material/info: {note}.")
 shared.sample_caveat(int(best[f"{metric}_probes"]))
 st.download_button("Download the sweep as CSV", views.to_csv(frame.drop(columns=["light"])),
                    file_name=f"sweep_{x}_{y}.csv", mime="text/csv", key="sweep_download")
 
 st.subheader("Trade-offs: nDCG against stale-leak against context tokens")
 pareto = views.pareto_points(frame)
+pareto = pareto.assign(front=cost_charts.front_words(pareto["pareto"]))  # the legend in words, not true/false
 front = pareto[pareto["pareto"]]
 no_leak = views.is_flat(pareto["stale_leak"])  # one colour for every point says nothing: no colour scale then
 scatter = alt.Chart(pareto).mark_circle(opacity=0.6).encode(
     x=alt.X("tokens:Q", title="context tokens shipped per probe (mean)", scale=alt.Scale(zero=False)),
     y=alt.Y("ndcg:Q", title="nDCG@k", scale=alt.Scale(zero=False)),
+    # Both legends below the chart: stacked beside it, the second ran past the chart's foot and was cut off.
     color=alt.value("#4c78a8") if no_leak else alt.Color("stale_leak:Q", title="stale-leak@k",
-                                                          scale=alt.Scale(scheme="orangered")),
-    size=alt.Size("pareto:N", scale=alt.Scale(domain=[False, True], range=[40, 160]), title="on the front"),
+                                                          scale=alt.Scale(scheme="orangered"),
+                                                          legend=alt.Legend(orient="bottom")),
+    size=alt.Size("front:N", scale=alt.Scale(domain=["behind it", "on the front"], range=[40, 160]),
+                  title="Pareto front", legend=alt.Legend(orient="bottom")),
     tooltip=[x, y, alt.Tooltip("ndcg:Q", format=".3f"), alt.Tooltip("stale_leak:Q", format=".3f"),
              alt.Tooltip("tokens:Q", format=".1f")])
 if views.is_flat(pareto["ndcg"]) and views.is_flat(pareto["tokens"]):

@@ -104,7 +104,7 @@ with right:
         {c: "{:.3f}" for c in ("score", "relevance (raw)", "rel. norm", "recency", "feedback")}), hide_index=True)
     best = why["relevance"].max() if why["relevance"].notna().any() else None
     shared.relevance_warning(best, reps[ri].meta.get("low_relevance"), reps[ri].mode, reps[ri].rerank,
-                             views.replay_match_probability(reps[ri], probe, point_dict["limit"]))
+                             views.replay_match_probability(reps[ri], probe, point_dict["limit"]), table)
     shared.score_bars(table, shared.settings())
     with st.expander("Why (not) recalled: every memory of this probe"):
         shared.why_table(why, key="tune_why")

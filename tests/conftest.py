@@ -19,7 +19,7 @@ from hypothesis import settings  # noqa: E402
 
 from vxmem.models.embed import get_embedder
 
-from helpers import CHAT_CSV, WordHashEmbedder  # noqa: E402
+from helpers import CHAT_CSV, WordHashEmbedder, drop_pg_database, new_pg_database  # noqa: E402
 
 # Markers by module (registered in pyproject.toml, --strict-markers): a module is listed when some of its
 # tests load a real ONNX model, or start interpreters or servers; `-m "not model and not subprocess"`
@@ -31,9 +31,9 @@ SUBPROCESS_MODULES = {
     "test_browser", "test_cli", "test_client", "test_compare", "test_concurrency", "test_corrupt", "test_crash",
     "test_crash_points", "test_default_model", "test_disk_full", "test_export", "test_fts_batches", "test_hardening",
     "test_langchain", "test_keys", "test_layers", "test_llm", "test_make_notebooks", "test_mcp", "test_mirror_file",
-    "test_notebooks", "test_reader_processes", "test_readers", "test_readme", "test_rest", "test_rest_records",
-    "test_scaleout", "test_search_modes", "test_semantic", "test_serve_config", "test_serve_inputs_strict",
-    "test_store", "test_vector_dtype"}
+    "test_notebooks", "test_postgres_processes", "test_reader_processes", "test_readers", "test_readme", "test_rest",
+    "test_rest_records", "test_scaleout", "test_search_modes", "test_semantic", "test_serve_config",
+    "test_serve_inputs_strict", "test_store", "test_vector_dtype"}
 
 
 def pytest_collection_modifyitems(config, items):
@@ -43,6 +43,8 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.model)
         if module in SUBPROCESS_MODULES:
             item.add_marker(pytest.mark.subprocess)
+        if module.startswith("test_postgres"):
+            item.add_marker(pytest.mark.postgres)
 
 
 # CI never fails by chance: the same examples every run, no example database between runs.
@@ -98,3 +100,32 @@ def imported(tmp_path, capsys):
     assert main(["import", str(src), "-o", str(out)]) == 0
     capsys.readouterr()
     return out, [e.label for e in load_jsonl(out).events if e.type == "turn"]
+
+
+@pytest.fixture(scope="session")
+def pg_server():
+    """The URL of a PostgreSQL server with pgvector: ``VXMEM_TEST_PG`` when set (an external
+    server), otherwise one the pgserver wheel starts for this test session (one per xdist
+    worker) and deletes at its end."""
+    external = os.environ.get("VXMEM_TEST_PG")
+    if external:
+        yield external
+        return
+    import pgserver
+
+    # Not under pytest's basetemp: as root, pgserver runs PostgreSQL as another user and opens
+    # the folders above its data to it, and any pytest run that starts meanwhile closes
+    # /tmp/pytest-of-root again (mode 0700), which kills the server mid-session.
+    server = pgserver.get_server(tempfile.mkdtemp(prefix="vxmem-pg-"), cleanup_mode="delete")
+    try:
+        yield server.get_uri()
+    finally:
+        server.cleanup()
+
+
+@pytest.fixture
+def pg_url(pg_server):
+    """A fresh, empty database on the session's server, dropped after the test: its URL."""
+    url = new_pg_database(pg_server)
+    yield url
+    drop_pg_database(pg_server, url)

@@ -16,7 +16,8 @@ T0 = 1_700_000_000.0  # a fixed "now" for tests that pass time explicitly
 TESTS = str(Path(__file__).resolve().parent)
 ROOT = Path(TESTS).parent
 
-__all__ = ["DAY", "T0", "TESTS", "ROOT", "CHAT_CSV", "WordHashEmbedder", "run_python", "fts_count", "vector_of"]
+__all__ = ["DAY", "T0", "TESTS", "ROOT", "CHAT_CSV", "WordHashEmbedder", "run_python", "fts_count", "vector_of",
+           "new_pg_database", "drop_pg_database"]
 
 # A chat log of three turns in one session, as a CSV export (the `imported` fixture imports it).
 CHAT_CSV = ("session,role,text,timestamp\n"
@@ -72,3 +73,27 @@ def reap(proc: subprocess.Popen) -> None:
     for pipe in (proc.stdin, proc.stdout, proc.stderr):
         if pipe is not None:
             pipe.close()
+
+
+def new_pg_database(server_url: str) -> str:
+    """A new, empty database on the PostgreSQL server at ``server_url``: its URL."""
+    import uuid
+    from urllib.parse import urlsplit, urlunsplit
+
+    import psycopg
+
+    name = f"vx_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(server_url, autocommit=True) as admin:
+        admin.execute(f"CREATE DATABASE {name}")
+    return urlunsplit(urlsplit(server_url)._replace(path=f"/{name}"))
+
+
+def drop_pg_database(server_url: str, url: str) -> None:
+    """Drop the database ``new_pg_database`` made (its connections ended first)."""
+    from urllib.parse import urlsplit
+
+    import psycopg
+
+    name = urlsplit(url).path.lstrip("/")
+    with psycopg.connect(server_url, autocommit=True) as admin:
+        admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")

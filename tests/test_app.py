@@ -96,6 +96,28 @@ def test_playground_shows_why_each_memory_was_or_was_not_recalled():
     assert set(why["reason"]) <= {"returned", "superseded", "out_ranked", "outside_pool", "expired"}
 
 
+def test_playground_ticks_the_memories_marked_relevant_and_forgets_them_with_the_query():
+    at = page()
+    assert at.multiselect(key="pg_relevant").value == ["m4"]  # the seed query's answer
+    why = at.dataframe[2].value.set_index("label")
+    assert bool(why.loc["m4", "relevant"]) and not why.drop(index="m4")["relevant"].any()
+    at.multiselect(key="pg_relevant").set_value(["m4", "m3"]).run()
+    assert at.dataframe[2].value.set_index("label")["relevant"].sum() == 2
+    at.text_input(key="pg_query").set_value("where does my sister live?").run()
+    assert not at.exception
+    assert at.multiselect(key="pg_relevant").value == []  # marks for the last question do not carry over
+    assert not at.dataframe[2].value["relevant"].any()
+
+
+def test_playground_score_bars_keep_every_label_and_a_few_ticks_at_limit_three():
+    at = page(query={"limit": "3"})
+    spec = specs(at)[0]
+    enc = spec.get("encoding") or spec["layer"][0]["encoding"]
+    assert enc["y"]["axis"]["labelOverlap"] is False  # Vega dropped the middle one of three labels
+    assert enc["x"]["axis"]["tickCount"] <= 5
+    assert spec["height"] >= 150
+
+
 def test_playground_half_life_slider_changes_the_scores():
     at = page()
     before = at.dataframe[0].value["score"].tolist()
@@ -403,10 +425,35 @@ def test_sweep_page_draws_a_heatmap_with_best_and_current_and_offers_csv():
 def test_sweep_heatmap_has_one_marker_legend_readable_numbers_and_plain_ticks():
     at = page("sweep")
     heat = json.dumps(specs(at)[0])
-    assert heat.count('"title": "marked"') == 2  # stroke and dash of one field: Vega-Lite draws one legend
+    assert heat.count('"title": "marked"') == 3  # stroke, dash and width of one field: Vega-Lite draws one legend
     assert '"fill": null' in heat or '"filled": false' in heat  # an outline, not a marker over the number
     assert '"value": "black"' in heat  # dark numbers on the light (yellow) cells
     assert ".4~r" in heat  # 1150, not 1.15e+3
+
+
+def test_sweep_outlines_the_current_point_even_on_the_best_one_and_says_when_it_is_off_the_grid():
+    at = page("sweep")
+    at.button(key="sweep_use_best").click().run()  # now the current point is the best one
+    from streamlit.dataframe_util import convert_arrow_bytes_to_pandas_df
+
+    spec = specs(at)[0]
+    outline = next(layer for layer in spec["layer"] if "strokeWidth" in layer.get("encoding", {}))
+    rows = [r for d in charts(at)[0].proto.datasets for r in convert_arrow_bytes_to_pandas_df(d.data.data)
+            .to_dict("records") if isinstance(r.get("point"), str)]
+    assert [r["point"] for r in rows] == ["best", "current"] and rows[0]["half_life_days"] == rows[1]["half_life_days"]
+    width = outline["encoding"]["strokeWidth"]["scale"]
+    assert width["domain"] == ["best", "current"] and width["range"][0] > width["range"][1]  # red round black
+    at.slider(key="sweep_range_half_life_days").set_value((60.0, 180.0)).run()  # the current 7 days: off the grid
+    assert "not on this grid" in texts(at.caption)
+    outline = next(layer for layer in specs(at)[0]["layer"] if "strokeWidth" in layer.get("encoding", {}))
+    assert outline["encoding"]["stroke"]["scale"]["domain"] == ["best"]  # no legend entry for a mark not drawn
+
+
+def test_sweep_trade_off_legends_sit_below_the_chart():
+    at = page("sweep", dataset="preference_drift")
+    scatter = next(s for s in specs(at) if "tokens" in json.dumps(s) and '"circle"' in json.dumps(s))
+    assert scatter["encoding"]["size"]["legend"]["orient"] == "bottom"
+    assert scatter["encoding"]["color"]["legend"]["orient"] == "bottom"
 
 
 def test_sweep_range_slider_changes_the_best_point():
@@ -422,7 +469,9 @@ def test_sweeps_best_point_becomes_the_current_settings_in_one_click():
     best = at.markdown[[m.value.startswith("**best point**") for m in at.markdown].index(True)].value
     at.button(key="sweep_use_best").click().run()
     s = at.session_state["settings"]
-    assert f"= {s['half_life_days']:g}," in best and best.endswith(f"= {s['recency_weight']:g}")
+    labels = {"half-life (days)": "half_life_days", "recency weight": "recency_weight"}
+    said = dict(part.split(" = ") for part in best.removeprefix("**best point**: ").split(", "))
+    assert said and all(float(v) == s[labels[k]] for k, v in said.items()), (said, s)
     at.switch_page("app_pages/tune.py").run()
     assert at.slider(key="set_half_life_days").value == s["half_life_days"]
 
@@ -461,6 +510,34 @@ def test_ab_can_put_two_search_modes_side_by_side():
     assert not at.exception
     m = metric_values(at)
     assert int(m["B wins"]) + int(m["B loses"]) > 0
+
+
+def test_ab_with_a_non_blend_policy_says_the_blend_sliders_do_nothing_and_shows_its_own():
+    at = page("ab")
+    at.selectbox(key="ab_policy_b").set_value("langchain").run()
+    assert not at.exception
+    said = shown(at.caption)
+    for label in ("recency weight", "feedback weight", "half-life (days)"):
+        assert f"B's {label} has no effect here" in said.replace("**", ""), said
+        assert at.slider(key=f"ab_{config_key(label)}").disabled
+    assert not at.slider(key="ab_limit").disabled  # every policy ships at most limit memories
+    before = metric_values(at)
+    at.slider(key="ab_b_decay_rate").set_value(0.2).run()  # LangChain's own parameter moves B
+    assert not at.exception and metric_values(at) != before
+    at.selectbox(key="ab_policy_a").set_value("cosine").run()
+    assert "A's recency weight has no effect here" in shown(at.caption).replace("**", "")
+
+
+def test_the_ab_scatter_legends_sit_below_it_unclipped():
+    at = page("ab")
+    scatter = next(layer for s in specs(at) for layer in s.get("layer", []) if "size" in layer.get("encoding", {}))
+    assert scatter["encoding"]["size"]["legend"]["orient"] == "bottom"
+    assert scatter["encoding"]["color"]["legend"]["orient"] == "bottom"
+
+
+def config_key(label):
+    return {"recency weight": "recency_weight", "feedback weight": "feedback_weight",
+            "half-life (days)": "half_life_days"}[label]
 
 
 # ---------------------------------------------------------------- Budget
@@ -519,10 +596,11 @@ def test_compare_page_has_every_policy_at_default_and_best():
     assert set(table["policy"]) == {"blend", "cosine", "multiplicative", "langchain", "generative_agents",
                                     "memorybank"}
     assert sorted(table["setting"].unique()) == ["best", "default"]
-    ndcg = table["ndcg"].str.split(" ").str[0].astype(float)  # "0.938 [0.892, 0.979]": the mean, then its interval
-    best = ndcg[table["setting"] == "best"].set_axis(table.loc[table["setting"] == "best", "policy"])
-    default = ndcg[table["setting"] == "default"].set_axis(table.loc[table["setting"] == "default", "policy"])
-    assert (best >= default - 1e-12).all()
+    # each best is chosen on tune probes and reported, beside the default, on held-out ones: on those it may
+    # lose to the default (what an in-sample "best" would hide)
+    tuned = re.search(r"chosen on (\d+) tune probes; both rows are reported on the other (\d+), held out",
+                      texts(at.caption))
+    assert tuned and int(tuned[1]) > int(tuned[2]) > 0, texts(at.caption)
 
 
 def test_compare_bars_have_y_axis_titles():
@@ -609,3 +687,32 @@ def test_the_dataset_choice_survives_a_visit_to_the_playground():
     at.switch_page("app_pages/tune.py").run()
     assert not at.exception
     assert at.selectbox(key="dataset_choice").value == "many_users"
+
+
+def test_sweeps_best_stale_leak_keeps_the_limit_and_leaves_an_inert_half_life_alone():
+    at = page("sweep", dataset="preference_drift")
+    at.selectbox(key="sweep_x").set_value("limit").run()
+    at.selectbox(key="sweep_metric").set_value("stale_leak").run()
+    assert not at.exception
+    assert "`limit` is held at 10" in texts(at.caption) or "limit is held at 10" in shown(at.caption)
+    at.button(key="sweep_use_best").click().run()
+    assert at.session_state["settings"]["limit"] == 10  # not 1, which leaks least by returning least
+    at.selectbox(key="sweep_x").set_value("half_life_days").run()
+    at.selectbox(key="sweep_metric").set_value("ndcg").run()
+    at.slider(key="sweep_range_recency_weight").set_value((0.0, 0.0)).run()  # every point: recency off
+    before = at.session_state["settings"]["half_life_days"]
+    assert "half_life_days` has no effect at the best point" in texts(at.caption)
+    at.button(key="sweep_use_best").click().run()
+    assert at.session_state["settings"]["half_life_days"] == before
+    assert at.session_state["settings"]["recency_weight"] == 0.0
+
+
+def test_the_replay_timeline_is_tall_enough_and_dates_every_tick_with_its_year():
+    at = page("replay", dataset="pinned_profile")  # one session: one lane, which used to be 70 px of plot
+    spec = specs(at)[0]
+    assert spec["height"]["step"] * len(set(views.memory_timeline(
+        replay(load_jsonl(ROOT / "datasets" / "pinned_profile.jsonl"), {"limit": 10}))["lane"])) >= 220
+    axis = next(layer["encoding"]["x"]["axis"] for layer in spec["layer"] if "axis" in layer["encoding"]["x"])
+    assert axis["format"].startswith("%Y-%m-%d")  # not Vega's "March" / "Tue 05" / "12 PM" mix
+    assert views.time_format(["2024-01-01T09:00Z", "2024-01-01T18:00Z"]) == "%Y-%m-%d %H:%M"
+    assert views.time_format(["2024-01-01T09:00Z", "2024-03-01T18:00Z"]) == "%Y-%m-%d"

@@ -128,3 +128,44 @@ def test_a_vxmem_dataset_uploads_to_have_its_probes_edited(tmp_path):
     at.button(key="import_delete").click().run()
     assert [p.label for p in loads_jsonl(download(at)).probes] == labels[1:]
     assert path.read_text() == source  # the page writes nothing: the file is its download
+
+
+def test_a_bad_upload_keeps_the_last_good_import_and_its_probes_and_says_what_was_wrong():
+    at = chat_page()
+    for query in ("what do I ride on?", "am I allergic to anything?"):
+        add(at, query, ["bike:0"])
+    before = download(at)
+    at.file_uploader(key="import_upload").upload("broken.csv", b"session,role\n\"unclosed,quote\n").run()
+    assert not at.exception
+    assert "broken.csv" in shown(at.error), shown(at.error)
+    assert "Still using the last chat imported" in shown(at.info)
+    assert download(at) == before  # the chat and both probes, as they were
+    assert at.dataframe[1].value["label"].tolist() == ["q1", "q2"]
+    at.switch_page("app_pages/tune.py").run()  # the other pages still offer it
+    assert "Imported chat (Import page)" in at.selectbox(key="dataset_choice").options
+    at.switch_page("app_pages/importer.py").run()
+    assert not at.error and download(at) == before  # back, without the bad file: no stale error
+    at.file_uploader(key="import_upload").upload("chats.jsonl", OPENAI_CHAT.replace(b"peanuts", b"cats")).run()
+    assert not at.error and not imported(at).probes  # a good new file replaces it
+
+
+def test_the_why_probe_picker_follows_each_probe_added():
+    at = chat_page()
+    for n, query in enumerate(("what do I ride on?", "am I allergic to anything?", "how was the weather?"), 1):
+        add(at, query, ["bike:0"])
+        assert at.selectbox(key="import_probe").value == n - 1, n  # the probe just added, not q1
+        assert query in at.selectbox(key="import_probe").format_func(at.selectbox(key="import_probe").value)
+
+
+def test_a_probe_asked_in_no_session_says_so_rather_than_none():
+    at = chat_page()
+    add(at, "what do I ride on?", ["bike:0"])  # asked in "(every session)": the probe's session is None
+    assert imported(at).probes[0].session is None
+    listed = at.dataframe[1].value
+    assert listed["session"].tolist() == ["(every session)"] and listed["category"].tolist() == [""]
+    for name in ("replay", "budget"):
+        at.switch_page(f"app_pages/{name}.py").run()
+        at.selectbox(key="dataset_choice").set_value("Imported chat (Import page)").run()
+        assert not at.exception and not at.error, shown(at.error)
+        said = shown(at.markdown)
+        assert "no session (recalls from every session)" in said and "None" not in said, said

@@ -66,7 +66,8 @@ def test_sweep_over_the_limit_runs_over_its_whole_range(replays):
     assert not any("Cannot sweep" in i.value for i in at.info), shown(at.info)
     assert at.slider(key="sweep_range_limit").value == (1, 20)
     best = next(m.value for m in at.markdown if m.value.startswith("**best point**"))
-    assert "limit =" in best
+    assert "limit =" not in best  # the limit is the user's: held at the shared value, and said so
+    assert any("`limit` is held at 10" in c.value for c in at.caption)
     at.slider(key="sweep_range_limit").set_value((5, 15)).run()
     assert not at.exception and not any("Cannot sweep" in i.value for i in at.info)
     at.switch_page("app_pages/tune.py").run()

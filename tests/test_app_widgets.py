@@ -247,3 +247,18 @@ def test_ranking_and_why_tables_fit_the_page():
                 assert sum(widths) <= PAGE_WIDTH, (name, order, widths)
                 checked += 1
         assert checked >= 2, name
+
+
+def test_legends_say_on_the_front_in_words_and_cost_columns_have_plain_labels():
+    at = page("compare")
+    systems = next(s for s in specs(at) if '"system"' in json.dumps(s) and '"colour"' not in json.dumps(s))
+    text = json.dumps(systems)
+    assert '"on the front"' in text and '"behind it"' in text and '"field": "on_front"' not in text
+    table = next(d for d in at.dataframe if "setup_s" in d.value)
+    labels = {c: v.get("label") for c, v in json.loads(table.proto.columns or "{}").items()}
+    assert labels["ms_per_recall"] == "ms per recall" and labels["setup_s"] == "setup (s)"
+    assert labels["ms_per_write"] == "ms per write"
+    at = page("sweep")
+    scatter = next(s for s in specs(at) if "tokens" in json.dumps(s) and '"circle"' in json.dumps(s))
+    size = scatter["encoding"]["size"]
+    assert size["field"] == "front" and size["scale"]["domain"] == ["behind it", "on the front"]

@@ -304,3 +304,44 @@ def test_mcp_help_says_its_user_is_the_one_every_tool_acts_for(capsys):
     assert "the user of requests that name none" not in text
     assert "every tool reads and writes" in text
     assert "the user of requests that name none" in _help(capsys, "serve")
+
+
+def test_sweep_help_explains_the_grid_options(capsys):
+    assert main(["sweep", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "a comma list (1,3,7), a start:stop:step range, stop included" in text
+    assert "--half-life VALUES half_life_days values (the replay's default 7)" in text
+    assert "--decay-rate VALUES decay_rate values, for --policy langchain" in text
+
+
+def test_sweep_prints_each_tied_result_once_nearest_the_defaults(capsys):
+    # at recency weight 0 every half-life ranks alike: one row for them, not five
+    drift = str(ROOT / "datasets" / "preference_drift.jsonl")
+    assert main(["sweep", drift, "--half-life", "1,3,7,30,90", "--recency-weight", "0,0.5", "--top", "20"]) == 0
+    out = capsys.readouterr().out
+    assert "10 points" in out and "distinct results" in out
+    rows = [line.split() for line in out.splitlines()]
+    header = next(r for r in rows if "tied" in r and "half_life_days" in r)
+    body = [dict(zip(header, r)) for r in rows[rows.index(header) + 1:] if len(r) == len(header)]
+    at_zero = [r for r in body if float(r["recency_weight"]) == 0]
+    assert len(at_zero) == 1 and at_zero[0]["tied"] == "5" and float(at_zero[0]["half_life_days"]) == 7
+    assert len(body) == len({tuple(v for k, v in r.items() if k not in ("half_life_days", "recency_weight",
+                                                                           "tied", "point")) for r in body})
+
+
+def test_sweep_draws_a_progress_bar_on_a_terminal_and_none_in_a_pipe(small, monkeypatch):
+    import io
+    import sys
+
+    class Terminal(io.StringIO):  # what stderr is in a shell: a terminal
+        def isatty(self):
+            return True
+
+    argv = ["sweep", str(small), "--embedder", "hashing", "--half-life", "1,3"]
+    for stream, bar in ((io.StringIO(), False), (Terminal(), True)):
+        monkeypatch.setattr(sys, "stderr", stream)
+        assert main(argv) == 0
+        drawn = stream.getvalue()
+        assert ("%|" in drawn) is bar, drawn  # a log file or a pipe gets no bar
+        if bar:
+            assert "replay many_users" in drawn and "sweep" in drawn  # the replay's events, then the sweep

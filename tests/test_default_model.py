@@ -297,3 +297,25 @@ def test_stored_token_vectors_run_every_fusion_and_the_cross_encoder_skips_the_s
     query = "Where does Caroline live now?"
     unfused = float(np.ravel(_session_output(MS_MARCO_MINILM_L12, (query, text), (SKIP_LAYER_NORM_FUSION,)))[0])
     assert OnnxCrossEncoder(MS_MARCO_MINILM_L12, threads=1)(query, [text])[0] == unfused
+
+
+def test_the_playground_does_not_say_nothing_answers_when_the_marked_answer_is_first(monkeypatch):
+    # "I moved to Porto" answers "where do I live?", but "My sister Ana lives in Lisbon" scores as high on
+    # raw relevance: the calibrated probability reads only those scores (a near-tie), so it is low while
+    # the answer is first (by recency). The marks say what the scores cannot.
+    from app_pages import config
+    from vxmem.workbench import views
+
+    monkeypatch.delenv("VXMEM_EMBEDDER")
+    events = [*config.PLAYGROUND_SEED, {"time": config.PLAYGROUND_NOW, "type": "turn", "label": "m8",
+                                        "session": "demo", "text": "I moved to Porto last week"}]
+    out = views.playground_recall(events, "where do I live?", "demo", config.PLAYGROUND_NOW + 60,
+                                  {**views.DEFAULT_SETTINGS, "limit": 3}, relevant=["m8"])
+    ranking = out["ranking"]
+    assert ranking["label"].iloc[0] == "m8" and bool(ranking["relevant"].iloc[0])
+    assert out["match_probability"] < 0.35  # what made the page say "nothing here may answer the query"
+    why = out["why"].set_index("label")
+    assert bool(why.loc["m8", "relevant"]) and why["relevant"].sum() == 1
+    level, text = views.relevance_note(float(ranking["relevance"].max()), out["low_relevance"], out["mode"],
+                                       out["rerank"], out["match_probability"], views.first_relevant_rank(ranking))
+    assert level == "caption" and "nothing here may answer" not in text and "rank 1" in text

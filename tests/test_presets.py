@@ -106,8 +106,6 @@ def test_the_default_preset_reads_deep_and_blends_only_the_best_it_found():
     assert len(fast.pool_for(request, first_only=True)) < 120  # gathered: the union of two top-40 lists
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(600)  # the slowest test: room on a loaded machine (the timeout is for hangs)
 def test_a_late_interaction_replay_sweeps_exactly_as_recall(hashing_embedder):
     points = [{"half_life_days": 7.0, "recency_weight": 0.5, "limit": 10},
               {"half_life_days": 1.0, "recency_weight": 1.0, "limit": 5},
@@ -128,6 +126,18 @@ def test_a_late_interaction_replay_sweeps_exactly_as_recall(hashing_embedder):
     assert rep.rerank == COLBERT_SMALL.name and rep.floors == (240, 120)
     for j, p in enumerate(points):
         assert rankings(rep, **p) == [e[j] for e in rep.extras], p
+
+
+def test_a_replay_that_reranks_stores_the_token_vectors_with_each_write(hashing_embedder):
+    # as a live memory that reranks does, so no probe encodes its candidates again
+    def on_probe(mem, ev, now):
+        return _late_rows(mem.db)
+
+    conversation = generate("knowledge_update", facts=1, weeks=1, per_day=2)
+    stored = replay(conversation, {"rerank": True}, embedder=hashing_embedder, on_probe=on_probe).extras
+    assert stored and all(rows and None not in rows for rows in stored)
+    plain = replay(conversation, {"rerank": False}, embedder=hashing_embedder, on_probe=on_probe).extras
+    assert all(set(rows) == {None} for rows in plain)
 
 
 def test_the_cli_replays_with_the_preset_it_names(tmp_path, capsys):

@@ -30,6 +30,10 @@ def test_a_probe_added_to_an_imported_chat_can_mark_a_memory_stale(imported, cap
     assert row["stale_leak"] > 0  # nothing superseded the old fact, so recall still shows it: now measurable
     assert main(["probes", "list", str(path)]) == 0
     assert "Where do I live now?" in capsys.readouterr().out
+    assert main(["probes", "add", str(path), "--query", "My cat?", "--expect", cat]) == 0  # no session, no category
+    assert main(["probes", "list", str(path)]) == 0
+    listed = capsys.readouterr().out
+    assert "(every)" in listed and "None" not in listed, listed
 
 
 @pytest.mark.parametrize("bad, words", [(["--expect", "no-such-label"], "not the label of a memory"),

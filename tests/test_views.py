@@ -99,6 +99,17 @@ def test_the_playground_explains_its_recall():
     assert out["low_relevance"] is None or isinstance(out["low_relevance"], float)
 
 
+def test_a_low_match_probability_does_not_warn_when_a_memory_marked_relevant_is_returned():
+    level, text = views.relevance_note(0.47, None, "hybrid", "colbert", probability=0.28)
+    assert level == "warning" and "nothing here may answer" in text and "28%" in text
+    level, text = views.relevance_note(0.47, None, "hybrid", "colbert", probability=0.28, answered_at=1)
+    assert level == "caption" and "28%" in text and "returned at rank 1" in text
+    assert "nothing here may answer" not in text
+    ranking = pd.DataFrame({"rank": [1, 2, 3], "relevant": [False, True, True]})
+    assert views.first_relevant_rank(ranking) == 2
+    assert views.first_relevant_rank(ranking.assign(relevant=False)) is None
+
+
 def test_relevance_note_warns_below_the_threshold_and_always_shows_the_raw_figure():
     level, text = views.relevance_note(0.02, 0.1, "dense")
     assert level == "warning" and "0.020" in text and "0.100" in text
@@ -262,8 +273,9 @@ def test_the_pages_views_of_a_reranked_hybrid_replay_keep_its_own_weight(hashing
 @pytest.fixture(scope="module")
 def preset_replays(hashing_embedder):
     """knowledge_update (where the presets recall differently) replayed with each preset, without the
-    replay cache, so each recall is timed as a live one."""
-    conv = generate("knowledge_update")
+    replay cache, so each recall is timed as a live one. At two thirds of its default size: 140 turns,
+    still more than the 120 late interaction reads, and 13 probes of every category."""
+    conv = generate("knowledge_update", facts=3, weeks=6, per_day=2)
     return {p: [replay(conv, views.preset_settings({"embedder": "hashing"}, p), embedder=hashing_embedder,
                        cache=False)] for p in PRESETS}
 
@@ -391,3 +403,77 @@ def test_an_upload_of_no_known_format_points_at_the_pages_format_box(load):
     with pytest.raises(DatasetError, match="pick it in the Format box") as err:
         load("notes.txt", b"dear diary\n")
     assert "format=" not in str(err.value)
+
+
+def test_a_policy_names_the_shared_sliders_it_ignores_and_offers_its_own_parameters():
+    names = ("half_life_days", "recency_weight", "feedback_weight", "feedback_half_life_days", "limit",
+             "token_budget")
+    ignored = views.ignored_by("langchain", views.DEFAULT_SETTINGS, names)
+    assert set(ignored) == {"half_life_days", "recency_weight", "feedback_weight", "feedback_half_life_days"}
+    assert "langchain policy scores by" in ignored["recency_weight"]
+    assert views.policy_params("langchain") == {"decay_rate": 0.01}
+    assert set(views.ignored_by("multiplicative", views.DEFAULT_SETTINGS, names)) == set(ignored) - {"half_life_days"}
+    at_zero = views.ignored_by("blend", {**views.DEFAULT_SETTINGS, "recency_weight": 0.0}, names)
+    assert list(at_zero) == ["half_life_days"] and "recency_weight is 0" in at_zero["half_life_days"]
+
+
+def _grid_frame(x, xs, y, ys, metric, value):
+    rows = [{x: a, y: b, metric: value(a, b), "point": i * len(ys) + j} for i, a in enumerate(xs)
+            for j, b in enumerate(ys)]
+    return pd.DataFrame(rows)
+
+
+def test_the_best_point_never_shrinks_the_limit_to_lower_a_leak():
+    # stale-leak falls with the limit: a limit of 1 leaks least and returns almost nothing
+    frame = _grid_frame("limit", [1, 5, 10, 20], "recency_weight", [0.0, 0.5, 1.0], "stale_leak",
+                        lambda limit, w: limit / 20 - w / 10)
+    assert views.best_row(frame, "stale_leak")["limit"] == 1  # what the page used to pick
+    pick = views.pick_best(frame, "stale_leak", ("limit", "recency_weight"), {**views.DEFAULT_POINT, "limit": 10})
+    assert pick.row["limit"] == 10 and pick.row["recency_weight"] == 1.0
+    assert pick.values == {"recency_weight": 1.0}  # the limit is the user's, not the sweep's
+    assert any("`limit` is held at 10" in n for n in pick.notes)
+
+
+def test_tied_points_lean_to_the_default_and_an_inert_half_life_is_left_alone():
+    # recency weight 0 is best, and there the half-life multiplies nothing: every half-life ties
+    frame = _grid_frame("half_life_days", [1.0, 7.0, 30.0, 90.0], "recency_weight", [0.0, 0.25, 0.5], "ndcg",
+                        lambda h, w: 0.8 - w / 10)
+    assert views.best_row(frame, "ndcg")["half_life_days"] == 1.0  # the first on ties, as the page used to
+    pick = views.pick_best(frame, "ndcg", ("half_life_days", "recency_weight"), views.DEFAULT_POINT)
+    assert pick.tied == 4 and pick.values == {"recency_weight": 0.0}
+    assert pick.row["half_life_days"] == views.DEFAULT_POINT["half_life_days"]
+    assert any("`half_life_days` has no effect" in n and "recency_weight is 0" in n for n in pick.notes)
+    # ties where both parameters count lean to the point nearest the defaults, whatever the grid's order
+    flat = _grid_frame("recency_weight", [2.0, 1.0, 0.5], "feedback_weight", [2.0, 0.25], "ndcg", lambda w, f: 0.5)
+    pick = views.pick_best(flat, "ndcg", ("recency_weight", "feedback_weight"), views.DEFAULT_POINT)
+    assert pick.values == {"recency_weight": 0.5, "feedback_weight": 0.25}
+
+
+def test_compare_chooses_each_best_on_tune_probes_and_reports_it_on_held_out_ones(hashing_embedder):
+    from vxmem.workbench.sweep.holdout import split_probes
+    from vxmem.workbench.sweep.run import sweep
+
+    reps = [replay(generate(name), {"pool_limit": 20}, embedder=hashing_embedder)
+            for name in ("knowledge_update", "preference_drift", "contradicting_facts")]
+    table = views.compare_policies(reps, "ndcg").set_index(["policy", "setting"])
+    split = split_probes(reps)
+    for policy, param in (("multiplicative", "half_life_days"), ("memorybank", "strength_days")):
+        grid = views.POLICY_GRIDS[policy][param]
+        per = sweep(reps, {param: grid}, policy=policy).per_probe
+        tune = {v: per[per[param] == v]["ndcg"].to_numpy()[split.tune] for v in grid}
+        hold = {v: per[per[param] == v]["ndcg"].to_numpy()[split.holdout] for v in grid}
+        best = table.loc[(policy, "best")]
+        chosen = float(best["params"].split("=")[1])
+        assert np.nanmean(tune[chosen]) == pytest.approx(max(np.nanmean(t) for t in tune.values()))
+        assert best["ndcg"] == pytest.approx(np.nanmean(hold[chosen]))  # reported on the held-out probes
+        assert best["probes"] <= split.holdout.sum() < len(split.holdout) / 2
+        assert best["tuned_on"] == split.tune.sum()
+
+
+def test_honest_tuning_breaks_ties_toward_the_defaults_not_the_grids_first_point(hashing_embedder):
+    from vxmem.workbench.sweep.holdout import split_probes, tune_holdout
+
+    reps = [replay(generate("preference_drift"), {"pool_limit": 20}, embedder=hashing_embedder)]
+    # recency weight 0 only: every half-life ranks alike, so all tie on the tune probes
+    res = tune_holdout(reps, {"half_life_days": [1.0, 3.0, 7.0, 30.0], "recency_weight": [0.0]}, split_probes(reps))
+    assert res.best["half_life_days"] == views.DEFAULT_POINT["half_life_days"]  # not 1, the grid's first

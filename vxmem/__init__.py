@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any
 from .core.version import __version__ as __version__
 
 __all__ = [
-    "Vectrix", "AsyncVectrix", "Client", "AsyncClient", "ConversationMemory", "RecallRequest", "Blend", "Result",
-    "Results", "ContextBlock",
+    "Vectrix", "AsyncVectrix", "Client", "AsyncClient", "ConversationMemory", "RecallOptions", "RecallRequest",
+    "ANY_SESSION", "MEMORY_SETTING", "Blend", "Result", "Results", "ContextBlock",
     "ConsolidationReport",
     "HistoryEntry", "feedback_score", "HashingEmbedder", "SemanticEmbedder", "OnnxEmbedder", "OnnxCrossEncoder",
     "count_tokens",
@@ -32,7 +32,7 @@ __all__ = [
     "K_SUPERSEDED_AT", "K_SCORING", "K_EXPIRES", "K_CONSOLIDATED_FROM", "KIND_TURN", "KIND_FACT", "KIND_PINNED",
     "KINDS", "OUTCOMES",
 ]
-# Where each name lives; the constants (upper-case names) all live in vxmem.core.keys.
+# Where each name lives; the other constants (upper-case names) all live in vxmem.core.keys.
 _HOME = {
     "Vectrix": "vectrix", "AsyncVectrix": "aio", "Client": "client", "AsyncClient": "client",
     "ConflictError": "core.errors",
@@ -43,8 +43,9 @@ _HOME = {
     "DiskFullError": "core.errors", "ExportFileError": "core.errors", "HashingEmbedder": "models.embed",
     "SemanticEmbedder": "models.embed", "count_tokens": "core.tokens", "OnnxEmbedder": "models.onnx",
     "OnnxCrossEncoder": "models.rerank", "RecallRequest": "memory.request", "Blend": "ranking.blend",
-    **{name: "core.keys" for name in __all__ if name.isupper()},
+    "RecallOptions": "memory.request", "ANY_SESSION": "core.sentinels", "MEMORY_SETTING": "core.sentinels",
 }
+_HOME.update({name: "core.keys" for name in __all__ if name.isupper() and name not in _HOME})
 
 
 def __getattr__(name: str) -> Any:
@@ -92,11 +93,12 @@ if TYPE_CHECKING:  # what type checkers and editors see
         KINDS,
         OUTCOMES,
     )
+    from .core.sentinels import ANY_SESSION, MEMORY_SETTING
     from .core.tokens import count_tokens
     from .memory.consolidation import ConsolidationReport
     from .memory.context import ContextBlock
     from .memory.conversation import ConversationMemory
-    from .memory.request import RecallRequest
+    from .memory.request import RecallOptions, RecallRequest
     from .memory.supersession import HistoryEntry
     from .models.embed import HashingEmbedder, SemanticEmbedder
     from .models.onnx import OnnxEmbedder

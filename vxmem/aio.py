@@ -33,11 +33,13 @@ from typing import Any, TypeVar
 from .core.checks import check_limit
 from .core.clock import TimeLike
 from .core.errors import VectrixError
-from .core.keys import FORGET_KINDS, KIND_TURN, KINDS
+from .core.keys import FORGET_KINDS, KIND_TURN
+from .core.options import as_kwargs, takes
+from .core.sentinels import AnySession
 from .memory.consolidation import ConsolidationReport, Summarizer
 from .memory.context import ContextBlock
 from .memory.recall import MemoryResults
-from .memory.request import RecallRequest
+from .memory.request import RecallOptions, RecallRequest
 from .memory.supersession import HistoryEntry
 from .models.embed import EmbedderArg
 from .store.results import Result
@@ -198,18 +200,9 @@ class AsyncVectrix:
     async def warm(self) -> None:
         return await self.call("warm")
 
-    async def recall(self, query: str, session: str | None = None, limit: int = 10, token_budget: int | None = None,
-                     score_gap: float | None = None, kinds: Sequence[str] = KINDS, include_superseded: bool = False,
-                     mode: str | None = None, now: TimeLike = None, exclude_ids: Sequence[str] = (),
-                     hybrid_weight: float | None = None, min_relevance: float | None = None,
-                     rerank: bool | None = None, filter: dict[str, Any] | None = None,
-                     user: str | None = None, recency_from: str | None = None,
-                     preset: str | None = None) -> MemoryResults:
-        return await self.call("recall", query, session=session, limit=limit, token_budget=token_budget,
-                               score_gap=score_gap, kinds=kinds, include_superseded=include_superseded, mode=mode,
-                               now=now, exclude_ids=exclude_ids, hybrid_weight=hybrid_weight,
-                               min_relevance=min_relevance, rerank=rerank, filter=filter, user=user,
-                               recency_from=recency_from, preset=preset)
+    @takes(RecallOptions)
+    async def recall(self, query: str, options: RecallOptions) -> MemoryResults:
+        return await self.call("recall", query, **as_kwargs(options))
 
     async def recall_request(self, request: RecallRequest) -> MemoryResults:
         """Run one checked :class:`~vxmem.memory.request.RecallRequest` (its own blend, if it
@@ -223,14 +216,14 @@ class AsyncVectrix:
                        timestamp: TimeLike = None) -> str | None:
         return await self.call("feedback", id, outcome, correction=correction, timestamp=timestamp)
 
-    async def context(self, query: str, session: str | None = None, token_budget: int = 1500, recent_turns: int = 6,
-                      limit: int = 10, now: TimeLike = None, user: str | None = None,
+    async def context(self, query: str, session: str | AnySession | None = None, token_budget: int = 1500,
+                      recent_turns: int = 6, limit: int = 10, now: TimeLike = None, user: str | None = None,
                       filter: dict[str, Any] | None = None, **recall_kwargs: Any) -> ContextBlock:
         return await self.call("context", query, session=session, token_budget=token_budget,
                                recent_turns=recent_turns, limit=limit, now=now, user=user, filter=filter,
                                **recall_kwargs)
 
-    async def forget(self, session: str | None = None, kinds: Sequence[str] = FORGET_KINDS,
+    async def forget(self, session: str | AnySession | None = None, kinds: Sequence[str] = FORGET_KINDS,
                      older_than: float | datetime | None = None, ids: Sequence[str] | None = None,
                      superseded: bool = False, now: TimeLike = None, filter: dict[str, Any] | None = None,
                      user: str | None = None) -> int:

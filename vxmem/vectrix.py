@@ -14,11 +14,14 @@ from datetime import datetime
 from typing import Any
 
 from .core.clock import TimeLike
-from .core.keys import FORGET_KINDS, KINDS
+from .core.keys import FORGET_KINDS
+from .core.options import as_kwargs, takes
+from .core.sentinels import AnySession
 from .memory.consolidation import ConsolidationReport, Summarizer
 from .memory.context import ContextBlock
 from .memory.conversation import ConversationMemory
 from .memory.recall import MemoryResults
+from .memory.request import RecallOptions
 from .memory.supersession import HistoryEntry
 from .models.embed import EmbedderArg
 from .store.collection import Collection
@@ -29,7 +32,8 @@ from .store.results import Result
 class Vectrix(Collection):
     """A durable collection of documents with vectors, and a conversation memory over it.
 
-    ``path=None`` keeps everything in memory; a path opens or creates a database file.
+    ``path=None`` keeps everything in memory; a path opens or creates a database file; a
+    ``postgresql://`` URL a PostgreSQL database with pgvector that many processes share.
     ``embedder`` is a name (``"bge-small"``, the default: bge-small-en-v1.5 on onnxruntime,
     shipped inside a PyPI package, offline; ``"hashing"``: the model-free
     :class:`~vxmem.models.embed.HashingEmbedder`, fastest) or any callable ``list[str] -> (n, d)``
@@ -69,29 +73,20 @@ class Vectrix(Collection):
     def warm(self) -> None:
         return self.memory.warm()
 
-    def recall(self, query: str, session: str | None = None, limit: int = 10, token_budget: int | None = None,
-               score_gap: float | None = None, kinds: Sequence[str] = KINDS, include_superseded: bool = False,
-               mode: str | None = None, now: TimeLike = None, exclude_ids: Sequence[str] = (),
-               hybrid_weight: float | None = None, min_relevance: float | None = None,
-               rerank: bool | None = None, filter: dict[str, Any] | None = None,
-               user: str | None = None, recency_from: str | None = None,
-               preset: str | None = None) -> MemoryResults:
-        return self.memory.recall(query, session=session, limit=limit, token_budget=token_budget,
-                                  score_gap=score_gap, kinds=kinds, include_superseded=include_superseded, mode=mode,
-                                  now=now, exclude_ids=exclude_ids, hybrid_weight=hybrid_weight,
-                                  min_relevance=min_relevance, rerank=rerank, filter=filter, user=user,
-                                  recency_from=recency_from, preset=preset)
+    @takes(RecallOptions)
+    def recall(self, query: str, options: RecallOptions) -> MemoryResults:
+        return self.memory.recall(query, **as_kwargs(options))
 
     def feedback(self, id: str, outcome: str, correction: str | None = None, timestamp: TimeLike = None) -> str | None:
         return self.memory.feedback(id, outcome, correction=correction, timestamp=timestamp)
 
-    def context(self, query: str, session: str | None = None, token_budget: int = 1500, recent_turns: int = 6,
-                limit: int = 10, now: TimeLike = None, user: str | None = None, filter: dict[str, Any] | None = None,
-                **recall_kwargs: Any) -> ContextBlock:
+    def context(self, query: str, session: str | AnySession | None = None, token_budget: int = 1500,
+                recent_turns: int = 6, limit: int = 10, now: TimeLike = None, user: str | None = None,
+                filter: dict[str, Any] | None = None, **recall_kwargs: Any) -> ContextBlock:
         return self.memory.context(query, session=session, token_budget=token_budget, recent_turns=recent_turns,
                                    limit=limit, now=now, user=user, filter=filter, **recall_kwargs)
 
-    def forget(self, session: str | None = None, kinds: Sequence[str] = FORGET_KINDS,
+    def forget(self, session: str | AnySession | None = None, kinds: Sequence[str] = FORGET_KINDS,
                older_than: float | datetime | None = None, ids: Sequence[str] | None = None,
                superseded: bool = False, now: TimeLike = None, filter: dict[str, Any] | None = None,
                user: str | None = None) -> int:
@@ -116,6 +111,7 @@ class Vectrix(Collection):
 
 
 # Each delegate shows the memory method's docstring (one text, two places): help(db.recall) documents recall.
+# recall's signature is made from RecallOptions, as the memory's is.
 for _verb in ("remember", "remember_many", "warm", "recall", "feedback", "context", "forget", "consolidate",
               "expire", "turns", "history"):
     getattr(Vectrix, _verb).__doc__ = getattr(ConversationMemory, _verb).__doc__

@@ -35,7 +35,7 @@ from datetime import datetime
 from typing import Any
 
 from ..memory.stages import PRESETS
-from ..ranking.scoring import BLEND_DEFAULTS, RECENCY_FROM
+from ..ranking.scoring import BLEND_DEFAULTS, HYBRID_WEIGHT, RECENCY_FROM
 from ..store.arguments import SEARCH_MODES
 from ..workbench.datasets.formats import CHAT_FORMATS, FORMATS
 from ..workbench.datasets.model import DatasetError, naming_the_format
@@ -318,15 +318,25 @@ def _add_replay_settings(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_grid(parser: argparse.ArgumentParser) -> None:
-    g = parser.add_argument_group("grid (comma lists or start:stop:step ranges)")
+    g = parser.add_argument_group(
+        "grid", "The values each parameter takes: a comma list (1,3,7), a start:stop:step range, stop included "
+                "(0:1:0.25), or both (1,3,7:30:7). Every combination is one point; a parameter left out keeps "
+                "the replay's setting (or the policy's default).")
     plain = {*POLICIES[DEFAULT_POLICY].params, *SWEEP_KEYS}
     for key in _GRID_KEYS:
-        text: str | None = None
+        default = {**POLICIES[DEFAULT_POLICY].defaults, **_GRID_DEFAULTS}.get(key)
+        text = f"{key} values" + ("" if default is None else f" (the replay's default {default:g})")
         if key == "token_budget":
-            text = "ints or none"
+            text = "token_budget values: ints, or none for no budget (e.g. none,200,400)"
         elif key not in plain:  # a parameter of another policy: say whose
-            text = ", ".join(pol.name for pol in POLICIES.values() if key in pol.params) + " policy"
-        g.add_argument(_flag(key), dest=key, help=text)
+            owners = [pol for pol in POLICIES.values() if key in pol.params]
+            text = f"{key} values, for --policy {', '.join(p.name for p in owners)} (its default " \
+                   f"{owners[0].defaults[key]:g})"
+        g.add_argument(_flag(key), dest=key, metavar="VALUES", help=text)
+
+
+# What the replay ranks with when a grid leaves a parameter out (the blend's come from the policy).
+_GRID_DEFAULTS = {"limit": 10, "hybrid_weight": HYBRID_WEIGHT}
 
 
 # ---------------------------------------------------------------------------- arguments

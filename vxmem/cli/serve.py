@@ -27,6 +27,7 @@ from ..core.errors import DatabaseLockedError, VectrixError
 from ..models.embed import EMBEDDERS
 from ..serve.keyring import has_keys
 from ..serve.scope import DEFAULT_USER, check_user_name
+from ..store.postgres import is_postgres_url, shown_url
 from ..vectrix import Vectrix
 from .config import adapter, apply_server, memory_settings, read_config
 
@@ -52,7 +53,8 @@ def add_server_flags(parser: argparse.ArgumentParser, user_help: str, configured
     ``configured``: a flag left out is left out of the namespace too, for ``--config`` to fill
     (:func:`vxmem.cli.config.apply_server`)."""
     unset: Any = argparse.SUPPRESS if configured else None
-    parser.add_argument("--db", required=True, metavar="PATH", help="the database file (created if missing)")
+    parser.add_argument("--db", required=True, metavar="PATH",
+                        help="the database file (created if missing), or a postgresql:// URL")
     parser.add_argument("--user", default=unset if configured else DEFAULT_USER,
                         help=f"{user_help} (default {DEFAULT_USER!r})")
     parser.add_argument("--session", default=unset, help="the session of requests that name none (default: "
@@ -116,6 +118,11 @@ def url_of(host: str, sock: socket.socket) -> str:
     return f"http://[{address}]:{port}" if ":" in address else f"http://{host}:{port}"
 
 
+def shown(db: str) -> str:
+    """A ``--db`` as messages name it (a ``postgresql://`` URL without its password)."""
+    return shown_url(db) if is_postgres_url(db) else db
+
+
 def open_db(args: argparse.Namespace, settings: dict[str, Any] | None = None) -> Vectrix:
     """The database the flags name (with ``settings``, ``Vectrix``'s: a ``--config`` file's
     ``[memory]``), its models loaded so the first request is not the slow one."""
@@ -129,7 +136,7 @@ def open_db(args: argparse.Namespace, settings: dict[str, Any] | None = None) ->
                          "process serves a database; vxmem serve serves REST and MCP (at /mcp) to any number of "
                          "clients at once") from None
     except (VectrixError, OSError) as exc:
-        raise ServeError(f"cannot open {args.db}: {' '.join(str(exc).split())}") from None
+        raise ServeError(f"cannot open {shown(args.db)}: {' '.join(str(exc).split())}") from None
     except (TypeError, ValueError) as exc:  # a setting of the file that Vectrix does not take
         raise ServeError(f"--config [memory]: {' '.join(str(exc).split())}") from None
     db.warm()
@@ -199,7 +206,9 @@ def _serve(args: argparse.Namespace, config: dict[str, dict[str, Any]]) -> int:
     with listen(args.host, args.port) as sock:  # before the database: a port taken creates nothing
         db = open_db(args, settings)
         adb = AsyncVectrix.of(db)
-        keys = KeyRing(args.db)  # after the memory's open, which brought the file's schema up to date
+        # After the memory's open, which brought the file's schema up to date. The keys live in a
+        # database file: a PostgreSQL store has none yet (--token guards it).
+        keys = None if is_postgres_url(args.db) else KeyRing(args.db)
         try:
             show_access_log(args.access_log)
             app = create_app(MemoryService(adb, args.user, args.session, summarizer), token=token, keys=keys,
@@ -209,11 +218,12 @@ def _serve(args: argparse.Namespace, config: dict[str, dict[str, Any]]) -> int:
             config = uvicorn.Config(app, host=args.host, port=sock.getsockname()[1], log_level="warning",
                                     access_log=False, server_header=False, lifespan="on",
                                     timeout_keep_alive=KEEP_ALIVE)
-            print(f"vxmem serve: {args.db} on {url_of(args.host, sock)} (docs at /docs, MCP at /mcp; "
+            print(f"vxmem serve: {shown(args.db)} on {url_of(args.host, sock)} (docs at /docs, MCP at /mcp; "
                   "Ctrl-C stops it)", file=sys.stderr, flush=True)
             uvicorn.Server(config).run(sockets=[sock])
         finally:
-            keys.close()
+            if keys is not None:
+                keys.close()
             adb.close()
             db.close()
     return 0

@@ -15,21 +15,25 @@ from ..models.embed import embedder_name, get_embedder
 from ..store.portable.export import export_file
 from ..store.portable.reader import read_header
 from ..store.portable.restore import restore_file
+from ..store.postgres import is_postgres_url
 from ..vectrix import Vectrix
+from .serve import shown
 from .workbench import CliError
 
 
 def run_export(args: Any) -> int:
     """``vxmem export DB -o FILE.jsonl [--vectors]``: read-only, so the database may stay open elsewhere."""
-    if not os.path.isfile(args.db):
+    if not is_postgres_url(args.db) and not os.path.isfile(args.db):
         raise CliError(f"{args.db}: no such database")
     if not args.output.endswith(".jsonl"):
         raise CliError(f"-o {args.output!r}: an export is written as .jsonl")
     try:
         report = export_file(args.db, args.output, vectors=args.vectors, progress=None)
+    except ConnectionError as exc:
+        raise CliError(str(exc)) from None
     except OSError as exc:
         raise CliError(f"cannot write {args.output!r}: {exc.strerror or exc}") from None
-    print(f"exported {args.db} to {args.output}: {report.summary()}")
+    print(f"exported {shown(args.db)} to {args.output}: {report.summary()}")
     return 0
 
 
@@ -60,5 +64,5 @@ def run_restore(args: Any) -> int:
     c = report.counts
     print(f"restored {c['documents']} documents ({c['memories']} memories, {c['feedback_events']} feedback events, "
           f"{c['supersession_links']} supersession links, {c['consolidated_facts']} consolidated facts) "
-          f"into {args.db}")
+          f"into {shown(args.db)}")
     return 0

@@ -18,6 +18,8 @@ from ..workbench.datasets.formats import CHAT_FORMATS
 from ..workbench.datasets.model import Conversation
 from ..workbench.replay.record import Replay
 from ..workbench.replay.run import SETTINGS_KEYS
+from ..workbench.sweep.policies import POLICIES
+from .tables import gather_ties, terminal_progress
 
 DEFAULT_POLICY = "blend"
 EMBEDDERS = ("default", "hashing", "semantic")  # default: what Vectrix() uses (bge-small + its rerank)
@@ -228,7 +230,9 @@ def run_probes(args) -> int:
 
     conv = load_jsonl(args.dataset)
     if args.action == "list":
-        rows = [{"label": e.label, "time": format_time(e.time), "session": e.session, "category": e.category,
+        # A probe without a session recalls from every one; without a category it has none: never "None".
+        rows = [{"label": e.label, "time": format_time(e.time), "session": e.session or "(every)",
+                 "category": e.category or "",
                  "query": e.query, "relevant": ",".join(e.relevant), "stale": ",".join(e.stale)}
                 for e in conv.events if e.type == "probe"]
         print(pd.DataFrame(rows).to_string(index=False) if rows else "no probes in this dataset")
@@ -279,7 +283,8 @@ def _replays(args, settings: dict[str, Any], one: str | None = None) -> list[Rep
         raise CliError(f"{one} keeps one replay; {args.dataset} holds {len(convs)} conversations")
     check_settings(settings)  # a bad setting is named now, not after the first replay
     emb = embedder_named(args.embedder)
-    return replay_many(convs, settings, emb, n_jobs=args.n_jobs, policy=getattr(args, "policy", DEFAULT_POLICY))
+    return replay_many(convs, settings, emb, n_jobs=args.n_jobs, policy=getattr(args, "policy", DEFAULT_POLICY),
+                       progress=terminal_progress() or False)  # a bar on a terminal; nothing in a pipe
 
 
 def run_replay(args) -> int:
@@ -371,14 +376,16 @@ def run_sweep(args, grid: dict[str, list]) -> int:
     reps, note = _select_categories(reps, args.categories)
     if note:
         print(note)
-    res = sweep(reps, grid, policy=args.policy, progress=None, recency_from=args.recency_from)
+    res = sweep(reps, grid, policy=args.policy, progress=terminal_progress() or False, recency_from=args.recency_from)
     points = res.per_point
     if args.sort not in points.columns:
         raise CliError(f"--sort {args.sort!r}: not a metric here; choose from "
                        + ", ".join(c for c in points.columns if c not in ("policy", "point", "probes", *res.params)))
     n_probes = int(points["probes"].iloc[0]) if len(points) else 0
-    print(f"{len(points)} points x {n_probes} probes, policy {res.policy}, sorted by {args.sort}")
-    print(_table(points.sort_values(args.sort, ascending=False, kind="stable"), args.top))
+    shown = gather_ties(points, args.sort, res.params, {"limit": 10, **POLICIES[res.policy].defaults})
+    print(f"{len(points)} points x {n_probes} probes, policy {res.policy}, sorted by {args.sort}; {len(shown)} "
+          "distinct results (points that tie on every metric: one row, the nearest the defaults, `tied` of them)")
+    print(_table(shown, args.top))
     if args.output:
         _write(points, args.output)
         print(f"wrote {args.output}")

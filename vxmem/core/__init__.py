@@ -1,5 +1,5 @@
-"""What every layer stands on: the reserved keys, time, argument checks, tokens, progress, errors
-and the names a package hands on lazily.
+"""What every layer stands on: the reserved keys and sentinels, time, argument checks, options
+declared once, tokens, progress, errors and the names a package hands on lazily.
 
 Nothing here imports another vxmem package.
 """

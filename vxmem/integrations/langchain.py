@@ -30,6 +30,7 @@ except ImportError as exc:  # pragma: no cover - the extra is missing
 
 from ..core.clock import TimeLike, to_datetime
 from ..core.keys import K_KIND, K_ROLE, K_SCORING, K_SESSION, K_TS, K_TURN, K_USER, KIND_TURN, KINDS, RESERVED_PREFIX
+from ..core.sentinels import MEMORY_SETTING, MemorySetting
 from ..store.results import Result
 from ..vectrix import Vectrix
 
@@ -80,7 +81,7 @@ class VxmemRetriever(BaseRetriever):
     kinds: tuple[str, ...] = KINDS
     mode: str | None = None
     include_superseded: bool = False
-    min_relevance: float | None = None
+    min_relevance: float | MemorySetting | None = MEMORY_SETTING  # None: no floor
     filter: dict[str, Any] | None = None
     now: TimeLike = None
     recall_kwargs: dict[str, Any] = {}

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from ..core.checks import check_number, check_positive, check_text
+from ..core.checks import check_number, check_positive, check_session, check_text
 from ..core.keys import KINDS, RESERVED_PREFIX
 from ..store.seam import ANY_SESSION, FilterValues, check_filter, check_json, json_copy
 
@@ -70,6 +70,12 @@ def check_memory_filter(filter: Any) -> FilterValues | None:
 def any_if_none(session: str | None) -> Any:
     """``session=None`` in recall, forget and context means every session."""
     return ANY_SESSION if session is None else session
+
+
+def check_scope(session: Any) -> str | None:
+    """The ``session`` of recall, forget or context: a name, or None for every session
+    (:data:`~vxmem.core.sentinels.ANY_SESSION`, the explicit spelling, is made None)."""
+    return None if session is ANY_SESSION else check_session(session)
 
 
 def check_caller_metadata(metadata: Any) -> dict[str, Any]:

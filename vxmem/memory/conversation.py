@@ -52,12 +52,21 @@ from ..core.keys import (
     KINDS,
     OUTCOMES,
 )
+from ..core.sentinels import AnySession
 from ..models.rerank import Reranker, check_reranker
 from ..ranking import scoring
 from ..ranking.blend import Blend
 from ..store.seam import ANY_SESSION, check_ids
 from . import consolidation
-from .arguments import any_if_none, check_memory_filter, check_min_relevance, check_ttl_map, check_user, check_verdicts
+from .arguments import (
+    any_if_none,
+    check_memory_filter,
+    check_min_relevance,
+    check_scope,
+    check_ttl_map,
+    check_user,
+    check_verdicts,
+)
 from .bookkeeping import (
     memory_pos,
     new_memory_id,
@@ -372,7 +381,7 @@ class ConversationMemory(MemoryReading[CollectionT]):
 
     # ------------------------------------------------------------------ deleting
 
-    def forget(self, session: str | None = None, kinds: Sequence[str] = FORGET_KINDS,
+    def forget(self, session: str | AnySession | None = None, kinds: Sequence[str] = FORGET_KINDS,
                older_than: float | datetime | None = None, ids: Sequence[str] | None = None,
                superseded: bool = False, now: TimeLike = None, filter: dict[str, Any] | None = None,
                user: str | None = None) -> int:
@@ -387,7 +396,7 @@ class ConversationMemory(MemoryReading[CollectionT]):
             ``older_than`` and ``superseded`` narrow the named memories, and so does
             ``kinds`` when it is given (by default ids of every kind go). Otherwise the
             selection is:
-        :param session: the session (None: every session),
+        :param session: the session (None or ANY_SESSION: every session),
         :param kinds: the kinds it holds (default: turns),
         :param older_than: older than this many days, or than a datetime,
         :param superseded: only memories a correction or a contradiction already replaced,
@@ -400,7 +409,7 @@ class ConversationMemory(MemoryReading[CollectionT]):
         named = None if ids is None else check_ids(ids)
         flt = check_memory_filter(filter)
         user = check_user(user)
-        session = check_session(session)
+        session = check_scope(session)
         # With ids, only kinds the caller passed narrow them: the default (turns) is the selection's.
         kinds = KINDS if named is not None and kinds is FORGET_KINDS else check_kinds(kinds)
         check_bool(superseded, "superseded")

@@ -26,19 +26,21 @@ from ..core.checks import (
 )
 from ..core.clock import TimeLike, to_epoch
 from ..core.keys import KIND_TURN, KINDS
+from ..core.options import as_kwargs, docs_of, takes
+from ..core.sentinels import MEMORY_SETTING, AnySession, MemorySetting
 from ..models.embed import reranks_by_default
 from ..models.rerank import Reranker, rerank_scores
 from ..ranking import scoring
 from ..ranking.blend import Blend
 from ..ranking.pool import CandidatePool
 from ..store.seam import MemoryCollection, MemoryStore, MemoryView, Result, check_mode
-from .arguments import any_if_none, check_memory_filter
+from .arguments import any_if_none, check_memory_filter, check_scope
 from .bookkeeping import memory_pos
 from .confidence import match_probability
 from .context import ContextBlock, assemble
 from .late_stage import in_context, late_scores
 from .recall import MemoryResults, gather, rank
-from .request import RecallRequest
+from .request import RecallOptions, RecallRequest
 from .stages import (
     AgedFromAccess,
     DropBelow,
@@ -68,9 +70,10 @@ def blend_field(name: str) -> property:
     return property(get, put, doc=f"The blend's ``{name}``.")
 
 
-# The keyword arguments of recall() that context() passes on.
-RECALL_ARGS = ("score_gap", "kinds", "include_superseded", "mode", "exclude_ids", "hybrid_weight", "min_relevance",
-               "rerank", "recency_from", "blend", "preset")
+# The keyword arguments of recall() that context() passes on: every option but those context() takes
+# itself, and a blend.
+CONTEXT_OWN = ("session", "limit", "token_budget", "now", "user", "filter")
+RECALL_ARGS = (*(name for name in docs_of(RecallOptions) if name not in CONTEXT_OWN), "blend")
 
 
 class MemoryReading(Generic[CollectionT]):
@@ -163,13 +166,8 @@ class MemoryReading(Generic[CollectionT]):
             memory_pos(m, id)
             return chain(m, id, as_of=now_ts)
 
-    def recall(self, query: str, session: str | None = None, limit: int = 10, token_budget: int | None = None,
-               score_gap: float | None = None, kinds: Sequence[str] = KINDS, include_superseded: bool = False,
-               mode: str | None = None, now: TimeLike = None, exclude_ids: Sequence[str] = (),
-               hybrid_weight: float | None = None, min_relevance: float | None = None,
-               rerank: bool | None = None, filter: dict[str, Any] | None = None,
-               user: str | None = None, recency_from: str | None = None,
-               preset: str | None = None) -> MemoryResults:
+    @takes(RecallOptions)
+    def recall(self, query: str, options: RecallOptions) -> MemoryResults:
         """Relevance, blended with recency and feedback, cut to a budget.
 
         The most relevant eligible memories (a pool of ``max(4 x limit, 40)``) have their
@@ -189,42 +187,20 @@ class MemoryReading(Generic[CollectionT]):
         A memory made with ``recency_from="accessed"`` records that the results were
         accessed at ``now`` and ages each memory from its latest access before ``now``.
 
-        :param query: the text to match.
-        :param session: whose memories (None: every session).
-        :param limit: how many results at most.
-        :param token_budget: the most tokens the results may hold (the top one always ships).
-        :param score_gap: cut at the first result scoring this much below the one before it.
-        :param kinds: which kinds are eligible.
-        :param include_superseded: let corrected and contradicted memories back in.
-        :param mode: ``"hybrid"`` (the default, None) fuses the cosine and BM25 with
-            ``hybrid_weight``; ``"dense"`` is the cosine alone, ``"lexical"`` BM25 alone.
-        :param now: the moment of the recall (default: now): ages count to it and the
-            collection is read as it stood then (later memories, supersessions, expiries
-            and feedback are not there yet).
-        :param exclude_ids: memories to leave out.
-        :param hybrid_weight: the dense share of hybrid relevance (default: the memory's).
-        :param min_relevance: leave out candidates whose raw relevance (the reranker's logit
-            when reranked, else the cosine, or BM25 in lexical mode) is below this
-            (default: the memory's). :meth:`low_relevance` gives a hint.
-        :param rerank: rerank with the memory's reranker (None: the memory's setting).
-        :param preset: ``"fast"``, ``"default"`` or ``"accurate"`` for this recall (None: the memory's).
-        :param filter: only memories whose own metadata match it (``{"topic": "billing"}``,
-            ``{"topic": ["billing", "refunds"]}``); exact: the pool is drawn from them alone.
-        :param user: only this user's memories, from every session unless ``session`` narrows it.
-        :param recency_from: ``"created"`` or ``"accessed"`` for this recall (None: the
-            memory's); recording accesses follows the memory's own setting alone.
-        """
-        request = self.request(query, session=session, limit=limit, token_budget=token_budget, score_gap=score_gap,
-                               kinds=kinds, include_superseded=include_superseded, mode=mode, now=now,
-                               exclude_ids=exclude_ids, hybrid_weight=hybrid_weight, min_relevance=min_relevance,
-                               rerank=rerank, filter=filter, user=user, recency_from=recency_from, preset=preset)
-        return self.recall_request(request)
+        An option left at ``MEMORY_SETTING`` takes the memory's own setting; ``None`` is a value
+        of its own where it has one (``min_relevance=None``: no floor).
 
-    def request(self, query: str, *, hybrid_weight: float | None = None, blend: Blend | None = None,
+        :param query: the text to match.
+        """
+        return self.recall_request(self.request(query, **as_kwargs(options)))
+
+    def request(self, query: str, *, hybrid_weight: Any = MEMORY_SETTING, blend: Blend | None = None,
                 **options: Any) -> RecallRequest:
         """The :class:`~vxmem.memory.request.RecallRequest` that ``recall(query, **options)``
         runs, checked; ``blend`` ranks it instead of this memory's blend, and ``hybrid_weight``
         gives it that blend (default: this memory's) with that weight."""
+        if hybrid_weight is MEMORY_SETTING:
+            hybrid_weight = None
         if hybrid_weight is not None and (blend is None or isinstance(blend, Blend)):
             blend = (blend or self.blend).replace(hybrid_weight=hybrid_weight)
         return RecallRequest(query=query, blend=blend, **options)  # canonical forms made in __post_init__
@@ -290,9 +266,11 @@ class MemoryReading(Generic[CollectionT]):
     def candidate_pool(self, query: str, session: str | None = None, limit: int = 10, kinds: Sequence[str] = KINDS,
                        include_superseded: bool = False, mode: str | None = None, now: TimeLike = None,
                        exclude_ids: Sequence[str] = (), pool: int | None = None,
-                       hybrid_weight: float | None = None, min_relevance: float | None = None,
-                       rerank: bool | None = None, filter: dict[str, Any] | None = None,
-                       user: str | None = None, recency_from: str | None = None) -> CandidatePool:
+                       hybrid_weight: float | MemorySetting | None = MEMORY_SETTING,
+                       min_relevance: float | MemorySetting | None = MEMORY_SETTING,
+                       rerank: bool | MemorySetting | None = MEMORY_SETTING, filter: dict[str, Any] | None = None,
+                       user: str | None = None,
+                       recency_from: str | MemorySetting | None = MEMORY_SETTING) -> CandidatePool:
         """The candidates ``recall()`` blends, with everything ranking needs, as a
         :class:`~vxmem.ranking.pool.CandidatePool`: already reranked (and cut by ``min_relevance``)
         when ``recall()`` with these arguments would be.
@@ -345,7 +323,7 @@ class MemoryReading(Generic[CollectionT]):
         aged_from = self.recency_from if request.recency_from is None else request.recency_from
         aging: list[PoolStage] = [AgedFromAccess(request.now)] if aged_from == "accessed" else []
         steps = aging if first_only else stage.steps(aging)
-        floor = self.min_relevance if request.min_relevance is None else request.min_relevance
+        floor = self.min_relevance if request.min_relevance is MEMORY_SETTING else request.min_relevance
         return steps if floor is None else [*steps, DropBelow(floor)]
 
     def _reranking(self, rerank: Any) -> bool:
@@ -414,9 +392,9 @@ class MemoryReading(Generic[CollectionT]):
         emb = getattr(self.store.embedder, "name", None)
         return match_probability(results, embedder=emb if isinstance(emb, str) else None)
 
-    def context(self, query: str, session: str | None = None, token_budget: int = 1500, recent_turns: int = 6,
-                limit: int = 10, now: TimeLike = None, user: str | None = None, filter: dict[str, Any] | None = None,
-                **recall_kwargs: Any) -> ContextBlock:
+    def context(self, query: str, session: str | AnySession | None = None, token_budget: int = 1500,
+                recent_turns: int = 6, limit: int = 10, now: TimeLike = None, user: str | None = None,
+                filter: dict[str, Any] | None = None, **recall_kwargs: Any) -> ContextBlock:
         """Assemble pinned facts, recent turns and recalled memories under one budget.
 
         Pinned facts are never cut: they are the caller's own declaration of what always
@@ -435,8 +413,8 @@ class MemoryReading(Generic[CollectionT]):
         session's. Remember a user's turns with ``user=`` so that recall finds them.
 
         :param query: what to recall memories for.
-        :param session: whose context (None: every session's pinned facts, no recent turns,
-            recall across sessions).
+        :param session: whose context (None or ANY_SESSION: every session's pinned facts, no
+            recent turns, recall across sessions).
         :param token_budget: the tokens the block may hold, headers included.
         :param recent_turns: how many of the session's last turns to include.
         :param limit: how many memories to recall at most.
@@ -454,7 +432,7 @@ class MemoryReading(Generic[CollectionT]):
         made the block as accessed at ``now`` (pinned facts and recent turns are there
         whatever the query, so they are not).
         """
-        session = check_session(session)
+        session = check_scope(session)
         token_budget = check_limit(token_budget, "token_budget")
         recent_turns = check_int(recent_turns, "recent_turns", minimum=0)
         for taken in ("token_budget", "session", "limit", "now", "query"):  # context() sets these itself

@@ -1,13 +1,20 @@
-"""One recall as one typed value: :class:`RecallRequest`, checked once when it is made.
+"""recall()'s options declared once (:class:`RecallOptions`), and one recall as one checked value
+(:class:`RecallRequest`).
 
-``recall()`` makes one from its arguments and hands it on; the context block, the
-workbench's replay and the servers make their own. Everything after the request reads its
-fields, already in canonical form, and never checks them again.
+:class:`RecallOptions` is the one place an option of ``recall()`` is spelled: its name, type,
+default and meaning. ``ConversationMemory.recall``, ``Vectrix.recall`` and
+``AsyncVectrix.recall`` take their signature and the list of their parameters from it
+(:func:`vxmem.core.options.takes`), ``context()`` the options it passes on, and the servers'
+recall schema its fields. ``recall()`` makes a :class:`RecallRequest` from its arguments and
+hands it on; the context block, the workbench's replay and the servers make their own.
+Everything after the request reads its fields, already in canonical form, and never checks
+them again.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,8 +27,10 @@ from ..core.checks import (
     check_text,
     check_weight,
 )
-from ..core.clock import to_epoch
+from ..core.clock import TimeLike, to_epoch
 from ..core.keys import KINDS
+from ..core.options import option
+from ..core.sentinels import ANY_SESSION, MEMORY_SETTING, AnySession, MemorySetting
 from ..ranking import scoring
 from ..ranking.blend import Blend
 from ..store.seam import FilterValues, check_ids, check_mode
@@ -30,14 +39,62 @@ from .stages import check_preset
 
 
 @dataclass(frozen=True, slots=True)
+class RecallOptions:
+    """``recall()``'s options after the query, in the spec's order: each one's type, default and
+    meaning. :data:`~vxmem.core.sentinels.MEMORY_SETTING` is the memory's own setting; an option
+    added here reaches every ``recall()``, ``context()`` and the servers' schemas. Plain values:
+    :class:`RecallRequest` checks them."""
+
+    session: str | AnySession | None = option(
+        None, "whose memories: a session's name, or None or ANY_SESSION for every session.")
+    limit: int = option(10, "how many results at most.")
+    token_budget: int | None = option(None, "the most tokens the results may hold (the top one always ships).")
+    score_gap: float | None = option(None, "cut at the first result scoring this much below the one before it.")
+    kinds: Sequence[str] = option(KINDS, "which kinds are eligible.")
+    include_superseded: bool = option(False, "let corrected and contradicted memories back in.")
+    mode: str | None = option(
+        None, '``"hybrid"`` (the default, None) fuses the cosine and BM25 with ``hybrid_weight``; '
+              '``"dense"`` is the cosine alone, ``"lexical"`` BM25 alone.')
+    now: TimeLike = option(
+        None, "the moment of the recall (default: now): ages count to it and the collection is read as it "
+              "stood then (later memories, supersessions, expiries and feedback are not there yet).")
+    exclude_ids: Sequence[str] = option((), "memories to leave out.")
+    hybrid_weight: float | MemorySetting | None = option(
+        MEMORY_SETTING, "the dense share of hybrid relevance (MEMORY_SETTING or None: the memory's).")
+    min_relevance: float | MemorySetting | None = option(
+        MEMORY_SETTING, "leave out candidates whose raw relevance (the reranker's logit when reranked, else the "
+                        "cosine, or BM25 in lexical mode) is below this; None: no floor, whatever the memory's; "
+                        "MEMORY_SETTING: the memory's. ``low_relevance()`` gives a hint.")
+    rerank: bool | MemorySetting | None = option(
+        MEMORY_SETTING, "rerank with the memory's reranker (MEMORY_SETTING or None: the memory's setting).")
+    filter: dict[str, Any] | None = option(
+        None, 'only memories whose own metadata match it (``{"topic": "billing"}``, '
+              '``{"topic": ["billing", "refunds"]}``); exact: the pool is drawn from them alone.')
+    user: str | None = option(None, "only this user's memories, from every session unless ``session`` narrows it.")
+    recency_from: str | MemorySetting | None = option(
+        MEMORY_SETTING, '``"created"`` or ``"accessed"`` for this recall (MEMORY_SETTING or None: the memory\'s); '
+                        "recording accesses follows the memory's own setting alone.")
+    preset: str | MemorySetting | None = option(
+        MEMORY_SETTING, '``"fast"``, ``"default"`` or ``"accurate"`` for this recall (MEMORY_SETTING or None: the '
+                        "memory's).")
+
+
+# The options whose MEMORY_SETTING a request keeps as None, the memory's setting (None has no
+# other meaning for them); min_relevance keeps MEMORY_SETTING, its None being "no floor".
+MEMORY_OR_NONE = ("rerank", "recency_from", "preset")
+
+
+@dataclass(frozen=True, slots=True)
 class RecallRequest:
     """What one recall asks: the query, whose memories, as of when, how much comes back.
 
     The fields are :meth:`ConversationMemory.recall <vxmem.memory.ConversationMemory.recall>`'s
-    arguments, documented there; ``now`` is epoch seconds (made from any time ``recall()``
+    arguments (:class:`RecallOptions`); ``now`` is epoch seconds (made from any time ``recall()``
     takes; None: the clock when the request is made) and ``blend`` the ranking this recall
-    uses instead of the memory's (None: the memory's). ``mode``, ``rerank``,
-    ``min_relevance``, ``recency_from`` and ``preset`` left None mean the memory's own settings.
+    uses instead of the memory's (None: the memory's). ``session`` None is every session
+    (ANY_SESSION is made None). ``rerank``, ``recency_from`` and ``preset`` None (or
+    MEMORY_SETTING, made None) mean the memory's own settings; ``min_relevance``
+    MEMORY_SETTING (the default) means the memory's floor, None no floor.
     """
 
     query: str
@@ -53,7 +110,7 @@ class RecallRequest:
     now: float | None = None
     mode: str | None = None
     rerank: bool | None = None
-    min_relevance: float | None = None
+    min_relevance: float | MemorySetting | None = MEMORY_SETTING
     recency_from: str | None = None
     blend: Blend | None = None
     preset: str | None = None
@@ -62,7 +119,10 @@ class RecallRequest:
         put = object.__setattr__  # a frozen dataclass sets its canonical forms once, here
         if not check_text(self.query, "query").strip():
             raise ValueError("query must not be empty or only whitespace")  # as remember() refuses a blank text
-        put(self, "session", check_session(self.session))
+        put(self, "session", None if self.session is ANY_SESSION else check_session(self.session))
+        for name in MEMORY_OR_NONE:
+            if getattr(self, name) is MEMORY_SETTING:
+                put(self, name, None)
         put(self, "user", check_user(self.user))
         put(self, "filter", check_memory_filter(self.filter))
         put(self, "kinds", check_kinds(self.kinds))
@@ -78,7 +138,8 @@ class RecallRequest:
             put(self, "mode", check_mode(self.mode))
         if self.rerank is not None:
             check_bool(self.rerank, "rerank")
-        put(self, "min_relevance", check_min_relevance(self.min_relevance))
+        if self.min_relevance is not MEMORY_SETTING:
+            put(self, "min_relevance", check_min_relevance(self.min_relevance))
         if self.recency_from is not None:
             check_choice(self.recency_from, "recency_from", scoring.RECENCY_FROM)
         if self.preset is not None:

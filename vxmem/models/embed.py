@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from ..core.checks import check_int, check_limit
+from .hashing import hashed_counts
 
 Embedder = Callable[[Sequence[str]], np.ndarray]
 EmbedderArg = Embedder | str | None  # what Vectrix(embedder=...) takes: a callable, a name, or the default
@@ -57,17 +58,13 @@ class HashingEmbedder:
     def __init__(self, dim: int = 384, n_features: int = 2**18, nnz_per_feature: int = 4,
                  ngram_range: tuple[int, int] = (3, 5), seed: int = 20240601):
         from scipy import sparse
-        from sklearn.feature_extraction.text import HashingVectorizer
 
         dim = check_int(dim, "dim", minimum=2)
         n_features = check_int(n_features, "n_features", minimum=dim)
         nnz_per_feature = check_int(nnz_per_feature, "nnz_per_feature", minimum=1)
         self.dim = dim
         self.name = f"hashing-char{ngram_range[0]}{ngram_range[1]}-{n_features}-{dim}-s{seed}"
-        self._vectorizer = HashingVectorizer(
-            analyzer="char_wb", ngram_range=ngram_range, n_features=n_features,
-            alternate_sign=False, norm=None, lowercase=True, dtype=np.float32,
-        )
+        self.n_features, self.ngram_range = n_features, ngram_range
         # Precomputed once as float32 CSR: each bucket lands on nnz_per_feature output
         # dimensions with random signs. (sklearn's SparseRandomProjection copies its
         # matrix on every transform; this does not.)
@@ -84,7 +81,10 @@ class HashingEmbedder:
         texts = list(texts)
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        counts = self._vectorizer.transform(texts)
+        from scipy import sparse
+
+        counts = sparse.csr_matrix(hashed_counts(texts, self.n_features, self.ngram_range),
+                                   shape=(len(texts), self.n_features))
         # Sub-linear term weight: repeated n-grams do not swamp the rest.
         counts.data = np.log1p(counts.data, dtype=np.float32)
         dense = (counts @ self._projection).toarray().astype(np.float32, copy=False)

@@ -1,7 +1,9 @@
 """The servers' request and response models (pydantic), made from the library's own names.
 
-Defaults come from the library (``RecallRequest``'s fields, ``remember()``'s defaults,
-``context()``'s signature), choices from its constants (kinds, outcomes, search modes) and
+Defaults come from the library (recall's options declared once in
+:class:`~vxmem.memory.request.RecallOptions`, with their meanings as descriptions;
+``remember()``'s defaults, ``context()``'s signature), choices from its constants (kinds,
+outcomes, search modes) and
 the blend's bounds from :data:`~vxmem.ranking.blend.BLEND_BOUNDS`, so a schema says what the
 library accepts. The library checks every value again; these models add what a server must
 also refuse: sizes above the caps (``limit``, ``token_budget``, batches), unknown fields, and
@@ -17,14 +19,19 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import math
-from typing import Annotated, Any, Literal
+import re
+import typing
+from collections.abc import Callable
+from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, create_model
 from pydantic_core import PydanticCustomError
 
+from ..core.options import docs_of
+from ..core.sentinels import MEMORY_SETTING
 from ..memory.conversation import ConversationMemory
 from ..memory.draft import REMEMBER_DEFAULTS
-from ..memory.request import RecallRequest
+from ..memory.request import RecallOptions as Declared
 from ..ranking.blend import BLEND_BOUNDS, BLEND_FIELDS
 from .scope import USER_PATTERN
 
@@ -41,7 +48,9 @@ Mode = Literal["dense", "lexical", "hybrid"]
 RecencyFrom = Literal["created", "accessed"]
 Preset = Literal["fast", "default", "accurate"]
 
-_RECALL: dict[str, Any] = {f.name: f.default for f in dataclasses.fields(RecallRequest)}
+_RECALL: dict[str, Any] = {f.name: f.default for f in dataclasses.fields(Declared)}
+_RECALL_DOCS = docs_of(Declared)
+M = TypeVar("M", bound=BaseModel)
 _CONTEXT: dict[str, Any] = {n: p.default for n, p in inspect.signature(ConversationMemory.context).parameters.items()}
 
 
@@ -88,24 +97,56 @@ def _bounded(name: str) -> Any:
                  le=high if not high_open and not math.isinf(high) else None)
 
 
+def declared(name: str, **server: Any) -> Any:
+    """The field of recall's option ``name``: its declared default and meaning, with what a
+    server adds (caps, its own description). ``MEMORY_SETTING`` is null here: JSON has no such
+    value, and null (or leaving the field out) means the server's setting."""
+    default = _RECALL[name]
+    server.setdefault("description", _RECALL_DOCS[name])
+    if default is MEMORY_SETTING:
+        default = None
+        own = re.sub(r"\s*\([^()]*MEMORY_SETTING[^()]*\)", "", server["description"]).rstrip(".")
+        server["description"] = f"{own} (null: the server's setting)"
+    return Field(list(default) if isinstance(default, tuple) else default, **server)
+
+
+def with_every_option(*besides: str) -> Callable[[type[M]], type[M]]:
+    """A class decorator: the model with a field for every option of
+    :class:`~vxmem.memory.request.RecallOptions` it does not spell itself, nor leaves to its
+    subclasses (``besides``), of the option's declared type and default; so an option added
+    there reaches the REST and MCP schemas. The model itself when it spells them all."""
+
+    def complete(model: type[M]) -> type[M]:
+        hints = typing.get_type_hints(Declared)
+        missing: dict[str, Any] = {n: (hints[n], declared(n)) for n in _RECALL
+                                   if n not in model.model_fields and n not in besides}
+        return create_model(model.__name__, __base__=model, __module__=__name__, **missing) if missing else model
+
+    return complete
+
+
+@with_every_option("limit", "token_budget")  # each body has its own, capped
 class RecallOptions(Strict):
     """What a recall (and a context block's recalled section) may set besides its size, and its
-    blend: a blend parameter left out is the server's."""
+    blend: a blend parameter left out is the server's. The options are recall()'s; those spelled
+    here carry a server's limits."""
 
     query: Annotated[str, Field(min_length=1, description="the text to match")]
     session: Session = None
     user: User = None
-    kinds: list[Kind] = Field(list(_RECALL["kinds"]), min_length=1)
-    include_superseded: StrictBool = _RECALL["include_superseded"]
-    exclude_ids: list[Id] = Field([], max_length=MAX_BATCH)
-    score_gap: Number = Field(_RECALL["score_gap"], ge=0)
-    mode: Mode | None = _RECALL["mode"]
-    rerank: StrictBool | None = _RECALL["rerank"]
-    min_relevance: Number = _RECALL["min_relevance"]
-    recency_from: RecencyFrom | None = _RECALL["recency_from"]
-    preset: Preset | None = Field(_RECALL["preset"], description="the second stage: fast (none), default "
-                                                                 "(late interaction) or accurate (late interaction, "
-                                                                 "then a cross-encoder)")
+    kinds: list[Kind] = declared("kinds", min_length=1)
+    include_superseded: StrictBool = declared("include_superseded")
+    exclude_ids: list[Id] = declared("exclude_ids", max_length=MAX_BATCH)
+    score_gap: Number = declared("score_gap", ge=0)
+    mode: Mode | None = declared("mode")
+    rerank: StrictBool | None = declared("rerank")
+    min_relevance: Number = declared("min_relevance", description="leave out candidates whose raw relevance "
+                                     "(the reranker's logit when reranked, else the cosine, or BM25 in lexical "
+                                     "mode) is below this")
+    recency_from: RecencyFrom | None = declared("recency_from")
+    preset: Preset | None = declared("preset", description="the second stage: fast (none), default "
+                                                           "(late interaction) or accurate (late interaction, "
+                                                           "then a cross-encoder)")
     filter: Filter = None
     now: Time = None
     half_life_days: Number = _bounded("half_life_days")
@@ -120,8 +161,8 @@ class RecallOptions(Strict):
 
 
 class RecallBody(RecallOptions):
-    limit: Count = Field(_RECALL["limit"], ge=1, le=MAX_LIMIT)
-    token_budget: MaybeCount = Field(_RECALL["token_budget"], ge=1, le=MAX_TOKEN_BUDGET)
+    limit: Count = declared("limit", ge=1, le=MAX_LIMIT)
+    token_budget: MaybeCount = declared("token_budget", ge=1, le=MAX_TOKEN_BUDGET)
 
 
 class ContextBody(RecallOptions):

@@ -41,8 +41,10 @@ from ..core.keys import (
     KINDS,
     RESERVED_PREFIX,
 )
+from ..core.options import docs_of
+from ..core.sentinels import MEMORY_SETTING
 from ..memory.consolidation import Summarizer
-from ..memory.request import RecallRequest
+from ..memory.request import RecallOptions, RecallRequest
 from ..memory.supersession import HistoryEntry
 from ..ranking.blend import Blend
 from ..store.results import Result
@@ -50,6 +52,10 @@ from . import records as r
 from . import schemas as m
 from .keyring import Principal
 from .scope import DEFAULT_SESSION, DEFAULT_USER, check_user_name
+
+# The options a request passes on by name; its size (limit, token_budget) and the blend's
+# hybrid_weight are read apart.
+RECALL_OPTIONS = [name for name in docs_of(RecallOptions) if name not in ("limit", "token_budget", "hybrid_weight")]
 
 
 class NotConfigured(Exception):
@@ -268,15 +274,21 @@ class MemoryService:
             raise _as_user_named(exc, user) from None
         return m.RememberManyOut(ids=[self.outer_id(user, i) for i in ids])
 
-    def request_of(self, body: m.RecallBody) -> RecallRequest:
+    def options_of(self, body: m.RecallOptions) -> dict[str, Any]:
+        """recall()'s options as ``body`` sets them (every option of the declaration it has, but
+        its size, which each verb reads itself): the session and ids made the user's, null
+        ``min_relevance`` the server's floor, and the body's own blend."""
         user = self.user_of(body.user)
-        return RecallRequest(
-            query=body.query, session=self.inner(user, body.session or self.session), user=user,
-            filter=body.filter, kinds=tuple(body.kinds), include_superseded=body.include_superseded,
-            exclude_ids=tuple(self.named_ids(user, body.exclude_ids)), limit=body.limit, token_budget=body.token_budget,
-            score_gap=body.score_gap, now=to_epoch(body.now), mode=body.mode, rerank=body.rerank,
-            min_relevance=body.min_relevance, recency_from=body.recency_from, preset=body.preset,
-            blend=self.blend_of(body))
+        given = {name: getattr(body, name) for name in RECALL_OPTIONS if name in type(body).model_fields}
+        given.update(session=self.inner(user, body.session or self.session), user=user, kinds=tuple(body.kinds),
+                     exclude_ids=tuple(self.named_ids(user, body.exclude_ids)), blend=self.blend_of(body))
+        if given["min_relevance"] is None:
+            given["min_relevance"] = MEMORY_SETTING
+        return given
+
+    def request_of(self, body: m.RecallBody) -> RecallRequest:
+        return RecallRequest(query=body.query, limit=body.limit, token_budget=body.token_budget,
+                             **self.options_of(body))
 
     async def recall(self, body: m.RecallBody) -> m.RecallOut:
         request = self.request_of(body)
@@ -287,13 +299,8 @@ class MemoryService:
                            blend=(request.blend or self.db.sync.memory.blend).as_dict())
 
     async def context(self, body: m.ContextBody) -> m.ContextOut:
-        user = self.user_of(body.user)
-        block = await self.db.context(
-            body.query, session=self.inner(user, body.session or self.session), token_budget=body.token_budget,
-            recent_turns=body.recent_turns, limit=body.limit, now=body.now, user=user, filter=body.filter,
-            score_gap=body.score_gap, kinds=tuple(body.kinds), include_superseded=body.include_superseded,
-            mode=body.mode, exclude_ids=tuple(self.named_ids(user, body.exclude_ids)), min_relevance=body.min_relevance,
-            rerank=body.rerank, recency_from=body.recency_from, preset=body.preset, blend=self.blend_of(body))
+        block = await self.db.context(body.query, token_budget=body.token_budget, recent_turns=body.recent_turns,
+                                      limit=body.limit, **self.options_of(body))
         return m.ContextOut(text=block.text, pinned=[self.memory_out(r) for r in block.pinned],
                             recent=[self.memory_out(r) for r in block.recent],
                             recalled=[self.scored_out(r) for r in block.recalled], token_budget=block.token_budget,

@@ -41,6 +41,7 @@ from .mirror.mirror import ANY_SESSION, Mirror
 from .portable.export import ExportReport, export_database
 from .portable.restore import restore_file
 from .results import Result, Results
+from .sqlite.database import Database
 
 if TYPE_CHECKING:
     from .seam import MemoryCollection
@@ -54,7 +55,8 @@ class Collection:
     """A durable collection of documents with vectors, filterable by metadata.
 
     :param path: a database file to open or create; None (or ``":memory:"``) keeps
-        everything in memory.
+        everything in memory; a ``postgresql://`` URL opens (or sets up) a PostgreSQL database
+        with pgvector that many processes share (see docs/POSTGRES.md).
     :param embedder: any callable ``list[str] -> (n, d)`` array, or a name of
         :data:`vxmem.models.embed.EMBEDDERS` (default: :func:`vxmem.models.embed.default_embedder`). The
         database records the embedder's ``name`` with its first vector and refuses to open
@@ -290,8 +292,10 @@ class Collection:
         nothing). It streams, in one read transaction, holding this handle's lock: other
         processes keep reading and writing.
         """
+        db = self.engine.database
         with self.engine.locked():
-            return export_database(self.engine.database, path, vectors=vectors, progress=progress)
+            return export_database(db if isinstance(db, Database) else db.export_rows(), path, vectors=vectors,
+                                   progress=progress)
 
     @classmethod
     def restore(cls, source: str | os.PathLike[str], path: str | os.PathLike[str] | None = None,
@@ -329,7 +333,8 @@ class Collection:
 
     def __repr__(self) -> str:
         state = "closed" if self.engine.closed else f"{self.engine.mirror.n_alive} documents"
-        return f"{type(self).__name__}({self.path or ':memory:'}, {state})"
+        where = self.engine.where if self.engine.url else self.path or ":memory:"  # a URL without its password
+        return f"{type(self).__name__}({where}, {state})"
 
 
 if TYPE_CHECKING:

@@ -1,10 +1,13 @@
 """The collection's machinery, and the one seam the memory reaches the store through.
 
-An :class:`Engine` holds an open database: the SQLite file (:mod:`~vxmem.store.sqlite.database`,
-the source of truth), its in-memory mirror (:mod:`~vxmem.store.mirror.mirror`, where filters and
+An :class:`Engine` holds an open database: the source of truth, an SQLite file
+(:mod:`~vxmem.store.sqlite.database`) or a PostgreSQL database many processes share
+(:mod:`~vxmem.store.postgres.database`), its in-memory mirror (:mod:`~vxmem.store.mirror.mirror`, where filters and
 exact scans run), the HNSW cache (:mod:`~vxmem.store.vector.hnsw`) and lexical search
-(:mod:`~vxmem.store.lexical.search`), behind one re-entrant lock. Every write is one SQLite
-transaction; the mirror and the caches follow only once it commits.
+(:mod:`~vxmem.store.lexical.search`), behind one re-entrant lock. Every write is one database
+transaction; the mirror and the caches follow only once it commits. A handle that shares
+the database with writers (a read-only SQLite handle, any PostgreSQL one) first takes in
+what they committed, at the start of each outermost ``locked()`` block.
 
 :class:`~vxmem.store.seam.MemoryStore` declares what the memory layer uses of it (the mirror
 seen as a read-only :class:`~vxmem.store.seam.MemoryView`, the transaction as
@@ -18,7 +21,7 @@ import os
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -31,11 +34,15 @@ from .arguments import check_token_count
 from .lexical.search import LexicalSearch
 from .mirror.loading import resave_rows
 from .mirror.mirror import ANY_SESSION, Mirror, SessionArg
-from .sqlite import late_table
+from .postgres import is_postgres_url, open_postgres, shown_url
 from .sqlite.database import Database, Transaction
 from .vector.hnsw import HnswCache
 from .vector.search import Candidates, exact_topk, unit_rows
 from .vector.vectors import check_vector_dtype, float16_kernels, rowdot
+
+if TYPE_CHECKING:  # psycopg is imported only when a PostgreSQL database is opened
+    from .postgres.database import PgDatabase
+    from .postgres.writes import PgTransaction
 
 EXACT_THRESHOLD = 20_000  # selections above this many rows go through the HNSW index
 SAME_EMBEDDER_COSINE = 0.99  # a stored vector and a fresh one of its text, from the same embedder
@@ -83,10 +90,11 @@ class Engine:
         if dtype == np.float16:
             float16_kernels()  # loaded with the open, not in the first search; missing: refused before any file
         self.vector_dtype = vector_dtype
+        self.url = path if is_postgres_url(path) else None
         # Resolved once, here: a relative path names the same file after a chdir() (the
         # checkpoints, the saved caches and the close all use this one).
-        self.path = None if path is None else os.path.abspath(path)
-        if self.read_only and self.path is None:
+        self.path = None if path is None or self.url is not None else os.path.abspath(path)
+        if self.read_only and self.path is None and self.url is None:
             raise ValueError("read_only needs a database file path")
         self._lock = threading.RLock()
         self._depth = 0  # how deep the thread holding the lock is in locked() blocks
@@ -94,7 +102,11 @@ class Engine:
         self._closed = False
         self._pid = os.getpid()
         self._prepared = threading.local()  # a query embedded before the lock (see prepare_query)
-        self.database = Database(self.path, self.read_only, durability)
+        self.database: Database | PgDatabase
+        if self.url is not None:
+            self.database = open_postgres(self.url, self.read_only, durability)
+        else:
+            self.database = Database(self.path, self.read_only, durability)
         self.database.vector_dtype = dtype
         self.database.counted_by = token_counter_name(self._token_counter)
         try:
@@ -103,14 +115,19 @@ class Engine:
         except BaseException:
             self.database.close()
             raise
-        self.index = HnswCache(self.database, lambda: self.mirror, self._lock)
+        # A PostgreSQL database has no path: the cache reads its dim and read_only only, and
+        # never loads or saves an index file beside it (it is rebuilt from the mirror).
+        self.index = HnswCache(cast(Database, self.database), lambda: self.mirror, self._lock)
         self.lexical = self._new_lexical()
         self.lexical.warm(self.mirror)  # the saved postings now, not in the first recall
 
     def _new_lexical(self) -> LexicalSearch:
-        db = self.database
-        return LexicalSearch(db.conn, lambda: db.generation, self.path, db.uid, db.indexed_upto,
-                             None if db.read_only else db.index_pending)
+        return self.database.new_lexical(lambda: self.mirror)
+
+    @property
+    def where(self) -> str:
+        """The database as messages name it: its file, its URL without the password, or ``:memory:``."""
+        return shown_url(self.url) if self.url is not None else self.path or ":memory:"
 
     @property
     def token_counter(self) -> Callable[[str], int]:
@@ -134,7 +151,7 @@ class Engine:
         embedder's name (with the first vector, or now for a database that passed the check).
         """
         db, name = self.database, embedder_name(self.embedder)
-        where = self.path or ":memory:"
+        where = self.where
         if db.embedder is not None and name is not None:
             if db.embedder != name:
                 raise ValueError(f"{where} holds vectors of embedder {db.embedder!r}, not of {name!r}: open it "
@@ -192,7 +209,7 @@ class Engine:
                 raise VectrixError(f"this {type(self).__name__} is closed")
             # Only the outermost block catches up: a nested one must not move the mirror
             # (or replace it) under positions the outer block is still holding.
-            if self._depth == 1 and self.database.read_only:
+            if self._depth == 1 and self.database.follows_writers:
                 self._catch_up()
         except BaseException:
             self._depth -= 1
@@ -201,8 +218,8 @@ class Engine:
         return self.mirror
 
     def _catch_up(self) -> None:
-        """A read-only handle takes in what writers committed since it last looked: the
-        changed rows only, or a whole new mirror when the change log cannot say."""
+        """Take in what writers committed since this handle last looked: the changed rows
+        only, or a whole new mirror when the change log cannot say."""
         uid = self.database.uid
         got = self.database.refresh(self.mirror, self.token_counter)
         if got is None:
@@ -216,17 +233,21 @@ class Engine:
             self.follow(got)
 
     @contextmanager
-    def transaction(self) -> Iterator[Transaction]:
-        """One SQLite transaction; the mirror and the caches follow only once it commits.
+    def transaction(self) -> Iterator[Transaction | PgTransaction]:
+        """One database transaction; the mirror and the caches follow only once it commits.
 
-        Yields a :class:`~vxmem.store.sqlite.database.Transaction` (``insert``, ``update_meta``,
+        Yields a :class:`~vxmem.store.sqlite.database.Transaction` or a
+        :class:`~vxmem.store.postgres.writes.PgTransaction` (``insert``, ``update_meta``,
         ``delete``, ``take_counter``, ``raise_counter``). Raises ``ReadOnlyError`` on a
-        read-only handle.
+        read-only handle. A transaction that began behind another process's commit is
+        followed through the change log, which holds both.
         """
         with self.locked() as m:
             with self.database.transaction(m) as tx:
                 yield tx
             self.follow(tx.ops)
+            if tx.behind:
+                self._catch_up()
 
     def embed(self, texts: list[str], *, queries: bool = False) -> np.ndarray:
         """The texts' vectors, unit length (normalised in float64, then float32), after
@@ -365,14 +386,14 @@ class Engine:
         """The late-interaction token vectors ``model`` stored for the documents at mirror
         ``positions`` (None where none are stored), in their order. Call it inside ``locked()``."""
         rowids = self.mirror.rowid[positions].tolist()
-        got = late_table.get(self.database.conn, model, rowids)
+        got = self.database.late_vectors(model, rowids)
         return [got.get(r) for r in rowids]
 
     def late_context_vectors(self, positions: np.ndarray, model: str) -> list[tuple[int, bytes] | None]:
         """``(rowid of the turn before, token vectors)`` ``model`` stored for the documents at
         ``positions`` read in context (None where none are stored). Call it inside ``locked()``."""
         rowids = self.mirror.rowid[positions].tolist()
-        got = late_table.get_context(self.database.conn, model, rowids)
+        got = self.database.late_context_vectors(model, rowids)
         return [got.get(r) for r in rowids]
 
     def follow(self, ops: list[tuple[Any, ...]]) -> None:

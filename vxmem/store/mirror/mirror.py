@@ -18,13 +18,13 @@ What the metadata give the columns, and a whole database read into them at once,
 from __future__ import annotations
 
 import json
-from types import EllipsisType
 from typing import Any
 
 import numpy as np
 import numpy.ma  # noqa: F401 - np.unique imports it at its first call (7 ms): with vxmem, not in a first recall
 
 from ...core.keys import K_FEEDBACK, K_FEEDBACK_FOLDED, K_KIND, K_SESSION, K_USER, KIND_CODES, NO_KIND
+from ...core.sentinels import ANY_SESSION
 from ..arguments import FilterValues
 from ..results import Result
 from .columns import (
@@ -44,8 +44,7 @@ from .turn_index import TurnIndex
 __all__ = ["ANY_SESSION", "COLUMNS", "Mirror", "SessionArg", "session_key"]
 
 # ``session=ANY_SESSION`` selects every session (None is a session of its own: the one
-# with no name).
-ANY_SESSION: EllipsisType = ...
+# with no name). The value is the core's, the one the public API hands out.
 SessionArg = Any  # a session name, None, or ANY_SESSION
 
 _JSON_SCALARS = (str, int, float, bool, type(None))

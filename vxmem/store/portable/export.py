@@ -20,10 +20,10 @@ import base64
 import hashlib
 import json
 import os
-import sqlite3
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 import numpy as np
 
@@ -43,10 +43,12 @@ from ...core.keys import (
 )
 from ...core.progress import Progress, Reporter
 from ...core.version import __version__
+from ..postgres import is_postgres_url, open_postgres
 from ..sqlite import keys
 from ..sqlite.database import Database
 from ..sqlite.files import replaced_when_whole, snapshot_read
 from ..sqlite.jsonio import loads_all
+from ..sqlite.keys import KeyRecord
 
 try:  # a dependency; json writes the same values
     import orjson
@@ -164,51 +166,120 @@ class _Writer:
         self.bytes += len(data)
 
 
-def _tables(conn: sqlite3.Connection) -> set[str]:
-    return {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+class ExportRows(Protocol):
+    """What an export reads of a database, all inside one ``snapshot()``: a file's
+    (:class:`SqliteRows`) or a PostgreSQL database's."""
+
+    embedder: str | None
+    dim: int | None
+
+    def snapshot(self) -> AbstractContextManager[None]:
+        """One committed state for every read inside."""
+        ...
+
+    def stored_counter(self) -> str | None:
+        """The token counter whose counts the rows hold (None: none)."""
+        ...
+
+    def kind_counts(self) -> Iterable[tuple[Any, int]]:
+        """(the ``_vx_kind`` of the metadata, how many documents have it)."""
+        ...
+
+    def counts(self) -> tuple[int, int]:
+        """How many counters, and how many recorded accesses."""
+        ...
+
+    def rows_after(self, last: int, n: int) -> list[tuple[Any, ...]]:
+        """Up to ``n`` documents with rowids above ``last``, in rowid order: (rowid, id, text,
+        metadata JSON, float32 vector bytes, stored token count)."""
+        ...
+
+    def accesses(self, first: int, last: int) -> Iterable[tuple[int, float]]:
+        """(rowid, moment) of every recorded access of the rowids in [first, last], in order."""
+        ...
+
+    def counters(self) -> Iterable[tuple[str, int]]:
+        """Every counter's (name, value), by name."""
+        ...
+
+    def api_keys(self) -> Iterable[KeyRecord]:
+        """The servers' API keys, oldest first (a store without them: none)."""
+        ...
 
 
-def header_line(database: Database, vectors: bool) -> dict[str, Any]:
+class SqliteRows:
+    """A database file's :class:`ExportRows`."""
+
+    def __init__(self, database: Database):
+        self.database = database
+        self.conn = database.conn
+        self.embedder, self.dim = database.embedder, database.dim
+        self.access = "vx_access" in {r[0] for r in self.conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table'")}
+
+    def snapshot(self) -> AbstractContextManager[None]:
+        return snapshot_read(self.conn)
+
+    def stored_counter(self) -> str | None:
+        return self.database.token_counter if self.database.schema_version >= 5 else None
+
+    def kind_counts(self) -> Iterable[tuple[Any, int]]:
+        return self.conn.execute("SELECT json_extract(metadata, '$._vx_kind'), count(*) FROM vx_docs GROUP BY 1")
+
+    def counts(self) -> tuple[int, int]:
+        counters = self.conn.execute("SELECT count(*) FROM vx_counters").fetchone()[0]
+        return counters, self.conn.execute("SELECT count(*) FROM vx_access").fetchone()[0] if self.access else 0
+
+    def rows_after(self, last: int, n: int) -> list[tuple[Any, ...]]:
+        tokens = "tokens" if self.database.schema_version >= 5 else "NULL"
+        return self.conn.execute(f"SELECT rowid, id, text, metadata, vector, {tokens} FROM vx_docs WHERE rowid > ? "
+                                 "ORDER BY rowid LIMIT ?", (last, n)).fetchall()
+
+    def accesses(self, first: int, last: int) -> Iterable[tuple[int, float]]:
+        if not self.access:
+            return []
+        return self.conn.execute("SELECT doc, at FROM vx_access WHERE doc BETWEEN ? AND ? ORDER BY doc, at",
+                                 (first, last))
+
+    def counters(self) -> Iterable[tuple[str, int]]:
+        return self.conn.execute("SELECT name, value FROM vx_counters ORDER BY name")
+
+    def api_keys(self) -> Iterable[KeyRecord]:
+        return keys.listed(self.conn)
+
+
+def header_line(database: ExportRows, vectors: bool) -> dict[str, Any]:
     """The header: the format, the embedder and dimension of the stored vectors, the token
     counter of the stored counts, and what the file holds (counted in SQL: one pass)."""
-    conn = database.conn
     counts = {"documents": 0, "memories": 0, **dict.fromkeys(KINDS, 0)}
-    for kind, n in conn.execute("SELECT json_extract(metadata, '$._vx_kind'), count(*) FROM vx_docs GROUP BY 1"):
+    for kind, n in database.kind_counts():
         counts["documents"] += n
         if kind in KINDS:
             counts[kind] = n
             counts["memories"] += n
-    counts["counters"] = conn.execute("SELECT count(*) FROM vx_counters").fetchone()[0]
-    counts["accesses"] = (conn.execute("SELECT count(*) FROM vx_access").fetchone()[0]
-                          if "vx_access" in _tables(conn) else 0)
+    counts["counters"], counts["accesses"] = database.counts()
     return {"type": "header", "format": EXPORT_FORMAT, "version": EXPORT_VERSION, "written_by": f"vxmem {__version__}",
             "embedder": database.embedder, "dim": database.dim, "vectors": VECTOR_ENCODING if vectors else None,
-            "token_counter": database.token_counter if database.schema_version >= 5 else None, "counts": counts}
+            "token_counter": database.stored_counter(), "counts": counts}
 
 
-def _rows(database: Database) -> Iterator[tuple[tuple[Any, ...], dict[str, Any], list[float]]]:
+def _rows(database: ExportRows) -> Iterator[tuple[tuple[Any, ...], dict[str, Any], list[float]]]:
     """Every document in rowid order, :data:`CHUNK` at a time: its row (rowid, id, text,
     metadata, vector, tokens), its metadata read, its access times."""
-    conn = database.conn
-    tokens = "tokens" if database.schema_version >= 5 else "NULL"
-    access = "vx_access" in _tables(conn)
     last = 0
     while True:
-        rows = conn.execute(f"SELECT rowid, id, text, metadata, vector, {tokens} FROM vx_docs WHERE rowid > ? "
-                            "ORDER BY rowid LIMIT ?", (last, CHUNK)).fetchall()
+        rows = database.rows_after(last, CHUNK)
         if not rows:
             return
         times: dict[int, list[float]] = {}
-        if access:
-            for doc, at in conn.execute("SELECT doc, at FROM vx_access WHERE doc BETWEEN ? AND ? ORDER BY doc, at",
-                                        (rows[0][0], rows[-1][0])):
-                times.setdefault(doc, []).append(at)
+        for doc, at in database.accesses(rows[0][0], rows[-1][0]):
+            times.setdefault(doc, []).append(at)
         for row, meta in zip(rows, loads_all([r[3] for r in rows])):
             yield row, meta, times.get(row[0], [])
         last = rows[-1][0]
 
 
-def _write_all(database: Database, out: IO[bytes], vectors: bool, report: ExportReport, progress: Progress) -> None:
+def _write_all(database: ExportRows, out: IO[bytes], vectors: bool, report: ExportReport, progress: Progress) -> None:
     writer = _Writer(out)
     header = header_line(database, vectors)
     writer.write(header)
@@ -221,17 +292,17 @@ def _write_all(database: Database, out: IO[bytes], vectors: bool, report: Export
             bar.update()
     finally:
         bar.close()
-    for name, value in database.conn.execute("SELECT name, value FROM vx_counters ORDER BY name"):
+    for name, value in database.counters():
         writer.write({"type": "counter", "name": name, "value": value})
         counts["counters"] += 1
-    for record in keys.listed(database.conn):
+    for record in database.api_keys():
         writer.write(record.as_line())
         counts["keys"] += 1
     writer.end(counts)
     report.bytes = writer.bytes
 
 
-def export_database(database: Database, path: str | os.PathLike[str], *, vectors: bool = False,
+def export_database(database: Database | ExportRows, path: str | os.PathLike[str], *, vectors: bool = False,
                     progress: Progress = None) -> ExportReport:
     """Write every document of ``database`` (with its history, and its vector if ``vectors``)
     to ``path`` in the export format, from one committed state; return what was written.
@@ -243,15 +314,24 @@ def export_database(database: Database, path: str | os.PathLike[str], *, vectors
     target = os.fspath(path)
     tmp = target + ".tmp"
     report = ExportReport(path=target, vectors=vectors)
-    with replaced_when_whole(tmp, target), snapshot_read(database.conn), open(tmp, "wb") as out:
-        _write_all(database, out, vectors, report, progress)
+    rows = SqliteRows(database) if isinstance(database, Database) else database
+    with replaced_when_whole(tmp, target), rows.snapshot(), open(tmp, "wb") as out:
+        _write_all(rows, out, vectors, report, progress)
     return report
 
 
 def export_file(db_path: str | os.PathLike[str], path: str | os.PathLike[str], *, vectors: bool = False,
                 progress: Progress = None) -> ExportReport:
     """Export the database file at ``db_path`` to ``path`` without opening it as a collection:
-    read-only, so a writer may keep it open meanwhile, and no embedder or mirror is needed."""
+    read-only, so a writer may keep it open meanwhile, and no embedder or mirror is needed.
+    ``db_path`` may be a ``postgresql://`` URL: that database is read the same way."""
+    if is_postgres_url(db_path):
+        assert isinstance(db_path, str)
+        pg = open_postgres(db_path, True)
+        try:
+            return export_database(pg.export_rows(), path, vectors=vectors, progress=progress)
+        finally:
+            pg.close()
     database = Database(os.fspath(db_path), True)
     try:
         return export_database(database, path, vectors=vectors, progress=progress)

@@ -22,9 +22,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import IO, Any, TypeVar
 
+from ...core.errors import ConflictError
 from ...core.progress import Progress, Reporter
 from ...models.embed import embedder_name
 from ..engine import Engine
+from ..postgres import is_postgres_url
 from ..sqlite import keys
 from ..sqlite.database import Database
 from ..sqlite.files import (
@@ -95,7 +97,7 @@ def _write_batch(engine: Engine, batch: list[Item], keep_vectors: bool, keep_tok
         for it, vec, n in zip(batch, vecs, tokens):
             try:
                 tx.insert(it.id, it.text, it.meta, vec, n)
-            except sqlite3.IntegrityError:
+            except (sqlite3.IntegrityError, ConflictError):  # a file's UNIQUE, PostgreSQL's
                 raise reader.refuse(f"the id {it.id!r} appears twice", it.line) from None
             if it.accessed:
                 tx.insert_accesses(it.accessed)
@@ -147,9 +149,12 @@ def fill(engine: Engine, f: IO[bytes], name: str, *, progress: Progress = None,
         if batch:
             flush()
         _write_counters(engine, counters)
-        if held:
+        if held and isinstance(engine.database, Database):
             with engine.locked(), engine.transaction() as tx:
                 keys.put(tx.conn, held)
+        elif held:  # the keys live in a database file's vx_keys: another store has no table of them yet
+            report.notes.append(f"{name}'s {len(held)} API keys were left out: this store keeps none")
+            (notify or log.warning)(report.notes[-1])
     finally:
         bar.close()
     return report
@@ -253,12 +258,14 @@ def restore_file(source: str | os.PathLike[str], path: str | os.PathLike[str] | 
     source = os.fspath(source)
     if not os.path.isfile(source):
         raise FileNotFoundError(f"no export file at {source}")
-    if path is None:
-        handle = open_handle(None)
+    if path is None or is_postgres_url(path):
+        handle = open_handle(None if path is None else os.fspath(path))
         try:
             with open(source, "rb") as f:
                 return handle, fill(_engine(handle), f, source, progress=progress, notify=notify)
         except BaseException:
+            if path is not None:
+                _undo(_engine(handle))
             _close(handle)
             raise
     target = os.fspath(path)
@@ -278,6 +285,14 @@ def restore_file(source: str | os.PathLike[str], path: str | os.PathLike[str] | 
         raise
     _let_go(target, lock, False)
     return open_handle(target), report
+
+
+def _undo(engine: Engine) -> None:
+    """Delete what a failed restore wrote into a PostgreSQL database (it was empty: ``fill``
+    checks), so that nothing of it stays. The counters come last, after the whole file was
+    read and checked, so a refusal never leaves one behind."""
+    with engine.locked() as m, engine.transaction() as tx:
+        tx.delete([m.ids[p] for p in m.live_positions().tolist()])
 
 
 def _build(source: str, tmp: str, open_handle: Callable[[str | None], Any], progress: Progress,

@@ -21,7 +21,7 @@ that defines it (``CHANGE_WINDOW`` in :mod:`~vxmem.store.sqlite.opening`, ``RESA
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -29,6 +29,7 @@ import numpy as np
 
 from ...core.errors import ReadOnlyError, disk_full, is_disk_full
 from ..lexical.fts import scope_token
+from ..lexical.search import LexicalSearch
 from ..mirror.loading import DatabaseLoader
 from ..mirror.mirror import Mirror
 from . import late_table
@@ -67,6 +68,7 @@ class Transaction:
         self.scopes: dict[str, str] = {}  # FTS scope of documents whose session moved in this transaction
         self.records_counter: str | None = None  # the token counter this transaction names in vx_meta
         self.last_rowid = 0  # the rowid of the last document this transaction inserted
+        self.behind = False  # the one writer's mirror is never behind its own file
 
     def insert(self, id: str, text: str, meta: dict[str, Any], vec: np.ndarray, tokens: int) -> None:
         """Add a document, ``tokens`` being its text's (checked) token count; its vector's
@@ -181,6 +183,24 @@ class Database(DatabaseLoader):
     open read the rows); ``checkpointer`` runs a writer's WAL checkpoints (None for a
     read-only or in-memory handle).
     """
+
+    @property
+    def follows_writers(self) -> bool:
+        """Whether other processes write this file (a read-only handle follows the writer)."""
+        return self.read_only
+
+    def new_lexical(self, mirror: Callable[[], Mirror]) -> LexicalSearch:
+        """The lexical search over this file's FTS5 table (``mirror`` is not needed: FTS5 is in the file)."""
+        return LexicalSearch(self.conn, lambda: self.generation, self.path, self.uid, self.indexed_upto,
+                             None if self.read_only else self.index_pending)
+
+    def late_vectors(self, model: str, rowids: Sequence[int]) -> dict[int, bytes]:
+        """The token vectors ``model`` stored for each of ``rowids`` that has them."""
+        return late_table.get(self.conn, model, rowids)
+
+    def late_context_vectors(self, model: str, rowids: Sequence[int]) -> dict[int, tuple[int, bytes]]:
+        """``(prev, bits)`` ``model`` stored for each of ``rowids`` read in context, where stored."""
+        return late_table.get_context(self.conn, model, rowids)
 
     @contextmanager
     def transaction(self, mirror: Mirror) -> Iterator[Transaction]:

@@ -136,6 +136,10 @@ def replay(conversation: Conversation, settings: dict[str, Any] | None = None, e
     summarizer = s.get("summarizer", conversation.meta.get("summarizer"))
     summarizer = get_summarizer(summarizer) if (summarizer is None or isinstance(summarizer, str)) else summarizer
     mem_kwargs = {k: s[k] for k in MEMORY_KEYS if s.get(k) is not None and k != "reranker"}
+    if s["rerank"] is not None:
+        # A memory that reranks as the replay's recalls do stores its late-interaction token vectors
+        # with each write, as a live one would, rather than have every probe encode its 240 candidates.
+        mem_kwargs["rerank"] = s["rerank"]
     s["mode"] = s["mode"] or DEFAULT_MODE
     # the up-front embedding's own bar shows when progress is on (a callable counts events, not texts)
     bar = progress if progress is None or isinstance(progress, bool) else None

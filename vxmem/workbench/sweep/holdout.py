@@ -3,8 +3,9 @@
 - :func:`split_probes`: hold out a share of the probes (whole conversations where it can).
 - :func:`bootstrap_ci`: a mean and its percentile bootstrap interval.
 - :func:`split_report`: tune and holdout means of each metric at one point.
-- :func:`tune_holdout`: the grid point best on the tune probes, reported on the holdout
-  ones, so a sweep's best point is not judged on the probes that chose it.
+- :func:`tune_holdout`: the grid point best on the tune probes (of equally good ones, the
+  nearest the policy's defaults), reported on the holdout ones, so a sweep's best point is
+  not judged on the probes that chose it.
 
 The metrics are those :func:`vxmem.workbench.sweep.run.sweep` gives each probe.
 """
@@ -24,6 +25,7 @@ import pandas as pd
 from ..analysis import metrics as M
 from ..replay.record import as_replays
 from .grid import as_point
+from .policies import get_policy
 from .run import sweep
 
 # The per-probe metrics a tuning report carries, as the sweep names them.
@@ -194,13 +196,27 @@ def tune_holdout(replays, grid: Mapping[str, Any], split: ProbeSplit | None = No
     points[f"holdout_{name}"] = hold
     if np.all(np.isnan(tune)):
         raise ValueError(f"no tune probe can be scored on {metric!r}")
-    key = np.where(np.isnan(tune), np.inf, tune) if metric in M.LOWER_IS_BETTER \
-        else np.where(np.isnan(tune), -np.inf, -tune)
-    g = int(np.argmin(key))  # first point on ties
+    key = np.where(np.isnan(tune), np.inf, tune if metric in M.LOWER_IS_BETTER else -tune)  # NaN: never best
+    g = _nearest_default(points, list(res.params), key, get_policy(policy).defaults)
     best = {k: _py(points[k].iloc[g]) for k in res.params}
     rows = per[per["point"] == g]
     report = _report_rows({m: rows[m].to_numpy(dtype=np.float64) for m in metrics}, split, n_boot, seed, ci)
     return TuningResult(metric=name, points=points, best=best, report=report)
+
+
+def _nearest_default(points: pd.DataFrame, params: Sequence[str], key: np.ndarray,
+                     defaults: Mapping[str, Any]) -> int:
+    """The best point by ``key`` (lowest); among points that tie, the one nearest the policy's
+    ``defaults`` (each parameter scaled to its range on the grid), not the grid's first."""
+    best = np.flatnonzero(np.abs(key - key.min()) <= 1e-12)
+    distance = np.zeros(len(best))
+    for p in params:
+        if p not in defaults:
+            continue
+        v = pd.to_numeric(points[p], errors="coerce").to_numpy(dtype=np.float64)
+        span = float(np.nanmax(v) - np.nanmin(v)) or 1.0
+        distance += np.abs(v[best] - float(defaults[p])) / span
+    return int(best[int(np.argmin(distance))])
 
 
 def _py(v):

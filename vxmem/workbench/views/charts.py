@@ -1,6 +1,6 @@
 """What a chart needs beyond a library frame: whether there is anything to draw, the A/B
 scatter's probes gathered where they coincide (a tie at 1.0 is most probes, drawn as one dot),
-and the points and labels of a quality-cost chart gathered the same way."""
+the points and labels of a quality-cost chart gathered the same way, and a time axis's format."""
 
 from __future__ import annotations
 
@@ -17,6 +17,14 @@ def is_flat(values) -> bool:
     draws nothing worth reading, so a page says so in words instead."""
     v = pd.to_numeric(pd.Series(values), errors="coerce").dropna()
     return v.empty or bool(np.isclose(v.min(), v.max(), rtol=0.0, atol=1e-12))
+
+
+def time_format(times) -> str:
+    """The tick format of a time axis over ``times`` (datetimes): every label with its year, and the
+    hour too where the whole span is under two days (Vega's own mixes "March", "Tue 05" and "12 PM")."""
+    t = pd.to_datetime(pd.Series(times), utc=True, errors="coerce").dropna()
+    short = t.empty or (t.max() - t.min()) < pd.Timedelta(days=2)
+    return "%Y-%m-%d %H:%M" if short else "%Y-%m-%d"
 
 
 def ab_points(frame: pd.DataFrame, metric: str, lower_is_better: bool = False, examples: int = 4) -> pd.DataFrame:

@@ -19,12 +19,21 @@ import pandas as pd
 from ..sweep.policies import POLICIES
 from .charts import spot_labels, spot_sizes
 
-__all__ = ["LEGEND", "quality_cost_chart", "systems_chart", "presets_chart"]
+__all__ = ["FRONT_WORDS", "LEGEND", "front_words", "quality_cost_chart", "systems_chart", "presets_chart"]
 
 # The presets chart: a colour per policy (none the front's), a shape per preset; the systems grey crosses.
 POLICY_COLOURS = ["#4c78a8", "#f58518", "#54a24b", "#b279a2", "#72b7b2", "#9d755d", "#666666"]
 PRESET_SHAPES = ["circle", "square", "diamond", "cross"]
 LEGEND = alt.Legend(symbolSize=90, symbolStrokeWidth=0)  # the dots' own look, not their white outline
+
+
+# A legend says where a dot stands in words, not "true" and "false".
+FRONT_WORDS = {"on the front": True, "behind it": False}
+
+
+def front_words(on_front: pd.Series) -> pd.Series:
+    """``on_front`` (booleans) as a legend says it: "on the front" or "behind it"."""
+    return on_front.fillna(False).astype(bool).map({True: "on the front", False: "behind it"})
 
 
 def quality_cost_chart(points: pd.DataFrame, k: int, name: str, front_colour: str, log: bool = False,
@@ -37,7 +46,7 @@ def quality_cost_chart(points: pd.DataFrame, k: int, name: str, front_colour: st
               scale=alt.Scale(type="log") if log else alt.Scale(zero=True))
     y = alt.Y("recall:Q", title=f"recall@{k} (higher is better)", scale=alt.Scale(domain=[0, 1]))
     base = alt.Chart(points).encode(x=x, y=y, tooltip=[name, alt.Tooltip("recall:Q", format=".3f"),
-                                                       alt.Tooltip("ms_per_recall:Q", format=".2f"), "on_front"])
+                                                       alt.Tooltip("ms_per_recall:Q", format=".2f")])
     dots = base.mark_point(filled=True, size=90, opacity=1, stroke="white", strokeWidth=1).encode(**marks)
     front = alt.Chart(points[points["on_front"]].sort_values("ms_per_recall")).encode(x=x, y=y)
     ring = front.mark_point(size=320, color=front_colour, strokeWidth=1.5)
@@ -56,8 +65,9 @@ def quality_cost_chart(points: pd.DataFrame, k: int, name: str, front_colour: st
 def systems_chart(front: pd.DataFrame, k: int) -> alt.LayerChart:
     """One dot per compared system (``system``, ``recall``, ``ms_per_recall``, ``on_front``),
     the front's in red."""
-    on_front = alt.Color("on_front:N", title="on the front", legend=LEGEND,
-                         scale=alt.Scale(domain=[True, False], range=["#e45756", "#9ecae9"]))
+    front = front.assign(front=front_words(front["on_front"]))
+    on_front = alt.Color("front:N", title="Pareto front", legend=LEGEND,
+                         scale=alt.Scale(domain=list(FRONT_WORDS), range=["#e45756", "#9ecae9"]))
     return quality_cost_chart(front, k, "system", "#e45756", color=on_front)
 
 

@@ -46,6 +46,17 @@ def short(value: Any, limit: int = 40) -> str:
     return r if len(r) <= limit else r[:limit] + f"... ({len(r):,} characters)"
 
 
+EVERY_SESSION = "no session (recalls from every session)"
+
+
+def session_text(session: Any) -> str:
+    """A probe's or a memory's session as a reader sees it: its name, or for none (None, NaN, empty)
+    what that means, never "None"."""
+    if session is None or (isinstance(session, float) and math.isnan(session)) or session == "":
+        return EVERY_SESSION
+    return f"session {session}"
+
+
 def _size(n: int) -> str:
     return f"{n / 2**20:.1f} MB" if n >= 2**20 else f"{n:,} bytes"
 
@@ -141,6 +152,7 @@ _STATE_CHECKS = {
     "pg_restore": lambda v: None if isinstance(v, str) else "not a saved session's key",
     "pg_message": _bad_message,
     "import_message": _bad_message,
+    "import_error": _bad_message,  # (the file's hash, what is wrong with it)
     "imported": lambda v: None if isinstance(v, Mapping) and isinstance(v.get("conversation"), Conversation)
     and isinstance(v.get("key"), str) else "not an imported chat",
     "url_problems": lambda v: None if isinstance(v, list) and all(isinstance(x, str) for x in v) else "not a list",

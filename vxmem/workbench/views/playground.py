@@ -66,7 +66,7 @@ def _playground_replay_settings(settings: Mapping[str, Any], judge: str | None) 
 
 def playground_recall(events: Sequence[Mapping[str, Any]], query: str, session: str | None, now: float,
                       settings: Mapping[str, Any], judge: str | None = None,
-                      embedder: Embedder | None = None) -> dict[str, Any]:
+                      embedder: Embedder | None = None, relevant: Sequence[str] = ()) -> dict[str, Any]:
     """Build the playground memory from ``events`` and ask it ``query`` at ``now``.
 
     ``settings`` are the workbench's (the blend, ``limit``, ``token_budget``, ``mode``,
@@ -77,7 +77,8 @@ def playground_recall(events: Sequence[Mapping[str, Any]], query: str, session: 
     ``memories`` (every memory with its label and fate), ``history`` (every supersession
     chain), ``low_relevance`` (the memory's threshold for a weak best match, or None) and
     ``match_probability`` (:meth:`~vxmem.memory.conversation.ConversationMemory.match_probability`
-    of the results, or None).
+    of the results, or None). ``relevant``: the labels of the memories the query should return; the
+    ranking's and the explanation's ``relevant`` column tick them.
     """
     rs = _playground_replay_settings(settings, judge)
     limit = rs["limit"]
@@ -98,11 +99,14 @@ def playground_recall(events: Sequence[Mapping[str, Any]], query: str, session: 
     rep = replay(conv, rs, embedder, on_probe=at_probe if query.strip() else None)
     labels = {m["id"]: ", ".join(m["labels"]) for m in rep.memories}
     ranking = captured.get("ranking", pd.DataFrame())
+    marked = set(relevant)
     if not ranking.empty:
         ranking.insert(1, "label", ranking["id"].map(labels))
+        ranking["relevant"] = ranking["label"].isin(marked)
     why = captured.get("why", pd.DataFrame(columns=WHY_COLUMNS))
     if not why.empty:  # the playground names memories by label: so do the details
         why = why.assign(label=why["id"].map(labels), versus_label=why["versus"].map(labels))
+        why["relevant"] = why["label"].isin(marked)  # a live recall has no probe: the marks are the page's
         for mid, lab in labels.items():
             why["detail"] = why["detail"].str.replace(mid, lab, regex=False)
     return {"ranking": ranking, "parts": score_parts(ranking, {**BLEND_DEFAULTS, **rs}), "why": why,
@@ -161,20 +165,25 @@ def replay_match_probability(rep: Any, probe: int, limit: int | None = None) -> 
 
 
 def relevance_note(best_raw: float | None, threshold: float | None, mode: str,
-                   rerank: str | None = None, probability: float | None = None) -> tuple[str, str]:
+                   rerank: str | None = None, probability: float | None = None,
+                   answered_at: int | None = None) -> tuple[str, str]:
     """What to say about the best candidate: ``(level, text)``, level ``"warning"`` when the
     calibrated ``probability`` that anything relevant was found is below
     :data:`~vxmem.memory.confidence.MATCH_THRESHOLD` or the raw relevance is below the
     pipeline's noise floor ``threshold`` (either signal is enough), else ``"caption"``.
     ``rerank`` names the reranker whose score the relevance is, if any (of a cascade,
-    ``"second > final"``, the final one's)."""
+    ``"second > final"``, the final one's). ``answered_at``: the rank of the first returned
+    memory the query marks relevant (None: none marked, or none returned). The probability
+    reads the scores alone, so it can be low while the answer is returned (its raw relevance
+    barely above a distractor's, first by recency); a returned answer overrules it."""
     scale = f"{rerank.rsplit(' > ', 1)[-1]} logit" if rerank else \
         {"dense": "cosine", "lexical": "BM25", "hybrid": "fused dense + BM25"}.get(mode, mode)
     if best_raw is None or (isinstance(best_raw, float) and math.isnan(best_raw)):
         return "caption", "No candidate: nothing to rank."
     raw = f"the best candidate's raw relevance is {best_raw:.3f} ({scale})"
     said = None if probability is None else \
-        f"match probability {probability:.0%} (calibrated: how likely anything here is relevant)"
+        f"match probability {probability:.0%} (calibrated on the scores alone: how often a recall scored like " \
+        "this holds what the query needs)"
     weak = [f"{said}, below {MATCH_THRESHOLD:.0%}"] \
         if said and probability is not None and probability < MATCH_THRESHOLD else []
     if threshold is not None and best_raw < threshold:  # below the pipeline's own noise floor, whatever the fit says
@@ -183,6 +192,10 @@ def relevance_note(best_raw: float | None, threshold: float | None, mode: str,
             weak.append(said)
     elif weak:
         weak.append(raw)
+    if weak and answered_at is not None:
+        return "caption", (f"{'; '.join(weak)[0].upper()}{'; '.join(weak)[1:]}; but a memory marked relevant is "
+                           f"returned at rank {answered_at}: the scores alone barely tell it from the other "
+                           "candidates, the marks say it answers.")
     if weak:
         return "warning", ("Weak match: " + "; ".join(weak) + ". relevance_norm rescales the pool to 0-1, so the "
                            "top shows 1.0 however little matches: nothing here may answer the query.")
@@ -190,6 +203,14 @@ def relevance_note(best_raw: float | None, threshold: float | None, mode: str,
     head = f"{said[0].upper()}{said[1:]}; r" if said else "R"
     return "caption", (f"{head}aw relevance of the best candidate: {best_raw:.3f} ({scale}){known}. relevance_norm "
                        "rescales each pool to 0-1, so the best candidate always shows 1.0.")
+
+
+def first_relevant_rank(ranking: pd.DataFrame) -> int | None:
+    """The rank of the first returned memory marked ``relevant`` in ``ranking``, None when none is."""
+    if ranking.empty or "relevant" not in ranking:
+        return None
+    hits = ranking.loc[ranking["relevant"].fillna(False).astype(bool), "rank"]
+    return int(hits.min()) if len(hits) else None
 
 
 def _supersession_chains(memory: ConversationMemory) -> pd.DataFrame:

@@ -35,7 +35,7 @@ from .settings import DEFAULT_MODE, DEFAULT_POINT, DEFAULT_SETTINGS, REPLAY_SETT
 # The metric columns of a sweep's per_point frame, in metrics order (a mean of rr is mrr).
 POINT_METRICS = tuple("mrr" if m == "rr" else m for m in M.METRICS)
 
-# What compare_policies searches for each policy's best point.
+# What compare_policies (views.picking) searches for each policy's best point.
 POLICY_GRIDS: dict[str, dict[str, list]] = {
     "blend": {"half_life_days": [1, 3, 7, 14, 30, 90, 180], "recency_weight": [0.0, 0.1, 0.25, 0.5, 1.0],
               "feedback_weight": [0.0, 0.25, 0.5, 1.0]},
@@ -252,39 +252,6 @@ def best_row(frame: pd.DataFrame, metric: str) -> pd.Series:
     return frame.sort_values(metric, ascending=metric in M.LOWER_IS_BETTER, kind="stable").iloc[0]
 
 
-# ---------------------------------------------------------------------------- Compare
-
-
-def compare_policies(replays: Sequence[Replay], metric: str = "ndcg",
-                     grids: Mapping[str, Mapping[str, list]] | None = None,
-                     point: Mapping[str, Any] | None = None) -> pd.DataFrame:
-    """One row per policy at its default parameters and one at its best on ``metric``.
-
-    ``grids`` says where each policy's best is searched (default :data:`POLICY_GRIDS`);
-    ``point`` may fix ``limit`` and ``token_budget`` for every policy (default: the replays').
-    """
-    grids = POLICY_GRIDS if grids is None else grids
-    shared = {k: [v] for k, v in grid_point(point or {}).items() if k in ("limit", "token_budget")}
-    rows = []
-    for name, pol in POLICIES.items():
-        res = sweep(list(replays), {**shared, **{k: [v] for k, v in pol.defaults.items()}}, policy=name)
-        default = with_intervals(res.per_point, res.per_probe, REPORT_METRICS).iloc[0]
-        grid = grids.get(name) or {}
-        if grid:
-            res = sweep(list(replays), {**shared, **grid}, policy=name)
-            best = best_row(with_intervals(res.per_point, res.per_probe, REPORT_METRICS), metric)
-        else:
-            best = default
-        for setting, row in (("default", default), ("best", best)):
-            params = {k: float(row[k]) for k in pol.params if k in row}
-            rows.append({"policy": name, "setting": setting,
-                         "params": ", ".join(f"{k}={v:g}" for k, v in params.items()) or "(none)",
-                         **{m: row[m] for m in POINT_METRICS if m in row},
-                         **{f"{m}_{b}": row[f"{m}_{b}"] for m in REPORT_METRICS for b in ("lo", "hi")},
-                         "probes": int(row["probes"]), "description": pol.description})
-    return pd.DataFrame(rows)
-
-
 # ---------------------------------------------------------------------------- A/B
 
 
@@ -295,7 +262,7 @@ def ab_frames(replays: Sequence[Replay], params_a: Mapping[str, Any], params_b: 
     ``metric``. ``params_*`` are slider points; each policy takes only its own parameters
     (the others keep the policy's defaults), ``limit`` and ``token_budget`` apply to both."""
     def point(params: Mapping[str, Any], policy: str, reps: Sequence[Replay]) -> dict[str, Any]:
-        g = grid_point({k: v for k, v in params.items() if k in DEFAULT_POINT})
+        g = grid_point({k: v for k, v in params.items() if k in DEFAULT_POINT or k in POLICIES[policy].params})
         own = set(POLICIES[policy].params) | {"limit", "token_budget"}
         out = {k: v for k, v in g.items() if k in own}
         # a reranked replay ranks at the weight it was recorded with (its pools were reranked so)
