@@ -210,3 +210,15 @@ def test_a_database_with_keys_may_be_served_beyond_the_loopback_and_asks_for_the
     with rest_server(path, "--host", "0.0.0.0") as url:
         assert httpx.post(f"{url}/v1/recall", json={"query": "x"}).status_code == 401
         assert httpx.post(f"{url}/v1/recall", json={"query": "x"}, headers=_auth(key)).status_code == 200
+
+
+@pytest.mark.postgres
+def test_a_restore_into_postgres_leaves_the_keys_out_and_says_so(pg_url, tmp_path, caplog):
+    path, out = tmp_path / "k.vxdb", tmp_path / "k.jsonl"
+    _add(path, "alice")
+    with Vectrix(path) as db:
+        db.remember("alice's note", user="alice", session="alice/s", timestamp=T0)
+        db.export(out)
+    with caplog.at_level("WARNING", logger="vxmem.restore"), Vectrix.restore(out, pg_url) as pg:
+        assert [r.text for r in pg.scan()] == ["alice's note"]
+    assert any("1 API keys were left out" in r.getMessage() for r in caplog.records)
