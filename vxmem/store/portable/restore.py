@@ -149,9 +149,10 @@ def fill(engine: Engine, f: IO[bytes], name: str, *, progress: Progress = None,
         if batch:
             flush()
         _write_counters(engine, counters)
-        if held and isinstance(engine.database, Database):
-            with engine.locked(), engine.transaction() as tx:
-                keys.put(tx.conn, held)
+        database = engine.database
+        if held and isinstance(database, Database):
+            with engine.locked(), engine.transaction():  # the transaction's connection is the file's
+                keys.put(database.conn, held)
         elif held:  # the keys live in a database file's vx_keys: another store has no table of them yet
             report.notes.append(f"{name}'s {len(held)} API keys were left out: this store keeps none")
             (notify or log.warning)(report.notes[-1])
