@@ -9,6 +9,7 @@ JSON part (no pickle). :mod:`vxmem.workbench.sweep.run` re-ranks the pools of ma
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import math
@@ -23,6 +24,7 @@ import numpy as np
 from ...core.checks import check_choice, check_limit
 from ...core.keys import KIND_CODES, KINDS
 from ...ranking import deep, scoring
+from ...ranking.asking import at_floor
 from ...ranking.blend import Blend
 from ...ranking.pool import AccessLog, LabelledPool
 from ...ranking.scoring import HYBRID_WEIGHT, RECENCY_FROM, pool_size
@@ -38,7 +40,7 @@ FORMAT = "vxmem-replay/1"
 
 # The pool arrays a replay saves, one row per probe (see Replay).
 SLOT_ARRAYS = ("relevance", "dense", "lexical", "ts", "age_days", "tokens", "grade", "stale", "foreign",
-               "session_bits", "neighbour_key")
+               "session_bits", "neighbour_key", "asks")
 
 
 @dataclass
@@ -103,10 +105,10 @@ class Replay:
             return smoothed_pool(pool, limit)
         if limit is not None and self.mode == "hybrid":  # the members within that limit's two top lists, fused
             valid, fused = scoring.searched_slots(pool.dense, pool.lexical, pool.relevance, n, check_limit(limit),
-                                                  True, pool.hybrid_weight, pool_floor)
+                                                  True, pool.hybrid_weight, pool_floor, pool.asks)
             slots = np.flatnonzero(valid)
             return pool.take(slots, relevance=fused[slots])
-        return pool
+        return dataclasses.replace(pool, relevance=at_floor(pool.relevance, pool.asks))
 
     def first_stage(self, i: int, n: int | None = None) -> LabelledPool:
         """Probe ``i``'s recorded first-stage pool as gathered (its first ``n`` slots; default:
@@ -368,7 +370,7 @@ def padded_pools(pools: Sequence[LabelledPool], ideals: Sequence[Sequence[float]
         "foreign": np.zeros(grid, bool), "session_bits": np.zeros(grid, dtype=np.int64),
         "feedback_signs": np.zeros(grid + (events,)), "feedback_ages": np.zeros(grid + (events,)),
         "rerank_score": np.full(grid, np.nan), "neighbour_key": np.full(grid, np.nan),
-        "final_score": np.full(grid, np.nan),
+        "final_score": np.full(grid, np.nan), "asks": np.zeros(grid, bool),
         "n": np.zeros(probes, dtype=np.int64), "ideal": np.zeros((probes, max(relevant, 1))),
         "n_relevant": np.zeros(probes, dtype=np.int64), "n_sessions": np.array(n_sessions, dtype=np.int64),
         "limit": np.array([p.limit for p in pools], dtype=np.int64),
@@ -412,7 +414,7 @@ def reranked_pool(pool: LabelledPool, scores: np.ndarray, name: str, limit: int 
     ``final`` stage's recorded scores (see :func:`~vxmem.ranking.deep.cascade_slots`)."""
     lim = pool.limit if limit is None else check_limit(limit)
     valid, first = scoring.searched_slots(pool.dense, pool.lexical, pool.relevance, len(pool), lim,
-                                          pool.mode == "hybrid", pool.hybrid_weight, floors[0])
+                                          pool.mode == "hybrid", pool.hybrid_weight, floors[0], pool.asks)
     if floors[1] > scoring.RERANK_FLOOR:
         return _deep_pool(pool, scores, name, lim, first, valid, floors[1], final, score)
     slots = np.flatnonzero(scoring.rerank_slots(first, pool.ts, valid, lim, floors[1]))
@@ -427,7 +429,7 @@ def smoothed_pool(pool: LabelledPool, limit: int | None = None) -> LabelledPool:
     ``limit`` (default: the probe's own) gathered, smoothed over neighbouring turns, its best kept."""
     lim = pool.limit if limit is None else check_limit(limit)
     valid, first = scoring.searched_slots(pool.dense, pool.lexical, pool.relevance, len(pool), lim,
-                                          pool.mode == "hybrid", pool.hybrid_weight)
+                                          pool.mode == "hybrid", pool.hybrid_weight, asks=pool.asks)
     prev, nxt = pool.neighbours()
     smoothed, kept = deep.read_slots(first, pool.ts, valid, prev, nxt, lim, scoring.RERANK_FLOOR)
     slots = np.flatnonzero(kept)

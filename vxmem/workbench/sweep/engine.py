@@ -28,7 +28,7 @@ from .grid import Grid
 # The pool arrays a job ranks a chunk of probes from.
 CHUNK_ARRAYS = ("relevance", "dense", "lexical", "ts", "age_days", "tokens", "grade", "stale", "foreign",
                  "session_bits", "feedback_signs", "feedback_ages", "n", "ideal", "n_relevant", "n_sessions",
-                 "rerank_score", "neighbour_key", "final_score")
+                 "rerank_score", "neighbour_key", "final_score", "asks")
 # The chunk arrays that hold a value per pool slot (the feedback ones per event too): all but the per-probe ones.
 _SLOT_ARRAYS = frozenset(CHUNK_ARRAYS) - {"n", "ideal", "n_relevant", "n_sessions"}
 
@@ -161,7 +161,7 @@ def _search_chunk(pools: Mapping[str, np.ndarray], sl: slice, g: Grid) -> _Searc
     # The pool a limit would have gathered (and, reranked, the candidates it would have reranked).
     valid, relevance = scoring.searched_slots(c["dense"], c["lexical"], c["relevance"], c["n"].reshape(n_probes, 1),
                                               lim, g.hybrid, param("hybrid_weight") if g.hybrid else 0.0,
-                                              g.floors[0])
+                                              g.floors[0], c.get("asks"))
     if g.reranked and g.floors[1] > scoring.RERANK_FLOOR:  # a deep stage, as recall() runs it (ranking.deep)
         prev, nxt = deep.neighbour_slots(c.get("neighbour_key", np.full(c["relevance"].shape, np.nan)))
         smoothed, read = deep.read_slots(relevance, c["ts"], valid, prev, nxt, lim, g.floors[1])
