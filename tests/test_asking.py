@@ -54,8 +54,9 @@ def test_a_fresh_question_no_longer_buries_an_old_fact(make_db):
     assert parts[question]["relevance_norm"] == 0.0  # at the pool's floor, whatever its words matched
 
 
+# The deep stage's replay (late interaction) is checked alike in test_presets, on a shorter conversation.
 @pytest.mark.parametrize("preset, settings", [("fast", {"preset": "fast"}), ("hybrid", {"rerank": False})])
-def test_a_replay_with_questions_sweeps_exactly_as_recall(hashing_embedder, preset, settings):
+def test_a_replay_with_questions_ranks_and_sweeps_exactly_as_recall(hashing_embedder, preset, settings):
     points = [{"half_life_days": 7.0, "recency_weight": 0.5, "limit": 10},
               {"half_life_days": 1.0, "recency_weight": 1.0, "limit": 3, "hybrid_weight": 0.2},
               {"half_life_days": 60.0, "recency_weight": 0.0, "limit": 12}]
@@ -70,4 +71,7 @@ def test_a_replay_with_questions_sweeps_exactly_as_recall(hashing_embedder, pres
                  on_probe=on_probe)
     assert rep.pools["asks"].any()  # questions were among the candidates, so the floor was replayed
     for j, p in enumerate(points):
-        assert rankings(rep, **p) == [e[j] for e in rep.extras], p
+        assert rankings(rep, **p) == [e[j] for e in rep.extras], p  # the sweep engine
+        if "hybrid_weight" not in p:  # the replay's own pools
+            assert rep.rank("blend", limit=p["limit"], half_life_days=p["half_life_days"],
+                            recency_weight=p["recency_weight"]) == [e[j] for e in rep.extras], p

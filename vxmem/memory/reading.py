@@ -42,7 +42,6 @@ from .request import RecallRequest
 from .stages import (
     AgedFromAccess,
     DropBelow,
-    FloorAsking,
     PoolStage,
     Stage,
     StageContext,
@@ -345,7 +344,7 @@ class MemoryReading(Generic[CollectionT]):
         assert request.now is not None
         aged_from = self.recency_from if request.recency_from is None else request.recency_from
         aging: list[PoolStage] = [AgedFromAccess(request.now)] if aged_from == "accessed" else []
-        steps = aging if first_only else [FloorAsking(), *stage.steps(aging)]
+        steps = aging if first_only else stage.steps(aging)
         floor = self.min_relevance if request.min_relevance is None else request.min_relevance
         return steps if floor is None else [*steps, DropBelow(floor)]
 

@@ -58,12 +58,12 @@ class Stage(NamedTuple):
         """The stages this runs after the first, in order, with ``aging`` (the ages counted
         from access) after the second stage and before a cascade's final one, which blends."""
         if self.reranker is None:
-            return [*([Smooth()] if self.smooth else []), *aging]
+            return [*([Smooth()] if self.smooth else []), FloorAsking(), *aging]
         name = stage_name(self.reranker, self.final)
         # A stage that reads deeper than the cross-encoder's 20 fuses its scores with the first stage's.
         second: PoolStage = (Deep(self.reranker, name, self.rerank_floor) if self.rerank_floor > scoring.RERANK_FLOOR
                              else Rerank(self.reranker, name, self.rerank_floor))
-        return [second, *aging, *([] if self.final is None else [Cascade(self.final)])]
+        return [second, FloorAsking(), *aging, *([] if self.final is None else [Cascade(self.final)])]
 
 
 def check_preset(preset: Any) -> str:
@@ -130,8 +130,9 @@ def _positions(pool: CandidatePool) -> np.ndarray:
 
 @dataclass(frozen=True)
 class FloorAsking:
-    """The first of every recall's stages: the memories that only ask get the pool's least
-    relevance (see :mod:`vxmem.ranking.asking`); a replay records the pool before it."""
+    """After the second stage (or the first, where there is none): the memories that only ask
+    get the pool's least relevance (see :mod:`vxmem.ranking.asking`). Not before it: a question
+    that matches the query still lifts the turn after it, its answer, through the smoothing."""
 
     def run(self, pool: CandidatePool, ctx: StageContext) -> CandidatePool:
         if pool.asks is None or not pool.asks.any():

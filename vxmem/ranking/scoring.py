@@ -16,7 +16,6 @@ from numpy.typing import ArrayLike
 
 from ..core.clock import DAY, to_epoch
 from ..core.keys import K_FEEDBACK, K_FEEDBACK_FOLDED
-from .asking import at_floor
 
 # The blend's defaults (the spec's): ConversationMemory, the policies and the sweep take them from here.
 HALF_LIFE_DAYS = 7.0
@@ -361,11 +360,9 @@ def slot_ranks(key: ArrayLike, ok: ArrayLike, ts: ArrayLike | None = None) -> np
 
 def searched_slots(dense: ArrayLike | None, lexical: ArrayLike | None, relevance: ArrayLike, n: ArrayLike,
                    limit: ArrayLike, hybrid: bool, hybrid_weight: ArrayLike = HYBRID_WEIGHT,
-                   pool_floor: int = POOL_FLOOR, asks: ArrayLike | None = None) -> tuple[np.ndarray, np.ndarray]:
+                   pool_floor: int = POOL_FLOOR) -> tuple[np.ndarray, np.ndarray]:
     """Which slots of a recorded pool (``n`` of them filled) a recall with ``limit`` would have
-    gathered, and their relevance: ``(valid, relevance)``, broadcasting over ``limit``. The
-    slots that only ``asks`` get the least relevance of that pool, as recall gives them
-    (:func:`vxmem.ranking.asking.at_floor`).
+    gathered, and their relevance: ``(valid, relevance)``, broadcasting over ``limit``.
 
     A dense or lexical pool is recorded best first, so a smaller limit's pool is its first
     ``max(4 x limit, 40)``. A hybrid pool is the union of a dense and a lexical top list,
@@ -377,14 +374,13 @@ def searched_slots(dense: ArrayLike | None, lexical: ArrayLike | None, relevance
     size = np.maximum(4 * np.asarray(limit, dtype=np.int64), pool_size(0, pool_floor))
     recorded = np.arange(width) < np.asarray(n)
     if not hybrid:
-        valid = recorded & (np.arange(width) < size)
-        return valid, at_floor(rel, asks, valid)
+        return recorded & (np.arange(width) < size), rel
     if dense is None or lexical is None:
         raise ValueError("a hybrid pool needs its raw dense and lexical scores")
     d = np.asarray(dense, dtype=np.float64)
     lex = np.nan_to_num(np.asarray(lexical, dtype=np.float64), nan=0.0)
     valid = recorded & ((slot_ranks(d, recorded) < size) | (slot_ranks(lex, recorded & (lex > 0)) < size))
-    return valid, at_floor(fuse_relevance(d, lex, hybrid_weight, valid=valid), asks, valid)
+    return valid, fuse_relevance(d, lex, hybrid_weight, valid=valid)
 
 
 def rerank_slots(relevance: ArrayLike, ts: ArrayLike, valid: ArrayLike, limit: ArrayLike,

@@ -105,9 +105,9 @@ class Replay:
             return smoothed_pool(pool, limit)
         if limit is not None and self.mode == "hybrid":  # the members within that limit's two top lists, fused
             valid, fused = scoring.searched_slots(pool.dense, pool.lexical, pool.relevance, n, check_limit(limit),
-                                                  True, pool.hybrid_weight, pool_floor, pool.asks)
+                                                  True, pool.hybrid_weight, pool_floor)
             slots = np.flatnonzero(valid)
-            return pool.take(slots, relevance=fused[slots])
+            return pool.take(slots, relevance=_floored(fused[slots], pool, slots))
         return dataclasses.replace(pool, relevance=at_floor(pool.relevance, pool.asks))
 
     def first_stage(self, i: int, n: int | None = None) -> LabelledPool:
@@ -414,14 +414,14 @@ def reranked_pool(pool: LabelledPool, scores: np.ndarray, name: str, limit: int 
     ``final`` stage's recorded scores (see :func:`~vxmem.ranking.deep.cascade_slots`)."""
     lim = pool.limit if limit is None else check_limit(limit)
     valid, first = scoring.searched_slots(pool.dense, pool.lexical, pool.relevance, len(pool), lim,
-                                          pool.mode == "hybrid", pool.hybrid_weight, floors[0], pool.asks)
+                                          pool.mode == "hybrid", pool.hybrid_weight, floors[0])
     if floors[1] > scoring.RERANK_FLOOR:
         return _deep_pool(pool, scores, name, lim, first, valid, floors[1], final, score)
     slots = np.flatnonzero(scoring.rerank_slots(first, pool.ts, valid, lim, floors[1]))
     slots = slots[scoring.rank_order(first[slots], pool.ts[slots])]
     if np.isnan(scores[slots]).any():
         raise ValueError(f"limit {lim} reranks candidates this replay did not score: replay with pool_limit={lim}")
-    return pool.take(slots, relevance=scores[slots], first_stage=first[slots], rerank=name)
+    return pool.take(slots, relevance=_floored(scores[slots], pool, slots), first_stage=first[slots], rerank=name)
 
 
 def smoothed_pool(pool: LabelledPool, limit: int | None = None) -> LabelledPool:
@@ -429,11 +429,11 @@ def smoothed_pool(pool: LabelledPool, limit: int | None = None) -> LabelledPool:
     ``limit`` (default: the probe's own) gathered, smoothed over neighbouring turns, its best kept."""
     lim = pool.limit if limit is None else check_limit(limit)
     valid, first = scoring.searched_slots(pool.dense, pool.lexical, pool.relevance, len(pool), lim,
-                                          pool.mode == "hybrid", pool.hybrid_weight, asks=pool.asks)
+                                          pool.mode == "hybrid", pool.hybrid_weight)
     prev, nxt = pool.neighbours()
     smoothed, kept = deep.read_slots(first, pool.ts, valid, prev, nxt, lim, scoring.RERANK_FLOOR)
     slots = np.flatnonzero(kept)
-    return pool.take(slots, relevance=smoothed[slots], first_stage=first[slots])
+    return pool.take(slots, relevance=_floored(smoothed[slots], pool, slots), first_stage=first[slots])
 
 
 def _deep_pool(pool: LabelledPool, scores: np.ndarray, name: str, lim: int, first: np.ndarray, valid: np.ndarray,
@@ -448,7 +448,8 @@ def _deep_pool(pool: LabelledPool, scores: np.ndarray, name: str, lim: int, firs
     stage = np.where(read, np.nan_to_num(scores), 0.0)
     fused, kept = deep.fused_slots(stage, smoothed, pool.ts, read, prev, nxt, lim)
     slots = np.flatnonzero(kept)
-    deep_pool = pool.take(slots, relevance=fused[slots], first_stage=first[slots], rerank=name,
+    kept_relevance = _floored(fused[slots], pool, slots)
+    deep_pool = pool.take(slots, relevance=kept_relevance, first_stage=first[slots], rerank=name,
                           second_stage=stage[slots])
     if final is None:
         return deep_pool
@@ -460,8 +461,14 @@ def _deep_pool(pool: LabelledPool, scores: np.ndarray, name: str, lim: int, firs
     blended = score(deep_pool) if score is not None else blend.score(deep_pool, resolve_params(blend, {}))
     top = np.flatnonzero(deep.cascade_slots(np.broadcast_to(blended, (len(deep_pool),)), deep_pool.ts,
                                             np.ones(len(deep_pool), dtype=bool), lim))
-    mixed = deep.cascade_relevance(fused[slots][top], last[top], np.ones(top.size, dtype=bool))
+    mixed = deep.cascade_relevance(kept_relevance[top], last[top], np.ones(top.size, dtype=bool))
     return deep_pool.take(top, relevance=mixed, final_stage=last[top])
+
+
+def _floored(relevance: np.ndarray, pool: LabelledPool, slots: np.ndarray) -> np.ndarray:
+    """The ``relevance`` of a second stage's ``slots`` of ``pool``, those that only ask at their
+    floor, as recall's :class:`~vxmem.memory.stages.FloorAsking` puts them."""
+    return at_floor(relevance, None if pool.asks is None else np.asarray(pool.asks)[slots])
 
 
 def _json_default(o: Any) -> Any:

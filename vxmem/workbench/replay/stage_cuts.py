@@ -41,7 +41,7 @@ def stage_cuts(replay: Replay, i: int, limit: int, cap: int) -> StageCuts:
     n = len(raw)
     floor, read_floor = replay.floors
     valid, first = scoring.searched_slots(raw.dense, raw.lexical, raw.relevance, n, limit, replay.mode == "hybrid",
-                                          raw.hybrid_weight, floor, raw.asks)
+                                          raw.hybrid_weight, floor)
     ids = np.asarray(raw.ids, dtype=object)
     out = StageCuts(recorded=set(raw.ids), room=n < cap, gathered=set(ids[valid]), size=scoring.pool_size(limit, floor))
     if replay.rerank is None and not replay.smoothed:

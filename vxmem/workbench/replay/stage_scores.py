@@ -26,7 +26,7 @@ def _searched(pool: CandidatePool, floors: tuple[int, int]) -> tuple[np.ndarray,
     the pool each one gathers holds, with their first-stage relevance."""
     limits = np.arange(1, pool.limit + 1)[:, None]
     valid, first = scoring.searched_slots(pool.dense, pool.lexical, pool.relevance, len(pool), limits,
-                                          pool.mode == "hybrid", pool.hybrid_weight, floors[0], pool.asks)
+                                          pool.mode == "hybrid", pool.hybrid_weight, floors[0])
     return limits, valid, first
 
 

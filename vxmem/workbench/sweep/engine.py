@@ -20,6 +20,7 @@ import numpy as np
 
 from ...core.clock import DAY
 from ...ranking import deep, scoring
+from ...ranking.asking import at_floor
 from ...ranking.pool import CandidatePool
 from ..analysis import metrics as M
 from ..replay.record import Replay
@@ -161,7 +162,7 @@ def _search_chunk(pools: Mapping[str, np.ndarray], sl: slice, g: Grid) -> _Searc
     # The pool a limit would have gathered (and, reranked, the candidates it would have reranked).
     valid, relevance = scoring.searched_slots(c["dense"], c["lexical"], c["relevance"], c["n"].reshape(n_probes, 1),
                                               lim, g.hybrid, param("hybrid_weight") if g.hybrid else 0.0,
-                                              g.floors[0], c.get("asks"))
+                                              g.floors[0])
     if g.reranked and g.floors[1] > scoring.RERANK_FLOOR:  # a deep stage, as recall() runs it (ranking.deep)
         prev, nxt = deep.neighbour_slots(c.get("neighbour_key", np.full(c["relevance"].shape, np.nan)))
         smoothed, read = deep.read_slots(relevance, c["ts"], valid, prev, nxt, lim, g.floors[1])
@@ -178,6 +179,7 @@ def _search_chunk(pools: Mapping[str, np.ndarray], sl: slice, g: Grid) -> _Searc
     elif g.reranked:  # the reranker's scores (recorded by a reranked replay) of the candidates the limit reranks
         valid = scoring.rerank_slots(relevance, c["ts"], valid, lim, g.floors[1])
         relevance = np.where(valid, np.nan_to_num(c["rerank_score"]), 0.0)
+    relevance = at_floor(relevance, c.get("asks"), valid)  # as recall's FloorAsking, after the second stage
     budget = param("token_budget")[..., 0] if "token_budget" in g.values else g.fixed["token_budget"][sl]
     return _Searched(c, lim, valid, relevance, {k: param(k) for k in g.policy.params}, budget)
 

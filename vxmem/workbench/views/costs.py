@@ -134,8 +134,7 @@ def stage_coverage(replay: Replay, limit: int | None = None) -> np.ndarray:
         dense, lexical, keys = (pools[k][i, :n] if k in pools else np.full(n, np.nan)  # not in a hand-made pool
                                 for k in ("dense", "lexical", "neighbour_key"))
         valid, first = scoring.searched_slots(dense, lexical, pools["relevance"][i, :n], n, lim,
-                                              replay.mode == "hybrid", replay.hybrid_weight, pool_floor,
-                                              pools["asks"][i, :n] if "asks" in pools else None)
+                                              replay.mode == "hybrid", replay.hybrid_weight, pool_floor)
         ts = pools["ts"][i, :n]
         if smoothed:
             prev, nxt = deep.neighbour_slots(keys)
