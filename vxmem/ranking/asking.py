@@ -1,16 +1,18 @@
-"""Memories that only ask: a turn whose every sentence is a question enters the pool at its floor.
+"""Memories that only ask: a turn whose every sentence is a question goes to its pool's floor.
 
 A memory that only asks ("Which city has the best museums in Europe?") states nothing that
 could answer a query, yet the embedding and lexical models match a question to other
-questions: in a plain chat, the user's own questions to the assistant took the first place
-from the fact the query asked for. So the first stage gives such a memory the least relevance
-of its pool: it stays a candidate, and a second stage that reads it may still raise it, but it
-no longer starts ahead of the statements. A turn that says something and then asks ("I moved
-to Porto. Have you been?") is a statement and keeps its score.
+questions: in plain chats, the user's own questions to the assistant took the first place
+from the fact the query asked for. So after the second stage (or the first, where there is
+none), such a memory gets the least relevance of the pool the blend ranks: it stays a
+candidate, recency and feedback still move it, but it no longer starts ahead of the
+statements. It is floored only then, so that a question matching the query still lifts the
+turn after it (its answer) through the neighbour smoothing. A turn that says something and
+then asks ("I moved to Porto. Have you been?") is a statement and keeps its score.
 
-This is a property of language, not of any dataset: measured on long two-person
-conversations, about 1% of turns only ask and none of them was ever the evidence a question
-needed, while a third of the turns that end in a question also state something.
+This is a property of language, not of a dataset: in long two-person conversations, about 1%
+of the turns only ask, and none was ever the evidence a question needed; most turns that
+end in a question state something first.
 """
 
 from __future__ import annotations
