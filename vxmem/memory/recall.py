@@ -31,7 +31,7 @@ class MemoryResults(Results):
     """Results of a memory collection: ``to_frame()`` adds each result's score parts (from
     ``_vx_scoring``: ``relevance``, ``relevance_norm``, ``recency``, ``feedback``, ``score``,
     ``age_days``, ``recency_from``, ``mode``, ``first_stage``, ``rerank``, ``fused``,
-    ``second_stage``, and ``dense`` / ``lexical`` outside dense mode) and its kind, session,
+    ``second_stage``, ``asks_only``, and ``dense`` / ``lexical`` outside dense mode) and its kind, session,
     role, turn and time as columns."""
 
     def frame_columns(self, result: Result) -> dict[str, Any]:
