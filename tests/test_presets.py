@@ -76,19 +76,19 @@ def test_maxsim_is_the_mean_over_query_tokens_of_the_best_doc_token():
 
 
 def test_each_preset_is_a_list_of_stages_run_in_order():
-    from vxmem.memory.stages import AgedFromAccess, Cascade, Deep, Rerank, Smooth
+    from vxmem.memory.stages import AgedFromAccess, Cascade, Deep, FloorAsking, Rerank, Smooth
 
     def kinds(memory, aging=()):
         return [type(s) for s in memory.second_stage(memory.request("q", now=T0)).steps(aging)]
 
     db = Vectrix(embedder="hashing")
     aged = AgedFromAccess(T0)
-    assert kinds(ConversationMemory(db, preset="fast"), [aged]) == [Smooth, AgedFromAccess]
-    assert kinds(ConversationMemory(db, preset="default")) == [Deep]
-    assert kinds(ConversationMemory(db, preset="accurate"), [aged]) == [Deep, AgedFromAccess, Cascade]
+    assert kinds(ConversationMemory(db, preset="fast"), [aged]) == [Smooth, FloorAsking, AgedFromAccess]
+    assert kinds(ConversationMemory(db, preset="default")) == [Deep, FloorAsking]
+    assert kinds(ConversationMemory(db, preset="accurate"), [aged]) == [Deep, FloorAsking, AgedFromAccess, Cascade]
     own = ConversationMemory(db, preset="default", reranker=lambda q, texts: [0.0] * len(texts))
-    assert kinds(own) == [Rerank]  # a reranker of the caller's reads the classic 20
-    assert kinds(ConversationMemory(db, preset="default", rerank=False)) == []
+    assert kinds(own) == [Rerank, FloorAsking]  # a reranker of the caller's reads the classic 20
+    assert kinds(ConversationMemory(db, preset="default", rerank=False)) == [FloorAsking]
 
 
 def test_the_default_preset_reads_deep_and_blends_only_the_best_it_found():
@@ -124,8 +124,12 @@ def test_a_late_interaction_replay_sweeps_exactly_as_recall(hashing_embedder):
     conversation = generate("knowledge_update", facts=3, weeks=6, per_day=2)
     rep = replay(conversation, {"rerank": True, "pool_limit": 10}, embedder=hashing_embedder, on_probe=on_probe)
     assert rep.rerank == COLBERT_SMALL.name and rep.floors == (240, 120)
+    assert rep.pools["asks"].any()  # turns that only ask were candidates: their floor is replayed too
     for j, p in enumerate(points):
-        assert rankings(rep, **p) == [e[j] for e in rep.extras], p
+        assert rankings(rep, **p) == [e[j] for e in rep.extras], p  # the sweep engine
+        if "hybrid_weight" not in p:  # the replay's own pools
+            assert rep.rank("blend", limit=p["limit"], half_life_days=p["half_life_days"],
+                            recency_weight=p["recency_weight"]) == [e[j] for e in rep.extras], p
 
 
 def test_a_replay_that_reranks_stores_the_token_vectors_with_each_write(hashing_embedder):

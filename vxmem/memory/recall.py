@@ -18,6 +18,7 @@ import numpy as np
 from ..core.clock import DAY
 from ..core.keys import K_FEEDBACK, K_KIND, K_ROLE, K_SCORING, K_SESSION, K_TS, K_TURN, KINDS, NO_KIND, RESERVED_PREFIX
 from ..ranking import deep, scoring
+from ..ranking.asking import asking_mask
 from ..ranking.blend import Blend
 from ..ranking.pool import CandidatePool
 from ..store.seam import MemoryStore, MemoryView, Result, Results, SessionArg
@@ -30,7 +31,7 @@ class MemoryResults(Results):
     """Results of a memory collection: ``to_frame()`` adds each result's score parts (from
     ``_vx_scoring``: ``relevance``, ``relevance_norm``, ``recency``, ``feedback``, ``score``,
     ``age_days``, ``recency_from``, ``mode``, ``first_stage``, ``rerank``, ``fused``,
-    ``second_stage``, and ``dense`` / ``lexical`` outside dense mode) and its kind, session,
+    ``second_stage``, ``asks_only``, and ``dense`` / ``lexical`` outside dense mode) and its kind, session,
     role, turn and time as columns."""
 
     def frame_columns(self, result: Result) -> dict[str, Any]:
@@ -67,7 +68,8 @@ def gather(store: MemoryStore, m: MemoryView, query: str, positions: np.ndarray,
         relevance=cand.relevance, ts=ts, age_days=(now_ts - ts) / DAY, feedback_signs=signs, feedback_ages=ages,
         tokens=m.tokens[pos].copy(), dense=cand.dense, lexical=cand.lexical, ids=[m.ids[p] for p in plist],
         kinds=kinds, sessions=sessions, limit=limit, now=now_ts, mode=mode, hybrid_weight=hybrid_weight,
-        neighbour_key=deep.neighbour_keys(sessions, m.turn[pos]), positions=pos)
+        neighbour_key=deep.neighbour_keys(sessions, m.turn[pos]), positions=pos,
+        asks=asking_mask(m.texts[p] for p in plist))
 
 
 def _feedback_matrix(metas: list[dict[str, Any]], now_ts: float) -> tuple[np.ndarray, np.ndarray]:
@@ -115,6 +117,7 @@ def rank(pool: CandidatePool, m: MemoryView, query: str, blend: Blend, score_gap
             "second_stage": None if pool.final_stage is None or pool.second_stage is None
             else float(pool.second_stage[i]),
             "recency_from": pool.recency_from,
+            "asks_only": bool(pool.asks is not None and pool.asks[i]),
         }
         if pool.mode != "dense":  # which relevance parts contributed
             parts.update(_relevance_parts(pool, i))

@@ -17,6 +17,7 @@ runs them. A new stage is a class here and a line in :meth:`Stage.steps`.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol, TypeGuard
@@ -27,6 +28,7 @@ from ..core.checks import check_choice
 from ..models.late import LateInteraction, default_late_interaction
 from ..models.rerank import Reranker, default_reranker, rerank_scores, reranker_name
 from ..ranking import deep, scoring
+from ..ranking.asking import at_floor
 from ..ranking.blend import Blend
 from ..ranking.pool import CandidatePool
 from ..store.seam import MemoryStore, MemoryView
@@ -36,8 +38,8 @@ PRESETS = ("fast", "default", "accurate")
 DEFAULT_PRESET = "default"
 
 __all__ = ["PRESETS", "DEFAULT_PRESET", "Stage", "check_preset", "preset_stages", "floors", "is_late", "stage_name",
-           "StageContext", "PoolStage", "Smooth", "Rerank", "Deep", "AgedFromAccess", "Cascade", "DropBelow",
-           "raw_relevance"]
+           "StageContext", "PoolStage", "FloorAsking", "Smooth", "Rerank", "Deep", "AgedFromAccess", "Cascade",
+           "DropBelow", "raw_relevance"]
 
 
 class Stage(NamedTuple):
@@ -56,12 +58,12 @@ class Stage(NamedTuple):
         """The stages this runs after the first, in order, with ``aging`` (the ages counted
         from access) after the second stage and before a cascade's final one, which blends."""
         if self.reranker is None:
-            return [*([Smooth()] if self.smooth else []), *aging]
+            return [*([Smooth()] if self.smooth else []), FloorAsking(), *aging]
         name = stage_name(self.reranker, self.final)
         # A stage that reads deeper than the cross-encoder's 20 fuses its scores with the first stage's.
         second: PoolStage = (Deep(self.reranker, name, self.rerank_floor) if self.rerank_floor > scoring.RERANK_FLOOR
                              else Rerank(self.reranker, name, self.rerank_floor))
-        return [second, *aging, *([] if self.final is None else [Cascade(self.final)])]
+        return [second, FloorAsking(), *aging, *([] if self.final is None else [Cascade(self.final)])]
 
 
 def check_preset(preset: Any) -> str:
@@ -124,6 +126,18 @@ def _positions(pool: CandidatePool) -> np.ndarray:
     if pool.positions is None:
         raise ValueError("only a live pool (made under the lock) can be reranked")
     return pool.positions
+
+
+@dataclass(frozen=True)
+class FloorAsking:
+    """After the second stage (or the first, where there is none): the memories that only ask
+    get the pool's least relevance (see :mod:`vxmem.ranking.asking`). Not before it: a question
+    that matches the query still lifts the turn after it, its answer, through the smoothing."""
+
+    def run(self, pool: CandidatePool, ctx: StageContext) -> CandidatePool:
+        if pool.asks is None or not pool.asks.any():
+            return pool
+        return dataclasses.replace(pool, relevance=at_floor(pool.relevance, pool.asks))
 
 
 @dataclass(frozen=True)

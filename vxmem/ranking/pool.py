@@ -57,6 +57,8 @@ class CandidatePool:
     :param positions: mirror positions, valid only under the collection lock the pool was
         made in (None for a cached pool).
     :param recency_from: what ``age_days`` counts from: ``"created"`` or ``"accessed"``.
+    :param asks: whether each memory only asks (see :mod:`vxmem.ranking.asking`): recall puts
+        its first-stage relevance at the pool's floor (None: unknown, none does).
     """
 
     relevance: np.ndarray
@@ -81,6 +83,7 @@ class CandidatePool:
     neighbour_key: np.ndarray | None = None
     positions: np.ndarray | None = None
     recency_from: str = "created"
+    asks: np.ndarray | None = None
 
     def __len__(self) -> int:
         return int(self.relevance.shape[-1]) if self.relevance.ndim else 0

@@ -9,6 +9,7 @@ JSON part (no pickle). :mod:`vxmem.workbench.sweep.run` re-ranks the pools of ma
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import math
@@ -23,6 +24,7 @@ import numpy as np
 from ...core.checks import check_choice, check_limit
 from ...core.keys import KIND_CODES, KINDS
 from ...ranking import deep, scoring
+from ...ranking.asking import at_floor
 from ...ranking.blend import Blend
 from ...ranking.pool import AccessLog, LabelledPool
 from ...ranking.scoring import HYBRID_WEIGHT, RECENCY_FROM, pool_size
@@ -38,7 +40,7 @@ FORMAT = "vxmem-replay/1"
 
 # The pool arrays a replay saves, one row per probe (see Replay).
 SLOT_ARRAYS = ("relevance", "dense", "lexical", "ts", "age_days", "tokens", "grade", "stale", "foreign",
-               "session_bits", "neighbour_key")
+               "session_bits", "neighbour_key", "asks")
 
 
 @dataclass
@@ -105,8 +107,8 @@ class Replay:
             valid, fused = scoring.searched_slots(pool.dense, pool.lexical, pool.relevance, n, check_limit(limit),
                                                   True, pool.hybrid_weight, pool_floor)
             slots = np.flatnonzero(valid)
-            return pool.take(slots, relevance=fused[slots])
-        return pool
+            return pool.take(slots, relevance=_floored(fused[slots], pool, slots))
+        return dataclasses.replace(pool, relevance=at_floor(pool.relevance, pool.asks))
 
     def first_stage(self, i: int, n: int | None = None) -> LabelledPool:
         """Probe ``i``'s recorded first-stage pool as gathered (its first ``n`` slots; default:
@@ -368,7 +370,7 @@ def padded_pools(pools: Sequence[LabelledPool], ideals: Sequence[Sequence[float]
         "foreign": np.zeros(grid, bool), "session_bits": np.zeros(grid, dtype=np.int64),
         "feedback_signs": np.zeros(grid + (events,)), "feedback_ages": np.zeros(grid + (events,)),
         "rerank_score": np.full(grid, np.nan), "neighbour_key": np.full(grid, np.nan),
-        "final_score": np.full(grid, np.nan),
+        "final_score": np.full(grid, np.nan), "asks": np.zeros(grid, bool),
         "n": np.zeros(probes, dtype=np.int64), "ideal": np.zeros((probes, max(relevant, 1))),
         "n_relevant": np.zeros(probes, dtype=np.int64), "n_sessions": np.array(n_sessions, dtype=np.int64),
         "limit": np.array([p.limit for p in pools], dtype=np.int64),
@@ -419,7 +421,7 @@ def reranked_pool(pool: LabelledPool, scores: np.ndarray, name: str, limit: int 
     slots = slots[scoring.rank_order(first[slots], pool.ts[slots])]
     if np.isnan(scores[slots]).any():
         raise ValueError(f"limit {lim} reranks candidates this replay did not score: replay with pool_limit={lim}")
-    return pool.take(slots, relevance=scores[slots], first_stage=first[slots], rerank=name)
+    return pool.take(slots, relevance=_floored(scores[slots], pool, slots), first_stage=first[slots], rerank=name)
 
 
 def smoothed_pool(pool: LabelledPool, limit: int | None = None) -> LabelledPool:
@@ -431,7 +433,7 @@ def smoothed_pool(pool: LabelledPool, limit: int | None = None) -> LabelledPool:
     prev, nxt = pool.neighbours()
     smoothed, kept = deep.read_slots(first, pool.ts, valid, prev, nxt, lim, scoring.RERANK_FLOOR)
     slots = np.flatnonzero(kept)
-    return pool.take(slots, relevance=smoothed[slots], first_stage=first[slots])
+    return pool.take(slots, relevance=_floored(smoothed[slots], pool, slots), first_stage=first[slots])
 
 
 def _deep_pool(pool: LabelledPool, scores: np.ndarray, name: str, lim: int, first: np.ndarray, valid: np.ndarray,
@@ -446,7 +448,8 @@ def _deep_pool(pool: LabelledPool, scores: np.ndarray, name: str, lim: int, firs
     stage = np.where(read, np.nan_to_num(scores), 0.0)
     fused, kept = deep.fused_slots(stage, smoothed, pool.ts, read, prev, nxt, lim)
     slots = np.flatnonzero(kept)
-    deep_pool = pool.take(slots, relevance=fused[slots], first_stage=first[slots], rerank=name,
+    kept_relevance = _floored(fused[slots], pool, slots)
+    deep_pool = pool.take(slots, relevance=kept_relevance, first_stage=first[slots], rerank=name,
                           second_stage=stage[slots])
     if final is None:
         return deep_pool
@@ -458,8 +461,14 @@ def _deep_pool(pool: LabelledPool, scores: np.ndarray, name: str, lim: int, firs
     blended = score(deep_pool) if score is not None else blend.score(deep_pool, resolve_params(blend, {}))
     top = np.flatnonzero(deep.cascade_slots(np.broadcast_to(blended, (len(deep_pool),)), deep_pool.ts,
                                             np.ones(len(deep_pool), dtype=bool), lim))
-    mixed = deep.cascade_relevance(fused[slots][top], last[top], np.ones(top.size, dtype=bool))
+    mixed = deep.cascade_relevance(kept_relevance[top], last[top], np.ones(top.size, dtype=bool))
     return deep_pool.take(top, relevance=mixed, final_stage=last[top])
+
+
+def _floored(relevance: np.ndarray, pool: LabelledPool, slots: np.ndarray) -> np.ndarray:
+    """The ``relevance`` of a second stage's ``slots`` of ``pool``, those that only ask at their
+    floor, as recall's :class:`~vxmem.memory.stages.FloorAsking` puts them."""
+    return at_floor(relevance, None if pool.asks is None else np.asarray(pool.asks)[slots])
 
 
 def _json_default(o: Any) -> Any:

@@ -20,6 +20,7 @@ import numpy as np
 
 from ...core.clock import DAY
 from ...ranking import deep, scoring
+from ...ranking.asking import at_floor
 from ...ranking.pool import CandidatePool
 from ..analysis import metrics as M
 from ..replay.record import Replay
@@ -28,7 +29,7 @@ from .grid import Grid
 # The pool arrays a job ranks a chunk of probes from.
 CHUNK_ARRAYS = ("relevance", "dense", "lexical", "ts", "age_days", "tokens", "grade", "stale", "foreign",
                  "session_bits", "feedback_signs", "feedback_ages", "n", "ideal", "n_relevant", "n_sessions",
-                 "rerank_score", "neighbour_key", "final_score")
+                 "rerank_score", "neighbour_key", "final_score", "asks")
 # The chunk arrays that hold a value per pool slot (the feedback ones per event too): all but the per-probe ones.
 _SLOT_ARRAYS = frozenset(CHUNK_ARRAYS) - {"n", "ideal", "n_relevant", "n_sessions"}
 
@@ -178,6 +179,7 @@ def _search_chunk(pools: Mapping[str, np.ndarray], sl: slice, g: Grid) -> _Searc
     elif g.reranked:  # the reranker's scores (recorded by a reranked replay) of the candidates the limit reranks
         valid = scoring.rerank_slots(relevance, c["ts"], valid, lim, g.floors[1])
         relevance = np.where(valid, np.nan_to_num(c["rerank_score"]), 0.0)
+    relevance = at_floor(relevance, c.get("asks"), valid)  # as recall's FloorAsking, after the second stage
     budget = param("token_budget")[..., 0] if "token_budget" in g.values else g.fixed["token_budget"][sl]
     return _Searched(c, lim, valid, relevance, {k: param(k) for k in g.policy.params}, budget)
 
