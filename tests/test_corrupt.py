@@ -4,6 +4,7 @@ Opening a damaged index file runs in a child process, so a segfault in a native 
 shows up as a failed test instead of taking pytest down with it.
 """
 
+import contextlib
 import json
 import os
 import shutil
@@ -151,11 +152,18 @@ def test_a_damaged_row_gets_invalid_database_error_naming_the_file(original, tmp
         Vectrix(path, embedder=_embedder())
 
 
-def test_bytes_flipped_in_the_middle_of_the_database_get_invalid_database_error(original, tmp_path):
+def _pages_of(path, table):
+    """The page numbers of ``table``'s own b-tree and the page size (SQLite's dbstat)."""
+    with contextlib.closing(sqlite3.connect(path)) as c:
+        size = c.execute("PRAGMA page_size").fetchone()[0]
+        return [p for (p,) in c.execute("SELECT pageno FROM dbstat WHERE name = ? ORDER BY pageno", (table,))], size
+
+
+def test_bytes_flipped_in_the_middle_of_the_documents_get_invalid_database_error(original, tmp_path):
     path = _copy(original, tmp_path)
-    size = os.path.getsize(path)
+    pages, size = _pages_of(path, "vx_docs")  # the middle of the rows every open reads, wherever the schema puts them
     with open(path, "r+b") as f:
-        f.seek(size // 2)
+        f.seek((pages[len(pages) // 2] - 1) * size)
         f.write(b"\xa5" * 8192)
     with pytest.raises(InvalidDatabaseError):
         Vectrix(path, embedder=_embedder())

@@ -108,7 +108,7 @@ class Replay:
                                                   True, pool.hybrid_weight, pool_floor)
             slots = np.flatnonzero(valid)
             return pool.take(slots, relevance=_floored(fused[slots], pool, slots))
-        return dataclasses.replace(pool, relevance=at_floor(pool.relevance, pool.asks))
+        return floored_pool(pool)
 
     def first_stage(self, i: int, n: int | None = None) -> LabelledPool:
         """Probe ``i``'s recorded first-stage pool as gathered (its first ``n`` slots; default:
@@ -463,6 +463,12 @@ def _deep_pool(pool: LabelledPool, scores: np.ndarray, name: str, lim: int, firs
                                             np.ones(len(deep_pool), dtype=bool), lim))
     mixed = deep.cascade_relevance(kept_relevance[top], last[top], np.ones(top.size, dtype=bool))
     return deep_pool.take(top, relevance=mixed, final_stage=last[top])
+
+
+def floored_pool(pool: LabelledPool) -> LabelledPool:
+    """A pool no second stage reads, its memories that only ask at its floor, as recall's
+    :class:`~vxmem.memory.stages.FloorAsking` puts them."""
+    return dataclasses.replace(pool, relevance=at_floor(pool.relevance, pool.asks))
 
 
 def _floored(relevance: np.ndarray, pool: LabelledPool, slots: np.ndarray) -> np.ndarray:
