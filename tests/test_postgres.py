@@ -10,9 +10,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from benchmarks.bench_postgres_equality import drive
 from vxmem import Vectrix
 from vxmem.core.errors import ConflictError, InvalidDatabaseError, ReadOnlyError
-from vxmem.memory.rules import get_judge, get_summarizer
+from vxmem.memory.rules import get_judge
 from vxmem.workbench.synth import generate
 
 from helpers import DAY, T0, WordHashEmbedder, drop_pg_database, new_pg_database
@@ -223,51 +224,13 @@ SCENARIOS = {"knowledge_update": {}, "contradicting_facts": {}, "feedback_loop":
              "long_thread": {"days": 10}}
 
 
-def _drive(db, conv):
-    """Replay ``conv``'s events into ``db`` (as the workbench's replay does) and return every
-    probe's recall in each mode as (rowids, scores)."""
-    labels, answers = {}, []
-    summarize = get_summarizer(conv.meta.get("summarizer"))
-
-    def rowids(ids):  # the mirror is read anew each time: a write may replace it
-        m = db.engine.mirror
-        return [int(m.rowid[m.pos_of_id[i]]) for i in ids]
-
-    for ev in conv.events:
-        if ev.type in ("turn", "fact"):
-            fact = ev.type == "fact"
-            mid = db.remember(ev.text, session=ev.session, role=ev.role, timestamp=ev.time, ttl_days=ev.ttl_days,
-                              pinned=fact and ev.pinned, kind="fact" if fact and not ev.pinned else None)
-            labels.setdefault(ev.label, []).append(mid)
-        elif ev.type == "feedback":
-            targets = [i for i in labels.get(ev.target, []) if i in db]
-            if targets:
-                db.feedback(targets[-1], ev.outcome, correction=ev.correction, timestamp=ev.time)
-        elif ev.type == "forget":
-            if ev.targets:
-                db.forget(ids=[i for lab in ev.targets for i in labels.get(lab, ())], now=ev.time)
-            else:
-                db.forget(session=ev.session, kinds=ev.kinds or ("turn",), older_than=ev.older_than,
-                          superseded=ev.superseded, now=ev.time)
-        elif ev.type == "expire":
-            db.expire(now=ev.time)
-        elif ev.type == "consolidate":
-            db.consolidate(ev.session, summarize, keep_recent=ev.keep_recent, older_than=ev.older_than,
-                           batch_turns=ev.batch_turns, now=ev.time)
-        elif ev.type == "probe":
-            for mode in MODES:
-                res = db.recall(ev.query, session=ev.session, limit=ev.limit or 10, mode=mode, now=ev.time)
-                answers.append((rowids(res.ids), [r.score for r in res]))
-    return answers
-
-
 @pytest.mark.parametrize("scenario", sorted(SCENARIOS))
 def test_recall_on_postgres_equals_the_file_store(scenario, pg_url, tmp_path, word_embedder):
     conv = generate(scenario, seed=3, **SCENARIOS[scenario])
     judge = get_judge(conv.meta.get("judge"))
     with Vectrix(tmp_path / "file.db", embedder=word_embedder, judge=judge) as file_db, \
             Vectrix(pg_url, embedder=word_embedder, judge=judge) as pg_db:
-        want, got = _drive(file_db, conv), _drive(pg_db, conv)
+        want, got = drive(file_db, conv), drive(pg_db, conv)  # as the equality benchmark replays them
     assert len(want) == len(got) > 0
     for (w_ids, w_scores), (g_ids, g_scores) in zip(want, got):
         assert g_ids == w_ids
