@@ -1,5 +1,7 @@
 """The REST API, served for real: ``vxmem serve`` in a child process, driven over HTTP with httpx."""
 
+import re
+
 import httpx
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -150,6 +152,15 @@ def test_the_description_loads_without_the_token_names_the_verbs_and_declares_it
     docs = httpx.get(f"{url}/docs")
     assert docs.status_code == 200 and "swagger" in docs.text.lower()
     assert httpx.post(f"{url}/v1/recall", json={"query": "x"}).status_code == 401
+    # offline: the page names no other host, and every file it loads comes from the server, with no key
+    assert re.findall(r"(?:src|href)=['\"]?(https?:)?//", docs.text) == []
+    files = re.findall(r"['\"](/docs/assets/[\w.-]+)['\"]", docs.text)
+    assert {f.rsplit("/", 1)[1] for f in files} >= {"swagger-ui-bundle.js", "swagger-ui.css"}
+    for f in files:
+        got = httpx.get(f"{url}{f}")
+        assert got.status_code == 200 and len(got.content) > 500, f  # the icon is the smallest
+    sneaky = httpx.get(f"{url}/docs/assets/..%2F..%2Fv1%2Fstats")  # the files' folder holds no way out
+    assert sneaky.status_code == 404 and "memories" not in sneaky.text
 
 
 def test_binding_off_the_loopback_without_a_token_refuses_to_start(tmp_path):

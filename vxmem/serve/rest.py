@@ -12,7 +12,7 @@ reach), 404 (no such memory, or not this user's), 409 (an id or a turn number ta
 argument refused); a refused request writes nothing, and no response carries a stack trace.
 
 With a token, or once the database has a key (``vxmem keys``), every request but to
-``/healthz`` and the description itself (``/openapi.json``, ``/docs``, ``/redoc``), which hold
+``/healthz`` and the description itself (``/openapi.json``, ``/docs`` and its files), which hold
 no data, must carry ``Authorization: Bearer <key>`` (:class:`AccessCheck`), and the OpenAPI
 description declares the bearer scheme. Each endpoint's operation id is its verb. CORS is off
 unless origins are given."""
@@ -33,6 +33,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from .. import __version__
 from ..vectrix import Vectrix
 from . import schemas as m
+from .docs_page import ASSETS, OAUTH2_REDIRECT, serve_docs
 from .keyring import PRINCIPAL, TOKEN_HOLDER, KeyRing, Principal
 from .observe import Metrics, Observed
 from .routing import ERRORS, ApiError, Service, answer, json_body, operation_id
@@ -117,7 +118,7 @@ async def send_failure(scope: Scope, receive: Receive, send: Send, failure: Fail
     await error_response(failure)(scope, receive, send)
 
 
-OPEN_PATHS = frozenset({"/healthz", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"})  # they hold no data
+OPEN_PATHS = frozenset({"/healthz", "/openapi.json", "/docs", OAUTH2_REDIRECT})  # they hold no data, nor do ASSETS
 
 
 class AccessCheck:
@@ -146,7 +147,8 @@ class AccessCheck:
         return False if found is None else found
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["path"] not in OPEN_PATHS:
+        path = scope.get("path", "")
+        if scope["type"] == "http" and path not in OPEN_PATHS and not path.startswith(ASSETS + "/"):
             who = self.principal(scope)
             if who is False:
                 await send_failure(scope, receive, send, Failure(401, "unauthorized", "missing or wrong key: send "
@@ -229,7 +231,9 @@ def create_app(svc: MemoryService, *, token: str | None = None, keys: KeyRing | 
                   description="Conversation memory: relevance blended with recency and feedback. Every verb acts "
                               "for one user (`user`, default: the server's); with keys or a token, send "
                               "`Authorization: Bearer <key>`: a user's key acts for its user alone.",
-                  generate_unique_id_function=operation_id, lifespan=None if mounted is None else mounted.lifespan)
+                  generate_unique_id_function=operation_id, lifespan=None if mounted is None else mounted.lifespan,
+                  docs_url=None, redoc_url=None)
+    serve_docs(app)  # Swagger UI from its package, not a CDN
     app.state.service = svc
     app.include_router(router, dependencies=[Security(BEARER)] if token or keys else None)
     from . import rest_records  # it builds on this module's helpers
