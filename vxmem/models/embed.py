@@ -81,13 +81,12 @@ class HashingEmbedder:
         weights = np.log1p(data, dtype=np.float32)
         rows = np.repeat(np.arange(len(texts), dtype=np.int64), np.diff(indptr))
         targets = rows[:, None] * self.dim + self._columns[indices]
-        dense = np.zeros(len(texts) * self.dim, dtype=np.float32)
+        flat = np.zeros(len(texts) * self.dim, dtype=np.float32)
         # Added one by one in float32, each text's buckets in ascending order: the same sums, in
         # the same order, as scipy's sparse product, so the vectors are bit for bit those that
         # databases made with scipy hold (no scipy import: a second or so per process).
-        np.add.at(dense, targets.ravel(), (weights[:, None] * self._signs[indices]).ravel())
-        dense = dense.reshape(len(texts), self.dim)
-        return l2_normalize(dense)
+        np.add.at(flat, targets.ravel(), (weights[:, None] * self._signs[indices]).ravel())
+        return l2_normalize(flat.reshape(len(texts), self.dim))
 
     def __repr__(self) -> str:
         return f"HashingEmbedder({self.name})"
