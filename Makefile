@@ -15,7 +15,7 @@ $(BIN)/python:
 $(STAMP): $(BIN)/python pyproject.toml
 	@echo "vxmem: installing vxmem and its extras into $(VENV) (the dashboard, models, notebooks, tests);"
 	@echo "vxmem: the first time takes a few minutes (pip lists what it fetches); later runs skip this..."
-	$(BIN)/pip install -e ".[app,dev,notebooks,semantic,langchain,llm,server,compare,postgres]"
+	$(BIN)/pip install -e ".[workbench,app,dev,notebooks,semantic,langchain,llm,server,compare,postgres]"
 	touch $(STAMP)
 	@echo "vxmem: installed."
 

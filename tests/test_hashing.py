@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import sparse
 
-from vxmem.models.embed import HashingEmbedder
+from vxmem.models.embed import HashingEmbedder, l2_normalize
 from vxmem.models.hashing import char_wb_ngrams, hashed_counts, murmurhash3_32
 
 from helpers import ROOT, run_python
@@ -70,3 +70,29 @@ def test_a_process_on_the_hashing_embedder_does_not_import_scikit_learn():
     """)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["1", "False"]
+
+
+def _scipy_projection(n_features, dim, k, seed):
+    """The projection as the embedder drew it when it multiplied with scipy: the same draws."""
+    rng = np.random.default_rng(seed)
+    cols = rng.integers(0, dim, size=(n_features, k))
+    while True:
+        s = np.sort(cols, axis=1)
+        dup = np.any(s[:, 1:] == s[:, :-1], axis=1)
+        if not dup.any():
+            break
+        cols[dup] = rng.integers(0, dim, size=(int(dup.sum()), k))
+    signs = rng.choice(np.array([-1.0, 1.0], dtype=np.float32), size=n_features * k)
+    rows = np.repeat(np.arange(n_features), k)
+    return sparse.csr_matrix((signs, (rows, cols.ravel())), shape=(n_features, dim), dtype=np.float32)
+
+
+@pytest.mark.parametrize("dim, n_features, k, seed", [(384, 2**18, 4, 20240601), (16, 64, 3, 7)])
+def test_the_vectors_are_bit_for_bit_those_of_the_scipy_product(dim, n_features, k, seed):
+    texts = _texts()
+    e = HashingEmbedder(dim=dim, n_features=n_features, nnz_per_feature=k, seed=seed)
+    counts = sparse.csr_matrix(hashed_counts(texts, n_features, e.ngram_range), shape=(len(texts), n_features))
+    counts.data = np.log1p(counts.data, dtype=np.float32)
+    want = (counts @ _scipy_projection(n_features, dim, k, seed)).toarray().astype(np.float32)
+    got = e(texts)
+    assert got.dtype == np.float32 and got.tobytes() == l2_normalize(want).tobytes()

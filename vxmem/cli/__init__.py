@@ -60,6 +60,7 @@ from .workbench import (
 )
 
 EXIT_USAGE = 2
+WORKBENCH_MODULES = ("pandas", "pyarrow", "joblib", "sklearn", "scipy")  # the workbench extra's, not the core's
 
 # The memory settings `vxmem replay` takes as flags: (setting, type, help), in help order.
 _SETTING_FLAGS: tuple[tuple[str, type, str], ...] = (
@@ -471,6 +472,12 @@ def main(argv: list[str] | None = None) -> int:
         if argv and argv[0] in _FORMAT_COMMANDS:  # the library's keyword, as the command spells it
             msg = naming_the_format(msg, "pass --format")
         print(f"vxmem: error: {msg}", file=sys.stderr)
+        return EXIT_USAGE
+    except ModuleNotFoundError as exc:  # the workbench's commands on a core install (no pandas, joblib...)
+        if (exc.name or "").split(".")[0] not in WORKBENCH_MODULES:
+            raise
+        print(f"vxmem: error: {argv[0]} needs the 'workbench' extra ({exc.name} is missing): "
+              "pip install 'vxmem[workbench]'", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:  # pragma: no cover
         print("vxmem: interrupted", file=sys.stderr)

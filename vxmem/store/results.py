@@ -53,8 +53,11 @@ class Results(Sequence[Result]):
 
     def to_frame(self) -> Any:
         """The results as a pandas DataFrame, one row per result: rank, id, text, score and
-        whatever :meth:`frame_columns` adds for each."""
-        import pandas as pd
+        whatever :meth:`frame_columns` adds for each. Needs pandas (the ``workbench`` extra)."""
+        try:
+            import pandas as pd
+        except ImportError as exc:  # the core install leaves pandas out: say which extra brings it
+            raise ImportError('to_frame() needs pandas: pip install "vxmem[workbench]"') from exc
 
         rows = []
         for rank, r in enumerate(self.items, 1):
