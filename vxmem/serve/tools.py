@@ -47,7 +47,7 @@ class RecallArgs(m.Strict):
 class ContextArgs(m.Strict):
     query: Said = Field(description="What the next reply is about.")
     session: Session = Field(None, description="The conversation whose recent turns to include (default: the "
-                                               "server's; none: no recent turns).")
+                                               "server's; without one, no recent turns).")
     token_budget: m.Count = Field(1500, ge=1, le=m.MAX_TOKEN_BUDGET,
                                   description="The most tokens the block may take.")
 
