@@ -30,7 +30,8 @@ MODEL_MODULES = {
 SUBPROCESS_MODULES = {
     "test_browser", "test_cli", "test_client", "test_compare", "test_concurrency", "test_corrupt", "test_crash",
     "test_crash_points", "test_default_model", "test_disk_full", "test_export", "test_fts_batches", "test_hardening",
-    "test_langchain", "test_keys", "test_layers", "test_llm", "test_make_notebooks", "test_mcp", "test_mirror_file",
+    "test_langchain", "test_keys", "test_layers", "test_llm", "test_make_notebooks", "test_mcp", "test_mcp_tools",
+    "test_mirror_file",
     "test_notebooks", "test_postgres_processes", "test_reader_processes", "test_readers", "test_readme", "test_rest",
     "test_rest_records", "test_scaleout", "test_search_modes", "test_semantic", "test_serve_config",
     "test_serve_inputs_strict", "test_store", "test_vector_dtype"}

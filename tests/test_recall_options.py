@@ -19,7 +19,6 @@ from vxmem import ANY_SESSION, MEMORY_SETTING, AsyncVectrix, ConversationMemory,
 from vxmem.core.options import option, takes
 from vxmem.memory.reading import RECALL_ARGS
 from vxmem.serve import schemas
-from vxmem.serve.mcp import input_schema
 
 from helpers import ROOT, T0, WordHashEmbedder
 
@@ -73,7 +72,7 @@ def test_the_servers_schemas_hold_every_option_with_its_declared_default(model):
     for name in ("rerank", "recency_from", "preset", "min_relevance"):
         assert "MEMORY_SETTING" not in fields[name].description, name
         assert fields[name].description.endswith("(null: the server's setting)"), name
-    assert input_schema(model)["properties"]["exclude_ids"]["description"] == "memories to leave out."
+    assert model.model_json_schema()["properties"]["exclude_ids"]["description"] == "memories to leave out."
 
 
 @pytest.mark.subprocess
@@ -92,7 +91,6 @@ def test_an_option_added_to_the_declaration_reaches_every_facade(tmp_path):
         from vxmem import AsyncVectrix, ConversationMemory, Vectrix
         from vxmem.memory.reading import RECALL_ARGS
         from vxmem.serve import schemas
-        from vxmem.serve.mcp import input_schema
         import vxmem; assert vxmem.__file__.startswith(ROOT), vxmem.__file__
         for verb in (ConversationMemory.recall, Vectrix.recall, AsyncVectrix.recall):
             assert inspect.signature(verb).parameters["extra"].default == 7
@@ -100,7 +98,7 @@ def test_an_option_added_to_the_declaration_reaches_every_facade(tmp_path):
         assert "extra" in RECALL_ARGS
         for model in (schemas.RecallBody, schemas.ContextBody):
             assert model.model_fields["extra"].default == 7
-        assert input_schema(schemas.RecallBody)["properties"]["extra"]["default"] == 7
+        assert schemas.RecallBody.model_json_schema()["properties"]["extra"]["default"] == 7
         db = Vectrix(embedder="hashing")
         db.remember("tea", timestamp=0)
         assert [r.text for r in db.recall("tea", now=1, extra=3)] == ["tea"]

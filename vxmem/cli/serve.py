@@ -302,6 +302,6 @@ def add_commands(sub: Any) -> None:
                    help="the chat-completions endpoint of --summarizer-model, e.g. http://localhost:11434/v1 "
                         "(its key, if any, from OPENAI_API_KEY)")
     m = sub.add_parser("mcp", help="serve the memory to an MCP client over stdio",
-                       description="An MCP server over stdin/stdout: tools remember, recall, feedback, forget, "
-                                   "context, history and turns, in one user's scope.")
+                       description="An MCP server over stdin/stdout: tools remember, recall, context, feedback "
+                                   "and forget, in one user's scope.")
     add_server_flags(m, "the one user whose memories every tool reads and writes (a tool names no user)")

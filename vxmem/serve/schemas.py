@@ -10,8 +10,8 @@ also refuse: sizes above the caps (``limit``, ``token_budget``, batches), unknow
 ``true`` or ``false`` for a number or a time (:func:`no_bool`; pydantic's lax mode reads
 ``true`` as 1), and anything but ``true`` or ``false`` for a flag (``StrictBool``: lax mode
 reads ``"yes"``, ``"off"`` or 1 as one).
-The REST API and the MCP tools share them (the tools without ``user``: an MCP server
-serves one).
+The REST API takes them whole; each MCP tool's few arguments
+(:mod:`vxmem.serve.tools`) become one of them, so both check values alike.
 """
 
 from __future__ import annotations
@@ -114,7 +114,7 @@ def with_every_option(*besides: str) -> Callable[[type[M]], type[M]]:
     """A class decorator: the model with a field for every option of
     :class:`~vxmem.memory.request.RecallOptions` it does not spell itself, nor leaves to its
     subclasses (``besides``), of the option's declared type and default; so an option added
-    there reaches the REST and MCP schemas. The model itself when it spells them all."""
+    there reaches the REST schemas. The model itself when it spells them all."""
 
     def complete(model: type[M]) -> type[M]:
         hints = typing.get_type_hints(Declared)
