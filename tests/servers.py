@@ -66,3 +66,24 @@ def run_vxmem(*args: str, env: dict | None = None, timeout: float = 120) -> subp
     """``python -m vxmem *args``, to its end."""
     return subprocess.run([sys.executable, "-m", "vxmem", *args], cwd=ROOT, capture_output=True, text=True,
                           timeout=timeout, env={**os.environ, **(env or {})})
+
+
+@contextlib.contextmanager
+def llm_stub():
+    """The loopback chat-completions server (``tests/llm_server.py``, a real process playing back
+    ``tests/data/llm_answers.json``): its base URL, ``http://127.0.0.1:PORT``."""
+    from helpers import TESTS, reap
+
+    answers = os.path.join(TESTS, "data", "llm_answers.json")
+    proc = subprocess.Popen([sys.executable, os.path.join(TESTS, "llm_server.py"), answers],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()
+        assert line.startswith("PORT "), f"the loopback server did not start: {line!r}"
+        yield f"http://127.0.0.1:{int(line.split()[1])}"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        finally:
+            reap(proc)

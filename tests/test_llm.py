@@ -7,10 +7,7 @@ client's timeout and 500s. Whatever fails, the memory is unchanged.
 """
 
 import json
-import subprocess
-import sys
 import urllib.request
-from pathlib import Path
 
 import pytest
 
@@ -20,9 +17,9 @@ pytest.importorskip("jsonschema", reason='needs the llm extra: pip install "vxme
 from vxmem import Vectrix
 from vxmem.llm import LLMError, OpenAICompatibleJudge, OpenAICompatibleSummarizer
 
-from helpers import DAY, T0, TESTS
+from helpers import DAY, T0
+from servers import llm_stub
 
-ANSWERS = Path(TESTS) / "data" / "llm_answers.json"
 JUDGE_FAILURES = ["judge-malformed", "judge-wrong-count", "judge-prose", "judge-no-choices", "judge-500",
                   "judge-hang"]
 SUMMARIZER_FAILURES = ["summarizer-malformed", "summarizer-wrong-type", "summarizer-surrogate", "summarizer-500",
@@ -31,15 +28,8 @@ SUMMARIZER_FAILURES = ["summarizer-malformed", "summarizer-wrong-type", "summari
 
 @pytest.fixture(scope="module")
 def server():
-    proc = subprocess.Popen([sys.executable, str(Path(TESTS) / "llm_server.py"), str(ANSWERS)],
-                            stdout=subprocess.PIPE, text=True)
-    try:
-        line = proc.stdout.readline()
-        assert line.startswith("PORT "), f"the loopback server did not start: {line!r}"
-        yield f"http://127.0.0.1:{int(line.split()[1])}"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+    with llm_stub() as base:
+        yield base
 
 
 @pytest.fixture

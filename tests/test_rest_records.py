@@ -11,10 +11,8 @@ import pytest
 
 from vxmem import Vectrix
 
-from helpers import DAY, T0, TESTS
-from servers import rest_server
-
-ANSWERS = Path(TESTS) / "data" / "llm_answers.json"
+from helpers import DAY, T0
+from servers import llm_stub, rest_server
 
 
 def _keyed(path, user, *flags):
@@ -118,16 +116,8 @@ def test_healthz_metrics_and_one_access_log_line_per_request(served):
 
 @pytest.fixture
 def llm():
-    proc = subprocess.Popen([sys.executable, str(Path(TESTS) / "llm_server.py"), str(ANSWERS)],
-                            stdout=subprocess.PIPE, text=True)
-    try:
-        line = proc.stdout.readline()
-        assert line.startswith("PORT "), line
-        yield f"http://127.0.0.1:{int(line.split()[1])}/v1"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-        proc.stdout.close()
+    with llm_stub() as base:
+        yield f"{base}/v1"
 
 
 def test_consolidate_summarises_old_turns_with_the_configured_summarizer(tmp_path, llm):

@@ -1,8 +1,6 @@
 """``vxmem serve --config vxmem.toml``, for real: a child server configured by a file, driven
 with httpx; a file it cannot take is refused by name before anything serves."""
 
-import subprocess
-import sys
 from pathlib import Path
 
 import httpx
@@ -10,24 +8,14 @@ import pytest
 
 from vxmem import Vectrix
 
-from helpers import DAY, T0, TESTS
-from servers import free_port, rest_server, run_vxmem
-
-ANSWERS = Path(TESTS) / "data" / "llm_answers.json"
+from helpers import DAY, T0
+from servers import free_port, llm_stub, rest_server, run_vxmem
 
 
 @pytest.fixture
 def llm():
-    proc = subprocess.Popen([sys.executable, str(Path(TESTS) / "llm_server.py"), str(ANSWERS)],
-                            stdout=subprocess.PIPE, text=True)
-    try:
-        line = proc.stdout.readline()
-        assert line.startswith("PORT "), line
-        yield f"http://127.0.0.1:{int(line.split()[1])}/v1"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-        proc.stdout.close()
+    with llm_stub() as base:
+        yield f"{base}/v1"
 
 
 def test_the_file_sets_the_blend_the_ttls_the_user_the_log_and_the_summarizer(tmp_path, llm):
