@@ -238,6 +238,11 @@ with right:
     else:
         # Half the page wide: the memory and its score; the bars below split the score into its parts.
         shared.ranking_table(ranking, order=("rank", "label", "text", "score", "relevance"), text_width=200)
+        asking = ranking["asks_only"].fillna(False).astype(bool) if "asks_only" in ranking else None
+        if asking is not None and asking.any():
+            st.caption(f"{', '.join(ranking.loc[asking, 'label'].astype(str))} only asks (every sentence a "
+                       "question), so its relevance sits at the pool's floor: a question states nothing that "
+                       "answers the query.")
         shared.relevance_warning(float(ranking["relevance"].max()), out["low_relevance"], out["mode"],
                                  out.get("rerank"), out.get("match_probability"), ranking)
         shared.score_bars(ranking, settings)

@@ -84,6 +84,9 @@ def test_playground_ranks_the_correction_first_and_draws_score_parts():
     assert "I prefer dark mode" not in " ".join(ranking["text"])  # superseded: out of recall
     assert {"relevance", "relevance_norm"} <= set(ranking.columns)  # raw beside normalised
     assert charts(at), "the stacked bar of score parts is missing"
+    # the assistant's fresh question (m7) is ranked at the pool's floor, and the page says why
+    assert ranking.set_index("label").loc["m7", "asks_only"]
+    assert any(c.value.startswith("m7 only asks") for c in at.caption)
     chains = at.dataframe[1].value
     assert chains["label"].tolist() == ["m2", "m4"]  # the supersession chain, oldest first
 
