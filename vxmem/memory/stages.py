@@ -17,7 +17,6 @@ runs them. A new stage is a class here and a line in :meth:`Stage.steps`.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol, TypeGuard
@@ -28,7 +27,6 @@ from ..core.checks import check_choice
 from ..models.late import LateInteraction, default_late_interaction
 from ..models.rerank import Reranker, default_reranker, rerank_scores, reranker_name
 from ..ranking import deep, scoring
-from ..ranking.asking import at_floor
 from ..ranking.blend import Blend
 from ..ranking.pool import CandidatePool
 from ..store.seam import MemoryStore, MemoryView
@@ -135,9 +133,7 @@ class FloorAsking:
     that matches the query still lifts the turn after it, its answer, through the smoothing."""
 
     def run(self, pool: CandidatePool, ctx: StageContext) -> CandidatePool:
-        if pool.asks is None or not pool.asks.any():
-            return pool
-        return dataclasses.replace(pool, relevance=at_floor(pool.relevance, pool.asks))
+        return pool.floored()
 
 
 @dataclass(frozen=True)

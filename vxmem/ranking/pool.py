@@ -21,6 +21,7 @@ import numpy as np
 
 from ..core.clock import DAY
 from . import deep, scoring
+from .asking import at_floor
 
 
 @dataclass
@@ -57,8 +58,8 @@ class CandidatePool:
     :param positions: mirror positions, valid only under the collection lock the pool was
         made in (None for a cached pool).
     :param recency_from: what ``age_days`` counts from: ``"created"`` or ``"accessed"``.
-    :param asks: whether each memory only asks (see :mod:`vxmem.ranking.asking`): recall puts
-        its first-stage relevance at the pool's floor (None: unknown, none does).
+    :param asks: whether each memory only asks (see :mod:`vxmem.ranking.asking`): after the
+        second stage, :meth:`floored` puts its relevance at the pool's floor (None: unknown, none does).
     """
 
     relevance: np.ndarray
@@ -114,6 +115,13 @@ class CandidatePool:
         was stored: ``recency_from="accessed"``."""
         since = np.maximum(np.asarray(self.ts, dtype=np.float64), np.asarray(last_access, dtype=np.float64))
         return dataclasses.replace(self, age_days=(self.now - since) / DAY, recency_from="accessed")
+
+    def floored(self) -> Self:
+        """This pool with the memories that only ask at its least relevance (see
+        :mod:`vxmem.ranking.asking`): what recall, a replay and the policies rank after the second stage."""
+        if self.asks is None:
+            return self
+        return dataclasses.replace(self, relevance=at_floor(self.relevance, self.asks))
 
     def neighbours(self) -> tuple[np.ndarray, np.ndarray]:
         """``(prev, next)``: each slot's neighbouring turn in the pool (-1: none; see

@@ -9,7 +9,6 @@ JSON part (no pickle). :mod:`vxmem.workbench.sweep.run` re-ranks the pools of ma
 
 from __future__ import annotations
 
-import dataclasses
 import io
 import json
 import math
@@ -24,7 +23,6 @@ import numpy as np
 from ...core.checks import check_choice, check_limit
 from ...core.keys import KIND_CODES, KINDS
 from ...ranking import deep, scoring
-from ...ranking.asking import at_floor
 from ...ranking.blend import Blend
 from ...ranking.pool import AccessLog, LabelledPool
 from ...ranking.scoring import HYBRID_WEIGHT, RECENCY_FROM, pool_size
@@ -107,8 +105,8 @@ class Replay:
             valid, fused = scoring.searched_slots(pool.dense, pool.lexical, pool.relevance, n, check_limit(limit),
                                                   True, pool.hybrid_weight, pool_floor)
             slots = np.flatnonzero(valid)
-            return pool.take(slots, relevance=_floored(fused[slots], pool, slots))
-        return floored_pool(pool)
+            return pool.take(slots, relevance=fused[slots]).floored()
+        return pool.floored()
 
     def first_stage(self, i: int, n: int | None = None) -> LabelledPool:
         """Probe ``i``'s recorded first-stage pool as gathered (its first ``n`` slots; default:
@@ -421,7 +419,7 @@ def reranked_pool(pool: LabelledPool, scores: np.ndarray, name: str, limit: int 
     slots = slots[scoring.rank_order(first[slots], pool.ts[slots])]
     if np.isnan(scores[slots]).any():
         raise ValueError(f"limit {lim} reranks candidates this replay did not score: replay with pool_limit={lim}")
-    return pool.take(slots, relevance=_floored(scores[slots], pool, slots), first_stage=first[slots], rerank=name)
+    return pool.take(slots, relevance=scores[slots], first_stage=first[slots], rerank=name).floored()
 
 
 def smoothed_pool(pool: LabelledPool, limit: int | None = None) -> LabelledPool:
@@ -433,7 +431,7 @@ def smoothed_pool(pool: LabelledPool, limit: int | None = None) -> LabelledPool:
     prev, nxt = pool.neighbours()
     smoothed, kept = deep.read_slots(first, pool.ts, valid, prev, nxt, lim, scoring.RERANK_FLOOR)
     slots = np.flatnonzero(kept)
-    return pool.take(slots, relevance=_floored(smoothed[slots], pool, slots), first_stage=first[slots])
+    return pool.take(slots, relevance=smoothed[slots], first_stage=first[slots]).floored()
 
 
 def _deep_pool(pool: LabelledPool, scores: np.ndarray, name: str, lim: int, first: np.ndarray, valid: np.ndarray,
@@ -448,9 +446,8 @@ def _deep_pool(pool: LabelledPool, scores: np.ndarray, name: str, lim: int, firs
     stage = np.where(read, np.nan_to_num(scores), 0.0)
     fused, kept = deep.fused_slots(stage, smoothed, pool.ts, read, prev, nxt, lim)
     slots = np.flatnonzero(kept)
-    kept_relevance = _floored(fused[slots], pool, slots)
-    deep_pool = pool.take(slots, relevance=kept_relevance, first_stage=first[slots], rerank=name,
-                          second_stage=stage[slots])
+    deep_pool = pool.take(slots, relevance=fused[slots], first_stage=first[slots], rerank=name,
+                          second_stage=stage[slots]).floored()
     if final is None:
         return deep_pool
     last = final[slots]
@@ -461,20 +458,8 @@ def _deep_pool(pool: LabelledPool, scores: np.ndarray, name: str, lim: int, firs
     blended = score(deep_pool) if score is not None else blend.score(deep_pool, resolve_params(blend, {}))
     top = np.flatnonzero(deep.cascade_slots(np.broadcast_to(blended, (len(deep_pool),)), deep_pool.ts,
                                             np.ones(len(deep_pool), dtype=bool), lim))
-    mixed = deep.cascade_relevance(kept_relevance[top], last[top], np.ones(top.size, dtype=bool))
+    mixed = deep.cascade_relevance(deep_pool.relevance[top], last[top], np.ones(top.size, dtype=bool))
     return deep_pool.take(top, relevance=mixed, final_stage=last[top])
-
-
-def floored_pool(pool: LabelledPool) -> LabelledPool:
-    """A pool no second stage reads, its memories that only ask at its floor, as recall's
-    :class:`~vxmem.memory.stages.FloorAsking` puts them."""
-    return dataclasses.replace(pool, relevance=at_floor(pool.relevance, pool.asks))
-
-
-def _floored(relevance: np.ndarray, pool: LabelledPool, slots: np.ndarray) -> np.ndarray:
-    """The ``relevance`` of a second stage's ``slots`` of ``pool``, those that only ask at their
-    floor, as recall's :class:`~vxmem.memory.stages.FloorAsking` puts them."""
-    return at_floor(relevance, None if pool.asks is None else np.asarray(pool.asks)[slots])
 
 
 def _json_default(o: Any) -> Any:

@@ -46,7 +46,7 @@ from ...vectrix import Vectrix
 from ..analysis import metrics as M
 from ..datasets.model import Conversation, Event
 from ..sweep.policies import Policy, get_policy, rank_pool, resolve_params
-from .record import Replay, floored_pool, padded_pools, reranked_pool, smoothed_pool
+from .record import Replay, padded_pools, reranked_pool, smoothed_pool
 from .stage_scores import kept_scores, read_scores
 
 MEMORY_KEYS = ("half_life_days", "recency_weight", "feedback_weight", "feedback_half_life_days", "ttl_days",
@@ -394,7 +394,7 @@ class _Run:
             elif self.smoothed:
                 ranked = smoothed_pool(ranked)
             else:
-                ranked = floored_pool(ranked)
+                ranked = ranked.floored()
             shipped = [ranked.ids[j] for j in rank_pool(ranked, self.policy, limit=limit,
                                                       token_budget=s["token_budget"], **p)]
             if log is not None:
