@@ -300,8 +300,8 @@ def test_a_mirror_file_changed_in_place_under_an_open_handle_changes_nothing_it_
 # ------------------------------------------------------------------ a reader of a file being created
 
 
-def test_a_reader_of_a_new_file_its_writer_is_creating_finds_none_or_a_whole_one(tmp_path):
-    path = str(tmp_path / "new.vxdb")
+def _writer_child(path):
+    """A writer_child.py process on ``path`` and ``say(command)``, its answer split in words."""
     proc = subprocess.Popen([sys.executable, f"{TESTS}/writer_child.py", path], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1)
 
@@ -310,6 +310,12 @@ def test_a_reader_of_a_new_file_its_writer_is_creating_finds_none_or_a_whole_one
         proc.stdin.flush()
         return proc.stdout.readline().split()
 
+    return proc, say
+
+
+def test_a_reader_of_a_new_file_its_writer_is_creating_finds_none_or_a_whole_one(tmp_path):
+    path = str(tmp_path / "new.vxdb")
+    proc, say = _writer_child(path)
     try:
         assert say("hold schema create 1") == ["ok", "armed"]
         assert say("open") == ["held", "create"]  # the writer is making the schema
@@ -329,16 +335,6 @@ def test_a_reader_of_a_new_file_its_writer_is_creating_finds_none_or_a_whole_one
 # ------------------------------------------------------------------ the log files of an open writer deleted
 
 
-def _writer_child(path):
-    proc = subprocess.Popen([sys.executable, f"{TESTS}/writer_child.py", path], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1)
-
-    def say(cmd):
-        proc.stdin.write(cmd + "\n")
-        proc.stdin.flush()
-        return proc.stdout.readline().split()
-
-    return proc, say
 
 
 def _reader(path):
