@@ -335,8 +335,6 @@ def test_a_reader_of_a_new_file_its_writer_is_creating_finds_none_or_a_whole_one
 # ------------------------------------------------------------------ the log files of an open writer deleted
 
 
-
-
 def _reader(path):
     return Vectrix(path, read_only=True, embedder=WordHashEmbedder(dim=64))
 
