@@ -262,3 +262,19 @@ def test_legends_say_on_the_front_in_words_and_cost_columns_have_plain_labels():
     scatter = next(s for s in specs(at) if "tokens" in json.dumps(s) and '"circle"' in json.dumps(s))
     size = scatter["encoding"]["size"]
     assert size["field"] == "front" and size["scale"]["domain"] == ["behind it", "on the front"]
+
+
+def test_sweep_picks_the_best_point_subject_to_a_bound_and_says_when_none_keeps_it():
+    at = page("sweep", dataset="preference_drift")
+    at.selectbox(key="sweep_bound").set_value("stale_leak").run()
+    at.number_input(key="sweep_bound_value").set_value(0.2).run()
+    assert not at.exception, at.exception
+    notes = shown(at.caption)
+    assert "points that keep stale_leak <= 0.2" in notes
+    tuned = shown(at.markdown)
+    assert "keeping stale-leak@k ≤ 0.2 there" in tuned
+    at.selectbox(key="sweep_bound").set_value("hit").run()
+    at.number_input(key="sweep_bound_value").set_value(1.0).run()  # a hit on every probe: no point keeps it
+    assert not at.exception, at.exception
+    assert any("No point of the grid keeps hit >= 1" in w.value for w in at.warning)
+    assert [m.label for m in at.metric][:1] == ["best nDCG@k"]  # the page still picks, without the bound

@@ -17,8 +17,9 @@ arguments and bad files get one line on stderr and exit code 2, before any long 
 starts. ``python -m vxmem`` is the same command.
 
 This module reads the command line; what each command asks is done by
-:mod:`vxmem.cli.workbench` (the workbench's commands), :mod:`vxmem.cli.transfer` (export and
-restore), :mod:`vxmem.cli.serve` (the servers) and :mod:`vxmem.cli.keys` (their API keys).
+:mod:`vxmem.cli.workbench` (the workbench's commands), :mod:`vxmem.cli.comparing` (compare and
+audit), :mod:`vxmem.cli.transfer` (export and restore), :mod:`vxmem.cli.serve` (the servers) and
+:mod:`vxmem.cli.keys` (their API keys).
 Formats, search modes, settings and sweepable parameters are the library's own
 (:data:`vxmem.workbench.datasets.FORMATS`, :data:`vxmem.store.SEARCH_MODES`,
 :data:`vxmem.workbench.replay.run.SETTINGS_KEYS`, each policy's parameters and
@@ -42,6 +43,7 @@ from ..workbench.datasets.model import DatasetError, naming_the_format
 from ..workbench.sweep.grid import SWEEP_KEYS
 from ..workbench.sweep.policies import POLICIES
 from ..workbench.sweep.run import METRIC_COLUMNS
+from .comparing import run_audit, run_compare
 from .keys import add_keys_command, run_keys
 from .serve import ServeError, add_commands, add_embedder_flag, run_mcp, run_serve
 from .transfer import run_export, run_restore
@@ -50,8 +52,6 @@ from .workbench import (
     EMBEDDERS,
     CliError,
     check_table_path,
-    run_audit,
-    run_compare,
     run_import,
     run_probes,
     run_replay,
@@ -223,6 +223,9 @@ def _parser() -> _Parser:
     w.add_argument("--categories", help=_CATEGORIES_HELP)
     w.add_argument("--sort", default="ndcg", help="metric the table is sorted by (default ndcg)")
     w.add_argument("--top", type=_at_least_one, default=20, help="rows of the table (default 20)")
+    w.add_argument("--subject-to", action="append", default=[], dest="subject_to", metavar="METRIC<=X",
+                   help="show only the points that keep this bound (METRIC<=X or METRIC>=X, e.g. "
+                        "stale_leak<=0.1; repeatable): the best --sort subject to it")
     w.add_argument("-o", "--output", help="per-point results, .csv or .parquet")
     w.add_argument("--per-probe", help="per-point-and-probe results, .csv or .parquet")
     return top
@@ -446,6 +449,12 @@ def _sweep(args) -> int:
     known = (*(m for m in METRIC_COLUMNS if m != "rr"), "mrr", "tokens", "n_results", *grid)  # what the table may hold
     if args.sort not in known:
         raise CliError(f"--sort {args.sort!r}: not a metric; choose from {', '.join(dict.fromkeys(known))}")
+    from ..workbench.sweep.constraints import parse_constraint  # pandas: the workbench extra
+
+    try:
+        args.subject_to = [parse_constraint(t, [m for m in known if m not in grid]) for t in args.subject_to]
+    except ValueError as exc:
+        raise CliError(f"--subject-to {exc}") from None
     return run_sweep(args, grid)
 
 
