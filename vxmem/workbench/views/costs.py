@@ -181,8 +181,8 @@ def presets_table(replays: Mapping[str, Sequence[Replay]], point: Mapping[str, A
     first stage, ``depth`` being how deep the preset's second stage reads; the largest over
     the probes); ``ms_p50`` and ``ms_p99``, quantiles of the live recalls' milliseconds
     (``recall_ms``), the median with its bootstrap 95% interval (``ms_p50_lo``, ``ms_p50_hi``;
-    :func:`untold_timings` names the presets it cannot tell apart); ``ms_per_write``, the median milliseconds of the live writes
-    (``write_ms``); and ``probes``. A timing the replays did not record is NaN.
+    :func:`untold_timings` names the presets it cannot tell apart); ``ms_per_write``, the median
+    milliseconds of the live writes (``write_ms``); and ``probes``. A timing the replays did not record is NaN.
     """
     grid = {k: [v] for k, v in grid_point(point or {}).items() if k in ("limit", "token_budget")}
     limit = grid["limit"][0] if "limit" in grid else None
