@@ -279,3 +279,12 @@ def test_sweep_picks_the_best_point_subject_to_a_bound_and_says_when_none_keeps_
     assert not at.exception, at.exception
     assert any("No point of the grid keeps hit >= 1" in w.value for w in at.warning)
     assert [m.label for m in at.metric][:1] == ["best nDCG@k"]  # the page still picks, without the bound
+
+
+def test_replay_offers_the_report_as_html_and_json_at_the_shared_settings():
+    at = page("replay", query={"recency_weight": "0"})
+    assert not at.exception, at.exception
+    buttons = {b.label: b for b in at.get("download_button")}
+    assert {"Download the report (HTML)", "Download the report (JSON)"} <= set(buttons)
+    assert "Load a report (HTML or JSON)" in [u.label for u in at.get("file_uploader")]
+    assert any("dataset's sha256" in c.value for c in at.caption)

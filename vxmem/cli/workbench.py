@@ -292,6 +292,8 @@ def run_replay(args) -> int:
     check_table_path(args.output)
     if args.save is not None and not args.save.lower().endswith(".npz"):
         raise CliError(f"--save {args.save!r}: a replay is saved as .npz")
+    if args.report is not None and not args.report.lower().endswith((".html", ".json")):
+        raise CliError(f"--report {args.report!r}: a report is written as .html or .json")
     settings = {k: getattr(args, k) for k in SETTINGS_KEYS if getattr(args, k, None) is not None}
     reps = _replays(args, settings, one="--save" if args.save else None)
     saved = reps
@@ -312,7 +314,27 @@ def run_replay(args) -> int:
         except OSError as exc:
             raise CliError(f"cannot write {args.save!r}: {exc.strerror or exc}") from None
         print(f"saved {args.save}")
+    if args.report:
+        write_report(reps, args.dataset, args.report)
+        print(f"wrote {args.report}")
     return 0
+
+
+def write_report(reps: list[Replay], dataset: str, path: str) -> None:
+    """The report of ``reps`` (all their probes) written to ``path``, .html or .json."""
+    import json
+
+    from ..workbench.analysis.report import dataset_sha256, report_bundle, report_html
+
+    with open(dataset, "rb") as f:
+        digest = dataset_sha256(f.read())
+    bundle = report_bundle(reps, os.path.basename(dataset), digest)
+    text = report_html(bundle) if path.lower().endswith(".html") else json.dumps(bundle, indent=1, sort_keys=True)
+    try:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+    except OSError as exc:
+        raise CliError(f"cannot write {path!r}: {exc.strerror or exc}") from None
 
 
 def _probe_rows(reps: list[Replay]):

@@ -84,6 +84,7 @@ from .replays import (
     sweep_holdout,
     why_table,
 )
+from .report import report_versus, run_report
 from .settings import (
     DEFAULT_MODE,
     DEFAULT_POINT,
@@ -131,6 +132,7 @@ __all__ = [
     "rank_movement", "ranking_at", "relevance_note", "replay_match_probability", "replay_all", "replay_settings",
     "returned", "score_parts", "ignored_by", "policy_description", "policy_params", "Pick", "SIZE_AXES", "pick_best",
     "Constraint", "parse_constraint", "median_interval", "untold_timings",
+    "run_report", "report_versus",
     "settings_from_json", "settings_json", "settings_snippet", "settings_to_query", "shipped_datasets",
     "stale_above_at", "sweep_grid", "sweep_holdout", "to_csv", "turn_table", "why_table",
 ]
