@@ -63,6 +63,7 @@ DEFAULT_LIMIT = int(DEFAULT_POINT["limit"])
 DATASETS = Path(__file__).resolve().parents[1] / "datasets"
 DEFAULT_DATASET = "contradicting_facts"  # its first probe finds the relevant memory at rank 1
 UPLOAD = "Upload a file..."
+ON_DISK = "A file on this machine..."  # a full LoCoMo or LongMemEval file, read where it lies
 IMPORTED = "Imported chat (Import page)"
 _DATASET_FORMATS = [f for f in FILE_FORMATS.values() if f.name not in CHAT_FORMATS]
 FORMAT_CHOICES: dict[str, str | None] = {"guess from the file": None, **{f.label: f.name for f in _DATASET_FORMATS}}

@@ -21,7 +21,9 @@ def digest(result: dict) -> str:
         return hashlib.sha256(Path(key.removeprefix("shipped:")).read_bytes()).hexdigest()
     if key.startswith("upload:"):
         return key.split(":")[1]
-    text = "\n".join(json.dumps(c.to_dict(), sort_keys=True) for c in result["conversations"])
+    if key.startswith("disk:"):
+        return hashlib.sha256(Path(key.removeprefix("disk:").rsplit(":", 3)[0]).read_bytes()).hexdigest()
+    text = "\n".join(c.to_jsonl() for c in result["conversations"])
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 

@@ -28,7 +28,7 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from app_pages import config, kept, uploads
+from app_pages import config, kept, long_runs, uploads
 from vxmem.memory.stages import PRESETS
 from vxmem.workbench import views
 from vxmem.workbench.datasets import Conversation, DatasetError, load
@@ -271,6 +271,7 @@ def replays_for(key: str, conversations: tuple[Conversation, ...], s: dict[str, 
     rs = views.replay_settings(s) if rs is None else rs
     cache_key = ("replays", key, s["embedder"], tuple(sorted(rs.items())), timed)
     what = f"{s['embedder']}, {s['mode']}" + (f", preset {rs['preset']}" if "preset" in rs else "")
+    long_runs.confirm(cache_key, conversations, rs, s["embedder"], done=cache_key in _REPLAYS.items)
     return cached(cache_key, f"Replaying through a fresh memory ({what})...",
                   lambda progress: views.replay_all(conversations, rs, views.embedder_for(s["embedder"]),
                                                     progress=progress, cache=False if timed else None))
@@ -299,7 +300,7 @@ def dataset_sidebar(show: bool = True) -> None:
     imported = st.session_state.get("imported")
     with st.sidebar:
         st.subheader("Dataset")
-        options = names + ([config.IMPORTED] if imported is not None else []) + [config.UPLOAD]
+        options = names + ([config.IMPORTED] if imported is not None else []) + [config.UPLOAD, config.ON_DISK]
         # Kept outside the widget: Streamlit drops a widget's state on a page that does not draw it.
         last = st.session_state.get("dataset_kept", config.DEFAULT_DATASET)
         choice = st.selectbox("Shipped scenario, fixture or upload", options,
@@ -308,6 +309,8 @@ def dataset_sidebar(show: bool = True) -> None:
         result: dict[str, Any] = {"key": None, "label": choice, "conversations": None, "error": None}
         if choice == config.UPLOAD:
             uploads.dataset_upload(result)
+        elif choice == config.ON_DISK:
+            uploads.dataset_on_disk(result)
         elif choice == config.IMPORTED:
             conv = imported["conversation"]
             if conv.probes:

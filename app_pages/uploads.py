@@ -1,4 +1,5 @@
-"""The sidebar's dataset upload, kept in the session so it outlives a visit to another page.
+"""The sidebar's dataset upload, kept in the session so it outlives a visit to another page, and a
+dataset read from a path on the machine the dashboard runs on (a full benchmark file).
 
 Streamlit drops an uploader's file on a page that does not draw it (the Playground and Import
 do not draw the dataset picker), so the uploader's callback keeps the file, its name and bytes,
@@ -9,6 +10,7 @@ Removing the file from the uploader forgets it.
 from __future__ import annotations
 
 import hashlib
+import os
 from typing import Any
 
 import streamlit as st
@@ -53,3 +55,33 @@ def dataset_upload(result: dict[str, Any]) -> None:
         result.update(key=f"upload:{hashlib.sha256(up['data']).hexdigest()}:{fmt}", label=up["name"])
     except DatasetError as exc:
         result["error"] = f"Cannot load {views.plain(up['name'])}: {views.plain(exc, 400)}"
+
+
+@st.cache_data(show_spinner=False, max_entries=4)
+def load_on_disk(path: str, mtime: float, size: int, fmt: str | None) -> list[Conversation]:
+    from vxmem.workbench.datasets import load
+
+    return load(path, format=fmt)
+
+
+def dataset_on_disk(result: dict[str, Any]) -> None:
+    """A path on the dashboard's machine and its format, the file loaded into ``result`` (as
+    :func:`dataset_upload` does): a full LoCoMo or LongMemEval file needs no upload."""
+    path = kept.widget(st.text_input, "Path of the file", key="dataset_path", default="",
+                       placeholder="/data/locomo10.json").strip()
+    formats = list(config.FORMAT_CHOICES)
+    fmt = config.FORMAT_CHOICES[kept.widget(st.selectbox, "Format", key="dataset_path_format",
+                                            default=formats[0], options=formats)]
+    if not path:
+        result["error"] = "Type the path of a dataset file on this machine in the sidebar."
+        return
+    path = os.path.abspath(os.path.expanduser(path))
+    if not os.path.isfile(path):
+        result["error"] = f"No file at {views.plain(path)}."
+        return
+    info = os.stat(path)
+    try:
+        result["conversations"] = load_on_disk(path, info.st_mtime, info.st_size, fmt)
+        result.update(key=f"disk:{path}:{info.st_mtime_ns}:{info.st_size}:{fmt}", label=os.path.basename(path))
+    except (DatasetError, OSError) as exc:
+        result["error"] = f"Cannot load {views.plain(path)}: {views.plain(exc, 400)}"

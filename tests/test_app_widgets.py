@@ -288,3 +288,26 @@ def test_replay_offers_the_report_as_html_and_json_at_the_shared_settings():
     assert {"Download the report (HTML)", "Download the report (JSON)"} <= set(buttons)
     assert "Load a report (HTML or JSON)" in [u.label for u in at.get("file_uploader")]
     assert any("dataset's sha256" in c.value for c in at.caption)
+
+
+def test_a_long_dataset_on_disk_says_how_long_it_will_take_and_starts_when_asked(tmp_path):
+    from vxmem.workbench.datasets import save_jsonl
+    from vxmem.workbench.synth import generate
+
+    path = tmp_path / "long.jsonl"
+    conv = generate("plain_chat", rounds=1)
+    assert len(conv.events) >= 500  # long enough to be asked first
+    save_jsonl(conv, path)
+    at = page("replay", query={"embedder": "hashing"})
+    at.selectbox(key="dataset_choice").set_value("A file on this machine...").run()
+    assert "Type the path" in " ".join(e.value for e in at.error)
+    at.text_input(key="dataset_path").set_value(str(tmp_path / "missing.jsonl")).run()
+    assert "No file at" in " ".join(e.value for e in at.error)
+    at.text_input(key="dataset_path").set_value(str(path)).run()
+    assert not at.exception, at.exception
+    told = " ".join(i.value for i in at.info)
+    assert "takes about" in told and f"{len(conv.events):,} events" in told
+    assert not charts(at)  # nothing replayed yet
+    at.button(key="long_replay_start").click().run()
+    assert not at.exception, at.exception
+    assert not any("takes about" in i.value for i in at.info) and charts(at)  # replayed, the timeline drawn

@@ -276,6 +276,7 @@ def _as_options(message: str) -> str:
 def _replays(args, settings: dict[str, Any], one: str | None = None) -> list[Replay]:
     """The dataset of ``args`` replayed at ``settings``; ``one`` names the option that keeps a
     single replay, refused before any work when the dataset holds several conversations."""
+    from ..workbench.replay.estimate import estimate, is_long
     from ..workbench.replay.run import check_settings, replay_many
 
     convs = load_conversations(args.dataset, args.format)
@@ -283,6 +284,8 @@ def _replays(args, settings: dict[str, Any], one: str | None = None) -> list[Rep
         raise CliError(f"{one} keeps one replay; {args.dataset} holds {len(convs)} conversations")
     check_settings(settings)  # a bad setting is named now, not after the first replay
     emb = embedder_named(args.embedder)
+    if is_long(convs):  # say how long before it starts
+        print(f"{len(convs)} conversation(s): {estimate(convs, settings, emb)}", flush=True)
     return replay_many(convs, settings, emb, n_jobs=args.n_jobs, policy=getattr(args, "policy", DEFAULT_POLICY),
                        progress=terminal_progress() or False)  # a bar on a terminal; nothing in a pipe
 
@@ -358,6 +361,10 @@ def _print_replay_summary(reps: list[Replay], probes) -> None:
 
     print(f"{len(reps)} conversation(s), {len(probes)} probes, policy {reps[0].meta['policy']}")
     print(table_text(M.aggregate(probes, category=True), 50))
+    if len(reps) > 1:
+        k = int(reps[0].settings.get("limit") or 10)
+        print(f"recall@{k} by category and conversation, mean [95% bootstrap interval]:")
+        print(table_text(M.by_category_and_conversation(probes, "recall", bootstrap_ci), 50))
     overall = M.aggregate(probes)
     parts = []
     for c in overall.columns:

@@ -169,3 +169,33 @@ def aggregate(frame: Any, by: Sequence[str] = (), metrics: Iterable[str] | None 
     out = g[cols].mean()
     out["probes"] = g.size()
     return out.reset_index().rename(columns={"rr": "mrr"})
+
+
+def by_category_and_conversation(frame: Any, metric: str = "recall", interval: Any = None) -> Any:
+    """The benchmark table papers print: ``metric``'s mean per probe category (rows, then "all")
+    and conversation (columns, then "all"), each cell ``"0.847 [0.802, 0.889]"`` when
+    ``interval`` (values -> (mean, lo, hi), e.g. a bootstrap) is given, else the mean; "" where a
+    category has no scored probe in a conversation. ``frame``: one row per probe with
+    ``conversation``, ``category`` and ``metric``."""
+    import pandas as pd
+
+    def cell(values: Any) -> str:
+        v = pd.to_numeric(values, errors="coerce").dropna().to_numpy()
+        if not v.size:
+            return ""
+        if interval is None:
+            return f"{v.mean():.3f}"
+        mean, lo, hi = interval(v)
+        return f"{mean:.3f} [{lo:.3f}, {hi:.3f}]"
+
+    cats = [c for c in pd.unique(frame["category"].astype(str))]
+    convs = list(pd.unique(frame["conversation"].astype(str)))
+    rows = []
+    for cat in [*sorted(cats), "all"]:
+        part = frame if cat == "all" else frame[frame["category"].astype(str) == cat]
+        row = {"category": cat}
+        for conv in [*convs, "all"]:
+            row[conv] = cell((part if conv == "all" else part[part["conversation"].astype(str) == conv])[metric])
+        row["probes"] = int(pd.to_numeric(part[metric], errors="coerce").notna().sum())
+        rows.append(row)
+    return pd.DataFrame(rows)
