@@ -27,13 +27,14 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic"
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 VIEWPORT = {"width": 1360, "height": 1180}
 PAGES = {"playground": "", "replay": "replay", "tune": "tune", "sweep": "sweep", "ab": "ab", "budget": "budget",
-         "compare": "compare", "import": "import"}
+         "compare": "compare", "import": "import", "qa": "qa"}
 TITLES = {"playground": "Playground", "replay": "Replay", "tune": "Tune", "sweep": "Sweep", "ab": "A/B",
-          "budget": "Budget", "compare": "Compare", "import": "Import"}
+          "budget": "Budget", "compare": "Compare", "import": "Import", "qa": "QA"}
 # An OpenAI-format chat log: one conversation per line, a system prompt the importer leaves out.
 # What each page draws last: it is ready when this shows in the main block.
 READY = {"playground": "stDataFrame", "replay": "stVegaLiteChart", "tune": "stTable", "sweep": "stVegaLiteChart",
-         "ab": "stMetric", "budget": "stCode", "compare": "stVegaLiteChart", "import": "stFileUploader"}
+         "ab": "stMetric", "budget": "stCode", "compare": "stVegaLiteChart", "import": "stFileUploader",
+         "qa": "stExpander"}
 # Pages that draw in stages, long after their first element: the text of their last one.
 LAST = {"compare": "Each preset's quality per millisecond"}
 CHAT = (
