@@ -17,8 +17,9 @@ st.caption("Answer-level evaluation: each probe with a gold answer is recalled b
            "model from the recalled memories only, and graded by a judge model with the judge prompt shipped in "
            "vxmem (its text and sha256 below and in the report). Any OpenAI-compatible endpoint: a local "
            "llama.cpp, Ollama or vLLM server, or OpenAI. Replies are cached on disk by content hash, so running "
-           "it again asks the endpoint nothing. The same run from a shell: `vxmem qa DATASET --base-url URL "
-           "--model M`.")
+           "it again asks the endpoint nothing. Each system recalls as `vxmem compare` runs it (its own preset; "
+           "the sidebar's embedder for the vxmem ones). The same run from a shell: `vxmem qa DATASET --base-url "
+           "URL --model M`.")
 judge = pinned("judge")
 with st.expander(f"The pinned judge prompt (sha256 {judge.sha256})"):
     st.code(judge.text, language=None, wrap_lines=True)
@@ -39,7 +40,7 @@ with st.form("qa_form"):
     api_key = st.text_input("API key (blank: $OPENAI_API_KEY, or none for a local server)", type="password",
                             key="qa_key")
     c3, c4 = st.columns(2)
-    systems = c3.multiselect("Systems", list(DASHBOARD_SYSTEMS), default=["vxmem"], key="qa_systems")
+    systems = c3.multiselect("Systems", list(DASHBOARD_SYSTEMS), default=["vxmem", "bm25"], key="qa_systems")
     k = c4.number_input("Memories per question (k)", min_value=1, max_value=100, value=int(s["limit"]), key="qa_k")
     cached = st.checkbox(f"Cache replies in {default_cache_dir()}", value=True, key="qa_cache")
     go = st.form_submit_button(f"Answer and grade {questions} question{'s' * (questions != 1)} per system",
@@ -97,9 +98,11 @@ if kept is not None and kept["key"] == picked["key"]:
     cache = kept["report"]["cache"]
     st.caption(f"{cache['hits']} replies came from the cache, {cache['misses']} were asked of the endpoint.")
     st.dataframe(summary, hide_index=True, width="stretch", column_config={
-        **{c: st.column_config.NumberColumn(format="%.3f") for c in ("accuracy", "accuracy_lo", "accuracy_hi",
-                                                                      "recall", "hit")},
+        "accuracy": st.column_config.NumberColumn(format="%.3f"),
+        "accuracy_lo": st.column_config.NumberColumn("95% CI low", format="%.3f"),
+        "accuracy_hi": st.column_config.NumberColumn("95% CI high", format="%.3f"),
         "recall": st.column_config.NumberColumn(f"recall@{kept['k']}", format="%.3f"),
+        "hit": st.column_config.NumberColumn(f"hit@{kept['k']}", format="%.3f"),
         "tokens_per_question": st.column_config.NumberColumn("tokens per question", format="%.0f"),
         "judge_tokens_per_question": st.column_config.NumberColumn("judge tokens per question", format="%.0f"),
         "answer_s_median": st.column_config.NumberColumn("answer s (median)", format="%.2f"),
