@@ -191,3 +191,18 @@ def test_what_cannot_be_evaluated_is_refused_in_one_line(tmp_path, extra, says):
     dataset = LOCOMO if extra else ROOT / "datasets" / "knowledge_update.jsonl"
     r = qa("http://127.0.0.1:9/v1", tmp_path, *extra, dataset=dataset)
     assert r.returncode == 2 and says in r.stderr and r.stderr.count("\n") == 1, r.stderr
+
+
+def test_your_own_chat_with_a_probe_and_its_answer_written_from_the_cli_is_graded(url, tmp_path):
+    chat = tmp_path / "chat.csv"
+    chat.write_text("session,role,text,timestamp\nmon,user,I prefer dark mode in my editor,2024-03-04T09:00:00\n"
+                    "mon,user,The train was late again,2024-03-04T09:05:00\n")
+    dataset = tmp_path / "chat.jsonl"
+    assert run_vxmem("import", str(chat), "-o", str(dataset)).returncode == 0
+    added = run_vxmem("probes", "add", str(dataset), "--query", "Which mode do I prefer in my editor?",
+                      "--expect", "mon:0", "--answer", "dark mode")
+    assert added.returncode == 0, added.stderr
+    r = qa(url, tmp_path, "--system", "bm25", "--k", "1", dataset=dataset)
+    assert r.returncode == 0, r.stderr
+    [q] = json.loads((tmp_path / "report.json").read_text())["questions"]
+    assert (q["gold"], q["ranked"], q["correct"]) == ("dark mode", ["mon:0"], 1.0)

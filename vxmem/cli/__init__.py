@@ -252,6 +252,7 @@ def _add_probes(sub: Any) -> None:
     add.add_argument("--time", type=_probe_time,
                      help="when it is asked, ISO-8601 or epoch seconds (default: after the last event)")
     add.add_argument("--category", help="a category for the metrics' split")
+    add.add_argument("--answer", help="the gold answer `vxmem qa` grades the model's answer against")
     add.add_argument("--label", help="the probe's label (default: the first free q<n>)")
     rm = acts.add_parser("delete", help="delete the probe with this label")
     rm.add_argument("dataset")
