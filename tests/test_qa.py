@@ -206,3 +206,24 @@ def test_your_own_chat_with_a_probe_and_its_answer_written_from_the_cli_is_grade
     assert r.returncode == 0, r.stderr
     [q] = json.loads((tmp_path / "report.json").read_text())["questions"]
     assert (q["gold"], q["ranked"], q["correct"]) == ("dark mode", ["mon:0"], 1.0)
+
+
+def test_qa_draws_a_progress_bar_on_a_terminal_and_none_in_a_pipe(url, tmp_path, monkeypatch):
+    import io
+    import sys
+
+    from vxmem.cli import main
+
+    class Terminal(io.StringIO):  # what stderr is in a shell: a terminal
+        def isatty(self):
+            return True
+
+    argv = ["qa", str(LOCOMO), "--base-url", url, "--model", "qa-answerer", "--judge-model", "qa-judge",
+            "--system", "bm25", "--no-cache", "--retries", "0"]
+    for stream, bar in ((io.StringIO(), False), (Terminal(), True)):
+        monkeypatch.setattr(sys, "stderr", stream)
+        assert main(argv) == 0
+        drawn = stream.getvalue()
+        assert ("%|" in drawn) is bar, drawn  # a log file or a pipe gets no bar
+        if bar:
+            assert "bm25 on" in drawn and "answering and grading" in drawn  # the recall, then the questions
