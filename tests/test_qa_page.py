@@ -2,6 +2,7 @@
 same code path as `vxmem qa`, its accuracy per category charted with intervals."""
 
 import json
+import re
 import urllib.request
 
 import pytest
@@ -82,3 +83,12 @@ def test_a_failing_endpoint_is_one_line_on_the_page_and_no_chart(server):
 def test_a_dataset_without_gold_answers_says_what_to_pick():
     at = qa_page("knowledge_update")
     assert any("no probe with a gold answer" in i.value for i in at.info)
+
+
+def test_a_script_for_an_endpoint_url_is_refused_as_text_and_nothing_is_asked(server):
+    before = len(received(server))
+    at = ask(qa_page("fixtures/locomo_sample.json"), "<script>alert(1)</script>")
+    [error] = at.error
+    assert "must be the endpoint's http(s) URL" in error.value  # said, with the script as escaped text
+    assert "\\<script\\>" in error.value and not re.search(r"(?<!\\)<script", error.value)
+    assert not at.get("vega_lite_chart") and len(received(server)) == before

@@ -86,7 +86,8 @@ def _write_json(report: dict[str, Any], path: str) -> None:
             json.dump(report, f, indent=1, ensure_ascii=False)
         os.replace(tmp, path)
     except OSError as exc:
-        os.unlink(tmp) if os.path.exists(tmp) else None
+        if os.path.exists(tmp):
+            os.unlink(tmp)
         raise CliError(f"cannot write {path!r}: {exc.strerror or exc}") from None
 
 
