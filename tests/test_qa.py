@@ -227,3 +227,13 @@ def test_qa_draws_a_progress_bar_on_a_terminal_and_none_in_a_pipe(url, tmp_path,
         assert ("%|" in drawn) is bar, drawn  # a log file or a pipe gets no bar
         if bar:
             assert "bm25 on" in drawn and "answering and grading" in drawn  # the recall, then the questions
+
+
+def test_questions_asked_several_at_once_give_the_same_report_in_the_same_order(url, tmp_path):
+    one = qa(url, tmp_path, "--system", "bm25", "--no-cache", report="one.json")
+    four = qa(url, tmp_path, "--system", "bm25", "--no-cache", "--workers", "4", report="four.json")
+    assert one.returncode == four.returncode == 0, (one.stderr, four.stderr)
+    a, b = (json.loads((tmp_path / f).read_text())["questions"] for f in ("one.json", "four.json"))
+    keep = ("probe", "question", "answer", "correct", "ranked", "answer_prompt_tokens")
+    assert [{k: q[k] for k in keep} for q in a] == [{k: q[k] for k in keep} for q in b]
+    assert "up to 10 requests" in four.stdout.splitlines()[0]  # said before any work

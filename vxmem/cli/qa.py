@@ -47,6 +47,8 @@ def add_qa_command(sub: Any) -> None:
     q.add_argument("--k", type=int, default=10, help="memories recalled per question (default 10)")
     q.add_argument("--timeout", type=float, default=60.0, help="seconds per request (default 60)")
     q.add_argument("--retries", type=int, default=2, help="retries per request (default 2)")
+    q.add_argument("--workers", type=int, default=1,
+                   help="questions asked at once (default 1; a server that batches, such as vLLM, takes more)")
     q.add_argument("--cache", help="the reply cache's directory (default $VXMEM_CACHE_DIR/qa or ~/.cache/vxmem/qa)")
     q.add_argument("--no-cache", action="store_true", help="ask the endpoint every time and keep nothing")
     q.add_argument("--json", help="the full report (settings, prompts with their sha256, every answer), .json")
@@ -70,6 +72,8 @@ def _endpoints(args: argparse.Namespace) -> tuple[Any, Any]:
         raise CliError("vxmem qa needs the 'llm' extra: pip install 'vxmem[llm]'") from None
     if args.k < 1:
         raise CliError(f"--k must be >= 1, got {args.k}")
+    if args.workers < 1:
+        raise CliError(f"--workers must be >= 1, got {args.workers}")
     settings = {"timeout": args.timeout, "retries": args.retries, "backoff": 0.5}
     answerer = OpenAICompatibleChat(args.model, base_url=args.base_url, task="answer", **settings)
     judge = OpenAICompatibleChat(args.judge_model or args.model, base_url=args.judge_base_url or args.base_url,
@@ -101,7 +105,7 @@ def summary_table(summary: Any, k: int) -> Any:
 def run_qa_command(args: argparse.Namespace) -> int:
     """``vxmem qa DATASET --base-url URL --model M``: the table printed, the report written."""
     from ..llm import LLMError
-    from ..workbench.qa import AnswerCache, QASetup, default_cache_dir, run_qa
+    from ..workbench.qa import AnswerCache, QASetup, answerable, default_cache_dir, run_qa
     from ..workbench.systems import parse_systems
 
     if args.json is not None and not args.json.lower().endswith(".json"):
@@ -111,8 +115,12 @@ def run_qa_command(args: argparse.Namespace) -> int:
     parse_systems(systems)  # unknown names and missing libraries: now, not after the replays
     convs = load_dataset(args.dataset, args.format)
     cache = AnswerCache(None if args.no_cache else (args.cache or default_cache_dir()))
-    setup = QASetup(answerer=answerer, judge=judge, systems=systems, k=args.k, cache=cache)
+    setup = QASetup(answerer=answerer, judge=judge, systems=systems, k=args.k, cache=cache, workers=args.workers)
     dataset = {"path": os.path.abspath(args.dataset), "sha256": _sha256(args.dataset), "conversations": len(convs)}
+    n = answerable(convs)
+    # Said before the replays start: how much this run may ask, so a long one is no surprise.
+    print(f"vxmem qa: {n} question(s) x {len(systems)} system(s): up to {2 * n * len(systems)} requests to "
+          f"{answerer.base_url} (replies in the cache are not asked again)", flush=True)
     try:
         result = run_qa(convs, setup, progress=terminal_progress(), dataset=dataset)
     except LLMError as exc:

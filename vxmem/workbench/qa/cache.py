@@ -14,6 +14,7 @@ import hashlib
 import json
 import os
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -35,12 +36,14 @@ def content_key(**parts: Any) -> str:
 
 class AnswerCache:
     """Entries (JSON objects) by key in ``directory``; ``directory=None`` keeps nothing (every
-    lookup misses). ``hits`` and ``misses`` count lookups, for the report."""
+    lookup misses). ``hits`` and ``misses`` count lookups, for the report. Safe to share between
+    threads: an entry is written whole under a name of its own, and the counts under a lock."""
 
     def __init__(self, directory: str | Path | None):
         self.directory = None if directory is None else Path(directory).expanduser()
         self.hits = 0
         self.misses = 0
+        self._lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"AnswerCache({str(self.directory) if self.directory else None!r})"
@@ -58,10 +61,11 @@ class AnswerCache:
                 entry = loaded if isinstance(loaded, dict) and loaded.get("key") == key else None
             except (OSError, ValueError):
                 entry = None
-        if entry is None:
-            self.misses += 1
-        else:
-            self.hits += 1
+        with self._lock:
+            if entry is None:
+                self.misses += 1
+            else:
+                self.hits += 1
         return entry
 
     def put(self, key: str, entry: dict[str, Any]) -> None:

@@ -109,6 +109,7 @@ def build_report(per_question: pd.DataFrame, summary: pd.DataFrame, setup: Any, 
     settings = {"answer_model": setup.answerer.model, "judge_model": setup.judge.model,
                 "base_url": setup.answerer.base_url, "judge_base_url": setup.judge.base_url,
                 "temperature": setup.answerer.temperature, "systems": list(setup.systems), "k": setup.k,
+                "workers": setup.workers, "interval": f"percentile bootstrap 95%, {N_BOOT} resamples, seed 0",
                 "cache": None if setup.cache.directory is None else str(setup.cache.directory)}
     return {"format": REPORT_FORMAT, "dataset": dict(dataset or {}), "settings": settings,
             "prompts": {"answer": setup.answer_prompt.describe(), "judge": setup.judge_prompt.describe()},

@@ -13,6 +13,7 @@ questions (no answer in the conversation) are left out. Replies come through the
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,7 +33,9 @@ Progress = Callable[[int, int, str], None]
 @dataclass
 class QASetup:
     """What an evaluation asks: the systems (names as ``vxmem compare`` takes them), memories per
-    question ``k``, the answer model, the judge, the cache and the two pinned prompts."""
+    question ``k``, the answer model, the judge, the cache and the two pinned prompts; ``workers``
+    questions are asked at once (the endpoint's replies are independent; the report keeps the
+    questions' order)."""
 
     answerer: OpenAICompatibleChat
     judge: OpenAICompatibleChat
@@ -41,6 +44,7 @@ class QASetup:
     cache: AnswerCache = field(default_factory=lambda: AnswerCache(None))
     answer_prompt: PinnedPrompt = field(default_factory=lambda: pinned("answer"))
     judge_prompt: PinnedPrompt = field(default_factory=lambda: pinned("judge"))
+    workers: int = 1
 
 
 @dataclass
@@ -121,6 +125,28 @@ def _ask(setup: QASetup, q: dict[str, Any]) -> dict[str, Any]:
             "answer_cached": said_["cached"], "grade_cached": verdict["cached"]}
 
 
+def _ask_all(setup: QASetup, questions: list[dict[str, Any]], progress: Progress | None) -> list[dict[str, Any]]:
+    """Every question answered and graded, in order, ``setup.workers`` at a time; the first
+    failure cancels what has not started (the questions already asked finish) and is raised."""
+    rows: list[dict[str, Any]] = [{} for _ in questions]
+    if setup.workers <= 1:  # one at a time, in order: a failure stops before the next question is asked
+        for i, q in enumerate(questions):
+            rows[i] = _ask(setup, q)
+            if progress is not None:
+                progress(i + 1, len(questions), "answering and grading")
+        return rows
+    pool = ThreadPoolExecutor(max_workers=setup.workers, thread_name_prefix="vxmem-qa")
+    try:
+        index: dict[Future[dict[str, Any]], int] = {pool.submit(_ask, setup, q): i for i, q in enumerate(questions)}
+        for done, fut in enumerate(as_completed(index), 1):
+            rows[index[fut]] = fut.result()
+            if progress is not None:
+                progress(done, len(questions), "answering and grading")
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+    return rows
+
+
 def run_qa(convs: Sequence[Conversation], setup: QASetup, *, progress: Progress | None = None,
            dataset: dict[str, Any] | None = None) -> QAResult:
     """Recall, answer and grade every answerable probe of ``convs`` with each of ``setup.systems``.
@@ -133,12 +159,7 @@ def run_qa(convs: Sequence[Conversation], setup: QASetup, *, progress: Progress 
         raise ValueError("no probe has a gold answer (meta.answer) to grade: LoCoMo and LongMemEval files "
                          "have them; a probe of one's own needs one in its meta")
     res = compare(list(convs), list(setup.systems), k=setup.k, progress=progress)
-    questions = _questions(convs, res.per_probe)
-    rows = []
-    for i, q in enumerate(questions):
-        rows.append(_ask(setup, q))
-        if progress is not None:
-            progress(i + 1, len(questions), "answering and grading")
+    rows = _ask_all(setup, _questions(convs, res.per_probe), progress)
     per_question = pd.DataFrame(rows)
     summary = summarize(per_question)
     report = build_report(per_question, summary, setup, res.table, dataset=dataset)
