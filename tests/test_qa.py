@@ -237,3 +237,23 @@ def test_questions_asked_several_at_once_give_the_same_report_in_the_same_order(
     keep = ("probe", "question", "answer", "correct", "ranked", "answer_prompt_tokens")
     assert [{k: q[k] for k in keep} for q in a] == [{k: q[k] for k in keep} for q in b]
     assert "up to 10 requests" in four.stdout.splitlines()[0]  # said before any work
+
+
+def test_a_judge_prompt_of_ones_own_is_used_and_named_by_its_hash(url, tmp_path):
+    strict = tmp_path / "strict.txt"
+    strict.write_text("Question: $question\nGold answer: $gold\nCandidate answer: $answer\nBe strict. JSON only.\n")
+    r = qa(url, tmp_path, "--system", "bm25", "--judge-prompt", str(strict))
+    assert r.returncode == 0, r.stderr
+    report = json.loads((tmp_path / "report.json").read_text())
+    digest = hashlib.sha256(strict.read_bytes()).hexdigest()
+    assert report["prompts"]["judge"]["sha256"] == digest and f"the judge prompt {strict}" in r.stdout
+    assert all(a["messages"][0]["content"].endswith("Be strict. JSON only.\n")
+               for a in received(url) if a["model"] == "qa-judge")
+
+
+def test_a_prompt_without_its_placeholders_is_refused_before_any_work(tmp_path):
+    bad = tmp_path / "bad.txt"
+    bad.write_text("Is $answer right? Reply with $verdict.\n")
+    r = qa("http://127.0.0.1:9/v1", tmp_path, "--judge-prompt", str(bad))
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert "no placeholder $verdict" in r.stderr and r.stdout == ""

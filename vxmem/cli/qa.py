@@ -51,6 +51,11 @@ def add_qa_command(sub: Any) -> None:
                    help="questions asked at once (default 1; a server that batches, such as vLLM, takes more)")
     q.add_argument("--cache", help="the reply cache's directory (default $VXMEM_CACHE_DIR/qa or ~/.cache/vxmem/qa)")
     q.add_argument("--no-cache", action="store_true", help="ask the endpoint every time and keep nothing")
+    q.add_argument("--judge-prompt", metavar="FILE",
+                   help="grade with this prompt instead of the shipped one ($question, $gold, $answer); "
+                        "its sha256 goes into the report")
+    q.add_argument("--answer-prompt", metavar="FILE",
+                   help="answer with this prompt instead of the shipped one ($memories, $question, $today)")
     q.add_argument("--json", help="the full report (settings, prompts with their sha256, every answer), .json")
 
 
@@ -105,7 +110,7 @@ def summary_table(summary: Any, k: int) -> Any:
 def run_qa_command(args: argparse.Namespace) -> int:
     """``vxmem qa DATASET --base-url URL --model M``: the table printed, the report written."""
     from ..llm import LLMError
-    from ..workbench.qa import AnswerCache, QASetup, answerable, default_cache_dir, run_qa
+    from ..workbench.qa import AnswerCache, QASetup, answerable, default_cache_dir, pinned, run_qa
     from ..workbench.systems import parse_systems
 
     if args.json is not None and not args.json.lower().endswith(".json"):
@@ -115,7 +120,8 @@ def run_qa_command(args: argparse.Namespace) -> int:
     parse_systems(systems)  # unknown names and missing libraries: now, not after the replays
     convs = load_dataset(args.dataset, args.format)
     cache = AnswerCache(None if args.no_cache else (args.cache or default_cache_dir()))
-    setup = QASetup(answerer=answerer, judge=judge, systems=systems, k=args.k, cache=cache, workers=args.workers)
+    setup = QASetup(answerer=answerer, judge=judge, systems=systems, k=args.k, cache=cache, workers=args.workers,
+                    answer_prompt=pinned("answer", args.answer_prompt), judge_prompt=pinned("judge", args.judge_prompt))
     dataset = {"path": os.path.abspath(args.dataset), "sha256": _sha256(args.dataset), "conversations": len(convs)}
     n = answerable(convs)
     # Said before the replays start: how much this run may ask, so a long one is no surprise.
@@ -126,7 +132,8 @@ def run_qa_command(args: argparse.Namespace) -> int:
     except LLMError as exc:
         raise CliError(str(exc)) from None
     print(f"{len(result.per_question) // max(len(systems), 1)} questions with a gold answer, k={args.k}; "
-          f"answers by {answerer.model}, graded by {judge.model} with the pinned judge prompt "
+          f"answers by {answerer.model}, graded by {judge.model} with "
+          f"{'the judge prompt ' + args.judge_prompt if args.judge_prompt else 'the pinned judge prompt'} "
           f"(sha256 {setup.judge_prompt.sha256[:12]}); {cache.hits} replies from the cache, "
           f"{cache.misses} asked")
     print(text_table(summary_table(result.summary, args.k), 200))

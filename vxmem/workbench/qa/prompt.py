@@ -19,6 +19,9 @@ from string import Template
 
 PROMPTS_DIR = Path(__file__).with_name("prompts")
 PROMPT_NAMES = ("answer", "judge")
+# The placeholders each prompt may hold, and those it must (a prompt without them cannot do its job).
+PLACEHOLDERS = {"answer": ("memories", "question", "today"), "judge": ("question", "gold", "answer")}
+REQUIRED = {"answer": ("memories", "question"), "judge": ("gold", "answer")}
 NO_MEMORIES = "(no memory was recalled)"
 
 
@@ -52,15 +55,25 @@ class Recalled:
 
 def pinned(name: str, path: str | Path | None = None) -> PinnedPrompt:
     """The prompt ``name`` ("answer" or "judge") shipped with vxmem, or the file at ``path`` instead
-    (a prompt of one's own: its hash in the report says it is not the shipped one)."""
-    if path is None:
-        if name not in PROMPT_NAMES:
-            raise ValueError(f"name must be one of {', '.join(PROMPT_NAMES)}, got {name!r}")
-        path = PROMPTS_DIR / f"{name}.txt"
+    (a prompt of one's own: its hash in the report says it is not the shipped one). A prompt whose
+    placeholders are not its job's is refused now, before any work."""
+    if name not in PROMPT_NAMES:
+        raise ValueError(f"name must be one of {', '.join(PROMPT_NAMES)}, got {name!r}")
+    path = PROMPTS_DIR / f"{name}.txt" if path is None else path
     try:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ValueError(f"cannot read the {name} prompt {str(path)!r}: {exc}") from None
+    template = Template(text)
+    if not template.is_valid():
+        raise ValueError(f"the {name} prompt {str(path)!r} has a stray $ (write $$ for a dollar sign)")
+    found = set(template.get_identifiers())
+    unknown = sorted(found - set(PLACEHOLDERS[name]))
+    missing = [p for p in REQUIRED[name] if p not in found]
+    if unknown or missing:
+        what = f"no placeholder ${unknown[0]}" if unknown else f"no ${missing[0]} in it"
+        raise ValueError(f"the {name} prompt {str(path)!r}: {what}; it takes "
+                         + ", ".join(f"${p}" for p in PLACEHOLDERS[name]))
     return PinnedPrompt(name, text)
 
 
