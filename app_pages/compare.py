@@ -4,6 +4,7 @@ memory systems, and every recall preset with every policy, as quality against co
 import json
 
 import altair as alt
+import pandas as pd
 import streamlit as st
 
 from app_pages import config, shared
@@ -145,7 +146,10 @@ def preset_table(key: str, point: str, _reps):
 per_preset = preset_table(preset_key, point, preset_reps)
 categories = [c for c in per_preset if c.startswith("recall · ")]
 timings = {c: st.column_config.NumberColumn(label, format="%.2f", width=80)
-           for c, label in (("ms_p50", "ms p50"), ("ms_p99", "ms p99"), ("ms_per_write", "ms per write"))}
+           for c, label in (("ms_p99", "ms p99"), ("ms_per_write", "ms per write"))}
+timings = {"ms_p50": st.column_config.TextColumn("ms p50 [95% CI]", width=140), **timings}
+per_preset = per_preset.assign(ms_p50=[f"{v:.2f} [{lo:.2f}, {hi:.2f}]" if pd.notna(v) else "n/a" for v, lo, hi in
+                                       zip(per_preset["ms_p50"], per_preset["ms_p50_lo"], per_preset["ms_p50_hi"])])
 # Two tables, so neither runs off the page however many categories the dataset has.
 st.dataframe(with_ci(per_preset, ["recall"])[["preset", "recall", "mrr", "coverage", "depth", *timings, "probes"]],
              hide_index=True, width="stretch", column_config={
@@ -168,4 +172,9 @@ st.caption(f"Each preset's quality per millisecond (as `benchmarks/bench_quality
            "per recall and the median ms per write (each turn's or fact's `remember()`). The timings come from this "
            "replay on this machine, without the replay cache: compare them with each other, not with another "
            "machine's.")
+untold = views.untold_timings(preset_table(preset_key, point, preset_reps))
+if untold:
+    pairs = "; ".join(f"{a} and {b}" for a, b in untold)
+    st.info(f"On {int(per_preset['probes'].min())} probes, which recalls faster is not known for {pairs}: the "
+            "intervals of their median times overlap. Replay a larger dataset before ranking them by speed.")
 shared.sample_caveat(int(per_preset["probes"].min()))

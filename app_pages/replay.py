@@ -4,7 +4,7 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from app_pages import config, shared
+from app_pages import config, report_box, shared
 from vxmem.workbench import views
 
 st.title("Replay")
@@ -116,3 +116,5 @@ st.caption("Every memory that existed at this probe, with the reason it was or w
 shared.why_table(why, key="replay_why")
 with st.expander("Every probe's metrics at these settings"):
     st.dataframe(probes, hide_index=True, width="stretch")
+
+report_box.report_section(key, reps)

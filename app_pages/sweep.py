@@ -1,6 +1,7 @@
-"""Sweep: two parameters over ranges, a heatmap of one metric, best and default points marked,
-the trade-off between nDCG, stale-leak and context tokens, and the best point tuned on some
-probes and reported on the others."""
+"""Sweep: two parameters over ranges, a heatmap of one metric, best and default points marked
+(the best, optionally, only among the points that keep a bound on another metric), the trade-off
+between nDCG, stale-leak and context tokens, and the best point tuned on some probes and reported
+on the others."""
 
 import json
 
@@ -25,8 +26,9 @@ def grid(key: str, x: str, xv: tuple, y: str, yv: tuple, fixed: str, _reps):
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
-def holdout(key: str, x: str, xv: tuple, y: str, yv: tuple, fixed: str, metric: str, _reps):
-    return views.sweep_holdout(_reps, x, list(xv), y, list(yv), json.loads(fixed), metric)
+def holdout(key: str, x: str, xv: tuple, y: str, yv: tuple, fixed: str, metric: str, bounds: tuple, _reps):
+    return views.sweep_holdout(_reps, x, list(xv), y, list(yv), json.loads(fixed), metric,
+                               subject_to=[views.Constraint(*b) for b in bounds])
 
 
 def title(name: str) -> str:
@@ -42,6 +44,24 @@ y = kept.widget(c2.selectbox, "y axis", key="sweep_y", default=others[0], option
 metric = kept.widget(c3.selectbox, "metric", key="sweep_metric", default=config.PICK_METRICS[0],
                      options=config.PICK_METRICS, format_func=lambda m: config.METRIC_LABELS[m])
 fixed = shared.point()
+
+
+def bound_label(m: str) -> str:
+    if m == "none":
+        return "nothing else"
+    return f"{config.METRIC_LABELS[m]} {'≤' if m in LOWER_IS_BETTER else '≥'}"
+
+
+b1, b2, _ = st.columns(3)
+bounded = kept.widget(b1.selectbox, "best subject to", key="sweep_bound",
+                      default="none", options=["none", *(m for m in config.PICK_METRICS if m != metric)],
+                      format_func=bound_label,
+                      help="Pick the best point only among the points that keep a bound on another metric: "
+                           "the best nDCG with stale-leak at most 0.1, say.")
+bound = kept.widget(b2.number_input, "bound", key="sweep_bound_value", default=0.1, min_value=0.0,
+                    max_value=1.0, step=0.05, format="%.2f", disabled=bounded == "none")
+subject_to = [] if bounded == "none" else [
+    views.Constraint(bounded, "<=" if bounded in LOWER_IS_BETTER else ">=", float(bound))]
 
 
 def axis_values(col, name):
@@ -72,7 +92,13 @@ try:
 except ValueError as exc:  # e.g. a limit a hybrid replay's pools cannot serve
     st.info(f"Cannot sweep these axes here: {exc}")
     st.stop()
-pick = views.pick_best(frame, metric, (x, y), fixed, config.DEFAULT_SETTINGS)
+try:
+    pick = views.pick_best(frame, metric, (x, y), fixed, config.DEFAULT_SETTINGS, subject_to=subject_to)
+except ValueError as exc:  # no point keeps the bound: say how close the grid came, pick without it
+    st.warning(f"{str(exc)[:1].upper()}{str(exc)[1:]}: the best point below ignores the bound. Loosen it or "
+               "widen the ranges.")
+    subject_to = []
+    pick = views.pick_best(frame, metric, (x, y), fixed, config.DEFAULT_SETTINGS)
 best = pick.row
 current = frame[(frame[x] == (fixed[x] or 0)) & (frame[y] == (fixed[y] or 0))]
 
@@ -186,12 +212,14 @@ if n_probes < 2:
     st.info("A tune/holdout split needs at least two probes.")
 else:
     try:
-        tuned = holdout(key, x, tuple(xv), y, tuple(yv), fixed_json, metric, reps)
+        tuned = holdout(key, x, tuple(xv), y, tuple(yv), fixed_json, metric,
+                        tuple((c.metric, c.op, c.value) for c in subject_to), reps)
     except ValueError as exc:
         st.info(f"No tune/holdout report: {exc}")
     else:
         b = ", ".join(f"{title(k)} = {v:g}" for k, v in tuned.best.items() if k in (x, y))
-        st.markdown(f"Chosen on the tune probes alone: **{b}**.")
+        kept_bounds = "".join(f", keeping {bound_label(c.metric)} {c.value:g} there" for c in subject_to)
+        st.markdown(f"Chosen on the tune probes alone{kept_bounds}: **{b}**.")
         rep_frame = tuned.report.assign(metric=tuned.report["metric"].map(config.METRIC_LABELS))
         st.dataframe(rep_frame, hide_index=True, width="stretch",
                      column_config={c: st.column_config.NumberColumn(format="%.3f") for c in ("mean", "lo", "hi")})

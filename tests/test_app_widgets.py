@@ -206,7 +206,8 @@ def test_compare_draws_every_preset_and_policy_against_its_cost():
     assert table["preset"].tolist() == list(PRESETS)
     assert table["recall"].str.fullmatch(r"\d\.\d{3} \[\d\.\d{3}, \d\.\d{3}\]").all()
     assert table["coverage"].between(0, 1).all() and table["depth"].tolist() == [10, 120, 120]
-    assert (table[["ms_p50", "ms_p99", "ms_per_write"]] > 0).all(axis=None)
+    assert (table[["ms_p99", "ms_per_write"]] > 0).all(axis=None)
+    assert table["ms_p50"].str.fullmatch(r"\d+\.\d{2} \[\d+\.\d{2}, \d+\.\d{2}\]").all()  # the median with its interval
     by_category = next(d.value for d in at.dataframe if any(c.startswith("recall · ") for c in d.value))
     assert by_category["preset"].tolist() == list(PRESETS)  # a column per probe category, in a table of its own
     assert any("on this machine" in c.value and "coverage@D" in c.value for c in at.caption)
@@ -262,3 +263,28 @@ def test_legends_say_on_the_front_in_words_and_cost_columns_have_plain_labels():
     scatter = next(s for s in specs(at) if "tokens" in json.dumps(s) and '"circle"' in json.dumps(s))
     size = scatter["encoding"]["size"]
     assert size["field"] == "front" and size["scale"]["domain"] == ["behind it", "on the front"]
+
+
+def test_sweep_picks_the_best_point_subject_to_a_bound_and_says_when_none_keeps_it():
+    at = page("sweep", dataset="preference_drift")
+    at.selectbox(key="sweep_bound").set_value("stale_leak").run()
+    at.number_input(key="sweep_bound_value").set_value(0.2).run()
+    assert not at.exception, at.exception
+    notes = shown(at.caption)
+    assert "points that keep stale_leak <= 0.2" in notes
+    tuned = shown(at.markdown)
+    assert "keeping stale-leak@k ≤ 0.2 there" in tuned
+    at.selectbox(key="sweep_bound").set_value("hit").run()
+    at.number_input(key="sweep_bound_value").set_value(1.0).run()  # a hit on every probe: no point keeps it
+    assert not at.exception, at.exception
+    assert any("No point of the grid keeps hit >= 1" in w.value for w in at.warning)
+    assert [m.label for m in at.metric][:1] == ["best nDCG@k"]  # the page still picks, without the bound
+
+
+def test_replay_offers_the_report_as_html_and_json_at_the_shared_settings():
+    at = page("replay", query={"recency_weight": "0"})
+    assert not at.exception, at.exception
+    buttons = {b.label: b for b in at.get("download_button")}
+    assert {"Download the report (HTML)", "Download the report (JSON)"} <= set(buttons)
+    assert "Load a report (HTML or JSON)" in [u.label for u in at.get("file_uploader")]
+    assert any("dataset's sha256" in c.value for c in at.caption)

@@ -309,6 +309,18 @@ def test_every_preset_with_every_policy_and_every_system_is_a_point(preset_repla
     assert (shorter["recall"].to_numpy() <= frame["recall"].to_numpy()[:len(shorter)] + 1e-12).all()
 
 
+def test_median_times_carry_intervals_and_overlapping_ones_are_named_untold():
+    few, many = np.array([3.0, 9.0, 4.0]), np.array([5.0, 5.1, 4.9, 5.05, 4.95] * 20)
+    lo, hi = views.median_interval(few)
+    assert 3.0 <= lo < 4.0 < hi <= 9.0  # three recalls: the median may be anywhere among them
+    lo, hi = views.median_interval(many)
+    assert 4.9 <= lo <= 5.0 <= hi <= 5.1  # a hundred: the interval is tight
+    assert all(math.isnan(v) for v in views.median_interval(np.array([np.nan])))
+    table = pd.DataFrame({"preset": ["fast", "default", "accurate"], "ms_p50_lo": [1.0, 2.0, 20.0],
+                          "ms_p50_hi": [2.5, 4.0, 30.0]})
+    assert views.untold_timings(table) == [("fast", "default")]  # accurate is told apart from both
+
+
 def test_the_presets_table_gives_each_preset_its_quality_per_millisecond(preset_replays):
     table = views.presets_table(preset_replays)
     assert table["preset"].tolist() == list(PRESETS)
@@ -326,6 +338,7 @@ def test_the_presets_table_gives_each_preset_its_quality_per_millisecond(preset_
         assert 0 <= row["coverage"] <= 1 and row["coverage"] == pytest.approx(np.nanmean(coverage))
         ms = [p["recall_ms"] for p in rep.probes]
         assert row["ms_p50"] == pytest.approx(np.median(ms)) and row["ms_p99"] >= row["ms_p50"] > 0
+        assert min(ms) <= row["ms_p50_lo"] <= row["ms_p50"] <= row["ms_p50_hi"] <= max(ms)
         assert math.isfinite(row["ms_per_write"]) and row["ms_per_write"] > 0
     assert (table["ms_per_write"].to_numpy() > 0).all() and table["ms_p99"].notna().all()
 

@@ -18,8 +18,9 @@ arguments and bad files get one line on stderr and exit code 2, before any long 
 starts. ``python -m vxmem`` is the same command.
 
 This module reads the command line; what each command asks is done by
-:mod:`vxmem.cli.workbench` (the workbench's commands), :mod:`vxmem.cli.transfer` (export and
-restore), :mod:`vxmem.cli.serve` (the servers) and :mod:`vxmem.cli.keys` (their API keys).
+:mod:`vxmem.cli.workbench` (the workbench's commands), :mod:`vxmem.cli.comparing` (compare and
+audit), :mod:`vxmem.cli.transfer` (export and restore), :mod:`vxmem.cli.serve` (the servers) and
+:mod:`vxmem.cli.keys` (their API keys).
 Formats, search modes, settings and sweepable parameters are the library's own
 (:data:`vxmem.workbench.datasets.FORMATS`, :data:`vxmem.store.SEARCH_MODES`,
 :data:`vxmem.workbench.replay.run.SETTINGS_KEYS`, each policy's parameters and
@@ -30,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import sys
 from datetime import datetime
 from typing import Any
@@ -43,6 +43,8 @@ from ..workbench.datasets.model import DatasetError, naming_the_format
 from ..workbench.sweep.grid import SWEEP_KEYS
 from ..workbench.sweep.policies import POLICIES
 from ..workbench.sweep.run import METRIC_COLUMNS
+from .comparing import run_audit, run_compare
+from .files import check_files
 from .keys import add_keys_command, run_keys
 from .qa import add_qa_command, run_qa_command
 from .serve import ServeError, add_commands, add_embedder_flag, run_mcp, run_serve
@@ -52,8 +54,6 @@ from .workbench import (
     EMBEDDERS,
     CliError,
     check_table_path,
-    run_audit,
-    run_compare,
     run_import,
     run_probes,
     run_replay,
@@ -205,6 +205,8 @@ def _parser() -> _Parser:
     r.add_argument("--categories", help=_CATEGORIES_HELP)
     r.add_argument("-o", "--output", help="per-probe results, .csv or .parquet")
     r.add_argument("--save", help="save the replay (.npz) for later sweeps")
+    r.add_argument("--report", help="write every figure with its settings, dataset hash, versions and machine: "
+                                    "a self-contained .html page or a .json bundle (both load back)")
 
     _add_probes(sub)
     _add_compare(sub)
@@ -213,6 +215,16 @@ def _parser() -> _Parser:
     add_keys_command(sub)
     add_qa_command(sub)
 
+    _add_sweep(sub)
+    return top
+
+
+_CATEGORIES_HELP = ("probe categories to score, comma-separated names or LoCoMo numbers (multi-hop,4); "
+                    "default: all but adversarial; 'all': every probe")
+
+
+def _add_sweep(sub: Any) -> None:
+    """The ``sweep`` verb: a dataset or saved replay, the grid and how the table is shown."""
     w = sub.add_parser("sweep", help="re-rank cached pools over a parameter grid")
     w.add_argument("dataset", help="a dataset, or a replay saved with `vxmem replay --save`")
     w.add_argument("--format", choices=FORMATS)
@@ -226,13 +238,11 @@ def _parser() -> _Parser:
     w.add_argument("--categories", help=_CATEGORIES_HELP)
     w.add_argument("--sort", default="ndcg", help="metric the table is sorted by (default ndcg)")
     w.add_argument("--top", type=_at_least_one, default=20, help="rows of the table (default 20)")
+    w.add_argument("--subject-to", action="append", default=[], dest="subject_to", metavar="METRIC<=X",
+                   help="show only the points that keep this bound (METRIC<=X or METRIC>=X, e.g. "
+                        "stale_leak<=0.1; repeatable): the best --sort subject to it")
     w.add_argument("-o", "--output", help="per-point results, .csv or .parquet")
     w.add_argument("--per-probe", help="per-point-and-probe results, .csv or .parquet")
-    return top
-
-
-_CATEGORIES_HELP = ("probe categories to score, comma-separated names or LoCoMo numbers (multi-hop,4); "
-                    "default: all but adversarial; 'all': every probe")
 
 
 def _add_probes(sub: Any) -> None:
@@ -384,62 +394,8 @@ def _grid(args) -> dict[str, list]:
     return grid
 
 
-# ---------------------------------------------------------------------------- the files a command writes
-
-# The options naming files each command writes, and the argument naming the file it reads.
-_WRITES = {"synth": ("output",), "import": ("output",), "replay": ("output", "save"),
-           "sweep": ("output", "per_probe"), "compare": ("output", "per_probe", "chart"), "audit": ("output",),
-           "qa": ("json",),
-           "export": ("output",), "restore": ("db",)}
-_READS = {"import": "chatlog", "replay": "dataset", "sweep": "dataset", "compare": "dataset", "audit": "dataset",
-          "qa": "dataset", "export": "db", "restore": "export"}
 # The commands with a --format option: the library's ``format=`` in their errors is that option.
 _FORMAT_COMMANDS = ("import", "replay", "sweep", "compare", "audit", "qa")
-
-
-def _unwritable(path: str) -> str | None:
-    """Why no file can be written at ``path`` (None: one can): it is a directory, its directory
-    is missing or is a file, or this user may not write there."""
-    if os.path.isdir(path):
-        return "it is a directory"
-    directory = os.path.dirname(path) or os.curdir
-    if not os.path.isdir(directory):
-        return f"{directory!r} is not a directory" if os.path.exists(directory) else f"no directory {directory!r}"
-    if not os.access(directory, os.W_OK | os.X_OK):
-        return f"the directory {directory!r} is not writable"
-    if os.path.exists(path) and not os.access(path, os.W_OK):
-        return "the file is not writable"
-    return None
-
-
-def _same_file(a: str, b: str) -> bool:
-    """Whether ``a`` and ``b`` name one file (links followed), whether or not it exists yet."""
-    try:
-        return os.path.samefile(a, b)
-    except OSError:  # one of them is not there yet
-        return os.path.realpath(a) == os.path.realpath(b)
-
-
-def _check_files(args) -> None:
-    """Every file the command writes, checked before any work: a place it can be written, not
-    the file the command reads, and no two the same; one bad name and nothing is written."""
-    read = getattr(args, _READS[args.command]) if args.command in _READS else None
-    seen: list[tuple[str, str]] = []
-    for dest in _WRITES.get(args.command, ()):
-        path = getattr(args, dest)
-        if path is None:
-            continue
-        option = {"output": "-o", "db": "--db"}.get(dest, "--" + dest.replace("_", "-"))
-        what = f"cannot restore into {path}" if args.command == "restore" else f"{option} {path!r}"
-        problem = _unwritable(path)
-        if problem is None and read is not None and _same_file(path, read):
-            problem = f"that is {read!r}, which this command reads: name another file"
-        if problem is not None:
-            raise CliError(f"{what}: {problem}")
-        for other, other_path in seen:
-            if _same_file(path, other_path):
-                raise CliError(f"{other} and {option} name the same file {path!r}")
-        seen.append((option, path))
 
 
 def _sweep(args) -> int:
@@ -451,6 +407,12 @@ def _sweep(args) -> int:
     known = (*(m for m in METRIC_COLUMNS if m != "rr"), "mrr", "tokens", "n_results", *grid)  # what the table may hold
     if args.sort not in known:
         raise CliError(f"--sort {args.sort!r}: not a metric; choose from {', '.join(dict.fromkeys(known))}")
+    from ..workbench.sweep.constraints import parse_constraint  # pandas: the workbench extra
+
+    try:
+        args.subject_to = [parse_constraint(t, [m for m in known if m not in grid]) for t in args.subject_to]
+    except ValueError as exc:
+        raise CliError(f"--subject-to {exc}") from None
     return run_sweep(args, grid)
 
 
@@ -462,10 +424,10 @@ def main(argv: list[str] | None = None) -> int:
         if argv and argv[0] == "synth":
             args, extra = parser.parse_known_args(argv)
             sizes = _sizes(args.scenario, extra)
-            _check_files(args)
+            check_files(args)
             return run_synth(args, sizes)
         args = parser.parse_args(argv)
-        _check_files(args)
+        check_files(args)
         verbs = {"import": run_import, "replay": run_replay, "sweep": _sweep, "probes": run_probes,
                  "compare": run_compare, "audit": run_audit, "export": run_export, "restore": run_restore,
                  "serve": run_serve, "mcp": run_mcp, "keys": run_keys, "qa": run_qa_command}

@@ -21,7 +21,7 @@ from typing import Any
 
 from ..workbench.datasets.formats import FORMATS
 from .tables import terminal_progress
-from .workbench import CliError, load_dataset, text_table
+from .workbench import CliError, load_conversations, table_text
 
 SHOWN = {"system": "system", "category": "category", "questions": "questions", "accuracy": "accuracy",
          "ci": "95% CI", "recall": "recall@{k}", "tokens_per_question": "tokens/question",
@@ -118,7 +118,7 @@ def run_qa_command(args: argparse.Namespace) -> int:
     answerer, judge = _endpoints(args)
     systems = args.system or ["vxmem"]
     parse_systems(systems)  # unknown names and missing libraries: now, not after the replays
-    convs = load_dataset(args.dataset, args.format)
+    convs = load_conversations(args.dataset, args.format)
     cache = AnswerCache(None if args.no_cache else (args.cache or default_cache_dir()))
     setup = QASetup(answerer=answerer, judge=judge, systems=systems, k=args.k, cache=cache, workers=args.workers,
                     answer_prompt=pinned("answer", args.answer_prompt), judge_prompt=pinned("judge", args.judge_prompt))
@@ -136,7 +136,7 @@ def run_qa_command(args: argparse.Namespace) -> int:
           f"{'the judge prompt ' + args.judge_prompt if args.judge_prompt else 'the pinned judge prompt'} "
           f"(sha256 {setup.judge_prompt.sha256[:12]}); {cache.hits} replies from the cache, "
           f"{cache.misses} asked")
-    print(text_table(summary_table(result.summary, args.k), 200))
+    print(table_text(summary_table(result.summary, args.k), 200))
     if args.json:
         _write_json(result.report, args.json)
         print(f"wrote {args.json}")

@@ -1,7 +1,8 @@
 """What the ``vxmem`` command does: synthesise, import, write probes, replay and sweep, and the tables it prints.
 
 :mod:`vxmem.cli` reads the command line and hands the parsed arguments to :func:`run_synth`,
-:func:`run_import`, :func:`run_probes`, :func:`run_replay` or :func:`run_sweep`. A problem with what the user
+:func:`run_import`, :func:`run_probes`, :func:`run_replay` or :func:`run_sweep` (``compare`` and ``audit``:
+:mod:`vxmem.cli.comparing`). A problem with what the user
 asked for is a :class:`CliError`: one line on stderr, exit code 2.
 """
 
@@ -13,7 +14,6 @@ import re
 import sys
 from typing import Any
 
-from ..memory.stages import PRESETS
 from ..workbench.datasets.formats import CHAT_FORMATS
 from ..workbench.datasets.model import Conversation
 from ..workbench.replay.record import Replay
@@ -44,7 +44,7 @@ def check_table_path(path: str | None, flag: str = "-o") -> None:
         raise CliError(f"{flag} {path!r}: writing Parquet needs pyarrow: pip install pyarrow")
 
 
-def _write(frame, path: str) -> None:
+def write_table(frame, path: str) -> None:
     ext = os.path.splitext(path)[1].lower()
     check_table_path(path)
     try:
@@ -62,7 +62,7 @@ def _write(frame, path: str) -> None:
         raise CliError(f"cannot write {path!r}: {exc.strerror or exc}") from None
 
 
-def text_table(frame, max_rows: int = 30) -> str:
+def table_text(frame, max_rows: int = 30) -> str:
     import pandas as pd
 
     frame = frame.dropna(axis=1, how="all")  # a metric the data cannot score (no budget, no sessions)
@@ -84,7 +84,7 @@ def embedder_named(name: str):
         raise CliError(str(exc).splitlines()[0]) from None
 
 
-def load_dataset(path: str, fmt: str | None) -> list[Conversation]:
+def load_conversations(path: str, fmt: str | None) -> list[Conversation]:
     """The conversations of the dataset at ``path`` (``fmt``: guessed when None)."""
     from ..workbench.datasets.formats import guess_format, load
 
@@ -176,7 +176,7 @@ def run_synth(args, sizes: dict[str, int]) -> int:
         raise CliError(f"cannot write {args.output!r}: {exc.strerror or exc}") from None
     counts = conv.to_frame().groupby("type").size().rename("events").reset_index()
     print(f"{conv.name}: {conv.description}")
-    print(text_table(counts))
+    print(table_text(counts))
     print(f"wrote {args.output}")
     return 0
 
@@ -278,7 +278,7 @@ def _replays(args, settings: dict[str, Any], one: str | None = None) -> list[Rep
     single replay, refused before any work when the dataset holds several conversations."""
     from ..workbench.replay.run import check_settings, replay_many
 
-    convs = load_dataset(args.dataset, args.format)
+    convs = load_conversations(args.dataset, args.format)
     if one is not None and len(convs) != 1:
         raise CliError(f"{one} keeps one replay; {args.dataset} holds {len(convs)} conversations")
     check_settings(settings)  # a bad setting is named now, not after the first replay
@@ -292,6 +292,8 @@ def run_replay(args) -> int:
     check_table_path(args.output)
     if args.save is not None and not args.save.lower().endswith(".npz"):
         raise CliError(f"--save {args.save!r}: a replay is saved as .npz")
+    if args.report is not None and not args.report.lower().endswith((".html", ".json")):
+        raise CliError(f"--report {args.report!r}: a report is written as .html or .json")
     settings = {k: getattr(args, k) for k in SETTINGS_KEYS if getattr(args, k, None) is not None}
     reps = _replays(args, settings, one="--save" if args.save else None)
     saved = reps
@@ -304,7 +306,7 @@ def run_replay(args) -> int:
     else:
         _print_replay_summary(reps, probes)
     if args.output:
-        _write(probes.drop(columns=["meta"], errors="ignore"), args.output)
+        write_table(probes.drop(columns=["meta"], errors="ignore"), args.output)
         print(f"wrote {args.output}")
     if args.save:
         try:
@@ -312,7 +314,27 @@ def run_replay(args) -> int:
         except OSError as exc:
             raise CliError(f"cannot write {args.save!r}: {exc.strerror or exc}") from None
         print(f"saved {args.save}")
+    if args.report:
+        write_report(reps, args.dataset, args.report)
+        print(f"wrote {args.report}")
     return 0
+
+
+def write_report(reps: list[Replay], dataset: str, path: str) -> None:
+    """The report of ``reps`` (all their probes) written to ``path``, .html or .json."""
+    import json
+
+    from ..workbench.analysis.report import dataset_sha256, report_bundle, report_html
+
+    with open(dataset, "rb") as f:
+        digest = dataset_sha256(f.read())
+    bundle = report_bundle(reps, os.path.basename(dataset), digest)
+    text = report_html(bundle) if path.lower().endswith(".html") else json.dumps(bundle, indent=1, sort_keys=True)
+    try:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+    except OSError as exc:
+        raise CliError(f"cannot write {path!r}: {exc.strerror or exc}") from None
 
 
 def _probe_rows(reps: list[Replay]):
@@ -335,7 +357,7 @@ def _print_replay_summary(reps: list[Replay], probes) -> None:
     from ..workbench.sweep.holdout import bootstrap_ci
 
     print(f"{len(reps)} conversation(s), {len(probes)} probes, policy {reps[0].meta['policy']}")
-    print(text_table(M.aggregate(probes, category=True), 50))
+    print(table_text(M.aggregate(probes, category=True), 50))
     overall = M.aggregate(probes)
     parts = []
     for c in overall.columns:
@@ -362,6 +384,7 @@ def run_sweep(args, grid: dict[str, list]) -> int:
     """``vxmem sweep``: ``grid`` over the dataset (or saved replay) of ``args``, its best points
     printed, every point (and probe, with ``--per-probe``) written. The CLI has checked the
     results files' names."""
+    from ..workbench.sweep.constraints import satisfied, unmet
     from ..workbench.sweep.run import sweep
 
     if args.dataset.endswith(".npz"):
@@ -382,119 +405,19 @@ def run_sweep(args, grid: dict[str, list]) -> int:
         raise CliError(f"--sort {args.sort!r}: not a metric here; choose from "
                        + ", ".join(c for c in points.columns if c not in ("policy", "point", "probes", *res.params)))
     n_probes = int(points["probes"].iloc[0]) if len(points) else 0
-    shown = gather_ties(points, args.sort, res.params, {"limit": 10, **POLICIES[res.policy].defaults})
+    kept = points[satisfied(points, args.subject_to)]  # --subject-to, parsed and checked before any work
+    if kept.empty:
+        raise CliError(unmet(points, args.subject_to))
+    if args.subject_to:
+        print(f"{len(kept)} of {len(points)} points keep " + " and ".join(map(str, args.subject_to)))
+    shown = gather_ties(kept, args.sort, res.params, {"limit": 10, **POLICIES[res.policy].defaults})
     print(f"{len(points)} points x {n_probes} probes, policy {res.policy}, sorted by {args.sort}; {len(shown)} "
           "distinct results (points that tie on every metric: one row, the nearest the defaults, `tied` of them)")
-    print(text_table(shown, args.top))
+    print(table_text(shown, args.top))
     if args.output:
-        _write(points, args.output)
+        write_table(points, args.output)
         print(f"wrote {args.output}")
     if args.per_probe:
-        _write(res.per_probe, args.per_probe)
+        write_table(res.per_probe, args.per_probe)
         print(f"wrote {args.per_probe}")
-    return 0
-
-
-# ---------------------------------------------------------------------------- compare and audit
-
-COMPARE_SHOWN = ("system", "recall", "mrr", "stale_leak", "ms_per_recall", "ms_per_write", "probes", "errors")
-
-
-def run_compare(args) -> int:
-    """``vxmem compare DATASET --system ...``: one row per system, printed and written."""
-    from ..workbench.systems import parse_systems
-    from ..workbench.systems.compare import compare, quality_cost
-
-    check_table_path(args.output)
-    check_table_path(args.per_probe, "--per-probe")
-    if args.k < 1:
-        raise CliError(f"--k must be >= 1, got {args.k}")
-    specs = parse_systems(args.system or ["vxmem"])  # unknown names and missing libraries: now, not later
-    charts = _chart_module(args.chart)
-    convs = load_dataset(args.dataset, args.format)
-    res = compare(convs, specs, k=args.k)
-    table = res.table.rename(columns={"recall": f"recall@{args.k}", "stale_leak": f"stale_leak@{args.k}"})
-    shown = [c.replace("recall", f"recall@{args.k}") if c == "recall" else
-             (f"stale_leak@{args.k}" if c == "stale_leak" else c) for c in COMPARE_SHOWN]
-    print(f"{len(convs)} conversation(s), {int(res.table['probes'].max())} probes per system, k={args.k}; "
-          "ms: median per call")
-    print(text_table(table[shown], 50))
-    front = quality_cost(res.table)
-    print("quality-cost front (recall@k against ms per recall): " + ", ".join(front[front["on_front"]]["system"]))
-    for _, row in res.table[res.table["errors"] > 0].iterrows():
-        print(f"{row['system']}: {row['errors']} error(s), first: {row['error']}", file=sys.stderr)
-    points = _presets_points(convs, res.table, args) if args.presets else None
-    if charts is not None:
-        chart = (charts.systems_chart(front, args.k) if points is None else
-                 charts.presets_chart(points, args.k, [p for p in PRESETS if p in set(points["preset"].dropna())]))
-        try:
-            chart.properties(width=720).save(args.chart)
-        except OSError as exc:
-            raise CliError(f"cannot write {args.chart!r}: {exc.strerror or exc}") from None
-        print(f"wrote {args.chart}")
-    if args.output:
-        _write(res.table, args.output)
-        print(f"wrote {args.output}")
-    if args.per_probe:
-        _write(res.per_probe, args.per_probe)
-        print(f"wrote {args.per_probe}")
-    return 0
-
-
-CHART_EXTENSIONS = (".html", ".json")
-
-
-def _chart_module(path: str | None):
-    """The module that draws ``--chart PATH`` (None without one), checked before any work."""
-    if path is None:
-        return None
-    if os.path.splitext(path)[1].lower() not in CHART_EXTENSIONS:
-        raise CliError(f"--chart {path!r}: use a .html (a page that draws it) or .json (its Vega-Lite spec) file name")
-    try:
-        from ..workbench.views import cost_charts
-    except ImportError as exc:
-        raise CliError(f"--chart needs altair: pip install 'vxmem[app]' ({exc})") from None
-    return cost_charts
-
-
-def _presets_points(convs, systems, args):
-    """``--presets``: the dataset replayed with each recall preset (no replay cache, so each recall
-    is timed as a live one) and ranked by every policy, printed with the systems as one front."""
-    from ..workbench.views.costs import presets_quality_cost
-    from ..workbench.views.settings import preset_settings, replay_all
-
-    emb = embedder_named(args.embedder)
-    reps = {p: replay_all(convs, preset_settings({"embedder": args.embedder}, p), emb, cache=False) for p in PRESETS}
-    points = presets_quality_cost(reps, systems, point={"limit": args.k})
-    shown = points[["label", "recall", "ms_per_recall", "on_front"]].rename(columns={"recall": f"recall@{args.k}"})
-    print(f"\nevery recall preset with every ranking policy ({args.embedder} embedder), beside the systems:")
-    print(text_table(shown, 60))
-    print("quality-cost front: " + ", ".join(points[points["on_front"]]["label"]))
-    return points
-
-
-def run_audit(args) -> int:
-    """``vxmem audit DATASET [--judge ...]``: each judge's retirements, misses and wrongful ones."""
-    from ..workbench.analysis.audit import audit, audit_summary, judge_named
-
-    check_table_path(args.output)
-    judges = [judge_named(j) for j in (args.judge or ["rules"])]
-    names = [n for n, _ in judges]
-    if len(set(names)) != len(names):
-        raise CliError("--judge: a judge is named twice")
-    convs = load_dataset(args.dataset, args.format)
-    emb = embedder_named(args.embedder)
-    rows = audit(convs, [j for _, j in judges], emb, names=names)
-    summary = audit_summary(rows)
-    if rows.empty:
-        print("nothing to audit: no correction, contradiction or restatement in this dataset")
-    else:
-        shown = rows[rows["outcome"] != "retired"] if not args.all else rows
-        print(text_table(shown.drop(columns=["conversation"] if len(convs) == 1 else []), args.top))
-        if not args.all:
-            print("(rightly retired memories left out; --all lists them too)")
-    print(text_table(summary))
-    if args.output:
-        _write(rows, args.output)
-        print(f"wrote {args.output}")
     return 0

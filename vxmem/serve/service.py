@@ -5,11 +5,12 @@ verb passes that user to the library, which then reads, grades and deletes that 
 memories alone; a verb on a memory by id (``feedback``, ``history``) first checks that the
 memory is the user's, and answers "no memory with id ..." when it is not, as when there is
 none. Sessions are the user's own too: session ``S`` of user ``U`` is stored as session
-``U/S`` (a user's name holds no ``/``), so two users' sessions of one name never share turns,
-turn numbers or pinned facts; responses show ``S``. So are the ids a user chooses: id ``X`` of
-user ``U`` is stored as ``U/X``, so that two users may choose one id, and neither learns that the
-other did; responses show ``X``. An id a request names is ``U/X`` when the user has a memory
-of that id, else ``X`` itself (the ids vxmem makes, and those written by ``Vectrix`` directly).
+``U/S`` (:func:`~vxmem.serve.scope.served_session`), so two users' sessions of one name never
+share turns, turn numbers, pinned facts or contradictions; responses show ``S``. So are the ids
+a user chooses: id ``X`` of user ``U`` is stored as ``U/X`` (:func:`~vxmem.serve.scope.served_id`),
+so that two users may choose one id, and neither learns that the other did; responses show
+``X``. An id a request names is ``U/X`` when the user has a memory of that id, else ``X``
+itself (the ids vxmem makes, and those written by ``Vectrix`` directly).
 
 :func:`error_of` turns what a verb raised into (status, kind, one-line message): the REST
 API answers with it and the MCP tools report it.
@@ -51,7 +52,7 @@ from ..store.results import Result
 from . import records as r
 from . import schemas as m
 from .keyring import Principal
-from .scope import DEFAULT_SESSION, DEFAULT_USER, check_user_name
+from .scope import DEFAULT_SESSION, DEFAULT_USER, check_user_name, served_id, served_session
 
 # The options a request passes on by name; its size (limit, token_budget) and the blend's
 # hybrid_weight are read apart.
@@ -167,7 +168,7 @@ class MemoryService:
 
     def inner(self, user: str, session: str | None) -> str | None:
         """The stored name of ``user``'s ``session`` (None stays None: every session of theirs)."""
-        return None if session is None else f"{user}/{session}"
+        return None if session is None else served_session(user, session)
 
     def outer(self, session: Any) -> str | None:
         """The session as its user named it."""
@@ -180,7 +181,7 @@ class MemoryService:
 
     def inner_id(self, user: str, id: str) -> str:
         """The stored id of the id ``user`` chose."""
-        return f"{user}/{id}"
+        return served_id(user, id)
 
     def outer_id(self, user: Any, id: str) -> str:
         """A stored id as its user sees it."""

@@ -5,7 +5,8 @@
 - :mod:`~vxmem.workbench.sweep.grid`: the names a sweep takes, their checks, and the grid;
 - :mod:`~vxmem.workbench.sweep.engine`: chunks of probes ranked at every grid point at once;
 - :mod:`~vxmem.workbench.sweep.policies`: the ranking policies compared over the same pools;
-- :mod:`~vxmem.workbench.sweep.holdout`: tuning on some probes, reporting on the others.
+- :mod:`~vxmem.workbench.sweep.holdout`: tuning on some probes, reporting on the others;
+- :mod:`~vxmem.workbench.sweep.constraints`: bounds on other metrics that a best point must keep.
 
 ``from vxmem.workbench.sweep import sweep`` hands those names on, each module imported when its
 name is first asked for.

@@ -4,8 +4,9 @@
 - :func:`bootstrap_ci`: a mean and its percentile bootstrap interval.
 - :func:`split_report`: tune and holdout means of each metric at one point.
 - :func:`tune_holdout`: the grid point best on the tune probes (of equally good ones, the
-  nearest the policy's defaults), reported on the holdout ones, so a sweep's best point is
-  not judged on the probes that chose it.
+  nearest the policy's defaults; with ``subject_to``, only among the points whose tune means
+  keep those bounds), reported on the holdout ones, so a sweep's best point is not judged on
+  the probes that chose it.
 
 The metrics are those :func:`vxmem.workbench.sweep.run.sweep` gives each probe.
 """
@@ -24,6 +25,7 @@ import pandas as pd
 
 from ..analysis import metrics as M
 from ..replay.record import as_replays
+from .constraints import Constraint, satisfied, unmet
 from .grid import as_point
 from .policies import get_policy
 from .run import sweep
@@ -170,11 +172,14 @@ class TuningResult:
 
 def tune_holdout(replays, grid: Mapping[str, Any], split: ProbeSplit | None = None, metric: str = "ndcg",
                  policy="blend", *, metrics: Sequence[str] = REPORT_METRICS, n_boot: int = 1000, seed: int = 0,
-                 ci: float = 0.95) -> TuningResult:
+                 ci: float = 0.95, subject_to: Sequence[Constraint] = ()) -> TuningResult:
     """Choose the grid point best on the tune probes, then report it on the holdout ones.
 
     ``split`` defaults to :func:`split_probes` with its defaults. The best point's holdout
     numbers are the honest estimate; its tune numbers are optimistic by construction.
+    ``subject_to``: bounds (:class:`~vxmem.workbench.sweep.constraints.Constraint`, on the
+    per-probe metrics' names) the chosen point's tune means must keep; ``points`` then
+    carries each bounded metric's tune mean as ``tune_<metric>``. None kept: ``ValueError``.
     """
     reps = as_replays(replays)
     P = sum(r.n_probes for r in reps)
@@ -197,11 +202,38 @@ def tune_holdout(replays, grid: Mapping[str, Any], split: ProbeSplit | None = No
     if np.all(np.isnan(tune)):
         raise ValueError(f"no tune probe can be scored on {metric!r}")
     key = np.where(np.isnan(tune), np.inf, tune if metric in M.LOWER_IS_BETTER else -tune)  # NaN: never best
+    if subject_to:
+        key = np.where(_kept(points, per, split, G, P, subject_to), key, np.inf)
+        if np.all(np.isinf(key)):
+            raise ValueError(unmet(_tune_means(per, split, G, P, subject_to), subject_to) + " on the tune probes")
     g = _nearest_default(points, list(res.params), key, get_policy(policy).defaults)
     best = {k: _py(points[k].iloc[g]) for k in res.params}
     rows = per[per["point"] == g]
     report = _report_rows({m: rows[m].to_numpy(dtype=np.float64) for m in metrics}, split, n_boot, seed, ci)
     return TuningResult(metric=name, points=points, best=best, report=report)
+
+
+def _tune_means(per: pd.DataFrame, split: ProbeSplit, G: int, P: int,
+                subject_to: Sequence[Constraint]) -> pd.DataFrame:
+    """Each grid point's tune mean of every bounded metric, one column per metric."""
+    out = {}
+    for c in subject_to:
+        if c.metric not in per.columns:
+            raise ValueError(f"cannot bound {c.metric!r}; per-probe metrics: {', '.join(M.METRICS)}")
+        values = per[c.metric].to_numpy(dtype=np.float64).reshape(G, P)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            out[c.metric] = np.nanmean(np.where(split.tune, values, np.nan), axis=1)
+    return pd.DataFrame(out)
+
+
+def _kept(points: pd.DataFrame, per: pd.DataFrame, split: ProbeSplit, G: int, P: int,
+          subject_to: Sequence[Constraint]) -> np.ndarray:
+    """Which grid points' tune means keep every bound (their means added to ``points``)."""
+    means = _tune_means(per, split, G, P, subject_to)
+    for name in means.columns:
+        points[f"tune_{'mrr' if name == 'rr' else name}"] = means[name].to_numpy()
+    return satisfied(means, subject_to)
 
 
 def _nearest_default(points: pd.DataFrame, params: Sequence[str], key: np.ndarray,

@@ -14,14 +14,17 @@ page's probes, :mod:`~vxmem.workbench.views.policies` what each ranking policy t
 :mod:`~vxmem.workbench.views.picking` how a best point is chosen (not degenerate, tie-aware, held out).
 """
 
+from ..sweep.constraints import Constraint, parse_constraint
 from .charts import ab_points, is_flat, spot_labels, spot_sizes, time_format
 from .costs import (
+    median_interval,
     median_recall_ms,
     presets_quality_cost,
     presets_table,
     recall_times,
     stage_coverage,
     stage_depth,
+    untold_timings,
     write_times,
 )
 from .inputs import (
@@ -81,6 +84,7 @@ from .replays import (
     sweep_holdout,
     why_table,
 )
+from .report import report_versus, run_report
 from .settings import (
     DEFAULT_MODE,
     DEFAULT_POINT,
@@ -127,6 +131,8 @@ __all__ = [
     "point_of", "point_report", "probe_list", "probe_metrics", "probe_metrics_at", "probe_results", "probe_table",
     "rank_movement", "ranking_at", "relevance_note", "replay_match_probability", "replay_all", "replay_settings",
     "returned", "score_parts", "ignored_by", "policy_description", "policy_params", "Pick", "SIZE_AXES", "pick_best",
+    "Constraint", "parse_constraint", "median_interval", "untold_timings",
+    "run_report", "report_versus",
     "settings_from_json", "settings_json", "settings_snippet", "settings_to_query", "shipped_datasets",
     "stale_above_at", "sweep_grid", "sweep_holdout", "to_csv", "turn_table", "why_table",
 ]

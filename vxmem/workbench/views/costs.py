@@ -24,8 +24,9 @@ from .intervals import with_intervals
 from .settings import grid_point
 
 COST_COLUMNS = ["label", "kind", "preset", "policy", "recall", "ms_per_recall", "probes", "on_front"]
-PRESET_COLUMNS = ["preset", "recall", "recall_lo", "recall_hi", "mrr", "coverage", "depth", "ms_p50", "ms_p99",
-                  "ms_per_write", "probes"]
+PRESET_COLUMNS = ["preset", "recall", "recall_lo", "recall_hi", "mrr", "coverage", "depth", "ms_p50", "ms_p50_lo",
+                  "ms_p50_hi", "ms_p99", "ms_per_write", "probes"]
+TIMING_BOOT = 1000  # bootstrap resamples of a median time's interval
 
 
 def _finite(values: Iterable[Any]) -> np.ndarray:
@@ -42,6 +43,26 @@ def _mean(values: np.ndarray) -> float:
     """The mean of the finite ``values``; NaN when there are none."""
     finite = _finite(values)
     return float(finite.mean()) if finite.size else float("nan")
+
+
+def median_interval(values: np.ndarray, ci: float = 0.95, n_boot: int = TIMING_BOOT,
+                    seed: int = 0) -> tuple[float, float]:
+    """The percentile bootstrap interval of the median of ``values`` (NaN, NaN when there are
+    none): how far the median time of a handful of recalls may sit from the machine's."""
+    v = _finite(values)
+    if not v.size:
+        return float("nan"), float("nan")
+    rng = np.random.default_rng(seed)
+    medians = np.median(v[rng.integers(0, v.size, size=(n_boot, v.size))], axis=1)
+    return float(np.quantile(medians, (1 - ci) / 2)), float(np.quantile(medians, (1 + ci) / 2))
+
+
+def untold_timings(table: pd.DataFrame) -> list[tuple[str, str]]:
+    """The pairs of presets of a :func:`presets_table` whose median recall times' intervals
+    overlap: on these probes, which of the two recalls faster is not known."""
+    rows = [r for r in table.to_dict("records") if np.isfinite(r.get("ms_p50_lo", np.nan))]
+    return [(a["preset"], b["preset"]) for i, a in enumerate(rows) for b in rows[i + 1:]
+            if a["ms_p50_lo"] <= b["ms_p50_hi"] and b["ms_p50_lo"] <= a["ms_p50_hi"]]
 
 
 def recall_times(replays: Sequence[Replay]) -> np.ndarray:
@@ -159,8 +180,9 @@ def presets_table(replays: Mapping[str, Sequence[Replay]], point: Mapping[str, A
     :func:`stage_coverage` (the relevant memories within the first ``depth`` candidates of the
     first stage, ``depth`` being how deep the preset's second stage reads; the largest over
     the probes); ``ms_p50`` and ``ms_p99``, quantiles of the live recalls' milliseconds
-    (``recall_ms``); ``ms_per_write``, the median milliseconds of the live writes
-    (``write_ms``); and ``probes``. A timing the replays did not record is NaN.
+    (``recall_ms``), the median with its bootstrap 95% interval (``ms_p50_lo``, ``ms_p50_hi``;
+    :func:`untold_timings` names the presets it cannot tell apart); ``ms_per_write``, the median
+    milliseconds of the live writes (``write_ms``); and ``probes``. A timing the replays did not record is NaN.
     """
     grid = {k: [v] for k, v in grid_point(point or {}).items() if k in ("limit", "token_budget")}
     limit = grid["limit"][0] if "limit" in grid else None
@@ -176,7 +198,8 @@ def presets_table(replays: Mapping[str, Sequence[Replay]], point: Mapping[str, A
         rows.append({"preset": preset, **{k: float(row[k]) for k in ("recall", "recall_lo", "recall_hi", "mrr")},
                      **{f"recall{LABEL_SEP}{c}": float(v) for c, v in by_category.items()},
                      "coverage": _mean(coverage), "depth": max(depths, default=0),
-                     "ms_p50": _quantile(ms, 0.5), "ms_p99": _quantile(ms, 0.99),
+                     "ms_p50": _quantile(ms, 0.5), **dict(zip(("ms_p50_lo", "ms_p50_hi"), median_interval(ms))),
+                     "ms_p99": _quantile(ms, 0.99),
                      "ms_per_write": _quantile(write_times(reps), 0.5), "probes": int(row["probes"])})
     if not rows:
         return pd.DataFrame(columns=PRESET_COLUMNS)

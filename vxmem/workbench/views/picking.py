@@ -5,7 +5,8 @@ reported on probes that did not choose it.
   change what a metric@k counts (a limit of 1 leaks least, a limit of 20 hits most), so they
   stay at the shared setting; among equally good points the one nearest the library's defaults
   wins; a parameter that has no effect at the best point (half-life under a recency weight of
-  0) is left where it is, and said so.
+  0) is left where it is, and said so. ``subject_to`` picks only among the points that keep
+  bounds on other metrics ("the best nDCG with stale-leak at most 0.1").
 - :func:`compare_policies`: the Compare page's table, each policy's best chosen on the tune
   probes and reported, beside its default, on the held-out ones.
 """
@@ -22,6 +23,7 @@ import pandas as pd
 from ..analysis import metrics as M
 from ..analysis import questions
 from ..replay.record import Replay
+from ..sweep.constraints import Constraint, satisfied, unmet
 from ..sweep.holdout import split_probes
 from ..sweep.policies import POLICIES
 from ..sweep.run import sweep
@@ -61,10 +63,12 @@ def _distance(frame: pd.DataFrame, axes: Sequence[str], toward: Mapping[str, Any
 
 
 def pick_best(frame: pd.DataFrame, metric: str, axes: Sequence[str], current: Mapping[str, Any],
-              defaults: Mapping[str, Any] = DEFAULT_POINT, lower: bool | None = None) -> Pick:
+              defaults: Mapping[str, Any] = DEFAULT_POINT, lower: bool | None = None,
+              subject_to: Sequence[Constraint] = ()) -> Pick:
     """The best point of a sweep ``frame`` (one row per point; ``axes`` its swept columns) on ``metric``,
     lowest for the leaks (``lower`` says so for a column of another name); ``current``: the shared
-    settings, ``defaults``: where ties lean."""
+    settings, ``defaults``: where ties lean; ``subject_to``: bounds on other columns the point must
+    keep (``ValueError`` saying how close the grid came when no point keeps them)."""
     rows, notes = frame, []
     for a in axes:
         if a in SIZE_AXES:
@@ -75,6 +79,13 @@ def pick_best(frame: pd.DataFrame, metric: str, axes: Sequence[str], current: Ma
     scored = rows[rows[metric].notna()]
     if scored.empty:
         raise ValueError(f"no point of the grid can be scored on {metric}")
+    if subject_to:
+        kept = scored[satisfied(scored, subject_to)]
+        if kept.empty:
+            raise ValueError(unmet(scored, subject_to))
+        notes.append(f"picked among the {len(kept)} of {len(scored)} points that keep "
+                     + " and ".join(map(str, subject_to)))
+        scored = kept
     lower = metric in M.LOWER_IS_BETTER if lower is None else lower
     top = float(scored[metric].min() if lower else scored[metric].max())
     tied = scored[(scored[metric] - top).abs() <= TIE]

@@ -26,6 +26,7 @@ from ..analysis.why import why_recalled
 from ..datasets.model import Conversation
 from ..replay.record import Replay
 from ..replay.run import replay
+from ..sweep.constraints import Constraint
 from ..sweep.holdout import TuningResult, bootstrap_ci, split_probes, tune_holdout
 from ..sweep.policies import POLICIES
 from ..sweep.run import sweep
@@ -236,15 +237,17 @@ def pareto_points(frame: pd.DataFrame) -> pd.DataFrame:
 
 def sweep_holdout(replays: Sequence[Replay], x: str, x_values: Sequence, y: str, y_values: Sequence,
                   fixed: Mapping[str, Any] | None, metric: str, *, seed: int = 0,
-                  n_boot: int = 500) -> TuningResult:
-    """The grid point best on a tune share of the probes, reported on the held-out rest
+                  n_boot: int = 500, subject_to: Sequence[Constraint] = ()) -> TuningResult:
+    """The grid point best on a tune share of the probes (keeping the bounds ``subject_to``
+    on their tune means), reported on the held-out rest
     (:func:`vxmem.workbench.sweep.holdout.tune_holdout`)."""
     grid = {k: [v] for k, v in grid_point(fixed or {}).items() if k not in (x, y)}
     for name, vals in ((x, x_values), (y, y_values)):
         grid[name] = [None if (name == "token_budget" and not v) else v for v in vals]
     split = split_probes(list(replays), seed=seed)
+    bounds = [Constraint("rr", c.op, c.value) if c.metric == "mrr" else c for c in subject_to]
     return tune_holdout(list(replays), grid, split, metric="rr" if metric == "mrr" else metric,
-                                 n_boot=n_boot, seed=seed)
+                        n_boot=n_boot, seed=seed, subject_to=bounds)
 
 
 def best_row(frame: pd.DataFrame, metric: str) -> pd.Series:
