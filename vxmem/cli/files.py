@@ -12,9 +12,9 @@ __all__ = ["WRITES", "READS", "unwritable", "same_file", "check_files"]
 # The options naming files each command writes, and the argument naming the file it reads.
 WRITES = {"synth": ("output",), "import": ("output",), "replay": ("output", "save", "report"),
            "sweep": ("output", "per_probe"), "compare": ("output", "per_probe", "chart"), "audit": ("output",),
-           "export": ("output",), "restore": ("db",)}
+           "qa": ("json",), "export": ("output",), "restore": ("db",)}
 READS = {"import": "chatlog", "replay": "dataset", "sweep": "dataset", "compare": "dataset", "audit": "dataset",
-          "export": "db", "restore": "export"}
+          "qa": "dataset", "export": "db", "restore": "export"}
 
 
 def unwritable(path: str) -> str | None:

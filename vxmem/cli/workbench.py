@@ -239,7 +239,7 @@ def run_probes(args) -> int:
         return 0
     if args.action == "add":
         try:
-            changed = add_probe(conv, args.query, list(args.expect or ()), args.session, args.time,
+            changed = add_probe(conv, args.query, list(args.expect or ()), args.session, args.time, answer=args.answer,
                                 stale_labels=list(args.stale or ()), category=args.category, label=args.label)
         except (TypeError, ValueError) as exc:
             raise CliError(_as_options(str(exc))) from None

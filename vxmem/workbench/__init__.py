@@ -10,6 +10,8 @@
   recalled, A/B comparisons, the supersession audit;
 - :mod:`~vxmem.workbench.systems`: other memory systems behind one adapter, compared alike
   (:mod:`~vxmem.workbench.systems.compare`); :mod:`~vxmem.workbench.plugins` loads the user's own;
+- :mod:`~vxmem.workbench.qa`: answer-level evaluation, answers from the recalled memories graded
+  by a pinned judge prompt over any chat-completions endpoint;
 - :mod:`~vxmem.workbench.views`: the DataFrames the dashboard and the notebooks draw.
 
 The ``vxmem`` command that drives them is :mod:`vxmem.cli`.

@@ -13,14 +13,15 @@ from .model import Conversation, Event
 
 def add_probe(conversation: Conversation, query: str, relevant_labels, session: str | None = None,
               time=None, *, stale_labels: Sequence[str] = (), category: str | None = None,
-              label: str | None = None, limit: int | None = None) -> Conversation:
+              label: str | None = None, limit: int | None = None, answer: str | None = None) -> Conversation:
     """A new conversation with one more probe: ``query`` asked at ``time`` in ``session``.
 
     ``relevant_labels`` lists the turns a good recall returns (or maps them to grades > 0),
     ``stale_labels`` those it must not. ``session=None`` asks across every session;
     ``time`` defaults to :data:`~vxmem.workbench.datasets.chatlogs.TURN_GAP` after the last
     event, and an earlier time places the probe at that moment of the timeline. ``label``
-    defaults to the first free ``q<n>``. The original conversation is left unchanged.
+    defaults to the first free ``q<n>``. ``answer``: the gold answer ``vxmem qa`` grades against
+    (kept as ``meta["answer"]``). The original conversation is left unchanged.
     """
     if not isinstance(conversation, Conversation):
         raise TypeError(f"conversation must be a Conversation, not {type(conversation).__name__}")
@@ -52,8 +53,10 @@ def add_probe(conversation: Conversation, query: str, relevant_labels, session: 
         raise TypeError(f"category must be a str or None, not {type(category).__name__}")
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise ValueError(f"limit must be an int >= 1 or None, got {limit!r}")
+    if answer is not None and (not isinstance(answer, str) or not answer.strip()):
+        raise ValueError(f"answer must be a non-empty str or None, got {answer!r}")
     probe = Event(time=t, type="probe", label=label, query=query, session=session, relevant=relevant,
-                  stale=stale, category=category, limit=limit)
+                  stale=stale, category=category, limit=limit, meta={} if answer is None else {"answer": answer})
     # After every event at or before its time: a probe sees what was said up to then.
     pos = next((i for i, e in enumerate(events) if e.time > t), len(events))
     return Conversation(name=conversation.name, events=[*events[:pos], probe, *events[pos:]],

@@ -1,0 +1,94 @@
+"""The QA page (streamlit's AppTest, no browser) against the loopback chat-completions server: the
+same code path as `vxmem qa`, its accuracy per category charted with intervals."""
+
+import json
+import re
+import urllib.request
+
+import pytest
+from streamlit.dataframe_util import convert_arrow_bytes_to_pandas_df
+from streamlit.testing.v1 import AppTest
+
+pytest.importorskip("openai", reason='needs the llm extra: pip install "vxmem[llm]"')
+pytest.importorskip("jsonschema", reason='needs the llm extra: pip install "vxmem[llm]"')
+
+from helpers import ROOT
+from servers import free_port, llm_stub
+
+pytestmark = pytest.mark.subprocess
+APP = str(ROOT / "app.py")
+
+
+@pytest.fixture(scope="module")
+def server():
+    with llm_stub() as base:
+        yield base
+
+
+@pytest.fixture(autouse=True)
+def private_dirs(tmp_path, monkeypatch):
+    """Saved sessions and the reply cache go to a temporary directory, not the home directory."""
+    from app_pages import config
+
+    monkeypatch.setattr(config, "SESSIONS_DIR", tmp_path / "sessions")
+    monkeypatch.setenv("VXMEM_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def received(server: str) -> list[dict]:
+    with urllib.request.urlopen(f"{server}/requests", timeout=10) as r:
+        return json.loads(r.read())
+
+
+def qa_page(dataset: str) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=240)
+    at.run()
+    at.switch_page("app_pages/qa.py").run()
+    at.selectbox(key="dataset_choice").set_value(dataset).run()
+    assert not at.exception, at.exception
+    return at
+
+
+def ask(at: AppTest, url: str, model: str = "qa-answerer") -> AppTest:
+    at.text_input(key="qa_url").input(url)
+    at.text_input(key="qa_model").input(model)
+    at.text_input(key="qa_judge").input("qa-judge")
+    at.multiselect(key="qa_systems").set_value(["bm25", "vxmem:fast"])
+    at.button[0].click().run()
+    assert not at.exception, at.exception
+    return at
+
+
+def test_the_page_charts_accuracy_per_category_with_intervals_from_the_endpoints_grades(server):
+    at = ask(qa_page("fixtures/locomo_sample.json"), f"{server}/v1")
+    [chart] = at.get("vega_lite_chart")
+    spec = json.loads(chart.proto.spec)
+    rows = [r for d in chart.proto.datasets for r in convert_arrow_bytes_to_pandas_df(d.data.data).to_dict("records")]
+    assert {r["system"] for r in rows} == {"bm25", "vxmem:fast"}
+    every = [r for r in rows if r["category"] == "all"]
+    assert len(every) == 2 and all(r["questions"] == 5 for r in every)
+    assert all(r["accuracy_lo"] <= r["accuracy"] <= r["accuracy_hi"] for r in rows)
+    marks = [layer["mark"]["type"] if isinstance(layer["mark"], dict) else layer["mark"] for layer in spec["layer"]]
+    assert marks == ["bar", "rule"]  # the bars and their interval whiskers
+    assert any(a["model"] == "qa-judge" for a in received(server))
+    assert "sha256" in at.expander[0].label
+
+
+def test_a_failing_endpoint_is_one_line_on_the_page_and_no_chart(server):
+    at = ask(qa_page("fixtures/locomo_sample.json"), f"http://127.0.0.1:{free_port()}/v1")
+    assert not at.get("vega_lite_chart")
+    [error] = at.error
+    assert "answer via 'qa-answerer'" in error.value and "\n" not in error.value
+
+
+def test_a_dataset_without_gold_answers_says_what_to_pick():
+    at = qa_page("knowledge_update")
+    assert any("no probe with a gold answer" in i.value for i in at.info)
+
+
+def test_a_script_for_an_endpoint_url_is_refused_as_text_and_nothing_is_asked(server):
+    before = len(received(server))
+    at = ask(qa_page("fixtures/locomo_sample.json"), "<script>alert(1)</script>")
+    [error] = at.error
+    assert "must be the endpoint's http(s) URL" in error.value  # said, with the script as escaped text
+    assert "\\<script\\>" in error.value and not re.search(r"(?<!\\)<script", error.value)
+    assert not at.get("vega_lite_chart") and len(received(server)) == before
