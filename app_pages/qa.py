@@ -9,7 +9,7 @@ import streamlit as st
 from app_pages import shared
 from vxmem.workbench import views
 from vxmem.workbench.qa import AnswerCache, QASetup, answerable, default_cache_dir, pinned, run_qa
-from vxmem.workbench.views.qa_chart import accuracy_chart
+from vxmem.workbench.qa.chart import accuracy_chart
 from vxmem.workbench.views.systems import DASHBOARD_SYSTEMS
 
 st.title("QA")

@@ -9,7 +9,7 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from app_pages import config, kept, shared
+from app_pages import config, kept, named, shared
 from vxmem.workbench import views
 from vxmem.workbench.analysis.metrics import LOWER_IS_BETTER
 from vxmem.workbench.views import cost_charts
@@ -144,7 +144,14 @@ if flat:
     st.info(f"{config.METRIC_LABELS[metric]} is {lo_m:.3f} at every point of this grid: the map would be one "
             "colour. Pick another metric, or a dataset where it moves.")
 else:
-    shared.chart((heat + text + outline).properties(height=420))
+    layers = heat + text + outline
+    on_grid = named.on_grid(frame, x, y)
+    if len(on_grid):  # the named settings where they sit on this grid, their names above the cell's number
+        layers += alt.Chart(on_grid).mark_text(dy=-13, fontSize=10, fontWeight="bold", color="#e45756").encode(
+            x=f"{x}:O", y=alt.Y(f"{y}:O", sort="descending"), text="name:N", tooltip=["name", x, y])
+    shared.chart(layers.properties(height=420))
+    if len(on_grid):
+        st.caption("Named settings (saved on the Tune page) are written above their cells in red.")
 
 
 def ci_of(row: pd.Series) -> str:

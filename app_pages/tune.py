@@ -6,7 +6,7 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from app_pages import config, kept, shared
+from app_pages import config, kept, named, shared
 from vxmem.workbench import views
 from vxmem.workbench.analysis.metrics import LOWER_IS_BETTER
 
@@ -108,6 +108,8 @@ with right:
     shared.score_bars(table, shared.settings())
     with st.expander("Why (not) recalled: every memory of this probe"):
         shared.why_table(why, key="tune_why")
+
+named.named_section()
 
 st.subheader("How each probe's relevant memory moves in rank")
 vary = kept.widget(st.selectbox, "As this parameter moves (the others stay at the sliders)", key="tune_vary",

@@ -311,3 +311,35 @@ def test_a_long_dataset_on_disk_says_how_long_it_will_take_and_starts_when_asked
     at.button(key="long_replay_start").click().run()
     assert not at.exception, at.exception
     assert not any("takes about" in i.value for i in at.info) and charts(at)  # replayed, the timeline drawn
+
+
+def test_named_settings_run_side_by_side_on_every_shipped_dataset():
+    at = page("tune", query={"embedder": "hashing", "recency_weight": "0"})
+    at.text_input(key="named_name").set_value("no recency").run()
+    at.button(key="named_save").click().run()
+    assert at.session_state["named_settings"]["no recency"]["recency_weight"] == 0.0
+    at.slider(key="set_recency_weight").set_value(1.0).run()  # the current settings move on
+    at.button(key="named_run").click().run()
+    while any(b.key == "long_replay_start" for b in at.button):  # a long dataset says how long, then starts
+        at.button(key="long_replay_start").click().run()
+    assert not at.exception, at.exception
+    frame = next(d.value for d in at.dataframe if "macro" in d.value)
+    assert set(frame["config"]) == {"(current settings)", "no recency"}
+    bars = chart_rows(next(c for c in charts(at) if '"xOffset"' in c.proto.spec))
+    assert {"all datasets", "preference_drift"} <= {r["dataset"] for r in bars}
+    assert {r["config"] for r in bars} == {"(current settings)", "no recency"}
+    drift = {r["config"]: r["mean"] for r in bars if r["dataset"] == "preference_drift"}
+    assert drift["no recency"] != drift["(current settings)"]  # each ranked at its own settings
+    at.button(key="named_forget:no recency").click().run()
+    assert "no recency" not in at.session_state["named_settings"]
+
+
+def test_named_settings_on_the_sweep_grid_are_written_above_their_cells():
+    at = page("tune", query={"recency_weight": "0"})
+    at.text_input(key="named_name").set_value("flat").run()
+    at.button(key="named_save").click().run()
+    at.switch_page("app_pages/sweep.py").run()
+    assert not at.exception, at.exception
+    rows = [r for c in charts(at) for r in chart_rows(c) if r.get("name") == "flat"]
+    assert rows and rows[0]["recency_weight"] == 0.0
+    assert "Named settings (saved on the Tune page)" in shown(at.caption)

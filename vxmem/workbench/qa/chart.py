@@ -10,7 +10,7 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
-from ..qa.report import ALL
+from .report import ALL
 
 __all__ = ["accuracy_chart"]
 
