@@ -205,5 +205,7 @@ def test_the_qa_page_answers_grades_and_charts_accuracy_per_category(app_url, ct
     text = main_block.inner_text()
     assert re.search(r"\d+ replies came from the cache, \d+ were asked of the endpoint\.", text), text
     assert "whiskers their bootstrap 95% intervals" in text
-    assert main_block.get_by_role("button", name="Download the report (JSON)").count() == 1
+    download = main_block.get_by_role("button", name="Download the report (JSON)")
+    download.wait_for(timeout=60_000)  # drawn after the chart: on a loaded machine, a moment later
+    assert download.count() == 1
     page.close()
