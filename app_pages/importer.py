@@ -7,7 +7,7 @@ import hashlib
 
 import streamlit as st
 
-from app_pages import config, kept, shared
+from app_pages import config, corrections_box, kept, shared
 from vxmem.workbench import views
 from vxmem.workbench.datasets import DatasetError
 
@@ -97,6 +97,8 @@ turns = views.turn_table(conv)
 st.dataframe(turns, hide_index=True, width="stretch", height=min(400, 38 + 35 * len(turns)),
              column_config={"label": st.column_config.TextColumn(width="small"),
                             "text": st.column_config.TextColumn(width="large")})
+
+corrections_box.corrections_section(conv, dict(zip(turns["label"], turns["text"])), set_imported)
 
 st.subheader("Probes")
 probes = views.probe_list(conv)

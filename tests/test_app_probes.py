@@ -169,3 +169,27 @@ def test_a_probe_asked_in_no_session_says_so_rather_than_none():
         assert not at.exception and not at.error, shown(at.error)
         said = shown(at.markdown)
         assert "no session (recalls from every session)" in said and "None" not in said, said
+
+
+def test_corrections_found_by_the_judge_or_marked_by_hand_replay_as_corrections():
+    from vxmem.workbench.datasets.corrections import correction_pairs
+
+    chat = (b"session,role,text,timestamp\n"
+            b"s1,user,Dana lives in Lisbon.,2024-01-01T10:00:00Z\n"
+            b"s1,user,Dana likes green tea.,2024-01-02T10:00:00Z\n"
+            b"s1,user,Dana has moved to Porto.,2024-02-01T10:00:00Z\n")
+    at = page("importer")
+    at.file_uploader(key="import_upload").upload("dana.csv", chat).run()
+    assert "None marked yet" in shown(at.caption)
+    at.button(key="corr_find").click().run()  # the rule-based judge
+    assert not at.exception and not at.error
+    found = next(d.value for d in at.dataframe if "corrects" in d.value)
+    assert found[["corrects", "turn"]].values.tolist() == [["s1:0", "s1:2"]]
+    at.button(key="corr_apply").click().run()
+    assert correction_pairs(imported(at)) == [("s1:0", "s1:2")]
+    assert "s1:2 corrects s1:0" in shown(at.caption)
+    at.selectbox(key="corr_new").set_value("s1:1").run()
+    at.selectbox(key="corr_old").set_value("s1:2").run()
+    at.button(key="corr_mark").click().run()  # a turn cannot correct a later one: said, nothing changed
+    assert "comes before" in " ".join(e.value for e in at.error)
+    assert correction_pairs(imported(at)) == [("s1:0", "s1:2")]

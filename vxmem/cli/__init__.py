@@ -191,6 +191,13 @@ def _parser() -> _Parser:
     i.add_argument("chatlog")
     i.add_argument("--format", choices=CHAT_FORMATS, help="default: guessed from the name and the first bytes")
     i.add_argument("--name", help="the conversation's name (default: the file's)")
+    i.add_argument("--judge", help="find the turns that correct an earlier one and replay them as corrections: "
+                                   "rules, a judge of vxmem.memory.rules, or package.module:callable")
+    i.add_argument("--judge-base-url", dest="judge_base_url",
+                   help="an OpenAI-compatible endpoint whose --judge-model finds the corrections instead")
+    i.add_argument("--judge-model", dest="judge_model", help="the endpoint's model (with --judge-base-url)")
+    i.add_argument("--embedder", choices=EMBEDDERS, default="default",
+                   help="picks the earlier turns nearest each turn for the judge to read (default: Vectrix()'s)")
     i.add_argument("-o", "--output", help="JSONL file (default: standard output)")
 
     r = sub.add_parser("replay", help="replay a dataset through the memory")

@@ -189,7 +189,10 @@ def run_import(args) -> int:
         raise CliError(f"output {args.output!r}: a dataset is written as .jsonl")
     if not os.path.exists(args.chatlog):
         raise CliError(f"{args.chatlog}: no such file")
+    judge = _import_judge(args)  # a bad judge is named before the file is read
     conv = load_chatlog(args.chatlog, args.format, name=args.name)
+    if judge is not None:
+        conv = _with_corrections(conv, judge, args.embedder)
     if not args.output:
         sys.stdout.write(conv.to_jsonl())
         return 0
@@ -203,6 +206,50 @@ def run_import(args) -> int:
     print(f"wrote {args.output} (no probes yet: write them with `vxmem probes add` or in the dashboard's "
           "Import page)")
     return 0
+
+
+def _import_judge(args) -> Any:
+    """The judge ``vxmem import`` runs: an endpoint's model, or a named or importable one; None: none."""
+    if bool(args.judge_base_url) != bool(args.judge_model):
+        raise CliError("--judge-base-url and --judge-model go together")
+    if args.judge_base_url:
+        if args.judge:
+            raise CliError("--judge and --judge-base-url: name one judge")
+        from ..llm import OpenAICompatibleJudge
+
+        return OpenAICompatibleJudge(args.judge_model, base_url=args.judge_base_url)
+    if not args.judge:
+        return None
+    from ..workbench.analysis.audit import judge_named
+
+    try:
+        return judge_named(args.judge)[1]
+    except ValueError as exc:
+        raise CliError(f"--judge: {exc}") from None
+
+
+def _with_corrections(conv: Conversation, judge: Any, embedder: str) -> Conversation:
+    """``conv`` with the corrections ``judge`` finds replayed as corrections, each one printed on stderr."""
+    from ..llm import LLMError
+    from ..workbench.datasets.corrections import find_corrections, mark_correction
+
+    try:
+        pairs = find_corrections(conv, judge, embedder_named(embedder))
+    except LLMError as exc:
+        raise CliError(f"the judge failed: {exc}") from None
+    text = {e.label: e.text for e in conv.events if e.label}
+    for old, new in pairs:
+        conv = mark_correction(conv, old, new)
+        print(f"correction: {new} ({views_short(text[new])}) corrects {old} ({views_short(text[old])})",
+              file=sys.stderr)
+    print(f"{len(pairs)} correction(s) found", file=sys.stderr)
+    return conv
+
+
+def views_short(text: Any, n: int = 60) -> str:
+    """``text`` on one line, cut at ``n`` characters."""
+    one = " ".join(str(text).split())
+    return one if len(one) <= n else one[: n - 3] + "..."
 
 
 # ---------------------------------------------------------------------------- probes
