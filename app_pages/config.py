@@ -99,6 +99,28 @@ PLAYGROUND_NOW = PLAYGROUND_T0 + 90 * DAY + 3600.0
 PLAYGROUND_QUERY = "does the user like dark mode or light mode?"
 CLOCK_STEPS = {"+1 hour": 3600.0, "+1 day": DAY, "+1 week": 7 * DAY, "+1 month": 30 * DAY}
 PLAYGROUND_RELEVANT = ["m4"]  # the seed query's answer: the correction to light mode
+# A plain chat: remember() on every turn and nothing else. The move is told in passing, in other words, and a
+# later turn names the old city in another sense: what recall does without a correction call or a judge.
+PLAIN_SEED: list[dict[str, Any]] = [
+    {"time": PLAYGROUND_T0, "type": "turn", "label": "m1", "session": "demo",
+     "text": "I live in Lisbon, near the river."},
+    {"time": PLAYGROUND_T0 + 3 * DAY, "type": "turn", "label": "m2", "session": "demo",
+     "text": "Any idea for a quick dinner tonight?"},
+    {"time": PLAYGROUND_T0 + 20 * DAY, "type": "turn", "label": "m3", "session": "demo",
+     "text": "Work has been busy all month."},
+    {"time": PLAYGROUND_T0 + 45 * DAY, "type": "turn", "label": "m4", "session": "demo",
+     "text": "The movers finally dropped our boxes at the new flat in Porto."},
+    {"time": PLAYGROUND_T0 + 58 * DAY, "type": "turn", "label": "m5", "session": "demo",
+     "text": "I watched a documentary about the old trams of Lisbon."},
+    {"time": PLAYGROUND_T0 + 59 * DAY, "type": "turn", "label": "m6", "session": "demo", "text": "lol ok"},
+]
+# name -> (events, clock, query, the query's answer)
+PLAYGROUND_DEMOS: dict[str, tuple[list[dict[str, Any]], float, str, list[str]]] = {
+    "a correction (dark mode, then light mode)": (PLAYGROUND_SEED, PLAYGROUND_NOW, PLAYGROUND_QUERY,
+                                                  PLAYGROUND_RELEVANT),
+    "a plain chat (a move told in passing)": (PLAIN_SEED, PLAYGROUND_T0 + 60 * DAY, "which city does the user live in?",
+                                              ["m4"]),
+}
 
 # ---------------------------------------------------------------------------- A/B and Tune
 

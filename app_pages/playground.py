@@ -172,9 +172,10 @@ def grade(outcome: str, key: str) -> None:
 
 
 def reset() -> None:
-    state.pg_events = [dict(e) for e in config.PLAYGROUND_SEED]
-    state.pg_now = config.PLAYGROUND_NOW
-    state.pg_kept = dict(KEPT, relevant=list(config.PLAYGROUND_RELEVANT))
+    events, now, query, relevant = config.PLAYGROUND_DEMOS[state.get("pg_demo") or next(iter(config.PLAYGROUND_DEMOS))]
+    state.pg_events = [dict(e) for e in events]
+    state.pg_now = now
+    state.pg_kept = dict(KEPT, query=query, relevant=list(relevant))
     state.pg_message = None
     forget_widgets()
 
@@ -216,7 +217,10 @@ with left:
         st.selectbox("Memory", labels, key="pg_target")
         st.text_input("Corrected text", key="pg_correction")
         st.button("Correct it", on_click=correct, key="pg_correct")
-    st.button("Reset the playground", on_click=reset, key="pg_reset")
+    d1, d2 = st.columns([3, 2])
+    d1.selectbox("Start again from", list(config.PLAYGROUND_DEMOS), key="pg_demo", label_visibility="collapsed",
+                 help="A correction made with feedback(), or a plain chat where nothing says what changed.")
+    d2.button("Reset the playground", on_click=reset, key="pg_reset", width="stretch")
     if state.pg_message:
         kind, text = state.pg_message
         {"error": st.error, "warning": st.warning}.get(kind, st.success)(views.plain(text, 600))

@@ -343,3 +343,17 @@ def test_named_settings_on_the_sweep_grid_are_written_above_their_cells():
     rows = [r for c in charts(at) for r in chart_rows(c) if r.get("name") == "flat"]
     assert rows and rows[0]["recency_weight"] == 0.0
     assert "Named settings (saved on the Tune page)" in shown(at.caption)
+
+
+def test_the_playground_starts_again_from_a_plain_chat_where_nothing_says_what_changed():
+    at = page()
+    at.selectbox(key="pg_demo").set_value("a plain chat (a move told in passing)").run()
+    at.button(key="pg_reset").click().run()
+    assert not at.exception and not at.error
+    assert at.text_input(key="pg_query").value == "which city does the user live in?"
+    ranking = at.dataframe[0].value.set_index("label")
+    assert {"m1", "m4", "m5"} <= set(ranking.index)  # the old city, the move and the other-sense mention
+    assert not any("light mode" in t for t in ranking["text"])  # the other demo's memories are gone
+    at.selectbox(key="pg_demo").set_value("a correction (dark mode, then light mode)").run()
+    at.button(key="pg_reset").click().run()
+    assert "light mode" in at.dataframe[0].value.iloc[0]["text"]
