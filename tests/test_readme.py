@@ -37,6 +37,9 @@ FENCE = re.compile(r"^```(\w*)\n(.*?)^```[ \t]*$", re.S | re.M)
 SLOW = {
     "vxmem sweep datasets/long_thread.jsonl": "a 110,700-point grid: about 12 s with the hashing embedder; "
                                               "grids and ranges are covered by tests/test_sweep.py and test_cli.py",
+    "vxmem compare datasets/knowledge_update.jsonl": "two model-backed systems writing 239 lines each: about "
+                                                     "15 s; tests/test_compare.py runs the same systems through "
+                                                     "the CLI on a small conversation",
 }
 
 NO_NETWORK = """\
