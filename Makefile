@@ -12,7 +12,16 @@ $(BIN)/python:
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 
-$(STAMP): $(BIN)/python pyproject.toml
+# What pip installs from: pyproject.toml's [project] table (name, dependencies, extras), as a hash in
+# $(DEPS), rewritten only when it changes. An edit of the tools' settings (pytest, ruff, mypy) in the
+# same file then leaves the install as it is instead of re-running pip (about 25 s that change nothing).
+DEPS := $(VENV)/.project-hash
+$(DEPS): pyproject.toml $(BIN)/python
+	@$(BIN)/python -c "import hashlib, json, pathlib, tomllib; \
+	new = hashlib.sha256(json.dumps(tomllib.load(open('pyproject.toml', 'rb'))['project'], sort_keys=True).encode()).hexdigest(); \
+	p = pathlib.Path('$(DEPS)'); p.exists() and p.read_text() == new or p.write_text(new)"
+
+$(STAMP): $(DEPS)
 	@echo "vxmem: installing vxmem and its extras into $(VENV) (the dashboard, models, notebooks, tests);"
 	@echo "vxmem: the first time takes a few minutes (pip lists what it fetches); later runs skip this..."
 	$(BIN)/pip install -e ".[workbench,app,dev,notebooks,semantic,langchain,llm,server,compare,postgres]"

@@ -1,5 +1,6 @@
 """Shared fixtures and the hypothesis profile. Helpers that tests import live in helpers.py."""
 
+import functools
 import os
 import tempfile
 
@@ -130,3 +131,20 @@ def pg_url(pg_server):
     url = new_pg_database(pg_server)
     yield url
     drop_pg_database(pg_server, url)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def streamlit_components_scanned_once():
+    """Every new AppTest looks for Streamlit components in the metadata of every installed
+    distribution (streamlit.components.v2.manifest_scanner, about 0.5 s with this venv's few
+    hundred packages, for none found), and the workbench tests make a new AppTest per test. What is
+    installed does not change during a run: the scan's answer is kept for the session."""
+    try:
+        from streamlit.components.v2 import manifest_scanner
+    except ImportError:  # no workbench extra: no AppTest either
+        yield
+        return
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(manifest_scanner, "scan_component_manifests",
+                   functools.cache(manifest_scanner.scan_component_manifests))
+        yield

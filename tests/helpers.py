@@ -2,6 +2,8 @@
 white-box looks that go through the collection's public parts only (``db.engine.locked()``,
 ``db.engine.database``; see docs/ARCHITECTURE.md)."""
 
+import contextlib
+import io
 import subprocess
 import sys
 import textwrap
@@ -16,8 +18,8 @@ T0 = 1_700_000_000.0  # a fixed "now" for tests that pass time explicitly
 TESTS = str(Path(__file__).resolve().parent)
 ROOT = Path(TESTS).parent
 
-__all__ = ["DAY", "T0", "TESTS", "ROOT", "CHAT_CSV", "WordHashEmbedder", "run_python", "fts_count", "vector_of",
-           "new_pg_database", "drop_pg_database"]
+__all__ = ["DAY", "T0", "TESTS", "ROOT", "CHAT_CSV", "WordHashEmbedder", "run_python", "vxmem_here", "fts_count",
+           "vector_of", "new_pg_database", "drop_pg_database"]
 
 # A chat log of three turns in one session, as a CSV export (the `imported` fixture imports it).
 CHAT_CSV = ("session,role,text,timestamp\n"
@@ -48,6 +50,19 @@ def run_python(code: str, *args: str, timeout: float = 60) -> subprocess.Complet
     prelude = f"import sys\nsys.path.insert(0, {TESTS!r})\n"
     return subprocess.run([sys.executable, "-c", prelude + textwrap.dedent(code), *args], capture_output=True,
                           text=True, timeout=timeout)
+
+
+def vxmem_here(*args: str) -> subprocess.CompletedProcess:
+    """``vxmem *args`` run to its end in this process by ``vxmem.cli.main``, its stdout and stderr
+    captured, shaped as ``servers.run_vxmem``'s answer. For commands that print and end (keys,
+    export, restore), where a child interpreter (about a second to start) adds nothing a test
+    checks; a test of the process itself (serving, signals, exit on a crash) starts one."""
+    from vxmem.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(list(args))
+    return subprocess.CompletedProcess(["vxmem", *args], code, out.getvalue(), err.getvalue())
 
 
 def fts_count(db, word: str, pending: bool = True) -> int:

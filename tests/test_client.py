@@ -7,8 +7,8 @@ import pytest
 
 from vxmem import AsyncClient, Client, ConflictError, ContextBlock, HistoryEntry, Vectrix
 
-from helpers import DAY, T0
-from servers import rest_server, run_vxmem
+from helpers import DAY, T0, vxmem_here
+from servers import rest_server
 
 
 def scenario(db):
@@ -43,7 +43,7 @@ def test_the_same_code_runs_in_process_and_against_a_server(tmp_path):
 
 def test_a_keyed_client_reaches_its_user_and_refusals_raise_the_librarys_errors(tmp_path):
     path = tmp_path / "keyed.vxdb"
-    key = run_vxmem("keys", "add", "--db", str(path), "--user", "alice").stdout.strip().splitlines()[-1]
+    key = vxmem_here("keys", "add", "--db", str(path), "--user", "alice").stdout.strip().splitlines()[-1]
     with rest_server(path) as url, Client(url, key=key) as db, Client(url, key="vxk_not-a-key") as stranger:
         mid = db.remember("a note", id="n-1", timestamp=T0)
         assert mid == "n-1" and db.get(mid).metadata["_vx_kind"] == "turn"

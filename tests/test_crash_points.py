@@ -1,7 +1,8 @@
 """SIGKILL at chosen points: the background index build, the merge of pending vectors into
 the graph, close() saving the index and the mirror, consolidate(), expire() and restore.
 
-Each trial runs ``tests/crash_child.py`` in a fresh interpreter: a seeded workload that
+Each trial runs ``tests/crash_child.py`` in a process of its own (forked from one that has
+imported vxmem, which is most of an interpreter's start-up): a seeded workload that
 acknowledges every call that returned on its stdout, and kills itself with SIGKILL at the
 seed's point (the nth call of a public function, in whichever thread makes it; see the
 child's docstring). Trials of one scenario share a database file, so each starts from
@@ -16,6 +17,7 @@ as a copy of the database opened with no cache file beside it.
 import json
 import os
 import random
+import select
 import shutil
 import signal
 import sqlite3
@@ -50,13 +52,47 @@ def _small_files(monkeypatch):
     monkeypatch.setattr(mirror_file, "MIN_DOCUMENTS", 8)  # as in the child: small databases keep a mirror file
 
 
-def run_child(path, scenario, seed, *extra):
+class Forks:
+    """``crash_child.py --forks``, the fork server of this module's trials (its own session, so
+    that a trial that hangs is stopped with it)."""
+
+    def __init__(self, scratch):
+        self.scratch = scratch
+        self.proc = subprocess.Popen([sys.executable, CHILD, "--forks"], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True, start_new_session=True)
+
+    def run(self, argv, timeout=120):
+        """The trial's exit code, stdout and stderr."""
+        out, err = self.scratch / "trial.out", self.scratch / "trial.err"
+        self.proc.stdin.write(json.dumps({"argv": argv, "out": str(out), "err": str(err)}) + "\n")
+        self.proc.stdin.flush()
+        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
+        if not ready:
+            self.close()
+            raise AssertionError(f"the trial {argv} did not end in {timeout} s: {err.read_text()}")
+        code = self.proc.stdout.readline()
+        assert code.strip(), f"the fork server ended: {err.read_text() if err.exists() else ''}"
+        return int(code), out.read_bytes(), err.read_text()
+
+    def close(self):
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait()
+
+
+@pytest.fixture(scope="module")
+def forks(tmp_path_factory):
+    server = Forks(tmp_path_factory.mktemp("trials"))
+    yield server
+    server.close()
+
+
+def run_child(forks, path, scenario, seed, *extra):
     """Run one trial; the acknowledged lines, split."""
-    proc = subprocess.run([sys.executable, CHILD, str(path), scenario, str(seed), *extra],
-                          capture_output=True, timeout=120)
-    assert proc.returncode == -signal.SIGKILL, f"the child did not die by SIGKILL: {proc.stderr.decode()}"
-    lines = proc.stdout.decode().splitlines(keepends=True)
-    assert lines and lines[0] == "start\n", proc.stderr.decode()
+    code, out, err = forks.run([str(path), scenario, str(seed), *extra])
+    assert code == -signal.SIGKILL, f"the child did not die by SIGKILL ({code}): {err}"
+    lines = out.decode().splitlines(keepends=True)
+    assert lines and lines[0] == "start\n", err
     return [line.split() for line in lines[1:] if line.endswith("\n")]  # a line cut by the kill is no acknowledgement
 
 
@@ -251,11 +287,11 @@ def check_caches(path, docs, scratch):
         shutil.rmtree(scratch)
 
 
-def run_trials(tmp_path, scenario, seeds):
+def run_trials(forks, tmp_path, scenario, seeds):
     path = str(tmp_path / f"{scenario}.db")
     ledger = Ledger()
     for seed in seeds:
-        for parts in run_child(path, scenario, seed):
+        for parts in run_child(forks, path, scenario, seed):
             ledger.read(parts)
         docs = check_rows(path, ledger)
         check_caches(path, docs, str(tmp_path / "scratch"))
@@ -277,9 +313,9 @@ POINTS = {
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("scenario", sorted(POINTS))
-def test_a_kill_at_any_point_loses_no_acknowledged_write_and_caches_match_a_rebuild(tmp_path, scenario):
+def test_a_kill_at_any_point_loses_no_acknowledged_write_and_caches_match_a_rebuild(forks, tmp_path, scenario):
     points, trials = POINTS[scenario]
-    ledger = run_trials(tmp_path, scenario, range(1, trials + 1))
+    ledger = run_trials(forks, tmp_path, scenario, range(1, trials + 1))
     assert ledger.points == points, f"the seeds chose {sorted(ledger.points)}, not every point"
     # The other trials ran to their end (a point the workload did not reach) and died there.
     assert ledger.hits >= trials // 3, f"only {ledger.hits} of {trials} trials were killed at their point"
@@ -308,7 +344,7 @@ def _source(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.timeout(300)
-def test_a_kill_during_restore_leaves_nothing_or_the_whole_database(tmp_path):
+def test_a_kill_during_restore_leaves_nothing_or_the_whole_database(forks, tmp_path):
     want = _source(tmp_path)
     out = tmp_path / "out"
     out.mkdir()
@@ -316,7 +352,7 @@ def test_a_kill_during_restore_leaves_nothing_or_the_whole_database(tmp_path):
     for seed in range(1, 25):
         target = str(out / f"r{seed}.db")
         export = str(tmp_path / ("vectors.jsonl" if seed % 2 else "plain.jsonl"))
-        lines = run_child(target, "restore", seed, export)
+        lines = run_child(forks, target, "restore", seed, export)
         acked = [p for p in lines if p[0] == "restored"]
         points.update(p[1] for p in lines if p[0] == "point")
         hits += ["hit"] in lines

@@ -11,7 +11,7 @@ from vxmem import Vectrix
 from vxmem.serve.keyring import KeyRing
 from vxmem.store.sqlite import database
 
-from helpers import DAY, T0
+from helpers import DAY, T0, vxmem_here
 from servers import rest_server, run_vxmem
 
 mcp = pytest.importorskip("mcp")
@@ -23,7 +23,7 @@ TOKEN = "test-token-not-a-secret"
 
 def _add(path, user, *flags) -> str:
     """``vxmem keys add``: the key, the last line it prints."""
-    done = run_vxmem("keys", "add", "--db", str(path), "--user", user, *flags)
+    done = vxmem_here("keys", "add", "--db", str(path), "--user", user, *flags)
     assert done.returncode == 0, done.stderr
     return done.stdout.strip().splitlines()[-1]
 
@@ -40,11 +40,11 @@ def test_keys_are_made_listed_and_revoked_and_the_file_keeps_only_their_hash(tmp
     raw = b"".join(p.read_bytes() for p in tmp_path.iterdir())
     assert key.encode() not in raw and admin.encode() not in raw
 
-    listed = run_vxmem("keys", "list", "--db", str(path)).stdout.splitlines()
+    listed = vxmem_here("keys", "list", "--db", str(path)).stdout.splitlines()
     rows = [line.split("\t") for line in listed[1:]]
     assert [(r[1], r[2], r[4]) for r in rows] == [("alice", "no", "-"), ("ops", "yes", "-")]
-    assert run_vxmem("keys", "revoke", "--db", str(path), rows[0][0]).returncode == 0
-    again = run_vxmem("keys", "revoke", "--db", str(path), rows[0][0])
+    assert vxmem_here("keys", "revoke", "--db", str(path), rows[0][0]).returncode == 0
+    again = vxmem_here("keys", "revoke", "--db", str(path), rows[0][0])
     assert again.returncode == 2 and "no live key" in again.stderr
     ring = KeyRing(path)
     try:
@@ -103,9 +103,9 @@ def test_once_a_key_exists_every_request_needs_one_and_a_key_reaches_its_user_al
                         headers=_auth(ops)).json()
         assert [r["text"] for r in as_bob["results"]] == ["bob likes green tea"]
 
-        key_id = next(line.split("\t")[0] for line in run_vxmem("keys", "list", "--db", str(path)).stdout.splitlines()
+        key_id = next(line.split("\t")[0] for line in vxmem_here("keys", "list", "--db", str(path)).stdout.splitlines()
                       if "\talice\t" in line)
-        assert run_vxmem("keys", "revoke", "--db", str(path), key_id).returncode == 0  # while it serves
+        assert vxmem_here("keys", "revoke", "--db", str(path), key_id).returncode == 0  # while it serves
         assert c.post("/v1/recall", json={"query": "tea"}, headers=_auth(alice)).status_code == 401
     with Vectrix(path, read_only=True) as db:
         users = sorted(r.metadata["_vx_user"] for r in db.scan())
@@ -170,9 +170,9 @@ def test_keys_survive_export_and_restore(tmp_path):
     _add(path, "ops", "--admin")
     with Vectrix(path) as db:
         db.remember("alice's note", user="alice", session="alice/s", timestamp=T0)
-    assert run_vxmem("export", str(path), "-o", str(out)).returncode == 0
+    assert vxmem_here("export", str(path), "-o", str(out)).returncode == 0
     assert key not in out.read_text()
-    done = run_vxmem("restore", str(out), "--db", str(back))
+    done = vxmem_here("restore", str(out), "--db", str(back))
     assert done.returncode == 0, done.stderr
     before, after = KeyRing(path), KeyRing(back)
     try:

@@ -8,17 +8,20 @@ client's timeout and 500s. Whatever fails, the memory is unchanged.
 
 import json
 import urllib.request
+from importlib.util import find_spec
 
 import pytest
-
-pytest.importorskip("openai", reason='needs the llm extra: pip install "vxmem[llm]"')
-pytest.importorskip("jsonschema", reason='needs the llm extra: pip install "vxmem[llm]"')
 
 from vxmem import Vectrix
 from vxmem.llm import LLMError, OpenAICompatibleChat, OpenAICompatibleJudge, OpenAICompatibleSummarizer
 
 from helpers import DAY, T0
 from servers import llm_stub
+
+# Checked without importing: openai and jsonschema take 1-2 s of CPU to import, and every xdist
+# worker collects this module; vxmem.llm imports them when a test calls it.
+pytestmark = pytest.mark.skipif(find_spec("openai") is None or find_spec("jsonschema") is None,
+                                reason='needs the llm extra: pip install "vxmem[llm]"')
 
 JUDGE_FAILURES = ["judge-malformed", "judge-wrong-count", "judge-prose", "judge-no-choices", "judge-500",
                   "judge-hang"]

@@ -8,12 +8,15 @@ import socket
 import subprocess
 import time
 import urllib.request
+from importlib.util import find_spec
 
 import pytest
 
 from helpers import ROOT
 
-pytest.importorskip("jupyterlab")
+# Checked without importing it (about 2 s of CPU in every xdist worker that collects this module):
+# the test runs JupyterLab through `make notebooks`, in a process of its own.
+pytestmark = pytest.mark.skipif(find_spec("jupyterlab") is None, reason="needs jupyterlab (the notebooks extra)")
 
 
 def _free_port() -> int:

@@ -2,12 +2,15 @@
 
 import json
 import sys
+from importlib.util import find_spec
 from pathlib import Path
 
 import pytest
 
-nbformat = pytest.importorskip("nbformat")
-nbclient = pytest.importorskip("nbclient")
+# Checked without importing: nbformat and nbclient (with jsonschema) take about 2 s of CPU to import,
+# and every xdist worker collects this module whether or not it runs its tests.
+pytestmark = pytest.mark.skipif(find_spec("nbformat") is None or find_spec("nbclient") is None,
+                                reason="needs nbformat and nbclient (the notebooks extra)")
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb"))
 KERNEL = "vxmem-test-venv"
@@ -35,6 +38,8 @@ def test_there_are_the_three_notebooks():
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_notebook_is_committed_without_outputs(path):
+    import nbformat
+
     nb = nbformat.read(path, as_version=4)
     for cell in nb.cells:
         if cell.cell_type == "code":
@@ -64,6 +69,9 @@ def _frozen_bars(nb) -> list[str]:
 @pytest.mark.slow
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_notebook_runs_top_to_bottom(path, kernel):
+    import nbclient
+    import nbformat
+
     nb = nbformat.read(path, as_version=4)
     client = nbclient.NotebookClient(nb, kernel_name=kernel, timeout=180,
                                      resources={"metadata": {"path": str(path.parent)}})

@@ -14,8 +14,10 @@ of docs/, linked), and every relative link of the README and of docs/ leads to a
 exists, and to a heading that exists when it names one.
 """
 
+import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -35,6 +37,9 @@ FENCE = re.compile(r"^```(\w*)\n(.*?)^```[ \t]*$", re.S | re.M)
 SLOW = {
     "vxmem sweep datasets/long_thread.jsonl": "a 110,700-point grid: about 12 s with the hashing embedder; "
                                               "grids and ranges are covered by tests/test_sweep.py and test_cli.py",
+    "vxmem compare datasets/knowledge_update.jsonl": "two model-backed systems writing 239 lines each: about "
+                                                     "15 s; tests/test_compare.py runs the same systems through "
+                                                     "the CLI on a small conversation",
 }
 
 NO_NETWORK = """\
@@ -101,21 +106,58 @@ def test_python_example_runs_twice_with_the_same_output(name, code, embedder, tm
     assert runs[0].stdout == runs[1].stdout
 
 
+# Runs a group of the CLI block's `vxmem` lines in one interpreter, in order, each as the console
+# script would (vxmem.cli.main on its arguments): one start instead of one per line, about a second each.
+CLI_RUNNER = """\
+import json, sys
+from vxmem.cli import main
+
+for argv in json.loads(sys.argv[1]):
+    print("$ vxmem " + " ".join(argv), flush=True)
+    code = main(argv)
+    sys.stdout.flush()
+    if code != 0:
+        sys.exit(f"exit {code}: vxmem {' '.join(argv)}")
+"""
+
+
+def cli_steps(lines: list[str]) -> list[tuple[str, object]]:
+    """``lines`` in order as steps: ("vxmem", [argv, ...]) for a run of plain `vxmem` commands,
+    ("bash", line) for a line with shell syntax. ``vxmem --version`` goes through bash and the
+    installed console script, so the entry point itself is run too."""
+    steps: list[tuple[str, object]] = []
+    for line in lines:
+        words = shlex.split(line, comments=True)
+        plain = words[0] == "vxmem" and words[1:] != ["--version"] and not set(line) & set("|&;<>$`")
+        if not plain:
+            steps.append(("bash", line))
+        elif steps and steps[-1][0] == "vxmem":
+            steps[-1][1].append(words[1:])
+        else:
+            steps.append(("vxmem", [words[1:]]))
+    return steps
+
+
+def test_cli_steps_keep_the_order_and_send_shell_syntax_to_bash():
+    steps = cli_steps(["vxmem a b  # note", "printf 'x' > f", "vxmem c \"d e\"", "vxmem d", "vxmem --version"])
+    assert steps == [("vxmem", [["a", "b"]]), ("bash", "printf 'x' > f"), ("vxmem", [["c", "d e"], ["d"]]),
+                     ("bash", "vxmem --version")]
+
+
 @pytest.mark.slow
 def test_the_cli_examples_run_in_a_fresh_clone(tmp_path):
     shutil.copytree(ROOT / "datasets", tmp_path / "datasets")
     bin_dir = Path(sys.executable).parent
     assert (bin_dir / "vxmem").exists(), f"no vxmem command beside {sys.executable}"
     env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
-    ran = []
-    for line in cli_lines():
-        if any(line.startswith(prefix) for prefix in SLOW):
-            continue
-        run = subprocess.run(["bash", "-ec", line], cwd=tmp_path, env=env, capture_output=True, text=True,
-                             timeout=300)
-        assert run.returncode == 0, f"{line}\n{run.stdout}\n{run.stderr}"
-        ran.append(line)
-    assert ran
+    lines = [line for line in cli_lines() if not any(line.startswith(prefix) for prefix in SLOW)]
+    steps = cli_steps(lines)
+    assert ("bash", "vxmem --version") in steps
+    for kind, what in steps:
+        cmd = ["bash", "-ec", what] if kind == "bash" else [sys.executable, "-c", CLI_RUNNER, json.dumps(what)]
+        run = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+        assert run.returncode == 0, f"{what}\n{run.stdout}\n{run.stderr}"
+    assert sum(1 if kind == "bash" else len(what) for kind, what in steps) == len(lines)
     for name in ("drift.jsonl", "probes.csv", "drift.npz", "points.csv", "chat.jsonl"):
         assert (tmp_path / name).stat().st_size > 0, name
 
