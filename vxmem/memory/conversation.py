@@ -81,6 +81,7 @@ from .draft import (
     Draft,
     LateBits,
     LateJob,
+    drafts_user,
     embed_in_batches,
     make_draft,
     ttl_for,
@@ -198,7 +199,7 @@ class ConversationMemory(MemoryReading[CollectionT]):
                        metadata=metadata, id=id, ttl_days=ttl_days, check=check, user=user,
                        ttl_map=self.ttl_days, has_judge=self.judge is not None)
         if d.id is not None:
-            with self.store.locked() as m:  # fail fast, before the embedder runs
+            with self.store.locked(user=d.user) as m:  # fail fast, before the embedder runs
                 refuse_taken(m, d.id)
         # The callables (embedder, token counter, judge) run outside the lock, on a snapshot.
         soon = self._late_soon([d])  # the token vectors encode while the embedder runs
@@ -238,7 +239,7 @@ class ConversationMemory(MemoryReading[CollectionT]):
                 numbered.add((d.session, d.turn))
         if not drafts:
             return []
-        with self.store.locked() as m:  # fail fast, before the embedder runs
+        with self.store.locked(user=drafts_user(drafts)) as m:  # fail fast, before the embedder runs
             for i in given:
                 refuse_taken(m, i)
         texts = [d.text for d in drafts]

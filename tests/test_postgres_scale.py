@@ -1,0 +1,169 @@
+"""PostgreSQL at scale: per-user mirrors (scope=user), the HNSW index across users, the indexes, migration.
+
+A real PostgreSQL 16 with pgvector (``pg_server``), a fresh database per test (``pg_url``); the
+file store is the oracle of every scoped answer.
+"""
+
+import numpy as np
+import psycopg
+import pytest
+
+from vxmem import Vectrix
+from vxmem.store.postgres import split_options
+
+from helpers import DAY, T0
+
+HOUR = 3600.0
+MODES = ("dense", "lexical", "hybrid")
+WORDS = "tea coffee paris lyon dark light mode cat dog train bike rain snow".split()
+USERS = [f"u{i}" for i in range(6)]
+
+
+
+def texts(res):
+    return [r.text for r in res]
+
+
+def scoped(url):
+    return f"{url}{'&' if '?' in url else '?'}scope=user"
+
+
+def _items(n=240, seed=0):
+    rng = np.random.default_rng(seed)
+    return [{"text": " ".join(rng.choice(WORDS, 4)) + f" n{i}", "user": USERS[i % len(USERS)],
+             "session": f"s{i % 12}", "timestamp": T0 + i * HOUR, "kind": "fact" if i % 5 == 0 else None}
+            for i in range(n)]
+
+
+def _history(db, items):
+    """The same writes on any store: the items, a correction, feedback, a forget, a TTL."""
+    ids = db.remember_many(items)
+    db.feedback(ids[6], "corrected", correction="actually tea in lyon", timestamp=T0 + 300 * HOUR)
+    db.feedback(ids[12], "useful", timestamp=T0 + 301 * HOUR)
+    db.forget(ids=[ids[18]], now=T0 + 302 * HOUR)
+    db.remember("short lived tea note", user="u0", session="s0", ttl_days=1.0, timestamp=T0 + 303 * HOUR)
+    return ids
+
+
+def _answers(db, queries):
+    out = []
+    for query, user, hours, mode in queries:
+        res = db.recall(query, user=user, mode=mode, now=T0 + hours * HOUR, include_superseded=hours % 2 == 1)
+        out.append(([r.text for r in res], [r.score for r in res]))
+    return out
+
+
+QUERIES = [(q, u, h, m) for q in ("tea dog", "lyon", "rain snow bike") for u in ("u0", "u3")
+           for h in (100, 400) for m in MODES]
+
+
+def test_split_options_takes_vxmem_parameters_out_of_the_url():
+    url, options = split_options("postgresql://me@/db?host=/tmp/x&scope=user&pool_size=3&nearest=50")
+    assert options == {"scope": "user", "pool_size": 3, "nearest": 50}
+    assert "scope" not in url and "host=" in url
+    with pytest.raises(ValueError, match="scope"):
+        split_options("postgresql://me@/db?scope=team")
+    with pytest.raises(ValueError, match="pool_size"):
+        split_options("postgresql://me@/db?pool_size=0")
+
+
+def test_scoped_recall_equals_the_file_store(pg_url, tmp_path, word_embedder):
+    """A user's recall on a scoped handle: the file store's memories in its order, scores within
+    1e-6, in every mode, now and as of a past moment (BM25 over the whole collection's statistics)."""
+    items = _items()
+    with Vectrix(tmp_path / "f.db", embedder=word_embedder) as oracle, \
+            Vectrix(scoped(pg_url), embedder=word_embedder) as writer:
+        _history(oracle, items)
+        _history(writer, items)  # feedback and forget name no user: this handle reads every row
+        want = _answers(oracle, QUERIES)
+        with Vectrix(scoped(pg_url), embedder=word_embedder) as pg:
+            got = [*_answers(pg, QUERIES), *_answers(writer, QUERIES)]
+            kept = {scope: state.mirror.n_alive for scope, state in pg.engine.scopes.states.items()}
+    assert set(kept) == {"u0", "u3"}  # only the users named were read
+    assert kept["u3"] == len(items) // len(USERS)
+    for (w_texts, w_scores), (g_texts, g_scores) in zip(want + want, got, strict=True):
+        assert g_texts == w_texts
+        assert np.allclose(g_scores, w_scores, rtol=0, atol=1e-6)
+
+
+def test_scoped_handle_follows_another_process_writes(pg_url, word_embedder):
+    with Vectrix(scoped(pg_url), embedder=word_embedder) as reader, Vectrix(pg_url, embedder=word_embedder) as writer:
+        writer.remember("ann drinks green tea", user="ann", session="a", timestamp=T0)
+        assert texts(reader.recall("green tea", user="ann", now=T0 + HOUR)) == ["ann drinks green tea"]
+        bob = writer.remember("bob drinks green tea", user="bob", session="b", timestamp=T0 + 1)
+        new = writer.remember("ann likes black tea now", user="ann", session="a", timestamp=T0 + 2)
+        assert set(reader.recall("tea", user="ann", now=T0 + HOUR).ids) == {new, *reader.recall(
+            "green tea", user="ann", now=T0 + HOUR).ids}
+        writer.forget(ids=[new], now=T0 + 3)
+        assert texts(reader.recall("black tea", user="ann", now=T0 + HOUR)) == ["ann drinks green tea"]
+        assert reader.recall("tea", user="bob", now=T0 + HOUR).ids == [bob]
+        assert list(reader.engine.scopes.states) == ["ann", "bob"]
+        assert reader.engine.scopes.states["ann"].mirror.n_alive == 1
+
+
+def test_a_write_through_a_scoped_handle_is_seen_by_every_scope_it_keeps(pg_url, word_embedder):
+    with Vectrix(scoped(pg_url), embedder=word_embedder) as pg:
+        a = pg.remember("ann rides a red bike", user="ann", session="a", timestamp=T0)
+        assert pg.recall("bike", user="bob", now=T0 + HOUR).ids == []
+        b = pg.remember("bob rides a red bike", user="bob", session="b", timestamp=T0 + 1)
+        assert pg.recall("bike", user="ann", now=T0 + HOUR).ids == [a]
+        assert pg.recall("bike", user="bob", now=T0 + HOUR).ids == [b]
+        assert sorted(pg.recall("red bike", now=T0 + HOUR).ids) == sorted([a, b])  # across users: HNSW
+        assert len(pg) == 2 and pg.get(a).text == "ann rides a red bike"  # unscoped: the whole collection
+
+
+def test_cross_user_recall_finds_the_exact_top_memories(pg_url, tmp_path, word_embedder):
+    """No user named: the rows nearest the query by pgvector's HNSW index, then the usual
+    recall over them; on a small collection it is the file store's answer."""
+    items = _items(300, seed=1)
+    with Vectrix(pg_url, embedder=word_embedder) as writer:
+        writer.remember_many(items)
+    with Vectrix(tmp_path / "f.db", embedder=word_embedder) as oracle, \
+            Vectrix(scoped(pg_url), embedder=word_embedder) as pg:
+        oracle.remember_many(items)
+        for query in ("tea dog", "paris lyon", "rain"):
+            want = oracle.recall(query, mode="dense", now=T0 + DAY * 30)
+            got = pg.recall(query, mode="dense", now=T0 + DAY * 30)
+            assert texts(got) == texts(want)
+        assert pg.engine.scopes.states == {}  # nothing kept: the nearest rows were read for the one call
+
+
+def _plan(conn, sql, args):
+    conn.execute("SET enable_seqscan = off")  # what the planner can use, not what it likes for a few rows
+    return "\n".join(r[0] for r in conn.execute("EXPLAIN " + sql, args).fetchall())
+
+
+def test_a_users_rows_and_the_nearest_rows_are_read_through_indexes(pg_url, word_embedder):
+    with Vectrix(pg_url, embedder=word_embedder) as pg:
+        pg.remember_many(_items(120))
+        dim = pg.engine.database.dim
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        plan = _plan(conn, "SELECT rowid FROM vx_docs WHERE user_id = %s ORDER BY rowid", ("u1",))
+        assert "vx_docs_user" in plan
+        vec = "[" + ",".join(["0.1"] * dim) + "]"
+        plan = _plan(conn, f"SELECT rowid FROM vx_docs ORDER BY vector::vector({dim}) <=> %s::vector LIMIT 10",
+                     (vec,))
+        assert "vx_docs_hnsw" in plan
+
+
+def test_a_schema_1_database_is_migrated_on_open(pg_url, tmp_path, word_embedder):
+    items = _items(60)
+    with Vectrix(pg_url, embedder=word_embedder) as pg:
+        pg.remember_many(items)
+    with psycopg.connect(pg_url, autocommit=True) as conn:  # back to schema 1: no user column, no statistics
+        conn.execute("DROP TABLE vx_terms")
+        conn.execute("DROP INDEX vx_docs_hnsw")
+        for column in ("user_id", "text_len", "lex_len", "created", "terms"):
+            conn.execute(f"ALTER TABLE vx_docs DROP COLUMN {column}")
+        conn.execute("DELETE FROM vx_meta WHERE key IN ('lex_docs', 'lex_sum', 'max_created')")
+        conn.execute("UPDATE vx_meta SET value = '1' WHERE key = 'schema_version'")
+    with pytest.raises(Exception, match="older vxmem schema"):
+        Vectrix(pg_url, embedder=word_embedder, read_only=True)
+    with Vectrix(tmp_path / "f.db", embedder=word_embedder) as oracle, \
+            Vectrix(scoped(pg_url), embedder=word_embedder) as pg:
+        oracle.remember_many(items)
+        for query, user in (("tea", "u2"), ("dog lyon", "u5")):
+            want = oracle.recall(query, user=user, now=T0 + DAY * 10, mode="hybrid")
+            got = pg.recall(query, user=user, now=T0 + DAY * 10, mode="hybrid")
+            assert texts(got) == texts(want)
+            assert np.allclose([r.score for r in got], [r.score for r in want], rtol=0, atol=1e-6)
