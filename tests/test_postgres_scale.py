@@ -4,6 +4,8 @@ A real PostgreSQL 16 with pgvector (``pg_server``), a fresh database per test (`
 file store is the oracle of every scoped answer.
 """
 
+import threading
+
 import numpy as np
 import psycopg
 import pytest
@@ -167,3 +169,29 @@ def test_a_schema_1_database_is_migrated_on_open(pg_url, tmp_path, word_embedder
             got = pg.recall(query, user=user, now=T0 + DAY * 10, mode="hybrid")
             assert texts(got) == texts(want)
             assert np.allclose([r.score for r in got], [r.score for r in want], rtol=0, atol=1e-6)
+
+
+def test_handles_of_one_process_share_a_pool_of_pool_size_connections(pg_url, word_embedder):
+    url = f"{pg_url}{'&' if '?' in pg_url else '?'}pool_size=2"
+    handles = [Vectrix(url, embedder=word_embedder) for _ in range(5)]
+    try:
+        def work(i):
+            db = handles[i]
+            for j in range(10):
+                db.remember(f"note {i} {j} about tea", user=f"u{i}", session=f"s{i}", timestamp=T0 + j)
+                db.recall("tea", user=f"u{i}", now=T0 + DAY)
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(5)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            others = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                                  "AND pid <> pg_backend_pid()").fetchone()[0]
+        assert 1 <= others <= 2
+        assert all(len(db) == 50 for db in handles)  # each handle sees every write, made through any
+    finally:
+        for db in handles:
+            db.close()
+    with Vectrix(url, embedder=word_embedder) as again:  # the last handle closed the pool: a new one opens
+        assert len(again) == 50

@@ -35,9 +35,8 @@ from .lexical.search import LexicalSearch
 from .mirror.loading import resave_rows
 from .mirror.mirror import ANY_SESSION, Mirror, SessionArg
 from .postgres import is_postgres_url, open_postgres, shown_url
-from .scopes import Scopes, ScopeState, follow_state
+from .scopes import Scopes, ScopeState, StateParts, follow_state
 from .sqlite.database import Database, Transaction
-from .vector.hnsw import HnswCache
 from .vector.search import Candidates, exact_topk, unit_rows
 from .vector.vectors import check_vector_dtype, float16_kernels, rowdot
 
@@ -66,10 +65,12 @@ class _Locked:
     def __exit__(self, *exc: object) -> None:
         c = self._engine
         c._depth -= 1
+        if not c._depth and c.pooled:
+            c.database.release()
         c._lock.release()
 
 
-class Engine:
+class Engine(StateParts):
     """An open database with its mirror, index and lexical search, behind one lock.
 
     The arguments are :class:`~vxmem.store.collection.Collection`'s, which checks them
@@ -120,6 +121,9 @@ class Engine:
             self.database.close()
             raise
         self.scopes = Scopes(self._new_state) if getattr(self.database, "scoped", False) else None
+        self.pooled = self.database.pooled  # a pooled connection goes back after each outermost block
+        if self.pooled:
+            self.database.release()
         self.lexical.warm(self.mirror)  # the saved postings now, not in the first recall
 
     def _new_state(self, mirror: Mirror) -> ScopeState:
@@ -131,26 +135,6 @@ class Engine:
         state = self._state
         return self.database.new_lexical(lambda: state.mirror)
 
-    # The parts of the scope being read (the only one, but for a scoped PostgreSQL handle).
-    @property
-    def mirror(self) -> Mirror:
-        return self._state.mirror
-
-    @mirror.setter
-    def mirror(self, m: Mirror) -> None:
-        self._state.mirror = m
-
-    @property
-    def index(self) -> HnswCache:
-        return self._state.index
-
-    @property
-    def lexical(self) -> LexicalSearch:
-        return self._state.lexical
-
-    @lexical.setter
-    def lexical(self, search: LexicalSearch) -> None:
-        self._state.lexical = search
 
     @property
     def where(self) -> str:

@@ -50,6 +50,33 @@ def follow_state(state: ScopeState, ops: list[Any]) -> None:
         state.mirror = m.compacted()
 
 
+class StateParts:
+    """The parts of the state being read (the only one, but for a scoped PostgreSQL handle),
+    as the engine's ``mirror``, ``index`` and ``lexical``."""
+
+    _state: ScopeState
+
+    @property
+    def mirror(self) -> Mirror:
+        return self._state.mirror
+
+    @mirror.setter
+    def mirror(self, m: Mirror) -> None:
+        self._state.mirror = m
+
+    @property
+    def index(self) -> HnswCache:
+        return self._state.index
+
+    @property
+    def lexical(self) -> LexicalSearch:
+        return self._state.lexical
+
+    @lexical.setter
+    def lexical(self, search: LexicalSearch) -> None:
+        self._state.lexical = search
+
+
 class Scopes:
     """The states a scoped handle keeps, by scope (``None``: every user's), least recently read first."""
 

@@ -27,7 +27,7 @@ from ..mirror.bulk import fill
 from ..mirror.mirror import Mirror
 from ..sqlite.jsonio import loads_all
 from . import ALL, Scope, corpus, schema, shown_url, split_options
-from .connection import adapt_vectors, connect
+from .connection import adapt_vectors, connect, leave_pool, shared_pool
 from .lexical import LocalFts
 from .portable import PgRows
 from .writes import PgTransaction
@@ -71,7 +71,9 @@ class PgDatabase:
         self.vector_dtype = np.dtype(np.float32)
         self.schema_version = schema.SCHEMA_VERSION
         self.pid = os.getpid()
-        self.conn = connect(url)
+        size = options.get("pool_size")
+        self._pool = None if size is None else shared_pool(url, int(size), durability)
+        self._conn = connect(url) if self._pool is None else None
         try:
             if read_only:
                 with self.conn.transaction():
@@ -83,17 +85,42 @@ class PgDatabase:
                                                "which migrates it")
             else:
                 schema.ensure(self.conn, self.where)
-            adapt_vectors(self.conn, self.where)
-            if durability == "full":  # whatever the server's default: each COMMIT waits for its WAL flush
+            oid = adapt_vectors(self.conn, self.where)
+            if self._pool is not None:
+                self._pool.oid = oid
+            elif durability == "full":  # whatever the server's default: each COMMIT waits for its WAL flush
                 self.conn.execute("SET synchronous_commit = on")
             self._take_meta(schema.read_meta(self.conn))
         except BaseException:
-            self.conn.close()
+            self.close()
             raise
+
+    @property
+    def pooled(self) -> bool:
+        """Whether the connection comes from a pool (``pool_size``), to give back after each block."""
+        return self._pool is not None
+
+    @property
+    def conn(self) -> psycopg.Connection:
+        """This handle's connection: its own, or (``pool_size``) one taken from the pool until
+        :meth:`release` (the engine releases it at the end of each outermost block)."""
+        if self._conn is None:
+            assert self._pool is not None
+            self._conn = self._pool.take()
+        return self._conn
+
+    def release(self) -> None:
+        """Give a pooled connection back (nothing for a handle's own)."""
+        if self._pool is not None and self._conn is not None:
+            conn, self._conn = self._conn, None
+            self._pool.give(conn)
 
     # ------------------------------------------------------------------ vx_meta and snapshots
 
     def _reconnect(self) -> None:
+        if self._pool is not None:  # the pool replaces a connection the server ended
+            self.release()
+            return
         conn = connect(self.url)
         try:
             adapt_vectors(conn, self.where)
@@ -102,7 +129,7 @@ class PgDatabase:
         except BaseException:
             conn.close()
             raise
-        self.conn = conn
+        self._conn = conn
 
     def _take_meta(self, meta: dict[str, str]) -> None:
         self.schema_version = schema.check(meta, self.where)
@@ -393,6 +420,11 @@ class PgDatabase:
         if os.getpid() != self.pid:
             return
         try:
-            self.conn.close()
+            if self._pool is not None:
+                self.release()
+                leave_pool(self._pool, self.url)
+                self._pool = None
+            elif self._conn is not None:
+                self._conn.close()
         except psycopg.Error:
             pass

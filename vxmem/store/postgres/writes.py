@@ -32,7 +32,9 @@ from .schema import make_vector_index, user_of
 class Written(Protocol):
     """What a transaction reads and sets of its :class:`~vxmem.store.postgres.database.PgDatabase`."""
 
-    conn: psycopg.Connection
+    @property
+    def conn(self) -> psycopg.Connection: ...
+
     dim: int | None
     generation: int
     embedder: str | None
