@@ -195,3 +195,28 @@ def test_handles_of_one_process_share_a_pool_of_pool_size_connections(pg_url, wo
             db.close()
     with Vectrix(url, embedder=word_embedder) as again:  # the last handle closed the pool: a new one opens
         assert len(again) == 50
+
+
+def _user_verbs(db):
+    """Verbs that name a user, or a memory (whose user is looked up): a scoped handle reads that user's rows."""
+    out = []
+    for user in ("ann", "bob"):
+        ids = [db.remember(f"{user} note {i} about {WORDS[i % len(WORDS)]}", user=user, session=f"{user}-s",
+                           timestamp=T0 + i * HOUR) for i in range(8)]
+        new = db.feedback(ids[1], "corrected", correction=f"{user} prefers coffee", timestamp=T0 + 10 * HOUR)
+        db.feedback(ids[2], "useful", timestamp=T0 + 11 * HOUR)
+        out.append(db.get(new).text)
+        out.append([e.id == new for e in db.history(new)])
+        out.append(db.forget(ids=[ids[3]], user=user))
+        db.remember(f"{user} short note", user=user, session=f"{user}-s", ttl_days=0.01, timestamp=T0)
+        out.append(db.expire(now=T0 + 12 * HOUR, user=user))
+        out.append([(r.text, round(r.score, 6)) for r in db.recall("coffee note", user=user, now=T0 + DAY)])
+    return out
+
+
+def test_verbs_naming_a_user_or_a_memory_read_that_users_rows_only(pg_url, tmp_path, word_embedder):
+    with Vectrix(tmp_path / "f.db", embedder=word_embedder) as oracle, \
+            Vectrix(scoped(pg_url), embedder=word_embedder) as pg:
+        want, got = _user_verbs(oracle), _user_verbs(pg)
+        assert set(pg.engine.scopes.states) == {"ann", "bob"}  # never every row
+    assert got == want

@@ -163,7 +163,7 @@ class MemoryReading(Generic[CollectionT]):
             itself did not exist yet.
         """
         now_ts = to_epoch(now)
-        with self.store.locked() as m:
+        with self.store.locked(owner_of=id) as m:
             memory_pos(m, id)
             return chain(m, id, as_of=now_ts)
 

@@ -52,15 +52,17 @@ class _Locked:
     """``Engine.locked()``: a class, not a generator, because recall enters it a few
     times per call and a generator-based context manager costs several times as much."""
 
-    __slots__ = ("_engine", "_nearest", "_user")
+    __slots__ = ("_engine", "_nearest", "_owner", "_user")
 
-    def __init__(self, engine: Engine, user: str | None = None, nearest: str | None = None):
+    def __init__(self, engine: Engine, user: str | None = None, nearest: str | None = None,
+                 owner_of: str | None = None):
         self._engine = engine
         self._user = user
         self._nearest = nearest
+        self._owner = owner_of
 
     def __enter__(self) -> Mirror:
-        return self._engine._enter(self._user, self._nearest)
+        return self._engine._enter(self._user, self._nearest, self._owner)
 
     def __exit__(self, *exc: object) -> None:
         c = self._engine
@@ -202,21 +204,22 @@ class Engine(StateParts):
         """Whether :meth:`close` has run."""
         return self._closed
 
-    def locked(self, user: str | None = None, nearest: str | None = None) -> _Locked:
+    def locked(self, user: str | None = None, nearest: str | None = None, owner_of: str | None = None) -> _Locked:
         """A context manager: hold the collection's lock, check it is open, bring a
         read-only handle up to date (in the outermost block only), and give the
         :class:`Mirror`. Positions read from it stay valid inside the block. Re-entrant,
         like the lock.
 
         ``user``: the block reads only that user's memories; ``nearest``: the block is a
-        recall of that query across every user. A scoped PostgreSQL handle then gives the mirror of
+        recall of that query across every user; ``owner_of``: it reads the memories of the user
+        the memory of that id belongs to. A scoped PostgreSQL handle then gives the mirror of
         that user's rows alone, or of the rows nearest the query by the database's HNSW index
         (approximate); any other handle, its one mirror. The outermost block's arguments count."""
-        if user is None and nearest is None:
+        if user is None and nearest is None and owner_of is None:
             return self._locked_block
-        return _Locked(self, user, nearest)
+        return _Locked(self, user, nearest, owner_of)
 
-    def _enter(self, user: str | None = None, nearest: str | None = None) -> Mirror:
+    def _enter(self, user: str | None = None, nearest: str | None = None, owner_of: str | None = None) -> Mirror:
         if os.getpid() != self._pid:  # before the lock: a fork may have copied it held
             raise ForkedHandleError(
                 f"this {type(self).__name__} was opened by process {self._pid}, not this one ({os.getpid()}); "
@@ -229,6 +232,8 @@ class Engine(StateParts):
             # Only the outermost block catches up: a nested one must not move the mirror
             # (or replace it) under positions the outer block is still holding.
             if self._depth == 1 and self.scopes is not None:
+                if user is None and owner_of is not None:
+                    user = cast("PgDatabase", self.database).owner(owner_of)
                 self._enter_scope(user, nearest)
             elif self._depth == 1 and self.database.follows_writers:
                 self._catch_up()

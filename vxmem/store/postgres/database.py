@@ -308,6 +308,11 @@ class PgDatabase:
                 return None
         return ops + inserts  # deletions first (an id may be taken again by a new row), then updates
 
+    def owner(self, id: str) -> str | None:
+        """The user the document ``id`` belongs to (None: no one's, or no such document)."""
+        row = self.conn.execute("SELECT user_id FROM vx_docs WHERE id = %s", (id,)).fetchone()
+        return None if row is None else row[0]
+
     def nearest(self, q: np.ndarray, token_counter: Callable[[str], int]) -> Mirror:
         """The ``nearest_rows`` documents nearest the unit vector ``q`` by cosine, found by the
         HNSW index in the database (approximate: pgvector's ``hnsw.ef_search`` is raised to
