@@ -39,6 +39,7 @@ from benchmarks.bench_postgres import server
 from benchmarks.corpora import T0, Lookup, WordsEmbedder, query, sentence
 from benchmarks.harness import Report, flags, interleaved, percentiles, rss_mb, timed
 from vxmem import Vectrix
+from vxmem.store.postgres.database import NEAREST
 
 NOW = T0 + 400 * 86400.0  # the recalls' moment: after every memory, the timed writes' included (a recall of
 # the past counts the documents created by then: a scan, on PostgreSQL)
@@ -84,10 +85,10 @@ def latency(args: argparse.Namespace, url: str, items: list[dict[str, Any]], tex
     file = Vectrix(Path(tmp) / "user.db", embedder=emb)
     file.remember_many(items[:per_user])  # user0's memories: one user's size
     file.warm()
+    rss_before = rss_mb()
     pg = Vectrix(scoped(url), embedder=emb)
     for user in warm:
         pg.recall(queries[0], user=user, now=NOW)
-    rss_before_cross = rss_mb()
     calls = {
         "a user's recall|file": lambda i: file.recall(queries[i], user="user0", now=NOW),
         "a user's recall|postgres": lambda i: pg.recall(queries[i], user=warm[i % len(warm)], now=NOW),
@@ -102,7 +103,7 @@ def latency(args: argparse.Namespace, url: str, items: list[dict[str, Any]], tex
     }
     got = interleaved(calls, args.rounds)
     file.close()
-    return {"timings": got, "rss_cross": rss_before_cross}, pg
+    return {"timings": got, "rss_scoped": rss_mb() - rss_before}, pg
 
 
 def latency_rows(got: dict[str, Any]) -> list[dict[str, Any]]:
@@ -156,11 +157,11 @@ def query_costs(conn: psycopg.Connection, dim: int, qvecs: np.ndarray, users: in
         USER_ROWS: (
             "SELECT rowid, id, text, metadata, vector, tokens FROM vx_docs WHERE user_id = %s ORDER BY rowid",
             lambda i: (f"user{(i * 7919) % users}",)),
-        "400 nearest rows by HNSW (recall across users)": (
+        f"{NEAREST} nearest rows by HNSW (recall across users)": (
             f"SELECT rowid, id, text, metadata, vector, tokens FROM vx_docs ORDER BY vector::vector({dim}) <=> "
-            f"%s::vector({dim}) LIMIT 400", lambda i: (lit[i % len(lit)],)),
+            f"%s::vector({dim}) LIMIT {NEAREST}", lambda i: (lit[i % len(lit)],)),
     }
-    conn.execute("SET hnsw.ef_search = 400")
+    conn.execute(f"SET hnsw.ef_search = {NEAREST}")
     out = {}
     for name, (sql, params) in queries.items():
         got = timed(lambda i, sql=sql, params=params: conn.execute(sql, params(i)).fetchall(), rounds, warmup=5)
@@ -176,8 +177,8 @@ def sizes(conn: psycopg.Connection) -> dict[str, float]:
             "whole database": row[3]}
 
 
-def memory_rows(url: str, emb: Lookup, pg: Vectrix, rss_cross: float, args: argparse.Namespace) -> list[dict]:
-    """Process memory: the scoped handle's users, and a handle that reads every row."""
+def memory_rows(url: str, emb: Lookup, pg: Vectrix, rss_scoped: float, args: argparse.Namespace) -> list[dict]:
+    """Process memory the handles took: the scoped one's users, and a handle that reads every row."""
     kept = len(pg.engine.scopes.states)
     rows_kept = sum(s.mirror.n for s in pg.engine.scopes.states.values())
     base = rss_mb()
@@ -188,9 +189,10 @@ def memory_rows(url: str, emb: Lookup, pg: Vectrix, rss_cross: float, args: argp
     grown = rss_mb() - base
     full.close()
     return [{"handle": f"scope=user, {kept} users read ({rows_kept} memories)", "open s": "-",
-             "resident MB (process, after the timed calls)": round(rss_cross, 1)},
+             "resident MB it added": round(rss_scoped, 1),
+             "KB per memory held": round(rss_scoped * 1024 / max(rows_kept, 1), 2)},
             {"handle": f"every row ({args.memories} memories)", "open s": round(opened, 2),
-             "resident MB (process, after the timed calls)": f"+{grown:.1f} over the above"}]
+             "resident MB it added": round(grown, 1), "KB per memory held": round(grown * 1024 / args.memories, 2)}]
 
 
 def arithmetic(args: argparse.Namespace, costs: dict[str, float], size: dict[str, float], write_s: float,
@@ -242,10 +244,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             size = sizes(conn)
         report.table("database queries", [{"query": k, "p50 ms": v} for k, v in costs.items()],
                      note="each timed alone on one connection, after the calls above")
-        mem = memory_rows(url, emb, pg, got["rss_cross"], args)
+        mem = memory_rows(url, emb, pg, got["rss_scoped"], args)
         pg.close()
-        report.table("process memory", mem)
-        full_mb = float(str(mem[1]["resident MB (process, after the timed calls)"]).lstrip("+").split()[0])
+        report.table("process memory", mem, note="resident memory the handle added to the process")
+        full_mb = float(mem[1]["resident MB it added"])
         report.table("size", [{"part": k, "MB": round(v / 2**20, 1)} for k, v in size.items()])
         report.table(f"arithmetic to {args.target} memories", arithmetic(args, costs, size, write_s, full_mb))
     finally:
