@@ -143,7 +143,7 @@ def _plan(conn, sql, args):
 
 
 def test_a_users_rows_and_the_nearest_rows_are_read_through_indexes(pg_url, word_embedder):
-    with Vectrix(pg_url, embedder=word_embedder) as pg:
+    with Vectrix(scoped(pg_url), embedder=word_embedder) as pg:  # a scoped handle makes the HNSW index
         pg.remember_many(_items(120))
         dim = pg.engine.database.dim
     with psycopg.connect(pg_url, autocommit=True) as conn:
@@ -161,7 +161,7 @@ def test_a_schema_1_database_is_migrated_on_open(pg_url, tmp_path, word_embedder
         pg.remember_many(items)
     with psycopg.connect(pg_url, autocommit=True) as conn:  # back to schema 1: no user column, no statistics
         conn.execute("DROP TABLE vx_terms")
-        conn.execute("DROP INDEX vx_docs_hnsw")
+        conn.execute("DROP INDEX IF EXISTS vx_docs_hnsw")
         for column in ("user_id", "text_len", "lex_len", "created", "terms"):
             conn.execute(f"ALTER TABLE vx_docs DROP COLUMN {column}")
         conn.execute("DELETE FROM vx_meta WHERE key IN ('lex_docs', 'lex_sum', 'max_created')")

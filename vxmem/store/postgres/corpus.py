@@ -72,17 +72,18 @@ def doc_columns(texts: Sequence[str], metas: Sequence[dict[str, Any]]) -> list[t
 
 def count_in(conn: psycopg.Connection, terms: list[str], docs: int, length: int, created: float) -> None:
     """Count ``docs`` documents (1; -1 counts one out; 0 changes a length) of ``length``
-    tokens in all, holding ``terms``, into the statistics (inside the writer's transaction)."""
-    if terms and docs:
-        conn.execute("INSERT INTO vx_terms (term, df) SELECT unnest(%s::text[]), %s ON CONFLICT (term) "
-                     "DO UPDATE SET df = vx_terms.df + excluded.df", (terms, docs))
-    if docs:
-        conn.execute("UPDATE vx_meta SET value = (value::bigint + %s)::text WHERE key = 'lex_docs'", (docs,))
-    if length:
-        conn.execute("UPDATE vx_meta SET value = (value::bigint + %s)::text WHERE key = 'lex_sum'", (length,))
-    if docs >= 0 and math.isfinite(created):  # a running maximum: a deletion leaves it (reads then count, exactly)
-        conn.execute("UPDATE vx_meta SET value = %s::text WHERE key = 'max_created' AND value::float8 < %s",
-                     (created, created))
+    tokens in all, holding ``terms``, into the statistics (inside the writer's transaction, in
+    one statement: a round trip is most of what it costs)."""
+    # max_created is a running maximum: a deletion leaves it (reads as of a moment then count, exactly).
+    raise_max = docs >= 0 and math.isfinite(created)
+    conn.execute(
+        "WITH t AS (INSERT INTO vx_terms (term, df) SELECT unnest(%s::text[]), %s ON CONFLICT (term) "
+        "DO UPDATE SET df = vx_terms.df + excluded.df) "
+        "UPDATE vx_meta SET value = CASE key WHEN 'lex_docs' THEN (value::bigint + %s)::text "
+        "WHEN 'lex_sum' THEN (value::bigint + %s)::text "
+        "ELSE CASE WHEN %s AND value::float8 < %s THEN %s::text ELSE value END END "
+        "WHERE key IN ('lex_docs', 'lex_sum', 'max_created')",
+        (terms if docs else [], docs, docs, length, raise_max, created, created))
 
 
 def stats(conn: psycopg.Connection, terms: Sequence[str], as_of: float | None) -> Stats:

@@ -88,6 +88,10 @@ class PgDatabase:
                                                "which migrates it")
             else:
                 schema.ensure(self.conn, self.where)
+            if self.scoped and not read_only:  # recall across users searches its HNSW index
+                with self.conn.transaction():
+                    if (dim := schema.read_meta(self.conn).get("dim")) is not None:
+                        schema.make_vector_index(self.conn, int(dim))
             oid = adapt_vectors(self.conn, self.where)
             if self._pool is not None:
                 self._pool.oid = oid

@@ -9,8 +9,9 @@ refused; an older one is migrated here, once, in one transaction, by a process t
 Schema 2 adds ``user_id`` (the ``_vx_user`` a memory belongs to, copied out of its metadata)
 with an index on ``(user_id, rowid)``, so a process serving one user reads that user's rows
 alone, and a pgvector HNSW index (cosine) on the vectors for recall across every user's
-memories, made once the collection's dimension is known (pgvector indexes only vectors of
-one declared dimension).
+memories, made by the first handle opened with ``scope=user`` once the collection's dimension
+is known (pgvector indexes only vectors of one declared dimension; keeping the index costs
+each write its insertion, which a database that no such handle reads need not pay).
 """
 
 from __future__ import annotations
@@ -121,14 +122,12 @@ def migrate(conn: psycopg.Connection, meta: dict[str, str]) -> None:
         last = rows[-1][0]
     for ddl in _V2:
         conn.execute(ddl)
-    conn.execute(_LEX_META)
+    conn.execute(_LEX_META)  # the HNSW index is made by the first scope=user handle (make_vector_index)
     conn.execute("INSERT INTO vx_terms (term, df) SELECT t, count(*) FROM vx_docs, unnest(terms) t GROUP BY t")
     conn.execute("UPDATE vx_meta SET value = s.v FROM (SELECT count(*)::text AS n, coalesce(sum(lex_len), 0)::text "
                  "AS total, coalesce(max(created) FILTER (WHERE created > '-Infinity'), '-Infinity')::text AS top "
                  "FROM vx_docs) d, LATERAL (VALUES ('lex_docs', d.n), ('lex_sum', d.total), ('max_created', d.top)) "
                  "s(k, v) WHERE key = s.k")
-    if "dim" in meta:
-        make_vector_index(conn, int(meta["dim"]))
     conn.execute("UPDATE vx_meta SET value = %s WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
 
 
@@ -144,7 +143,14 @@ def vector_index(dim: int) -> str:
 
 
 def make_vector_index(conn: psycopg.Connection, dim: int) -> None:
-    """Make the HNSW index (cosine distance) on the vectors of a collection of ``dim``-d vectors."""
+    """Make the HNSW index (cosine distance) on the vectors of a collection of ``dim``-d vectors,
+    unless it is there (inside the caller's transaction, one process at a time). Building it
+    over many rows takes a while, during which writes wait: on a large database, make it
+    beforehand with ``CREATE INDEX CONCURRENTLY`` and the same name and expression."""
+    exists = conn.execute("SELECT to_regclass('vx_docs_hnsw') IS NOT NULL").fetchone()
+    if exists and exists[0]:
+        return
+    conn.execute("SELECT pg_advisory_xact_lock(%s)", (_CREATE_LOCK,))
     conn.execute(f"CREATE INDEX IF NOT EXISTS vx_docs_hnsw ON vx_docs USING hnsw ({vector_index(dim)} "
                  "vector_cosine_ops)")
 

@@ -39,6 +39,7 @@ class Written(Protocol):
     generation: int
     embedder: str | None
     writer_embedder: str | None
+    scoped: bool
     token_counter: str | None
     counted_by: str | None
 
@@ -90,7 +91,8 @@ class PgTransaction:
             db.embedder = db.embedder if other is None else other[0]
             if row is None:
                 db.put_meta("dim", str(dim))
-                make_vector_index(self.conn, dim)
+                if db.scoped:
+                    make_vector_index(self.conn, dim)
                 if db.writer_embedder is not None and db.embedder is None:
                     db.put_meta("embedder", db.writer_embedder)
                     db.embedder = db.writer_embedder
