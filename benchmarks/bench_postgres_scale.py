@@ -1,14 +1,16 @@
 """Many users' memories in PostgreSQL: a user's recall against the file store at that user's size, the
 HNSW index across users against the exact answer, process memory, and what 1M memories would cost.
 
-    .venv/bin/python -m benchmarks.bench_postgres_scale                      # 100k memories, 1k users
-    .venv/bin/python -m benchmarks.bench_postgres_scale --memories 20000 --users 200 --rounds 100
+    .venv/bin/python -m benchmarks.bench_postgres_scale                      # 20k memories, 200 users
+    .venv/bin/python -m benchmarks.bench_postgres_scale --memories 100000 --users 1000
 
-Without ``--url`` it starts a PostgreSQL 16 with pgvector through the pgserver wheel. The
-memories (``corpora.sentence`` texts, ``WordsEmbedder`` vectors computed up front so the
-build times the stores) belong to ``--users`` users, three sessions each, and are written
-one user per transaction through a handle opened with ``scope=user``. A database file holds
-one user's memories, as many as each user has in PostgreSQL. Then, call by call in turn:
+The default takes about five minutes on a loaded 2-core machine, 100,000 memories about 25
+(writing them is most of it: each write also inserts into pgvector's HNSW index). Without
+``--url`` it starts a PostgreSQL 16 with pgvector through the pgserver wheel. The memories
+(``corpora.sentence`` texts, ``WordsEmbedder`` vectors computed up front so the build times
+the stores) belong to ``--users`` users, three sessions each, and are written one user per
+transaction through a handle opened with ``scope=user``. A database file holds one user's
+memories, as many as each user has in PostgreSQL. Then, call by call in turn:
 
 - a user's recall on PostgreSQL (``scope=user``, the user's rows already read) and on that
   file, and a user's first recall on PostgreSQL (the user's rows read through the index);
@@ -219,8 +221,8 @@ def arithmetic(args: argparse.Namespace, costs: dict[str, float], size: dict[str
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--memories", type=int, default=100_000)
-    ap.add_argument("--users", type=int, default=1_000)
+    ap.add_argument("--memories", type=int, default=20_000)
+    ap.add_argument("--users", type=int, default=200)
     ap.add_argument("--probes", type=int, default=100, help="queries of the HNSW recall@10 (default 100)")
     ap.add_argument("--target", type=int, default=1_000_000, help="memories of the arithmetic (default 1M)")
     ap.add_argument("--target-users", type=int, default=10_000)
