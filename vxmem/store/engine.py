@@ -137,7 +137,6 @@ class Engine(StateParts):
         state = self._state
         return self.database.new_lexical(lambda: state.mirror)
 
-
     @property
     def where(self) -> str:
         """The database as messages name it: its file, its URL without the password, or ``:memory:``."""
@@ -239,6 +238,8 @@ class Engine(StateParts):
                 self._catch_up()
         except BaseException:
             self._depth -= 1
+            if not self._depth and self.pooled:
+                self.database.release()
             self._lock.release()
             raise
         return self.mirror
