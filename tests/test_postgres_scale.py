@@ -286,3 +286,22 @@ def test_random_histories_recall_alike_per_user(pg_server, word_embedder, tmp_pa
     for (w_texts, w_scores), (g_texts, g_scores) in zip(want, got, strict=True):
         assert g_texts == w_texts
         assert np.allclose(g_scores, w_scores, rtol=0, atol=1e-6)
+
+
+def test_a_session_named_without_a_user_reads_that_sessions_rows(pg_url, tmp_path, word_embedder):
+    items = _items(180, seed=2)
+    with Vectrix(pg_url, embedder=word_embedder) as writer:
+        writer.remember_many(items)
+    with Vectrix(tmp_path / "f.db", embedder=word_embedder) as oracle, \
+            Vectrix(scoped(pg_url), embedder=word_embedder) as pg:
+        oracle.remember_many(items)
+        for mode in MODES:
+            want = oracle.recall("tea dog rain", session="s3", mode=mode, now=T0 + 100 * HOUR)
+            got = pg.recall("tea dog rain", session="s3", mode=mode, now=T0 + 100 * HOUR)
+            assert texts(got) == texts(want)
+            assert np.allclose([(r.score, raw(r)) for r in got], [(r.score, raw(r)) for r in want], rtol=0, atol=1e-6)
+        assert texts(pg.turns("s3", now=T0 + DAY * 30)) == texts(oracle.turns("s3", now=T0 + DAY * 30))
+        new = pg.remember("a new turn in s3 about snow", session="s3", timestamp=T0 + 200 * HOUR)
+        assert new in pg.recall("new turn", session="s3", now=T0 + 300 * HOUR, mode="lexical").ids
+        assert list(pg.engine.scopes.states) == [("session", '"s3"')]
+        assert pg.engine.scopes.states[("session", '"s3"')].mirror.n_alive == 180 // 12 + 1

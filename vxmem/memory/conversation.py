@@ -199,7 +199,7 @@ class ConversationMemory(MemoryReading[CollectionT]):
                        metadata=metadata, id=id, ttl_days=ttl_days, check=check, user=user,
                        ttl_map=self.ttl_days, has_judge=self.judge is not None)
         if d.id is not None:
-            with self.store.locked(user=d.user) as m:  # fail fast, before the embedder runs
+            with self.store.locked(user=d.user, session=d.session if d.user is None else None) as m:  # fail fast
                 refuse_taken(m, d.id)
         # The callables (embedder, token counter, judge) run outside the lock, on a snapshot.
         soon = self._late_soon([d])  # the token vectors encode while the embedder runs

@@ -198,7 +198,7 @@ def write_draft(store: MemoryStore, d: Draft, vec: np.ndarray, tokens: int, name
     """Store one drafted memory (``remember()``'s write, with its late-interaction token
     vectors when ``late`` has them) and supersede what the judge ``named``, in one
     transaction; returns its id."""
-    with store.locked(user=d.user) as m:
+    with store.locked(user=d.user, session=d.session if d.user is None else None) as m:
         if d.id is not None:
             refuse_taken(m, d.id)
         new_id, meta, live = _prepared(m, d, named)

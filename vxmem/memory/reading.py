@@ -144,7 +144,7 @@ class MemoryReading(Generic[CollectionT]):
         if limit is not None:
             limit = check_limit(limit)
         now_ts = to_epoch(now)
-        with self.store.locked() as m:
+        with self.store.locked(session=session) as m:
             ordered = m.in_turn_order(m.keep_matching(m.select(session, (KIND_TURN,), live_at=now_ts, as_of=now_ts),
                                                       flt))
             if limit is not None:
@@ -296,10 +296,11 @@ class MemoryReading(Generic[CollectionT]):
             return self._pool(m, request, size, first_only)
 
     def _scoped(self, request: RecallRequest) -> AbstractContextManager[MemoryView]:
-        """The store's lock for ``request``, saying what it reads: one user's memories, or
-        (no user, no session) a recall across everyone's."""
+        """The store's lock for ``request``, saying what it reads: one user's memories, one
+        session's, or (neither) a recall across everyone's."""
         across = request.user is None and request.session is None
-        return self.store.locked(user=request.user, nearest=request.query if across else None)
+        return self.store.locked(user=request.user, nearest=request.query if across else None,
+                                 session=request.session if request.user is None else None)
 
     def _pool(self, m: MemoryView, request: RecallRequest, size: int | None = None,
               first_only: bool = False) -> CandidatePool:

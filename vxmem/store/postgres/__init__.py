@@ -16,7 +16,9 @@ if TYPE_CHECKING:
     from .database import PgDatabase
 
 URL_SCHEMES = ("postgresql://", "postgres://")
-Scope = str | None  # the rows a mirror holds: ALL (the whole collection) or one user's
+# The rows a mirror holds: ALL (the whole collection), one user's (a str) or one session's
+# (("session", its key)).
+Scope = str | tuple[str, str] | None
 ALL: Scope = None
 # The URL's parameters that are vxmem's, not libpq's (taken out before connecting):
 # scope=user keeps one mirror per user a read names (see docs/POSTGRES.md), pool_size bounds

@@ -265,6 +265,9 @@ class PgDatabase:
         cur = self.conn.cursor(binary=True)
         if scope is ALL:
             return cur.execute(f"SELECT {_DOC_COLUMNS} FROM vx_docs ORDER BY rowid").fetchall()
+        if isinstance(scope, tuple):  # ("session", its key)
+            return cur.execute(f"SELECT {_DOC_COLUMNS} FROM vx_docs WHERE session_key = %s ORDER BY rowid",
+                               (scope[1],)).fetchall()
         return cur.execute(f"SELECT {_DOC_COLUMNS} FROM vx_docs WHERE user_id = %s ORDER BY rowid",
                            (scope,)).fetchall()
 
@@ -275,18 +278,21 @@ class PgDatabase:
         row new to it below its last) and is read afresh."""
         # One query: every touched rowid, with its row when the document is still there (and
         # belongs to a scope followed here: another user's row reads as gone, which it is to them).
-        users = None if ALL in mirrors else [s for s in mirrors if s is not ALL]
+        every = ALL in mirrors
+        users = [s for s in mirrors if isinstance(s, str)]
+        sessions = [s[1] for s in mirrors if isinstance(s, tuple)]
         got = self.conn.cursor(binary=True).execute(
-            f"SELECT c.doc, {', '.join('d.' + c for c in _DOC_COLUMNS.split(', '))}, d.user_id FROM "
-            "(SELECT DISTINCT doc FROM vx_changes WHERE generation > %s) c LEFT JOIN vx_docs d ON d.rowid = c.doc"
-            + ("" if users is None else " AND d.user_id = ANY(%s)") + " ORDER BY c.doc",
-            (generation,) if users is None else (generation, users)).fetchall()
+            f"SELECT c.doc, {', '.join('d.' + c for c in _DOC_COLUMNS.split(', '))}, d.user_id, d.session_key "
+            "FROM (SELECT DISTINCT doc FROM vx_changes WHERE generation > %s) c LEFT JOIN vx_docs d ON d.rowid = c.doc"
+            + ("" if every else " AND (d.user_id = ANY(%s) OR d.session_key = ANY(%s))") + " ORDER BY c.doc",
+            (generation,) if every else (generation, users, sessions)).fetchall()
         touched = [r[0] for r in got]
         rows = [r[1:] for r in got if r[1] is not None]
         metas = loads_all([r[3] for r in rows])
         out: dict[Scope, Ops] = {}
         for scope, mirror in mirrors.items():
-            mine = [(r, meta) for r, meta in zip(rows, metas) if scope is ALL or r[6] == scope]
+            mine = [(r, meta) for r, meta in zip(rows, metas)
+                    if scope is ALL or r[6] == scope or (isinstance(scope, tuple) and r[7] == scope[1])]
             ops = self._scope_ops(mirror, touched, mine, token_counter)
             if ops is not None:
                 out[scope] = ops
@@ -303,7 +309,7 @@ class PgDatabase:
         ops: Ops = [("delete", gone)] if gone else []
         last = int(mirror.rowid[mirror.n - 1]) if mirror.n else 0
         inserts: Ops = []
-        for (rowid, id, text, _, vec, stored, _user), meta in rows:
+        for (rowid, id, text, _, vec, stored, _user, _session), meta in rows:
             if rowid in mirror.pos_of_rowid:
                 ops.append(("update", id, meta))
             elif rowid > last:

@@ -7,11 +7,13 @@ dimension and the names of the embedder and token counter. A database of a newer
 refused; an older one is migrated here, once, in one transaction, by a process that may write.
 
 Schema 2 adds ``user_id`` (the ``_vx_user`` a memory belongs to, copied out of its metadata)
-with an index on ``(user_id, rowid)``, so a process serving one user reads that user's rows
-alone, and a pgvector HNSW index (cosine) on the vectors for recall across every user's
-memories, made by the first handle opened with ``scope=user`` once the collection's dimension
-is known (pgvector indexes only vectors of one declared dimension; keeping the index costs
-each write its insertion, which a database that no such handle reads need not pay).
+and ``session_key`` (its session's key), each with an index on it and the rowid, so a process
+serving one user or one session reads those rows alone; the whole collection's BM25
+statistics (see :mod:`~vxmem.store.postgres.corpus`); and a pgvector HNSW index (cosine) on
+the vectors for recall across every user's memories, made by the first handle opened with
+``scope=user`` once the collection's dimension is known (pgvector indexes only vectors of one
+declared dimension; keeping the index costs each write its insertion, which a database that
+no such handle reads need not pay).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import psycopg
 
 from ...core.errors import InvalidDatabaseError
 from ...core.keys import K_USER
+from ..mirror.columns import columns_of
 from ..sqlite.jsonio import loads_all
 from .corpus import doc_columns
 
@@ -36,6 +39,7 @@ _CREATE_LOCK = 0x7678_6D65_6D00  # "vxmem\0"
 # (see :mod:`~vxmem.store.postgres.corpus`).
 _V2 = (
     "CREATE INDEX IF NOT EXISTS vx_docs_user ON vx_docs (user_id, rowid)",
+    "CREATE INDEX IF NOT EXISTS vx_docs_session ON vx_docs (session_key, rowid)",
     "CREATE INDEX IF NOT EXISTS vx_docs_created ON vx_docs (created)",
     "CREATE INDEX IF NOT EXISTS vx_docs_terms ON vx_docs USING gin (terms)",
     "CREATE TABLE IF NOT EXISTS vx_terms (term text PRIMARY KEY, df bigint NOT NULL)",
@@ -53,6 +57,7 @@ _DDL = (
         vector vector NOT NULL,
         tokens bigint,
         user_id text,
+        session_key text,
         text_len integer NOT NULL DEFAULT 0,
         lex_len integer NOT NULL DEFAULT 0,
         created double precision NOT NULL DEFAULT '-Infinity',
@@ -108,16 +113,18 @@ def migrate(conn: psycopg.Connection, meta: dict[str, str]) -> None:
     if int(meta.get("schema_version", SCHEMA_VERSION)) >= SCHEMA_VERSION or meta.get("format") != FORMAT_NAME:
         return
     # Schema 1 had no user column and no lexical statistics: each row's are computed here.
-    for column in ("user_id text", "text_len integer NOT NULL DEFAULT 0", "lex_len integer NOT NULL DEFAULT 0",
-                   "created double precision NOT NULL DEFAULT '-Infinity'", "terms text[] NOT NULL DEFAULT '{}'"):
+    for column in ("user_id text", "session_key text", "text_len integer NOT NULL DEFAULT 0",
+                   "lex_len integer NOT NULL DEFAULT 0", "created double precision NOT NULL DEFAULT '-Infinity'",
+                   "terms text[] NOT NULL DEFAULT '{}'"):
         conn.execute(f"ALTER TABLE vx_docs ADD COLUMN IF NOT EXISTS {column}")
     last = 0
     while rows := conn.execute("SELECT rowid, text, metadata FROM vx_docs WHERE rowid > %s ORDER BY rowid LIMIT 2000",
                                (last,)).fetchall():
         metas = loads_all([m for _, _, m in rows])
         with conn.cursor() as cur:
-            cur.executemany("UPDATE vx_docs SET user_id = %s, text_len = %s, lex_len = %s, created = %s, terms = %s "
-                            "WHERE rowid = %s", [(user_of(meta), *cols, r[0]) for r, meta, cols in zip(
+            cur.executemany("UPDATE vx_docs SET user_id = %s, session_key = %s, text_len = %s, lex_len = %s, "
+                            "created = %s, terms = %s WHERE rowid = %s", [
+                                (user_of(meta), session_of(meta), *cols, r[0]) for r, meta, cols in zip(
                                 rows, metas, doc_columns([t for _, t, _ in rows], metas))])
         last = rows[-1][0]
     for ddl in _V2:
@@ -135,6 +142,12 @@ def user_of(meta: dict[str, Any]) -> str | None:
     """The user a document belongs to, as the ``user_id`` column holds it (None: no one's)."""
     user = meta.get(K_USER)
     return user if isinstance(user, str) else None
+
+
+def session_of(meta: dict[str, Any]) -> str | None:
+    """The key of the session a document belongs to, as the ``session_key`` column (and the
+    mirror) holds it (None: a plain document without one)."""
+    return columns_of(meta)[5]
 
 
 def vector_index(dim: int) -> str:

@@ -26,7 +26,7 @@ from ...core.errors import ConflictError
 from ..mirror.mirror import Mirror
 from ..sqlite.jsonio import dumps
 from .corpus import count_in, doc_columns, lexical_columns
-from .schema import make_vector_index, user_of
+from .schema import make_vector_index, session_of, user_of
 
 
 class Written(Protocol):
@@ -69,11 +69,11 @@ class PgTransaction:
         lex = doc_columns([text], [meta])[0]
         try:
             row = self.conn.execute(
-                "WITH d AS (INSERT INTO vx_docs (id, text, metadata, vector, tokens, user_id, text_len, lex_len, "
-                "created, terms) VALUES (%s, %s, %s, %b, %s, %s, %s, %s, %s, %s) RETURNING rowid) "
+                "WITH d AS (INSERT INTO vx_docs (id, text, metadata, vector, tokens, user_id, session_key, text_len, "
+                "lex_len, created, terms) VALUES (%s, %s, %s, %b, %s, %s, %s, %s, %s, %s, %s) RETURNING rowid) "
                 "INSERT INTO vx_changes (generation, doc, op) SELECT %s, rowid, 'insert' FROM d RETURNING doc",
                 (id, text, dumps(meta), np.asarray(vec, dtype=np.float32), self._stored(tokens), user_of(meta),
-                 *lex, self.generation)).fetchone()
+                 session_of(meta), *lex, self.generation)).fetchone()
         except psycopg.errors.UniqueViolation:
             raise ConflictError(f"id already exists: {id!r}") from None
         except psycopg.DataError as exc:  # a NUL character, which a PostgreSQL text cannot hold
@@ -123,10 +123,10 @@ class PgTransaction:
         scope, created = lexical_columns(0, meta)  # its scope token may come or go with its session
         old = self.conn.execute("SELECT lex_len, text_len FROM vx_docs WHERE id = %s", (id,)).fetchone()
         self.conn.execute(
-            "WITH d AS (UPDATE vx_docs SET metadata = %s, user_id = %s, lex_len = text_len + %s, created = %s "
-            "WHERE id = %s RETURNING rowid) "
+            "WITH d AS (UPDATE vx_docs SET metadata = %s, user_id = %s, session_key = %s, lex_len = text_len + %s, "
+            "created = %s WHERE id = %s RETURNING rowid) "
             "INSERT INTO vx_changes (generation, doc, op) SELECT %s, rowid, 'update' FROM d",
-            (dumps(meta), user_of(meta), scope, created, id, self.generation))
+            (dumps(meta), user_of(meta), session_of(meta), scope, created, id, self.generation))
         if old is not None:
             count_in(self.conn, [], 0, old[1] + scope - old[0], created)
         self.ops.append(("update", id, meta))
