@@ -305,3 +305,14 @@ def test_a_session_named_without_a_user_reads_that_sessions_rows(pg_url, tmp_pat
         assert new in pg.recall("new turn", session="s3", now=T0 + 300 * HOUR, mode="lexical").ids
         assert list(pg.engine.scopes.states) == [("session", '"s3"')]
         assert pg.engine.scopes.states[("session", '"s3"')].mirror.n_alive == 180 // 12 + 1
+
+
+def test_scopes_read_before_the_first_vector_take_its_dimension(pg_url, word_embedder):
+    with Vectrix(scoped(pg_url), embedder=word_embedder) as pg:
+        assert pg.recall("tea", user="ann", now=T0).ids == []  # ann's mirror: empty, no dimension yet
+        assert pg.turns("s", now=T0) == []
+        bob = pg.remember("bob drinks tea", user="bob", session="b", timestamp=T0)
+        ann = pg.remember("ann drinks tea", user="ann", session="s", timestamp=T0 + 1)
+        assert pg.recall("tea", user="ann", now=T0 + HOUR).ids == [ann]
+        assert pg.recall("tea", user="bob", now=T0 + HOUR).ids == [bob]
+        assert texts(pg.turns("s", now=T0 + HOUR)) == ["ann drinks tea"]

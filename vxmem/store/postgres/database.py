@@ -254,9 +254,9 @@ class PgDatabase:
             raise
         for scope, got in rows.items():
             out[scope] = self._mirror_of(got, token_counter)
-        if old_dim is None and self.dim is not None:
+        if self.dim is not None:  # mirrors read before the first vector (by whichever process) take its dim
             for scope, m in mirrors.items():
-                if scope not in rows:
+                if scope not in rows and m.dim is None:
                     m.set_dim(self.dim)
         return out
 
