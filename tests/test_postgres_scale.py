@@ -149,6 +149,8 @@ def test_a_users_rows_and_the_nearest_rows_are_read_through_indexes(pg_url, word
     with psycopg.connect(pg_url, autocommit=True) as conn:
         plan = _plan(conn, "SELECT rowid FROM vx_docs WHERE user_id = %s ORDER BY rowid", ("u1",))
         assert "vx_docs_user" in plan
+        plan = _plan(conn, "SELECT rowid FROM vx_docs WHERE session_key = %s ORDER BY rowid", ('"s1"',))
+        assert "vx_docs_session" in plan
         vec = "[" + ",".join(["0.1"] * dim) + "]"
         plan = _plan(conn, f"SELECT rowid FROM vx_docs ORDER BY vector::vector({dim}) <=> %s::vector LIMIT 10",
                      (vec,))
