@@ -69,6 +69,11 @@ def drive(db: Vectrix, conv: Any) -> list[tuple[list[int], list[float]]]:
     return answers
 
 
+def with_scope(url: str, scope: str) -> str:
+    """``url`` with vxmem's ``scope`` parameter (left out for the default)."""
+    return url if scope == "all" else f"{url}{'&' if '?' in url else '?'}scope={scope}"
+
+
 def same(a: tuple[list[int], list[float]], b: tuple[list[int], list[float]]) -> bool:
     return a[0] == b[0] and bool(np.allclose(a[1], b[1], rtol=0, atol=1e-6))
 
@@ -89,6 +94,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--embedder", default="hashing", help="a name of vxmem.models.embed.EMBEDDERS")
     ap.add_argument("--url", help="a PostgreSQL server with pgvector whose user may create databases")
     ap.add_argument("--locomo", action="append", default=[], help="a LoCoMo file to add (repeatable)")
+    ap.add_argument("--scope", choices=("all", "user"), default="all",
+                    help="the PostgreSQL handles' scope= (user: a probe's session is read alone, one naming none "
+                         "through the HNSW index)")
     args = flags(ap).parse_args(argv)
     url, srv = server(args.url)
     rows = []
@@ -100,8 +108,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             judge = get_judge(conv.meta.get("judge"))
             with tempfile.TemporaryDirectory() as tmp, \
                     Vectrix(Path(tmp) / "f.db", embedder=args.embedder, judge=judge) as file_db, \
-                    Vectrix(urlunsplit(urlsplit(url)._replace(path=f"/{name}")), embedder=args.embedder,
-                            judge=judge) as pg_db:
+                    Vectrix(with_scope(urlunsplit(urlsplit(url)._replace(path=f"/{name}")), args.scope),
+                            embedder=args.embedder, judge=judge) as pg_db:
                 want, got = drive(file_db, conv), drive(pg_db, conv)
             with psycopg.connect(url, autocommit=True) as admin:
                 admin.execute(f"DROP DATABASE {name} WITH (FORCE)")
@@ -114,7 +122,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     total, equal = sum(r["recalls"] for r in rows), sum(r["identical"] for r in rows)
     rows.append({"conversation": "all", "events": sum(r["events"] for r in rows), "recalls": total,
                  "identical": equal, "share": f"{equal / max(total, 1):.0%}"})
-    report = Report(f"recall on PostgreSQL against the file store ({args.embedder} embedder)")
+    report = Report(f"recall on PostgreSQL (scope={args.scope}) against the file store ({args.embedder} embedder)")
     report.table("equality", rows, note="identical: the same memories in the same order, scores within 1e-6")
     print(report.title)
     report.print()

@@ -81,6 +81,7 @@ from .draft import (
     Draft,
     LateBits,
     LateJob,
+    drafts_user,
     embed_in_batches,
     make_draft,
     ttl_for,
@@ -198,7 +199,7 @@ class ConversationMemory(MemoryReading[CollectionT]):
                        metadata=metadata, id=id, ttl_days=ttl_days, check=check, user=user,
                        ttl_map=self.ttl_days, has_judge=self.judge is not None)
         if d.id is not None:
-            with self.store.locked() as m:  # fail fast, before the embedder runs
+            with self.store.locked(user=d.user, session=d.session if d.user is None else None) as m:  # fail fast
                 refuse_taken(m, d.id)
         # The callables (embedder, token counter, judge) run outside the lock, on a snapshot.
         soon = self._late_soon([d])  # the token vectors encode while the embedder runs
@@ -238,7 +239,7 @@ class ConversationMemory(MemoryReading[CollectionT]):
                 numbered.add((d.session, d.turn))
         if not drafts:
             return []
-        with self.store.locked() as m:  # fail fast, before the embedder runs
+        with self.store.locked(user=drafts_user(drafts)) as m:  # fail fast, before the embedder runs
             for i in given:
                 refuse_taken(m, i)
         texts = [d.text for d in drafts]
@@ -344,7 +345,7 @@ class ConversationMemory(MemoryReading[CollectionT]):
             if not check_text(correction, "correction").strip():
                 raise ValueError("correction must not be empty")
         ts = to_epoch(timestamp, "timestamp")
-        with self.store.locked() as m:  # fail fast, before the embedder runs
+        with self.store.locked(owner_of=id) as m:  # fail fast, before the embedder runs
             memory_pos(m, id)
             if correction is not None:
                 check_correction_time(m, id, ts)
@@ -352,7 +353,7 @@ class ConversationMemory(MemoryReading[CollectionT]):
         if correction is not None:  # the callables run outside the lock
             vec = self.store.embed([correction])[0]
             tokens = self.store.count_tokens([correction])[0]
-        with self.store.locked() as m:
+        with self.store.locked(owner_of=id) as m:  # a correction belongs to the same user
             old_meta = dict(m.metas[memory_pos(m, id)])
             record_feedback(old_meta, outcome, ts, self.feedback_half_life_days)
             if correction is None:
@@ -415,7 +416,7 @@ class ConversationMemory(MemoryReading[CollectionT]):
         check_bool(superseded, "superseded")
         now_ts = to_epoch(now)
         cutoff = days_to_seconds(older_than, now_ts)
-        with self.store.locked() as m:
+        with self.store.locked(user=user) as m:
             pos = m.keep_matching(m.select(any_if_none(session), kinds, user=user), flt)
             if cutoff is not None:
                 pos = pos[m.ts[pos] < cutoff]
@@ -425,13 +426,14 @@ class ConversationMemory(MemoryReading[CollectionT]):
             if named is not None:
                 wanted = set(named)
                 chosen = [i for i in chosen if i in wanted]
-            return self._delete(chosen)
+            return self._delete(chosen, user)
 
-    def _delete(self, ids: list[str]) -> int:
-        """Delete ``ids``; what they alone superseded is live again, in the same transaction."""
+    def _delete(self, ids: list[str], user: str | None = None) -> int:
+        """Delete ``ids`` (``user``'s, when given); what they alone superseded is live again, in
+        the same transaction."""
         if not ids:
             return 0
-        with self.store.locked() as m, self.store.transaction() as tx:
+        with self.store.locked(user=user) as m, self.store.transaction() as tx:
             unlink_deleted(m, tx, set(ids))
             tx.delete(ids)
         return len(ids)
@@ -445,9 +447,9 @@ class ConversationMemory(MemoryReading[CollectionT]):
         """
         now_ts = to_epoch(now)
         user = check_user(user)
-        with self.store.locked() as m:
+        with self.store.locked(user=user) as m:
             pos = m.select(ANY_SESSION, KINDS, user=user)
-            return self._delete([m.ids[p] for p in pos[m.expires[pos] <= now_ts].tolist()])
+            return self._delete([m.ids[p] for p in pos[m.expires[pos] <= now_ts].tolist()], user)
 
     def consolidate(self, session: str | None, summarize: Summarizer, keep_recent: int = 6,
                     older_than: float | datetime | None = None, batch_turns: int = 40, delete: bool = True,

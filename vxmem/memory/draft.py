@@ -186,12 +186,19 @@ def _written_before(m: MemoryView, written: dict[tuple[str, int], tuple[int, str
     return None if p < 0 else (int(m.rowid[p]), m.texts[p])
 
 
+def drafts_user(drafts: Sequence[Draft]) -> str | None:
+    """The one user every draft belongs to (None: some belong to no one, or to someone else):
+    the memories their writing reads are that user's."""
+    users = {d.user for d in drafts}
+    return users.pop() if len(users) == 1 else None
+
+
 def write_draft(store: MemoryStore, d: Draft, vec: np.ndarray, tokens: int, named: list[str],
                 late: LateBits | None = None) -> str:
     """Store one drafted memory (``remember()``'s write, with its late-interaction token
     vectors when ``late`` has them) and supersede what the judge ``named``, in one
     transaction; returns its id."""
-    with store.locked() as m:
+    with store.locked(user=d.user, session=d.session if d.user is None else None) as m:
         if d.id is not None:
             refuse_taken(m, d.id)
         new_id, meta, live = _prepared(m, d, named)
@@ -204,7 +211,7 @@ def write_drafts(store: MemoryStore, drafts: Sequence[Draft], vecs: np.ndarray, 
                  contradicted: Sequence[list[str]], late: LateBits | None = None) -> list[str]:
     """Store the drafted memories (with their vectors and token counts) and supersede what the
     judge said each contradicts, all in one transaction; returns their ids in order."""
-    with store.locked() as m:
+    with store.locked(user=drafts_user(drafts)) as m:
         for d in drafts:
             if d.id is not None:
                 refuse_taken(m, d.id)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import sqlite3
 import warnings
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from functools import partial
 from typing import Any, Generic, TypeVar
 
@@ -143,7 +144,7 @@ class MemoryReading(Generic[CollectionT]):
         if limit is not None:
             limit = check_limit(limit)
         now_ts = to_epoch(now)
-        with self.store.locked() as m:
+        with self.store.locked(session=session) as m:
             ordered = m.in_turn_order(m.keep_matching(m.select(session, (KIND_TURN,), live_at=now_ts, as_of=now_ts),
                                                       flt))
             if limit is not None:
@@ -162,7 +163,7 @@ class MemoryReading(Generic[CollectionT]):
             itself did not exist yet.
         """
         now_ts = to_epoch(now)
-        with self.store.locked() as m:
+        with self.store.locked(owner_of=id) as m:
             memory_pos(m, id)
             return chain(m, id, as_of=now_ts)
 
@@ -214,7 +215,7 @@ class MemoryReading(Generic[CollectionT]):
         if touch is None:
             touch = self.recency_from == "accessed"
         self._prepare(request)  # the models run before the lock
-        with self.store.locked() as m:  # the pool's positions stay valid only while no one else writes
+        with self._scoped(request) as m:  # the pool's positions stay valid only while no one else writes
             pool = self._pool(m, request)
             results = rank(pool, m, request.query, request.blend or self.blend, request.score_gap,
                            request.token_budget)
@@ -291,8 +292,15 @@ class MemoryReading(Generic[CollectionT]):
         ``max(4 x limit, 40)``), as :meth:`candidate_pool` gives it; ``first_only``: as
         gathered, before any second stage (what a replay records). Records no access."""
         self._prepare(request)
-        with self.store.locked() as m:
+        with self._scoped(request) as m:
             return self._pool(m, request, size, first_only)
+
+    def _scoped(self, request: RecallRequest) -> AbstractContextManager[MemoryView]:
+        """The store's lock for ``request``, saying what it reads: one user's memories, one
+        session's, or (neither) a recall across everyone's."""
+        across = request.user is None and request.session is None
+        return self.store.locked(user=request.user, nearest=request.query if across else None,
+                                 session=request.session if request.user is None else None)
 
     def _pool(self, m: MemoryView, request: RecallRequest, size: int | None = None,
               first_only: bool = False) -> CandidatePool:

@@ -203,7 +203,7 @@ class Collection:
     def get(self, id: str) -> Result:
         """The document with this id (``KeyError`` if there is none)."""
         check_id(id)
-        with self.engine.locked() as m:
+        with self.engine.locked(owner_of=id) as m:
             p = m.pos_of_id.get(id)
             if p is None:
                 raise KeyError(f"no document with id {id!r}")

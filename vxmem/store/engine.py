@@ -32,11 +32,12 @@ from ..models.embed import EmbedderArg, check_embedder, embedder_name, get_embed
 from ..ranking.scoring import HYBRID_WEIGHT, fuse_relevance
 from .arguments import check_token_count
 from .lexical.search import LexicalSearch
+from .mirror.columns import session_key
 from .mirror.loading import resave_rows
 from .mirror.mirror import ANY_SESSION, Mirror, SessionArg
 from .postgres import is_postgres_url, open_postgres, shown_url
+from .scopes import Scopes, ScopeState, StateParts, follow_state
 from .sqlite.database import Database, Transaction
-from .vector.hnsw import HnswCache
 from .vector.search import Candidates, exact_topk, unit_rows
 from .vector.vectors import check_vector_dtype, float16_kernels, rowdot
 
@@ -52,21 +53,24 @@ class _Locked:
     """``Engine.locked()``: a class, not a generator, because recall enters it a few
     times per call and a generator-based context manager costs several times as much."""
 
-    __slots__ = ("_engine",)
+    __slots__ = ("_engine", "_scope")
 
-    def __init__(self, engine: Engine):
+    def __init__(self, engine: Engine, scope: tuple[Any, ...] = (None, None, None, None)):
         self._engine = engine
+        self._scope = scope  # locked()'s user, nearest, owner_of, session
 
     def __enter__(self) -> Mirror:
-        return self._engine._enter()
+        return self._engine._enter(*self._scope)
 
     def __exit__(self, *exc: object) -> None:
         c = self._engine
         c._depth -= 1
+        if not c._depth and c.pooled:
+            c.database.release()
         c._lock.release()
 
 
-class Engine:
+class Engine(StateParts):
     """An open database with its mirror, index and lexical search, behind one lock.
 
     The arguments are :class:`~vxmem.store.collection.Collection`'s, which checks them
@@ -110,19 +114,26 @@ class Engine:
         self.database.vector_dtype = dtype
         self.database.counted_by = token_counter_name(self._token_counter)
         try:
-            self.mirror = self.database.load(self.token_counter)
+            # Scoped (PostgreSQL, scope=user), an empty mirror: each scope's rows come when first read.
+            self._state = self._new_state(self.database.load(self.token_counter))
             self._check_embedder()
         except BaseException:
             self.database.close()
             raise
-        # A PostgreSQL database has no path: the cache reads its dim and read_only only, and
-        # never loads or saves an index file beside it (it is rebuilt from the mirror).
-        self.index = HnswCache(cast(Database, self.database), lambda: self.mirror, self._lock)
-        self.lexical = self._new_lexical()
+        self.scopes = Scopes(self._new_state) if getattr(self.database, "scoped", False) else None
+        self.pooled = self.database.pooled  # a pooled connection goes back after each outermost block
+        if self.pooled:
+            self.database.release()
         self.lexical.warm(self.mirror)  # the saved postings now, not in the first recall
 
+    def _new_state(self, mirror: Mirror) -> ScopeState:
+        # A PostgreSQL database has no path: the cache reads its dim and read_only only, and
+        # never loads or saves an index file beside it (it is rebuilt from the mirror).
+        return ScopeState(mirror, cast(Database, self.database), self._lock)
+
     def _new_lexical(self) -> LexicalSearch:
-        return self.database.new_lexical(lambda: self.mirror)
+        state = self._state
+        return self.database.new_lexical(lambda: state.mirror)
 
     @property
     def where(self) -> str:
@@ -190,14 +201,25 @@ class Engine:
         """Whether :meth:`close` has run."""
         return self._closed
 
-    def locked(self) -> _Locked:
+    def locked(self, user: str | None = None, nearest: str | None = None, owner_of: str | None = None,
+               session: str | None = None) -> _Locked:
         """A context manager: hold the collection's lock, check it is open, bring a
         read-only handle up to date (in the outermost block only), and give the
         :class:`Mirror`. Positions read from it stay valid inside the block. Re-entrant,
-        like the lock."""
-        return self._locked_block
+        like the lock.
 
-    def _enter(self) -> Mirror:
+        ``user``: the block reads only that user's memories; ``nearest``: the block is a
+        recall of that query across every user; ``owner_of``: it reads the memories of the user
+        the memory of that id belongs to; ``session`` (no user): only that session's memories.
+        A scoped PostgreSQL handle then gives the mirror of that user's (or session's) rows
+        alone, or of the rows nearest the query by the database's HNSW index (approximate);
+        any other handle, its one mirror. The outermost block's arguments count."""
+        if user is None and nearest is None and owner_of is None and session is None:
+            return self._locked_block
+        return _Locked(self, (user, nearest, owner_of, session))
+
+    def _enter(self, user: str | None = None, nearest: str | None = None, owner_of: str | None = None,
+               session: str | None = None) -> Mirror:
         if os.getpid() != self._pid:  # before the lock: a fork may have copied it held
             raise ForkedHandleError(
                 f"this {type(self).__name__} was opened by process {self._pid}, not this one ({os.getpid()}); "
@@ -209,17 +231,48 @@ class Engine:
                 raise VectrixError(f"this {type(self).__name__} is closed")
             # Only the outermost block catches up: a nested one must not move the mirror
             # (or replace it) under positions the outer block is still holding.
-            if self._depth == 1 and self.database.follows_writers:
+            if self._depth == 1 and self.scopes is not None:
+                if user is None and owner_of is not None:
+                    user = cast("PgDatabase", self.database).owner(owner_of)
+                self._enter_scope(user, nearest, session)
+            elif self._depth == 1 and self.database.follows_writers:
                 self._catch_up()
         except BaseException:
             self._depth -= 1
+            if not self._depth and self.pooled:
+                self.database.release()
             self._lock.release()
             raise
         return self.mirror
 
+    def _enter_scope(self, user: str | None, nearest: str | None, session: str | None = None,
+                     load: bool = True) -> None:
+        """Bring every scope kept up to what writers committed, read ``user``'s (``session``'s
+        when no user; every row when neither) if it is not kept yet, and make it the one read
+        (a scoped handle's outermost block); ``nearest`` (neither): a transient scope of the
+        rows nearest that query instead. ``load=False``: bring the kept ones up, keep the one read."""
+        assert self.scopes is not None
+        db = cast("PgDatabase", self.database)
+        scope: Any = user
+        if user is None:
+            scope = ("session", session_key(session)) if session is not None else False if nearest else None
+        self.scopes.refresh(db, self.token_counter, False if not load or scope is False else scope)
+        if not load:
+            return
+        if scope is False:
+            q = getattr(self._prepared, "query", None)
+            vec = q[2] if q is not None and q[0] == nearest and q[1] is self.embedder else \
+                self.embed([cast(str, nearest)], queries=True)[0]
+            self._state = self._new_state(db.nearest(vec, self.token_counter))
+        else:
+            self._state = self.scopes.use(scope)
+
     def _catch_up(self) -> None:
         """Take in what writers committed since this handle last looked: the changed rows
         only, or a whole new mirror when the change log cannot say."""
+        if self.scopes is not None:
+            self._enter_scope(None, None, load=False)
+            return
         uid = self.database.uid
         got = self.database.refresh(self.mirror, self.token_counter)
         if got is None:
@@ -398,11 +451,7 @@ class Engine:
 
     def follow(self, ops: list[tuple[Any, ...]]) -> None:
         """Apply a committed transaction's ops to the mirror and the HNSW cache."""
-        m = self.mirror
-        added, removed = m.apply(ops)
-        self.index.follow(added, removed)
-        if m.needs_compaction():
-            self.mirror = m.compacted()
+        follow_state(self._state, ops)
 
     def build_index(self) -> None:
         """Build (or finish building) the HNSW index now and wait for it (see
@@ -426,6 +475,8 @@ class Engine:
                 return
             try:
                 self.index.close()
+                if self.scopes is not None:
+                    self.scopes.close()
                 if self.database.save_mirror(self.mirror):
                     self._save_postings()
             finally:

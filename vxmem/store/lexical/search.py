@@ -34,6 +34,9 @@ from .fts import BM25_SQL, fts_match, query_words
 # the BM25 of any positions (0 where unknown; None when there is nothing to look up).
 Scores = Callable[[np.ndarray], np.ndarray]
 LexicalHits = tuple[np.ndarray, np.ndarray, Scores | None]
+# BM25's statistics of a whole collection the mirror holds only a part of, for some terms, as
+# of a moment (None: now): documents, their summed length, and each term's documents.
+Corpus = Callable[[list[str], float | None], tuple[int, float, dict[str, int]]]
 
 
 SAMPLE = 16  # documents a saved postings file must agree with FTS5 on (spread over it, and its newest)
@@ -62,8 +65,9 @@ class LexicalSearch:
 
     def __init__(self, conn: sqlite3.Connection, version: Callable[[], Any], path: str | None = None,
                  uid: str | None = None, indexed_upto: Callable[[], int | None] | None = None,
-                 index_pending: Callable[[], None] | None = None):
+                 index_pending: Callable[[], None] | None = None, corpus: Corpus | None = None):
         self._conn = conn
+        self._corpus = corpus
         self._version = version
         self._path = path
         self._uid = uid
@@ -173,7 +177,14 @@ class LexicalSearch:
         try:
             index, key, doc_len, avgdl = self._up_to_date(m)
             n_rows, df_of = m.n_alive, None
-            if as_of is not None and m.is_past(as_of):
+            if self._corpus is not None:  # the mirror holds a part: the statistics are the whole collection's
+                terms = index.phrases(query_words(query))
+                if terms is None:
+                    return None
+                n_rows, total, dfs = self._corpus(terms, as_of)
+                avgdl = total / max(n_rows, 1)
+                df_of = lambda term, pos: dfs.get(term, 0)  # noqa: E731 - the shape search() takes
+            elif as_of is not None and m.is_past(as_of):
                 if self._as_of is None or self._as_of.key != key:
                     self._as_of = BM25AsOf(m, doc_len, key)
                 past = self._as_of

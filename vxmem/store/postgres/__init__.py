@@ -9,12 +9,42 @@ process wrote them.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 if TYPE_CHECKING:
     from .database import PgDatabase
 
 URL_SCHEMES = ("postgresql://", "postgres://")
+# The rows a mirror holds: ALL (the whole collection), one user's (a str) or one session's
+# (("session", its key)).
+Scope = str | tuple[str, str] | None
+ALL: Scope = None
+# The URL's parameters that are vxmem's, not libpq's (taken out before connecting):
+# scope=user keeps one mirror per user a read names (see docs/POSTGRES.md), pool_size bounds
+# the connections this process opens to the database, nearest is how many rows the
+# approximate cross-user read takes from the HNSW index.
+OPTIONS: dict[str, Any] = {"scope": ("all", "user"), "pool_size": int, "nearest": int}
+
+
+def split_options(url: str) -> tuple[str, dict[str, str | int]]:
+    """``url`` without vxmem's own parameters, and those parameters, checked."""
+    parts = urlsplit(url)
+    ours: dict[str, str | int] = {}
+    rest = []
+    for key, value in parse_qsl(parts.query, keep_blank_values=True):
+        kind = OPTIONS.get(key)
+        if kind is None:
+            rest.append((key, value))
+        elif kind is int:
+            if not value.isdigit() or int(value) < 1:
+                raise ValueError(f"the URL's {key} must be a positive whole number, not {value!r}")
+            ours[key] = int(value)
+        elif isinstance(kind, tuple) and value in kind:
+            ours[key] = value
+        else:
+            raise ValueError(f"the URL's {key} must be one of {', '.join(map(str, kind))}, not {value!r}")
+    return urlunsplit(parts._replace(query=urlencode(rest))), ours
 
 
 def is_postgres_url(path: object) -> bool:

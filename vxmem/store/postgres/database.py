@@ -12,7 +12,7 @@ other on its next read.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -26,14 +26,18 @@ from ..lexical.search import LexicalSearch
 from ..mirror.bulk import fill
 from ..mirror.mirror import Mirror
 from ..sqlite.jsonio import loads_all
-from . import schema, shown_url
-from .connection import adapt_vectors, connect
+from . import ALL, Scope, corpus, schema, shown_url, split_options
+from .connection import adapt_vectors, connect, leave_pool, shared_pool
 from .lexical import LocalFts
 from .portable import PgRows
 from .writes import PgTransaction
 
 CHANGE_WINDOW = 10_000  # generations of vx_changes kept for the processes that follow them
 PRUNE_EVERY = 1_000  # a writer drops older changes every this many generations
+# Rows the approximate cross-user read takes from the HNSW index (see nearest()), with
+# hnsw.ef_search raised to as many: recall@10 0.98 at 100k memories (bench_postgres_scale), in
+# 8 ms where 400 rows took 70; a recall's pool (40 for limit 10) leaves room for rows it filters out.
+NEAREST = 100
 MAX_TOKENS = 2**40 - 1  # a stored token count above this is counted again
 _DOC_COLUMNS = "rowid, id, text, metadata, vector, tokens"
 Ops = list[tuple[Any, ...]]
@@ -52,7 +56,12 @@ class PgDatabase:
     counts_mixed = False
 
     def __init__(self, url: str, read_only: bool, durability: str = "normal"):
+        url, options = split_options(url)
         self.url, self.where = url, shown_url(url)
+        # scope=user: the engine keeps one mirror per user a read names (and the whole
+        # collection's only once a read names none); every write is then followed through the log.
+        self.scoped = options.get("scope") == "user"
+        self.nearest_rows = int(options.get("nearest", NEAREST))
         self.read_only = read_only
         self.durability = durability
         self.dim: int | None = None
@@ -65,27 +74,60 @@ class PgDatabase:
         self.vector_dtype = np.dtype(np.float32)
         self.schema_version = schema.SCHEMA_VERSION
         self.pid = os.getpid()
-        self.conn = connect(url)
+        size = options.get("pool_size")
+        self._pool = None if size is None else shared_pool(url, int(size), durability)
+        self._conn = connect(url) if self._pool is None else None
         try:
             if read_only:
                 with self.conn.transaction():
                     exists = self.conn.execute("SELECT to_regclass('vx_meta') IS NOT NULL").fetchone()
                 if not (exists and exists[0]):
                     raise InvalidDatabaseError(f"{self.where} holds no vxmem database to open read_only")
-                schema.check(schema.read_meta(self.conn), self.where)
+                if schema.check(schema.read_meta(self.conn), self.where) < schema.SCHEMA_VERSION:
+                    raise InvalidDatabaseError(f"{self.where} has an older vxmem schema: open it once for writing, "
+                                               "which migrates it")
             else:
                 schema.ensure(self.conn, self.where)
-            adapt_vectors(self.conn, self.where)
-            if durability == "full":  # whatever the server's default: each COMMIT waits for its WAL flush
+            if self.scoped and not read_only:  # recall across users searches its HNSW index
+                with self.conn.transaction():
+                    if (dim := schema.read_meta(self.conn).get("dim")) is not None:
+                        schema.make_vector_index(self.conn, int(dim))
+            oid = adapt_vectors(self.conn, self.where)
+            if self._pool is not None:
+                self._pool.oid = oid
+            elif durability == "full":  # whatever the server's default: each COMMIT waits for its WAL flush
                 self.conn.execute("SET synchronous_commit = on")
             self._take_meta(schema.read_meta(self.conn))
         except BaseException:
-            self.conn.close()
+            self.close()
             raise
+
+    @property
+    def pooled(self) -> bool:
+        """Whether the connection comes from a pool (``pool_size``), to give back after each block."""
+        return self._pool is not None
+
+    @property
+    def conn(self) -> psycopg.Connection:
+        """This handle's connection: its own, or (``pool_size``) one taken from the pool until
+        :meth:`release` (the engine releases it at the end of each outermost block)."""
+        if self._conn is None:
+            assert self._pool is not None
+            self._conn = self._pool.take()
+        return self._conn
+
+    def release(self) -> None:
+        """Give a pooled connection back (nothing for a handle's own)."""
+        if self._pool is not None and self._conn is not None:
+            conn, self._conn = self._conn, None
+            self._pool.give(conn)
 
     # ------------------------------------------------------------------ vx_meta and snapshots
 
     def _reconnect(self) -> None:
+        if self._pool is not None:  # the pool replaces a connection the server ended
+            self.release()
+            return
         conn = connect(self.url)
         try:
             adapt_vectors(conn, self.where)
@@ -94,7 +136,7 @@ class PgDatabase:
         except BaseException:
             conn.close()
             raise
-        self.conn = conn
+        self._conn = conn
 
     def _take_meta(self, meta: dict[str, str]) -> None:
         self.schema_version = schema.check(meta, self.where)
@@ -131,8 +173,8 @@ class PgDatabase:
                 self.put_meta("token_counter", name)
         with self.snapshot():
             self._take_meta(schema.read_meta(self.conn))
-            rows = self.conn.cursor(binary=True).execute(
-                f"SELECT {_DOC_COLUMNS} FROM vx_docs ORDER BY rowid").fetchall()
+            # Scoped: no rows yet; each scope's are read when a read first names it.
+            rows = [] if self.scoped else self._rows_of(ALL)
         return self._mirror_of(rows, token_counter)
 
     def _mirror_of(self, rows: list[Any], token_counter: Callable[[str], int]) -> Mirror:
@@ -164,59 +206,110 @@ class PgDatabase:
     # ------------------------------------------------------------------ following the other processes
 
     def refresh(self, mirror: Mirror, token_counter: Callable[[str], int]) -> Ops | Mirror | None:
-        """What every process committed since ``mirror`` was read: None when nothing was;
-        otherwise the ops of the change (for ``Engine.follow``), read from the change log in
-        one snapshot, or a whole new :class:`Mirror` when the log cannot say (pruned past
-        this handle's generation, or another database now at this URL). A connection the
-        server ended (a restart, an administrator) is opened again, once: the change log then
-        says what this handle missed."""
+        """What every process committed since ``mirror`` (the whole collection's) was read:
+        None when nothing was; otherwise the ops of the change (for ``Engine.follow``), read
+        from the change log in one snapshot, or a whole new :class:`Mirror` when the log cannot
+        say (pruned past this handle's generation, or another database now at this URL)."""
+        got = self.refresh_scopes({ALL: mirror}, (), token_counter)
+        return None if got is None else got[ALL]
+
+    def _generation_now(self) -> int | None:
+        """``vx_meta``'s generation (one round trip). A connection the server ended (a restart,
+        an administrator) is opened again, once: the change log then says what this handle missed."""
+        query = "SELECT value FROM vx_meta WHERE key = 'generation'"
         try:
-            row = self.conn.execute("SELECT value FROM vx_meta WHERE key = 'generation'").fetchone()
+            row = self.conn.execute(query).fetchone()
         except psycopg.OperationalError:
             if not self.conn.broken:
                 raise
             self._reconnect()
-            row = self.conn.execute("SELECT value FROM vx_meta WHERE key = 'generation'").fetchone()
-        if row is not None and int(row[0]) == self.generation:
+            row = self.conn.execute(query).fetchone()
+        return None if row is None else int(row[0])
+
+    def refresh_scopes(self, mirrors: Mapping[Scope, Mirror], load: Sequence[Scope],
+                       token_counter: Callable[[str], int]) -> dict[Scope, Ops | Mirror] | None:
+        """Bring every mirror of ``mirrors`` (by scope: :data:`ALL` or a user) to what every
+        process committed, and read the scopes of ``load`` afresh, all in one snapshot, so
+        that every mirror stands at one generation: for each scope, the ops of the change,
+        or a new :class:`Mirror` (a scope of ``load``, or one the change log cannot bring up).
+        None: nothing changed and nothing to load."""
+        if not load and self._generation_now() == self.generation:
             return None
         old_gen, old_dim, old_uid = self.generation, self.dim, self.uid
+        rows: dict[Scope, list[Any]] = {}
         try:
             with self.snapshot():
                 meta = schema.read_meta(self.conn)
                 self._take_meta(meta)
-                ops = None
-                if self.uid == old_uid and int(meta.get("changes_since", -1)) <= old_gen \
-                        and old_dim in (None, self.dim) and (old_dim is not None or mirror.n == 0):
-                    ops = self._ops_since(mirror, old_gen, token_counter)
-                if ops is None:
-                    rows = self.conn.cursor(binary=True).execute(
-                        f"SELECT {_DOC_COLUMNS} FROM vx_docs ORDER BY rowid").fetchall()
+                out: dict[Scope, Ops | Mirror] = {}
+                if self.generation != old_gen and mirrors:
+                    if self.uid == old_uid and int(meta.get("changes_since", -1)) <= old_gen \
+                            and old_dim in (None, self.dim):
+                        out.update(self._ops_since(mirrors, old_gen, token_counter))
+                    load = [*load, *(s for s in mirrors if s not in out)]
+                for scope in dict.fromkeys(load):
+                    rows[scope] = self._rows_of(scope)
         except BaseException:  # nothing taken in: the next read tries again from the same state
             self.generation, self.dim, self.uid = old_gen, old_dim, old_uid
             raise
-        if ops is None:
-            return self._mirror_of(rows, token_counter)
-        if old_dim is None and self.dim is not None:
-            mirror.set_dim(self.dim)
-        return ops
+        for scope, got in rows.items():
+            out[scope] = self._mirror_of(got, token_counter)
+        if self.dim is not None:  # mirrors read before the first vector (by whichever process) take its dim
+            for scope, m in mirrors.items():
+                if scope not in rows and m.dim is None:
+                    m.set_dim(self.dim)
+        return out
 
-    def _ops_since(self, mirror: Mirror, generation: int, token_counter: Callable[[str], int]) -> Ops | None:
-        """The ops that bring ``mirror`` (at ``generation``) to this snapshot's state, from the
-        rows the change log names since; None if they cannot (a new row below the mirror's last)."""
-        # One query: every touched rowid, with its row when the document is still there.
+    def _rows_of(self, scope: Scope) -> list[Any]:
+        """Every document of ``scope`` (the whole collection, or one user's: an index scan), in rowid order."""
+        cur = self.conn.cursor(binary=True)
+        if scope is ALL:
+            return cur.execute(f"SELECT {_DOC_COLUMNS} FROM vx_docs ORDER BY rowid").fetchall()
+        if isinstance(scope, tuple):  # ("session", its key)
+            return cur.execute(f"SELECT {_DOC_COLUMNS} FROM vx_docs WHERE session_key = %s ORDER BY rowid",
+                               (scope[1],)).fetchall()
+        return cur.execute(f"SELECT {_DOC_COLUMNS} FROM vx_docs WHERE user_id = %s ORDER BY rowid",
+                           (scope,)).fetchall()
+
+    def _ops_since(self, mirrors: Mapping[Scope, Mirror], generation: int,
+                   token_counter: Callable[[str], int]) -> dict[Scope, Ops]:
+        """The ops that bring each of ``mirrors`` (at ``generation``) to this snapshot's state,
+        from the rows the change log names since; a scope left out cannot be brought up (a
+        row new to it below its last) and is read afresh."""
+        # One query: every touched rowid, with its row when the document is still there (and
+        # belongs to a scope followed here: another user's row reads as gone, which it is to them).
+        every = ALL in mirrors
+        users = [s for s in mirrors if isinstance(s, str)]
+        sessions = [s[1] for s in mirrors if isinstance(s, tuple)]
         got = self.conn.cursor(binary=True).execute(
-            f"SELECT c.doc, {', '.join('d.' + c for c in _DOC_COLUMNS.split(', '))} FROM "
-            "(SELECT DISTINCT doc FROM vx_changes WHERE generation > %s) c "
-            "LEFT JOIN vx_docs d ON d.rowid = c.doc ORDER BY c.doc", (generation,)).fetchall()
-        touched = {r[0] for r in got}
+            f"SELECT c.doc, {', '.join('d.' + c for c in _DOC_COLUMNS.split(', '))}, d.user_id, d.session_key "
+            "FROM (SELECT DISTINCT doc FROM vx_changes WHERE generation > %s) c LEFT JOIN vx_docs d ON d.rowid = c.doc"
+            + ("" if every else " AND (d.user_id = ANY(%s) OR d.session_key = ANY(%s))") + " ORDER BY c.doc",
+            (generation,) if every else (generation, users, sessions)).fetchall()
+        touched = [r[0] for r in got]
         rows = [r[1:] for r in got if r[1] is not None]
-        present = {r[0] for r in rows}
-        deleted = [mirror.ids[p] for r in sorted(touched - present) if (p := mirror.pos_of_rowid.get(r)) is not None]
-        ops: Ops = [("delete", deleted)] if deleted else []
-        last = int(mirror.rowid[mirror.n - 1]) if mirror.n else 0
         metas = loads_all([r[3] for r in rows])
+        out: dict[Scope, Ops] = {}
+        for scope, mirror in mirrors.items():
+            mine = [(r, meta) for r, meta in zip(rows, metas)
+                    if scope is ALL or r[6] == scope or (isinstance(scope, tuple) and r[7] == scope[1])]
+            ops = self._scope_ops(mirror, touched, mine, token_counter)
+            if ops is not None:
+                out[scope] = ops
+        return out
+
+    def _scope_ops(self, mirror: Mirror, touched: list[int], rows: list[tuple[Any, dict[str, Any]]],
+                   token_counter: Callable[[str], int]) -> Ops | None:
+        """The ops that bring one scope's ``mirror`` up, given the ``touched`` rowids and the
+        scope's ``rows`` among them; None if they cannot (a new row below the mirror's last)."""
+        if mirror.dim is None and mirror.n:
+            return None
+        present = {r[0] for r, _ in rows}
+        gone = [mirror.ids[p] for r in touched if r not in present and (p := mirror.pos_of_rowid.get(r)) is not None]
+        ops: Ops = [("delete", gone)] if gone else []
+        last = int(mirror.rowid[mirror.n - 1]) if mirror.n else 0
         inserts: Ops = []
-        for (rowid, id, text, _, vec, stored), meta in zip(rows, metas):
+        for (rowid, id, text, _, vec, stored, _user, _session), meta in rows:
             if rowid in mirror.pos_of_rowid:
                 ops.append(("update", id, meta))
             elif rowid > last:
@@ -227,6 +320,26 @@ class PgDatabase:
             else:
                 return None
         return ops + inserts  # deletions first (an id may be taken again by a new row), then updates
+
+    def owner(self, id: str) -> str | None:
+        """The user the document ``id`` belongs to (None: no one's, or no such document)."""
+        row = self.conn.execute("SELECT user_id FROM vx_docs WHERE id = %s", (id,)).fetchone()
+        return None if row is None else row[0]
+
+    def nearest(self, q: np.ndarray, token_counter: Callable[[str], int]) -> Mirror:
+        """The ``nearest_rows`` documents nearest the unit vector ``q`` by cosine, found by the
+        HNSW index in the database (approximate: pgvector's ``hnsw.ef_search`` is raised to
+        that many), as a fresh mirror that nothing follows. The generation is left alone: the
+        kept mirrors stay where they were."""
+        if self.dim is None:
+            return self._mirror_of([], token_counter)
+        with self.snapshot():
+            self.conn.execute(f"SET LOCAL hnsw.ef_search = {min(max(self.nearest_rows, 40), 1000)}")
+            rows = self.conn.cursor(binary=True).execute(
+                f"SELECT {_DOC_COLUMNS} FROM vx_docs ORDER BY {schema.vector_index(self.dim)} <=> %b LIMIT %s",
+                (np.asarray(q, dtype=np.float32), self.nearest_rows)).fetchall()
+        rows.sort(key=lambda r: r[0])  # the mirror holds rows in rowid order
+        return self._mirror_of(rows, token_counter)
 
     # ------------------------------------------------------------------ writing
 
@@ -245,7 +358,8 @@ class PgDatabase:
                                "RETURNING value::bigint").fetchone()
             assert row is not None
             generation = int(row[0])
-            tx = PgTransaction(self, mirror, generation, behind=generation - 1 != self.generation)
+            # Scoped, the ops of a write may belong to other scopes' mirrors: all follow the log.
+            tx = PgTransaction(self, mirror, generation, behind=self.scoped or generation - 1 != self.generation)
             yield tx
             if generation % PRUNE_EVERY == 0 and generation > CHANGE_WINDOW:
                 conn.execute("DELETE FROM vx_changes WHERE generation <= %s", (generation - CHANGE_WINDOW,))
@@ -303,7 +417,12 @@ class PgDatabase:
     def new_lexical(self, mirror: Callable[[], Mirror]) -> LexicalSearch:
         """The lexical search over a private FTS5 table of the mirror's documents (see
         :mod:`~vxmem.store.postgres.lexical`): the same tokens and BM25 as the file store's."""
-        return LocalFts(mirror, lambda: self.generation).search()
+        corpus = self.corpus_stats if self.scoped else None
+        return LocalFts(mirror, lambda: self.generation, corpus).search()
+
+    def corpus_stats(self, terms: list[str], as_of: float | None) -> tuple[int, float, dict[str, int]]:
+        """The whole collection's BM25 statistics (see :mod:`~vxmem.store.postgres.corpus`)."""
+        return corpus.stats(self.conn, terms, as_of)
 
     def export_rows(self) -> PgRows:
         """What ``export()`` reads of this database (see :mod:`~vxmem.store.postgres.portable`)."""
@@ -319,6 +438,11 @@ class PgDatabase:
         if os.getpid() != self.pid:
             return
         try:
-            self.conn.close()
+            if self._pool is not None:
+                self.release()
+                leave_pool(self._pool, self.url)
+                self._pool = None
+            elif self._conn is not None:
+                self._conn.close()
         except psycopg.Error:
             pass

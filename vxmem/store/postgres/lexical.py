@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from ..lexical.fts import TOKENIZE, scope_token
-from ..lexical.search import LexicalSearch
+from ..lexical.search import Corpus, LexicalSearch
 from ..mirror.mirror import Mirror
 
 
@@ -25,9 +25,10 @@ class LocalFts:
     """An in-memory FTS5 table ``vx_fts`` (text, scope) of the mirror's live documents.
 
     ``mirror()`` gives the current mirror and ``version()`` the database's generation; the
-    table is brought up to them only when FTS5 must rank a query itself."""
+    table is brought up to them only when FTS5 must rank a query itself. ``corpus``: the
+    mirror holds a part of the collection, whose BM25 statistics this gives."""
 
-    def __init__(self, mirror: Callable[[], Mirror], version: Callable[[], Any]):
+    def __init__(self, mirror: Callable[[], Mirror], version: Callable[[], Any], corpus: Corpus | None = None):
         self.conn = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
         self.conn.execute(f"CREATE VIRTUAL TABLE vx_fts USING fts5(text, scope, tokenize='{TOKENIZE}')")
         self.conn.execute("INSERT INTO vx_fts (vx_fts, rank) VALUES ('rank', 'bm25(1.0, 0.0)')")
@@ -35,6 +36,7 @@ class LocalFts:
         self._version = version
         self._scopes: dict[int, str] = {}  # rowid -> the scope token the table holds it with
         self._key: Any = None
+        self._corpus = corpus
 
     def indexed_upto(self) -> int:
         """The rowid the table holds every live document up to (none above), once brought up
@@ -70,4 +72,5 @@ class LocalFts:
 
     def search(self) -> LexicalSearch:
         """The lexical search over this table."""
-        return LexicalSearch(self.conn, self._version, None, None, self.indexed_upto, self.index_pending)
+        return LexicalSearch(self.conn, self._version, None, None, self.indexed_upto, self.index_pending,
+                             self._corpus)

@@ -17,7 +17,9 @@ import psycopg
 class Exported(Protocol):
     """What the export reads of its ``PgDatabase``."""
 
-    conn: psycopg.Connection
+    @property
+    def conn(self) -> psycopg.Connection: ...
+
     embedder: str | None
     dim: int | None
     token_counter: str | None

@@ -4,23 +4,46 @@ The tables mirror the file store's (see :mod:`vxmem.store.sqlite.schema`) with P
 types: the vectors in a pgvector ``vector`` column, rowids from a sequence. ``vx_meta``
 holds the format, the schema version, the generation every write moves on, the vector
 dimension and the names of the embedder and token counter. A database of a newer schema is
-refused; an older one (none exists yet) would be migrated here, once, in one transaction.
+refused; an older one is migrated here, once, in one transaction, by a process that may write.
+
+Schema 2 adds ``user_id`` (the ``_vx_user`` a memory belongs to, copied out of its metadata)
+and ``session_key`` (its session's key), each with an index on it and the rowid, so a process
+serving one user or one session reads those rows alone; the whole collection's BM25
+statistics (see :mod:`~vxmem.store.postgres.corpus`); and a pgvector HNSW index (cosine) on
+the vectors for recall across every user's memories, made by the first handle opened with
+``scope=user`` once the collection's dimension is known (pgvector indexes only vectors of one
+declared dimension; keeping the index costs each write its insertion, which a database that
+no such handle reads need not pay).
 """
 
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 import psycopg
 
 from ...core.errors import InvalidDatabaseError
+from ...core.keys import K_USER
+from ..mirror.columns import columns_of
+from ..sqlite.jsonio import loads_all
+from .corpus import doc_columns
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 FORMAT_NAME = "vxmem-postgres"
 # Taken (for the creating transaction only) while the schema is made: two processes opening
 # a fresh database at once would otherwise race to create the same tables.
 _CREATE_LOCK = 0x7678_6D65_6D00  # "vxmem\0"
 
+# Schema 2's indexes and table: a user's rows by index; the whole collection's BM25 statistics
+# (see :mod:`~vxmem.store.postgres.corpus`).
+_V2 = (
+    "CREATE INDEX IF NOT EXISTS vx_docs_user ON vx_docs (user_id, rowid)",
+    "CREATE INDEX IF NOT EXISTS vx_docs_session ON vx_docs (session_key, rowid)",
+    "CREATE INDEX IF NOT EXISTS vx_docs_created ON vx_docs (created)",
+    "CREATE INDEX IF NOT EXISTS vx_docs_terms ON vx_docs USING gin (terms)",
+    "CREATE TABLE IF NOT EXISTS vx_terms (term text PRIMARY KEY, df bigint NOT NULL)",
+)
 _DDL = (
     "CREATE EXTENSION IF NOT EXISTS vector",
     "CREATE TABLE IF NOT EXISTS vx_meta (key text PRIMARY KEY, value text NOT NULL)",
@@ -32,8 +55,15 @@ _DDL = (
         text text NOT NULL,
         metadata text NOT NULL,
         vector vector NOT NULL,
-        tokens bigint
+        tokens bigint,
+        user_id text,
+        session_key text,
+        text_len integer NOT NULL DEFAULT 0,
+        lex_len integer NOT NULL DEFAULT 0,
+        created double precision NOT NULL DEFAULT '-Infinity',
+        terms text[] NOT NULL DEFAULT '{}'
     )""",
+    *_V2,
     "CREATE TABLE IF NOT EXISTS vx_counters (name text PRIMARY KEY, value bigint NOT NULL)",
     # One row per document a committed transaction touched, tagged with its generation: what
     # every other process reads to follow the writes.
@@ -51,10 +81,14 @@ _DDL = (
 )
 
 
+_LEX_META = ("INSERT INTO vx_meta (key, value) VALUES ('lex_docs', '0'), ('lex_sum', '0'), "
+             "('max_created', '-Infinity') ON CONFLICT (key) DO NOTHING")
+
+
 def ensure(conn: psycopg.Connection, where: str) -> None:
     """Make the schema in a database that has none (in one transaction, under a lock that
-    lets one process at a time do it), and refuse one that holds other tables named
-    ``vx_meta`` or a vxmem schema newer than this one."""
+    lets one process at a time do it), migrate one of an older schema, and refuse one that
+    holds other tables named ``vx_meta`` or a vxmem schema newer than this one."""
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (_CREATE_LOCK,))
         exists = conn.execute("SELECT to_regclass('vx_meta') IS NOT NULL").fetchone()
@@ -68,7 +102,70 @@ def ensure(conn: psycopg.Connection, where: str) -> None:
             conn.execute("INSERT INTO vx_meta (key, value) VALUES (%s, %s), (%s, %s), (%s, %s), (%s, %s), (%s, %s)",
                          ("format", FORMAT_NAME, "schema_version", str(SCHEMA_VERSION), "generation", "0",
                           "uid", uuid.uuid4().hex, "changes_since", "0"))
+            conn.execute(_LEX_META)
+        else:
+            migrate(conn, read_meta(conn))
     check(read_meta(conn), where)
+
+
+def migrate(conn: psycopg.Connection, meta: dict[str, str]) -> None:
+    """Bring a database of an older schema to this one (inside the caller's transaction)."""
+    if int(meta.get("schema_version", SCHEMA_VERSION)) >= SCHEMA_VERSION or meta.get("format") != FORMAT_NAME:
+        return
+    # Schema 1 had no user column and no lexical statistics: each row's are computed here.
+    for column in ("user_id text", "session_key text", "text_len integer NOT NULL DEFAULT 0",
+                   "lex_len integer NOT NULL DEFAULT 0", "created double precision NOT NULL DEFAULT '-Infinity'",
+                   "terms text[] NOT NULL DEFAULT '{}'"):
+        conn.execute(f"ALTER TABLE vx_docs ADD COLUMN IF NOT EXISTS {column}")
+    last = 0
+    while rows := conn.execute("SELECT rowid, text, metadata FROM vx_docs WHERE rowid > %s ORDER BY rowid LIMIT 2000",
+                               (last,)).fetchall():
+        metas = loads_all([m for _, _, m in rows])
+        with conn.cursor() as cur:
+            cur.executemany("UPDATE vx_docs SET user_id = %s, session_key = %s, text_len = %s, lex_len = %s, "
+                            "created = %s, terms = %s WHERE rowid = %s", [
+                                (user_of(meta), session_of(meta), *cols, r[0]) for r, meta, cols in zip(
+                                rows, metas, doc_columns([t for _, t, _ in rows], metas))])
+        last = rows[-1][0]
+    for ddl in _V2:
+        conn.execute(ddl)
+    conn.execute(_LEX_META)  # the HNSW index is made by the first scope=user handle (make_vector_index)
+    conn.execute("INSERT INTO vx_terms (term, df) SELECT t, count(*) FROM vx_docs, unnest(terms) t GROUP BY t")
+    conn.execute("UPDATE vx_meta SET value = s.v FROM (SELECT count(*)::text AS n, coalesce(sum(lex_len), 0)::text "
+                 "AS total, coalesce(max(created) FILTER (WHERE created > '-Infinity'), '-Infinity')::text AS top "
+                 "FROM vx_docs) d, LATERAL (VALUES ('lex_docs', d.n), ('lex_sum', d.total), ('max_created', d.top)) "
+                 "s(k, v) WHERE key = s.k")
+    conn.execute("UPDATE vx_meta SET value = %s WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
+
+
+def user_of(meta: dict[str, Any]) -> str | None:
+    """The user a document belongs to, as the ``user_id`` column holds it (None: no one's)."""
+    user = meta.get(K_USER)
+    return user if isinstance(user, str) else None
+
+
+def session_of(meta: dict[str, Any]) -> str | None:
+    """The key of the session a document belongs to, as the ``session_key`` column (and the
+    mirror) holds it (None: a plain document without one)."""
+    return columns_of(meta)[5]
+
+
+def vector_index(dim: int) -> str:
+    """The expression the HNSW index is made on (a search must ORDER BY the same one to use it)."""
+    return f"(vector::vector({int(dim)}))"
+
+
+def make_vector_index(conn: psycopg.Connection, dim: int) -> None:
+    """Make the HNSW index (cosine distance) on the vectors of a collection of ``dim``-d vectors,
+    unless it is there (inside the caller's transaction, one process at a time). Building it
+    over many rows takes a while, during which writes wait: on a large database, make it
+    beforehand with ``CREATE INDEX CONCURRENTLY`` and the same name and expression."""
+    exists = conn.execute("SELECT to_regclass('vx_docs_hnsw') IS NOT NULL").fetchone()
+    if exists and exists[0]:
+        return
+    conn.execute("SELECT pg_advisory_xact_lock(%s)", (_CREATE_LOCK,))
+    conn.execute(f"CREATE INDEX IF NOT EXISTS vx_docs_hnsw ON vx_docs USING hnsw ({vector_index(dim)} "
+                 "vector_cosine_ops)")
 
 
 def read_meta(conn: psycopg.Connection) -> dict[str, str]:

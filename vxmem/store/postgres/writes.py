@@ -25,16 +25,21 @@ import psycopg
 from ...core.errors import ConflictError
 from ..mirror.mirror import Mirror
 from ..sqlite.jsonio import dumps
+from .corpus import count_in, doc_columns, lexical_columns
+from .schema import make_vector_index, session_of, user_of
 
 
 class Written(Protocol):
     """What a transaction reads and sets of its :class:`~vxmem.store.postgres.database.PgDatabase`."""
 
-    conn: psycopg.Connection
+    @property
+    def conn(self) -> psycopg.Connection: ...
+
     dim: int | None
     generation: int
     embedder: str | None
     writer_embedder: str | None
+    scoped: bool
     token_counter: str | None
     counted_by: str | None
 
@@ -61,17 +66,20 @@ class PgTransaction:
         """Add a document, ``tokens`` being its text's (checked) token count; its vector's
         dimension becomes the collection's if it has none yet."""
         self._set_dim(vec.shape[0])
+        lex = doc_columns([text], [meta])[0]
         try:
             row = self.conn.execute(
-                "WITH d AS (INSERT INTO vx_docs (id, text, metadata, vector, tokens) VALUES (%s, %s, %s, %b, %s) "
-                "RETURNING rowid) INSERT INTO vx_changes (generation, doc, op) SELECT %s, rowid, 'insert' FROM d "
-                "RETURNING doc", (id, text, dumps(meta), np.asarray(vec, dtype=np.float32), self._stored(tokens),
-                                  self.generation)).fetchone()
+                "WITH d AS (INSERT INTO vx_docs (id, text, metadata, vector, tokens, user_id, session_key, text_len, "
+                "lex_len, created, terms) VALUES (%s, %s, %s, %b, %s, %s, %s, %s, %s, %s, %s) RETURNING rowid) "
+                "INSERT INTO vx_changes (generation, doc, op) SELECT %s, rowid, 'insert' FROM d RETURNING doc",
+                (id, text, dumps(meta), np.asarray(vec, dtype=np.float32), self._stored(tokens), user_of(meta),
+                 session_of(meta), *lex, self.generation)).fetchone()
         except psycopg.errors.UniqueViolation:
             raise ConflictError(f"id already exists: {id!r}") from None
         except psycopg.DataError as exc:  # a NUL character, which a PostgreSQL text cannot hold
             raise ValueError(f"document {id!r} cannot be stored in PostgreSQL: {exc}") from None
         assert row is not None
+        count_in(self.conn, lex[3], 1, lex[1], lex[2])
         self.last_rowid = int(row[0])
         self.ops.append(("insert", self.last_rowid, id, text, meta, vec, tokens))
 
@@ -83,6 +91,8 @@ class PgTransaction:
             db.embedder = db.embedder if other is None else other[0]
             if row is None:
                 db.put_meta("dim", str(dim))
+                if db.scoped:
+                    make_vector_index(self.conn, dim)
                 if db.writer_embedder is not None and db.embedder is None:
                     db.put_meta("embedder", db.writer_embedder)
                     db.embedder = db.writer_embedder
@@ -110,18 +120,27 @@ class PgTransaction:
             if row is not None and row[0] is not None and row[0] > self.read_at:
                 raise ConflictError(f"document {id!r} was changed by another process while this one was "
                                     "writing it; try again")
+        scope, created = lexical_columns(0, meta)  # its scope token may come or go with its session
+        old = self.conn.execute("SELECT lex_len, text_len FROM vx_docs WHERE id = %s", (id,)).fetchone()
         self.conn.execute(
-            "WITH d AS (UPDATE vx_docs SET metadata = %s WHERE id = %s RETURNING rowid) "
+            "WITH d AS (UPDATE vx_docs SET metadata = %s, user_id = %s, session_key = %s, lex_len = text_len + %s, "
+            "created = %s WHERE id = %s RETURNING rowid) "
             "INSERT INTO vx_changes (generation, doc, op) SELECT %s, rowid, 'update' FROM d",
-            (dumps(meta), id, self.generation))
+            (dumps(meta), user_of(meta), session_of(meta), scope, created, id, self.generation))
+        if old is not None:
+            count_in(self.conn, [], 0, old[1] + scope - old[0], created)
         self.ops.append(("update", id, meta))
 
     def delete(self, ids: Sequence[str]) -> None:
         """Delete documents by id (their token vectors go with them; their access log too)."""
-        gone = [r for (r,) in self.conn.execute(
-            "WITH d AS (DELETE FROM vx_docs WHERE id = ANY(%s) RETURNING rowid) "
-            "INSERT INTO vx_changes (generation, doc, op) SELECT %s, rowid, 'delete' FROM d RETURNING doc",
-            (list(ids), self.generation)).fetchall()]
+        rows = self.conn.execute("DELETE FROM vx_docs WHERE id = ANY(%s) RETURNING rowid, terms, lex_len, created",
+                                 (list(ids),)).fetchall()
+        gone = [r[0] for r in rows]
+        if gone:
+            self.conn.execute("INSERT INTO vx_changes (generation, doc, op) SELECT %s, unnest(%s::bigint[]), 'delete'",
+                              (self.generation, gone))
+        for _, terms, lex_len, created in rows:
+            count_in(self.conn, terms, -1, -lex_len, created)
         if gone:
             self.conn.execute("DELETE FROM vx_access WHERE doc = ANY(%s)", (gone,))
         self.ops.append(("delete", list(ids)))

@@ -189,6 +189,11 @@ class Database(DatabaseLoader):
         """Whether other processes write this file (a read-only handle follows the writer)."""
         return self.read_only
 
+    pooled = False  # one connection of its own, never given back (see PgDatabase.release)
+
+    def release(self) -> None:
+        """Nothing: a file's connection is the handle's own."""
+
     def new_lexical(self, mirror: Callable[[], Mirror]) -> LexicalSearch:
         """The lexical search over this file's FTS5 table (``mirror`` is not needed: FTS5 is in the file)."""
         return LexicalSearch(self.conn, lambda: self.generation, self.path, self.uid, self.indexed_upto,

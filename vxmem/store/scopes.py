@@ -1,0 +1,119 @@
+"""The mirrors one handle keeps: the whole collection's, or (PostgreSQL, scope=user) one per user.
+
+A handle on a file, or on PostgreSQL by default, keeps one :class:`ScopeState`: the mirror of
+every document, its HNSW cache and its lexical search. A PostgreSQL handle opened with
+``scope=user`` keeps one per user a read names, read from that user's rows alone (an index
+scan) when first named and then followed through the change log, the least recently used
+dropped past :data:`MAX_SCOPES`; the whole collection's is read only once a read names no
+user. A recall across users reads a transient state of the rows nearest its query, which
+nothing follows.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
+
+from .lexical.search import LexicalSearch
+from .mirror.mirror import Mirror
+from .vector.hnsw import HnswCache
+
+MAX_SCOPES = 1024  # users' mirrors a scoped handle keeps at most (the least recently read go first)
+
+
+class ScopeState:
+    """One mirror with its HNSW cache and lexical search (each bound to this state's mirror,
+    so that a background build never reads another scope's)."""
+
+    __slots__ = ("index", "lexical", "mirror")
+
+    def __init__(self, mirror: Mirror, database: Any, lock: threading.RLock):
+        self.mirror = mirror
+        self.index = HnswCache(database, lambda: self.mirror, lock)
+        self.lexical: LexicalSearch = database.new_lexical(lambda: self.mirror)
+
+    def replace(self, mirror: Mirror, database: Any) -> None:
+        """Hold ``mirror`` instead, read afresh: the index forgotten, the lexical search new."""
+        self.index.reset()
+        self.mirror = mirror
+        self.lexical = database.new_lexical(lambda: self.mirror)
+
+
+def follow_state(state: ScopeState, ops: list[Any]) -> None:
+    """Apply a committed transaction's ops to a state's mirror and HNSW cache."""
+    m = state.mirror
+    added, removed = m.apply(ops)
+    state.index.follow(added, removed)
+    if m.needs_compaction():
+        state.mirror = m.compacted()
+
+
+class StateParts:
+    """The parts of the state being read (the only one, but for a scoped PostgreSQL handle),
+    as the engine's ``mirror``, ``index`` and ``lexical``."""
+
+    _state: ScopeState
+
+    @property
+    def mirror(self) -> Mirror:
+        return self._state.mirror
+
+    @mirror.setter
+    def mirror(self, m: Mirror) -> None:
+        self._state.mirror = m
+
+    @property
+    def index(self) -> HnswCache:
+        return self._state.index
+
+    @property
+    def lexical(self) -> LexicalSearch:
+        return self._state.lexical
+
+    @lexical.setter
+    def lexical(self, search: LexicalSearch) -> None:
+        self._state.lexical = search
+
+
+class Scopes:
+    """The states a scoped handle keeps, by scope (``None``: every user's), least recently read first."""
+
+    def __init__(self, new_state: Callable[[Mirror], ScopeState], limit: int = MAX_SCOPES):
+        self.states: OrderedDict[Any, ScopeState] = OrderedDict()
+        self.new_state = new_state
+        self.limit = limit
+
+    def mirrors(self) -> dict[Any, Mirror]:
+        """Each kept scope's mirror."""
+        return {scope: state.mirror for scope, state in self.states.items()}
+
+    def refresh(self, database: Any, token_counter: Callable[[str], int], scope: Any = False) -> None:
+        """Bring every kept scope up to what writers committed (one change-log read for them
+        all), reading ``scope`` afresh in the same snapshot when it is not kept (False: none)."""
+        want = () if scope is False or scope in self.states else (scope,)
+        got = database.refresh_scopes(self.mirrors(), want, token_counter)
+        for scope, new in (got or {}).items():
+            state = self.states.get(scope)
+            if isinstance(new, Mirror):
+                if state is None:
+                    self.states[scope] = self.new_state(new)
+                else:  # the same object: the engine may be reading it
+                    state.replace(new, database)
+            elif state is not None:
+                follow_state(state, new)
+
+    def use(self, scope: Any) -> ScopeState:
+        """The state of ``scope`` (kept), now the most recently read; the least recently read
+        past the limit are dropped."""
+        self.states.move_to_end(scope)
+        while len(self.states) > self.limit:
+            _, old = self.states.popitem(last=False)
+            old.index.close()
+        return self.states[scope]
+
+    def close(self) -> None:
+        """Close every kept state's HNSW cache."""
+        for state in self.states.values():
+            state.index.close()
