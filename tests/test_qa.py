@@ -23,7 +23,7 @@ from vxmem.workbench.datasets import load_jsonl
 from vxmem.workbench.datasets.formats import load
 from vxmem.workbench.qa import AnswerCache, QASetup, answerable, pinned, run_qa
 
-from helpers import ROOT
+from helpers import ROOT, vxmem_here
 from servers import free_port, llm_stub, run_vxmem
 
 pytestmark = pytest.mark.subprocess
@@ -51,8 +51,10 @@ def received(url: str) -> list[dict]:
         return json.loads(r.read())
 
 
-def qa(url, tmp_path, *extra, model="qa-answerer", judge="qa-judge", dataset=LOCOMO, report="report.json"):
-    return run_vxmem("qa", str(dataset), "--base-url", url, "--model", model, "--judge-model", judge,
+def qa(url, tmp_path, *extra, model="qa-answerer", judge="qa-judge", dataset=LOCOMO, report="report.json",
+       run=vxmem_here):
+    """``vxmem qa`` on ``dataset`` against the stub, in this process (``run=run_vxmem``: a child process)."""
+    return run("qa", str(dataset), "--base-url", url, "--model", model, "--judge-model", judge,
                      "--cache", str(tmp_path / "cache"), "--json", str(tmp_path / report), "--retries", "0", *extra)
 
 
@@ -176,7 +178,7 @@ def test_a_failing_judge_keeps_only_whole_answers_and_writes_no_report(url, tmp_
 
 
 def test_an_unreachable_endpoint_is_one_line_exit_2(tmp_path):
-    r = qa(f"http://127.0.0.1:{free_port()}/v1", tmp_path, "--system", "bm25")
+    r = qa(f"http://127.0.0.1:{free_port()}/v1", tmp_path, "--system", "bm25", run=run_vxmem)  # the process's exit
     assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
     assert "answer via 'qa-answerer'" in r.stderr and "Connection" in r.stderr
     assert not (tmp_path / "report.json").exists()
