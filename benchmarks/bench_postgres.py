@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.harness import Report, best_of, flags, interleaved
+from benchmarks.harness import Report, best_of, flags, interleaved, paired_rows
 from vxmem import Vectrix
 from vxmem.models.embed import get_embedder
 
@@ -109,17 +109,9 @@ def run(args: argparse.Namespace, stores: dict[str, Vectrix], follower: Vectrix)
     calls["recall, one session, by a second handle after each write|postgres"] = \
         lambda i: follower.recall(TOPICS[i % 10], session=f"s{i % 50}", now=T0 + 2 * 10**6)
     got = interleaved(calls, args.rounds)
-    rows: dict[str, dict[str, Any]] = {}
-    for key, t in got.items():
-        verb, store = key.split("|")
-        ms = t.ms()
-        row = rows.setdefault(verb, {"call": verb})
-        row[f"{store} p50"], row[f"{store} p99"] = round(ms["p50"], 3), round(ms["p99"], 3)
-    for row in rows.values():
-        if "file p50" in row:
-            row["p50 ratio"] = f"{row['postgres p50'] / row['file p50']:.1f}x"
+    rows = paired_rows(got, digits=3)
     report = Report(f"file store and PostgreSQL, {args.memories} memories, {args.rounds} calls each, ms")
-    report.table("latency", rows.values(), note="one process; PostgreSQL on a local Unix socket")
+    report.table("latency", rows, note="one process; PostgreSQL on a local Unix socket")
     return report
 
 

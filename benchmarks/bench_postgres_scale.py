@@ -39,7 +39,7 @@ import psycopg
 
 from benchmarks.bench_postgres import server
 from benchmarks.corpora import T0, Lookup, WordsEmbedder, query, sentence
-from benchmarks.harness import Report, flags, interleaved, percentiles, rss_mb, timed
+from benchmarks.harness import Report, flags, interleaved, paired_rows, percentiles, rss_mb, timed
 from vxmem import Vectrix
 from vxmem.store.postgres.database import NEAREST
 
@@ -106,20 +106,6 @@ def latency(args: argparse.Namespace, url: str, items: list[dict[str, Any]], tex
     got = interleaved(calls, args.rounds)
     file.close()
     return {"timings": got, "rss_scoped": rss_mb() - rss_before}, pg
-
-
-def latency_rows(got: dict[str, Any]) -> list[dict[str, Any]]:
-    rows: dict[str, dict[str, Any]] = {}
-    for key, t in got.items():
-        verb, store = key.split("|")
-        ms = t.ms()
-        row = rows.setdefault(verb, {"call": verb})
-        row[f"{store} p50"], row[f"{store} p99"] = round(ms["p50"], 2), round(ms["p99"], 2)
-    for row in rows.values():
-        if "file p50" in row:
-            row["p50 ratio"] = f"{row['postgres p50'] / row['file p50']:.2f}x"
-            row["p99 ratio"] = f"{row['postgres p99'] / row['file p99']:.2f}x"
-    return list(rows.values())
 
 
 def hnsw_recall(conn: psycopg.Connection, dim: int, qvecs: np.ndarray, efs: Sequence[int]) -> list[dict[str, Any]]:
@@ -234,7 +220,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         write_s = build(url, items, args.memories // args.users, emb)
         got, pg = latency(args, url, items, texts, emb)
-        report.table("latency", latency_rows(got["timings"]), note="ms; one process; PostgreSQL on a Unix socket; "
+        report.table("latency", paired_rows(got["timings"]), note="ms; one process; PostgreSQL on a Unix socket; "
                      "the file holds one user's memories, as many as each user has in PostgreSQL")
         qvecs = emb(texts[: args.probes])
         with psycopg.connect(url, autocommit=True) as conn:

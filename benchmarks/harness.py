@@ -132,6 +132,23 @@ def median(values: Iterable[float | None]) -> float | None:
     return float(np.median(vals)) if vals else None
 
 
+def paired_rows(got: Mapping[str, Timings], digits: int = 2, base: str = "file",
+                other: str = "postgres") -> list[dict[str, Any]]:
+    """One row per call of :func:`interleaved` timings keyed ``"call|store"``: each store's p50 and
+    p99 in ms, and ``other``'s ratio to ``base`` where both were timed."""
+    rows: dict[str, dict[str, Any]] = {}
+    for key, t in got.items():
+        call, store = key.split("|")
+        ms = t.ms()
+        row = rows.setdefault(call, {"call": call})
+        row[f"{store} p50"], row[f"{store} p99"] = round(ms["p50"], digits), round(ms["p99"], digits)
+    for row in rows.values():
+        if f"{base} p50" in row and f"{other} p50" in row:
+            row["p50 ratio"] = f"{row[f'{other} p50'] / row[f'{base} p50']:.2f}x"
+            row["p99 ratio"] = f"{row[f'{other} p99'] / row[f'{base} p99']:.2f}x"
+    return list(rows.values())
+
+
 def _status_mb(field_name: str) -> float | None:
     try:
         with open("/proc/self/status") as f:

@@ -112,3 +112,26 @@ def drop_pg_database(server_url: str, url: str) -> None:
     name = urlsplit(url).path.lstrip("/")
     with psycopg.connect(server_url, autocommit=True) as admin:
         admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+def play_history(db, ops, start: float = T0) -> list[str]:
+    """Play a random history's ``ops`` on ``db``, an hour apart from ``start`` (the property tests'
+    operations: ``("remember", kind, session, user, ttl_days, text)``, ``("feedback", i, outcome, text)``,
+    ``("forget", i)``, ``("expire",)``; ``i`` picks a live memory); the ids it made, in order."""
+    ids, ts = [], start
+    for op in ops:
+        ts += 3600.0
+        live = [i for i in ids if i in db]
+        if op[0] == "remember":
+            _, kind, session, user, ttl, text = op
+            ids.append(db.remember(text, session=session, user=user, ttl_days=ttl, pinned=kind == "pinned",
+                                   kind="fact" if kind == "fact" else None, timestamp=ts))
+        elif op[0] == "feedback" and live:
+            new = db.feedback(live[op[1] % len(live)], op[2], correction=op[3] if op[2] == "corrected" else None,
+                              timestamp=ts)
+            ids += [new] if new else []
+        elif op[0] == "forget" and live:
+            db.forget(ids=[live[op[1] % len(live)]], now=ts)
+        elif op[0] == "expire":
+            db.expire(now=ts)
+    return ids

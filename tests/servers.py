@@ -87,3 +87,20 @@ def llm_stub():
             proc.wait(timeout=10)
         finally:
             reap(proc)
+
+
+def stub_rewound(base: str) -> str:
+    """The loopback chat stub at ``base`` with its scripts rewound and its request log empty: its URL for the SDK."""
+    import urllib.request
+
+    urllib.request.urlopen(urllib.request.Request(f"{base}/reset", data=b"{}", method="POST"), timeout=10).read()
+    return f"{base}/v1"
+
+
+def stub_received(url: str) -> list[dict]:
+    """The request bodies the loopback chat stub (its SDK ``url``) received since it was rewound."""
+    import json
+    import urllib.request
+
+    with urllib.request.urlopen(url.removesuffix("/v1") + "/requests", timeout=10) as r:
+        return json.loads(r.read())

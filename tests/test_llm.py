@@ -7,7 +7,6 @@ client's timeout and 500s. Whatever fails, the memory is unchanged.
 """
 
 import json
-import urllib.request
 from importlib.util import find_spec
 
 import pytest
@@ -16,7 +15,7 @@ from vxmem import Vectrix
 from vxmem.llm import LLMError, OpenAICompatibleChat, OpenAICompatibleJudge, OpenAICompatibleSummarizer
 
 from helpers import DAY, T0
-from servers import llm_stub
+from servers import llm_stub, stub_received, stub_rewound
 
 # Checked without importing: openai and jsonschema take 1-2 s of CPU to import, and every xdist
 # worker collects this module; vxmem.llm imports them when a test calls it.
@@ -38,14 +37,12 @@ def server():
 @pytest.fixture
 def url(server):
     """The server's base URL for the SDK, with its scripts rewound and its request log empty."""
-    urllib.request.urlopen(urllib.request.Request(f"{server}/reset", data=b"{}", method="POST"), timeout=10).read()
-    return f"{server}/v1"
+    return stub_rewound(server)
 
 
 def received(url: str) -> list[dict]:
     """The request bodies the server received since the test began."""
-    with urllib.request.urlopen(url.removesuffix("/v1") + "/requests", timeout=10) as r:
-        return json.loads(r.read())
+    return stub_received(url)
 
 
 def endpoint(cls, model, url, **kw):

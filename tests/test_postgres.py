@@ -16,7 +16,7 @@ from vxmem.core.errors import ConflictError, InvalidDatabaseError, ReadOnlyError
 from vxmem.memory.rules import get_judge
 from vxmem.workbench.synth import generate
 
-from helpers import DAY, T0, WordHashEmbedder, drop_pg_database, new_pg_database
+from helpers import DAY, T0, WordHashEmbedder, drop_pg_database, new_pg_database, play_history
 
 HOUR = 3600.0
 MODES = ("dense", "lexical", "hybrid")
@@ -294,27 +294,6 @@ OPS = st.lists(st.one_of(MEMORY, MEMORY, FEEDBACK, FORGET, st.just(("expire",)))
 QUERIES = st.lists(st.tuples(TEXT, st.sampled_from(["a", "b", None]), st.integers(0, 25)), min_size=1, max_size=4)
 
 
-def _apply(db, ops):
-    """Play ``ops`` on ``db``, an hour apart; the ids it made, in order."""
-    ids, ts = [], T0
-    for op in ops:
-        ts += HOUR
-        live = [i for i in ids if i in db]
-        if op[0] == "remember":
-            _, kind, session, user, ttl, text = op
-            ids.append(db.remember(text, session=session, user=user, ttl_days=ttl, pinned=kind == "pinned",
-                                   kind="fact" if kind == "fact" else None, timestamp=ts))
-        elif op[0] == "feedback" and live:
-            new = db.feedback(live[op[1] % len(live)], op[2], correction=op[3] if op[2] == "corrected" else None,
-                              timestamp=ts)
-            ids += [new] if new else []
-        elif op[0] == "forget" and live:
-            db.forget(ids=[live[op[1] % len(live)]], now=ts)
-        elif op[0] == "expire":
-            db.expire(now=ts)
-    return ids
-
-
 def _recalls(db, queries):
     m = db.engine.mirror
     out = []
@@ -333,8 +312,8 @@ def test_random_histories_recall_alike_on_both_stores(pg_server, word_embedder, 
     try:
         with Vectrix(tmp_path_factory.mktemp("oracle") / "o.db", embedder=word_embedder) as oracle, \
                 Vectrix(url, embedder=word_embedder) as pg:
-            _apply(oracle, ops)
-            _apply(pg, ops)
+            play_history(oracle, ops)
+            play_history(pg, ops)
             want, got = _recalls(oracle, queries), _recalls(pg, queries)
             assert [r.text for r in pg.scan()] == [r.text for r in oracle.scan()]
     finally:

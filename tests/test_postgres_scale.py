@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from vxmem import Vectrix
 from vxmem.store.postgres import split_options
 
-from helpers import DAY, T0, drop_pg_database, new_pg_database
+from helpers import DAY, T0, drop_pg_database, new_pg_database, play_history
 
 HOUR = 3600.0
 MODES = ("dense", "lexical", "hybrid")
@@ -243,25 +243,6 @@ OPS = st.lists(st.one_of(MEMORY, MEMORY, FEEDBACK, st.tuples(st.just("forget"), 
 ASKS = st.lists(st.tuples(TEXT, st.sampled_from(["ann", "bob"]), st.integers(0, 25)), min_size=1, max_size=3)
 
 
-def play(db, ops):
-    ids, ts = [], T0
-    for op in ops:
-        ts += HOUR
-        live = [i for i in ids if i in db]
-        if op[0] == "remember":
-            _, kind, session, user, ttl, text = op
-            ids.append(db.remember(text, session=session, user=user, ttl_days=ttl, pinned=kind == "pinned",
-                                   kind="fact" if kind == "fact" else None, timestamp=ts))
-        elif op[0] == "feedback" and live:
-            new = db.feedback(live[op[1] % len(live)], op[2], correction=op[3] if op[2] == "corrected" else None,
-                              timestamp=ts)
-            ids += [new] if new else []
-        elif op[0] == "forget" and live:
-            db.forget(ids=[live[op[1] % len(live)]], now=ts)
-        elif op[0] == "expire":
-            db.expire(now=ts)
-
-
 def asked(db, asks):
     out = []
     for text, user, hours in asks:
@@ -279,8 +260,8 @@ def test_random_histories_recall_alike_per_user(pg_server, word_embedder, tmp_pa
     try:
         with Vectrix(tmp_path_factory.mktemp("oracle") / "o.db", embedder=word_embedder) as oracle, \
                 Vectrix(url, embedder=word_embedder) as writer:
-            play(oracle, ops)
-            play(writer, ops)
+            play_history(oracle, ops)
+            play_history(writer, ops)
             with Vectrix(scoped(url), embedder=word_embedder) as pg:  # a server reading what another wrote
                 want, got = asked(oracle, asks), asked(pg, asks)
     finally:

@@ -24,7 +24,7 @@ from vxmem.workbench.datasets.formats import load
 from vxmem.workbench.qa import AnswerCache, QASetup, answerable, pinned, run_qa
 
 from helpers import ROOT, vxmem_here
-from servers import free_port, llm_stub, run_vxmem
+from servers import free_port, llm_stub, run_vxmem, stub_received, stub_rewound
 
 pytestmark = pytest.mark.subprocess
 
@@ -42,13 +42,12 @@ def server():
 @pytest.fixture
 def url(server):
     """The server's base URL for the SDK, with its scripts rewound and its request log empty."""
-    urllib.request.urlopen(urllib.request.Request(f"{server}/reset", data=b"{}", method="POST"), timeout=10).read()
-    return f"{server}/v1"
+    return stub_rewound(server)
 
 
 def received(url: str) -> list[dict]:
-    with urllib.request.urlopen(url.removesuffix("/v1") + "/requests", timeout=10) as r:
-        return json.loads(r.read())
+    """The request bodies the server received since the test began."""
+    return stub_received(url)
 
 
 def qa(url, tmp_path, *extra, model="qa-answerer", judge="qa-judge", dataset=LOCOMO, report="report.json",
