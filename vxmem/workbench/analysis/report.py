@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from ..sweep.holdout import bootstrap_ci
 from . import metrics as M
 
 __all__ = ["REPORT_FORMAT", "REPORT_METRICS", "report_bundle", "report_html", "load_report", "ReportError",
@@ -47,9 +48,8 @@ def _interval(values: Sequence[Any], stat: Any = np.mean, seed: int = 0) -> dict
     v = np.asarray([x for x in values if x is not None and math.isfinite(x)], dtype=np.float64)
     if not v.size:
         return {"value": None, "lo": None, "hi": None, "n": 0}
-    draws = stat(v[np.random.default_rng(seed).integers(0, v.size, size=(N_BOOT, v.size))], axis=1)
-    return {"value": float(stat(v)), "lo": float(np.quantile(draws, 0.025)), "hi": float(np.quantile(draws, 0.975)),
-            "n": int(v.size)}
+    value, lo, hi = bootstrap_ci(v, n_boot=N_BOOT, seed=seed, stat=stat)
+    return {"value": value, "lo": lo, "hi": hi, "n": int(v.size)}
 
 
 def _metrics(probes: Sequence[dict[str, Any]]) -> dict[str, dict[str, float | None]]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import math
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -96,8 +96,10 @@ def split_probes(replays, holdout: float = 0.3, seed: int = 0, by: str = "conver
     return ProbeSplit(tune=~mask, holdout=mask, by=mode)
 
 
-def bootstrap_ci(values, n_boot: int = 1000, seed: int = 0, ci: float = 0.95) -> tuple[float, float, float]:
-    """``(mean, lo, hi)``: the mean of ``values`` and its percentile bootstrap interval.
+def bootstrap_ci(values, n_boot: int = 1000, seed: int = 0, ci: float = 0.95,
+                 stat: Callable[..., Any] = np.mean) -> tuple[float, float, float]:
+    """``(mean, lo, hi)``: the mean of ``values`` and its percentile bootstrap interval
+    (``stat``: another statistic of them, ``np.median`` say, called with ``axis=``).
 
     NaNs (probes a metric cannot score) are left out; no values give NaNs. The resamples
     are drawn as one matrix of indices per chunk, so a thousand resamples of ten thousand
@@ -116,9 +118,9 @@ def bootstrap_ci(values, n_boot: int = 1000, seed: int = 0, ci: float = 0.95) ->
     step = max(1, 4_000_000 // v.size)  # about 32 MB of indices at a time
     for s in range(0, int(n_boot), step):
         k = min(step, int(n_boot) - s)
-        means[s:s + k] = v[rng.integers(0, v.size, size=(k, v.size))].mean(axis=1)
+        means[s:s + k] = stat(v[rng.integers(0, v.size, size=(k, v.size))], axis=1)
     lo, hi = np.quantile(means, [(1.0 - ci) / 2.0, 1.0 - (1.0 - ci) / 2.0])
-    return float(v.mean()), float(lo), float(hi)
+    return float(stat(v)), float(lo), float(hi)
 
 
 def _report_rows(values: Mapping[str, np.ndarray], split: ProbeSplit, n_boot: int, seed: int,

@@ -16,6 +16,7 @@ from ...core.checks import check_limit
 from ...ranking import deep, scoring
 from ..analysis import metrics as M
 from ..replay.record import Replay, as_replays
+from ..sweep.holdout import bootstrap_ci
 from ..sweep.policies import POLICIES
 from ..sweep.run import sweep
 from ..systems.compare import quality_cost
@@ -49,12 +50,8 @@ def median_interval(values: np.ndarray, ci: float = 0.95, n_boot: int = TIMING_B
                     seed: int = 0) -> tuple[float, float]:
     """The percentile bootstrap interval of the median of ``values`` (NaN, NaN when there are
     none): how far the median time of a handful of recalls may sit from the machine's."""
-    v = _finite(values)
-    if not v.size:
-        return float("nan"), float("nan")
-    rng = np.random.default_rng(seed)
-    medians = np.median(v[rng.integers(0, v.size, size=(n_boot, v.size))], axis=1)
-    return float(np.quantile(medians, (1 - ci) / 2)), float(np.quantile(medians, (1 + ci) / 2))
+    _, lo, hi = bootstrap_ci(_finite(values), n_boot=n_boot, seed=seed, ci=ci, stat=np.median)
+    return lo, hi
 
 
 def untold_timings(table: pd.DataFrame) -> list[tuple[str, str]]:
