@@ -14,16 +14,20 @@ from vxmem.workbench.analysis.report import ReportError, load_report, report_htm
 
 
 def digest(result: dict) -> str:
-    """The sha256 of the picked dataset: its file's bytes when it is a shipped file, else the
-    upload's (kept in its key), else the conversations' text."""
-    key = str(result["key"])
+    """The sha256 of the picked dataset: its file's bytes when it is a file, else the upload's
+    (kept in its key), else the conversations' text; once per dataset, not on every run."""
+    return _digest(str(result["key"]), tuple(result["conversations"]))
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def _digest(key: str, _conversations: tuple) -> str:
     if key.startswith("shipped:"):
         return hashlib.sha256(Path(key.removeprefix("shipped:")).read_bytes()).hexdigest()
     if key.startswith("upload:"):
         return key.split(":")[1]
     if key.startswith("disk:"):
         return hashlib.sha256(Path(key.removeprefix("disk:").rsplit(":", 3)[0]).read_bytes()).hexdigest()
-    text = "\n".join(c.to_jsonl() for c in result["conversations"])
+    text = "\n".join(c.to_jsonl() for c in _conversations)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 

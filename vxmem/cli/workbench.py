@@ -14,6 +14,7 @@ import re
 import sys
 from typing import Any
 
+from ..core.errors import one_line
 from ..workbench.datasets.formats import CHAT_FORMATS
 from ..workbench.datasets.model import Conversation
 from ..workbench.replay.record import Replay
@@ -240,16 +241,10 @@ def _with_corrections(conv: Conversation, judge: Any, embedder: str) -> Conversa
     text = {e.label: e.text for e in conv.events if e.label}
     for old, new in pairs:
         conv = mark_correction(conv, old, new)
-        print(f"correction: {new} ({views_short(text[new])}) corrects {old} ({views_short(text[old])})",
+        print(f"correction: {new} ({one_line(str(text[new]), 60)}) corrects {old} ({one_line(str(text[old]), 60)})",
               file=sys.stderr)
     print(f"{len(pairs)} correction(s) found", file=sys.stderr)
     return conv
-
-
-def views_short(text: Any, n: int = 60) -> str:
-    """``text`` on one line, cut at ``n`` characters."""
-    one = " ".join(str(text).split())
-    return one if len(one) <= n else one[: n - 3] + "..."
 
 
 # ---------------------------------------------------------------------------- probes

@@ -7,6 +7,12 @@ import shutil
 import sqlite3
 
 
+def one_line(text: str, limit: int = 300) -> str:
+    """A message on one line (its whitespace runs made single spaces), cut to ``limit`` characters."""
+    line = " ".join(str(text).split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
 class VectrixError(RuntimeError):
     """Base class of vxmem's own errors."""
 

@@ -29,7 +29,7 @@ from pydantic import ValidationError
 
 from ..aio import AsyncVectrix
 from ..core.clock import to_epoch
-from ..core.errors import ConflictError, DiskFullError, ReadOnlyError
+from ..core.errors import ConflictError, DiskFullError, ReadOnlyError, one_line
 from ..core.keys import (
     K_KIND,
     K_ROLE,
@@ -81,11 +81,6 @@ class Failure:
     status: int
     kind: str
     message: str
-
-
-def one_line(text: str, limit: int = 300) -> str:
-    line = " ".join(str(text).split())
-    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 def errors_line(errors: Sequence[Mapping[str, Any]]) -> str:

@@ -41,7 +41,7 @@ class Constraint:
 
     def holds(self, values: pd.Series | np.ndarray) -> np.ndarray:
         """Whether each of ``values`` keeps the bound."""
-        v = pd.to_numeric(pd.Series(np.asarray(values, dtype=object)), errors="coerce").to_numpy(dtype=np.float64)
+        v = pd.to_numeric(pd.Series(values), errors="coerce").to_numpy(dtype=np.float64)
         with np.errstate(invalid="ignore"):
             ok = v <= self.value if self.op == "<=" else v >= self.value
         return ok & ~np.isnan(v)
