@@ -8,7 +8,7 @@ import streamlit as st
 
 from app_pages import shared
 from vxmem.workbench import views
-from vxmem.workbench.qa import AnswerCache, QASetup, answerable, default_cache_dir, pinned, run_qa
+from vxmem.workbench.qa import AnswerCache, QASetup, answerable, default_cache_dir, pinned, prompt_of, run_qa
 from vxmem.workbench.qa.chart import accuracy_chart
 from vxmem.workbench.views.systems import DASHBOARD_SYSTEMS
 
@@ -42,7 +42,17 @@ with st.form("qa_form"):
     c3, c4 = st.columns(2)
     systems = c3.multiselect("Systems", list(DASHBOARD_SYSTEMS), default=["vxmem", "bm25"], key="qa_systems")
     k = c4.number_input("Memories per question (k)", min_value=1, max_value=100, value=int(s["limit"]), key="qa_k")
-    cached = st.checkbox(f"Cache replies in {default_cache_dir()}", value=True, key="qa_cache")
+    c5, c6 = st.columns(2)
+    workers = c5.number_input("Questions asked at once", min_value=1, max_value=32, value=1, key="qa_workers",
+                              help="1 asks one question at a time; a server that batches (vLLM, say) takes more. "
+                                   "The report keeps the questions' order either way.")
+    cached = c6.checkbox(f"Cache replies in {default_cache_dir()}", value=True, key="qa_cache")
+    with st.expander("Prompts: the pinned ones, or your own"):
+        st.caption("Edit a prompt to answer or grade with your own words; its sha256 in the report then differs "
+                   "from the pinned one's. The answer prompt takes $memories, $question and $today; the judge "
+                   "prompt $question, $gold and $answer.")
+        answer_text = st.text_area("Answer prompt", value=pinned("answer").text, height=160, key="qa_answer_prompt")
+        judge_text = st.text_area("Judge prompt", value=judge.text, height=160, key="qa_judge_prompt")
     go = st.form_submit_button(f"Answer and grade {questions} question{'s' * (questions != 1)} per system",
                                type="primary")
 
@@ -65,10 +75,15 @@ def run() -> None:
     if not url.strip() or not model.strip() or not systems:
         st.error("Give the endpoint URL, the answer model and at least one system.")
         return
+    try:
+        prompts = {"answer_prompt": prompt_of("answer", answer_text), "judge_prompt": prompt_of("judge", judge_text)}
+    except ValueError as exc:
+        st.error(views.plain(exc, 300))
+        return
     names = [f"{x}@{s['embedder']}" if s["embedder"] != "default" and x.startswith("vxmem") else x for x in systems]
     setup = QASetup(answerer=endpoint_chat(model.strip(), "answer"),
                     judge=endpoint_chat(judge_model.strip() or model.strip(), "grading"), systems=names, k=int(k),
-                    cache=AnswerCache(default_cache_dir() if cached else None))
+                    cache=AnswerCache(default_cache_dir() if cached else None), workers=int(workers), **prompts)
     bar = st.progress(0.0, text="Recalling...")
 
     def progress(done: int, total: int, desc: str) -> None:
@@ -97,6 +112,10 @@ if kept is not None and kept["key"] == picked["key"]:
     shared.sample_caveat(int(summary["questions"].min()))
     cache = kept["report"]["cache"]
     st.caption(f"{cache['hits']} replies came from the cache, {cache['misses']} were asked of the endpoint.")
+    used = kept["report"]["prompts"]
+    st.caption("Prompts: " + "; ".join(
+        f"{name} {'pinned' if p['sha256'] == pinned(name).sha256 else 'of your own'} (sha256 {p['sha256'][:12]})"
+        for name, p in used.items()) + ".")
     st.dataframe(summary, hide_index=True, width="stretch", column_config={
         "accuracy": st.column_config.NumberColumn(format="%.3f"),
         "accuracy_lo": st.column_config.NumberColumn("95% CI low", format="%.3f"),

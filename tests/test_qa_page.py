@@ -92,3 +92,28 @@ def test_a_script_for_an_endpoint_url_is_refused_as_text_and_nothing_is_asked(se
     assert "must be the endpoint's http(s) URL" in error.value  # said, with the script as escaped text
     assert "\\<script\\>" in error.value and not re.search(r"(?<!\\)<script", error.value)
     assert not at.get("vega_lite_chart") and len(received(server)) == before
+
+
+def test_a_judge_prompt_written_on_the_page_grades_and_is_named_by_its_hash(server):
+    at = qa_page("fixtures/locomo_sample.json")
+    own = "Strictly: does $answer state $gold? Reply as the schema says."
+    at.text_area(key="qa_judge_prompt").input(own)
+    at.number_input(key="qa_workers").set_value(2)
+    before = len(received(server))
+    ask(at, f"{server}/v1")
+    sent = received(server)[before:]
+    graded = [r for r in sent if r["model"] == "qa-judge"]
+    assert graded and all(r["messages"][0]["content"].startswith("Strictly: does ") for r in graded)
+    report = at.session_state["qa_result"]["report"]
+    assert report["settings"]["workers"] == 2
+    assert report["prompts"]["judge"]["text"] == own
+    assert any("judge of your own" in c.value for c in at.caption), [c.value for c in at.caption]
+
+
+def test_a_prompt_without_its_placeholders_is_refused_on_the_page_and_nothing_is_asked(server):
+    at = qa_page("fixtures/locomo_sample.json")
+    at.text_area(key="qa_answer_prompt").input("Answer the question: $question")
+    before = len(received(server))
+    ask(at, f"{server}/v1")
+    assert len(received(server)) == before
+    assert any("no $memories in it" in e.value.replace("\\", "") for e in at.error), [e.value for e in at.error]

@@ -14,9 +14,9 @@ judge), :mod:`.report` (accuracy with intervals, the JSON report) and :mod:`.run
 """
 
 from .cache import AnswerCache, default_cache_dir
-from .prompt import PinnedPrompt, Recalled, pinned
+from .prompt import PinnedPrompt, Recalled, pinned, prompt_of
 from .report import summarize
 from .run import QAResult, QASetup, answerable, gold_answer, run_qa
 
 __all__ = ["AnswerCache", "PinnedPrompt", "QAResult", "QASetup", "Recalled", "answerable", "default_cache_dir",
-           "gold_answer", "pinned", "run_qa", "summarize"]
+           "gold_answer", "pinned", "prompt_of", "run_qa", "summarize"]

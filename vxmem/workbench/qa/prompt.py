@@ -64,15 +64,25 @@ def pinned(name: str, path: str | Path | None = None) -> PinnedPrompt:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ValueError(f"cannot read the {name} prompt {str(path)!r}: {exc}") from None
+    return prompt_of(name, text, repr(str(path)))
+
+
+def prompt_of(name: str, text: str, where: str = "of your own") -> PinnedPrompt:
+    """The prompt ``name`` ("answer" or "judge") with the text ``text`` (written in a dashboard, say),
+    refused with a ``ValueError`` when its placeholders are not its job's; ``where`` names it there."""
+    if name not in PROMPT_NAMES:
+        raise ValueError(f"name must be one of {', '.join(PROMPT_NAMES)}, got {name!r}")
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError(f"the {name} prompt {where} is empty")
     template = Template(text)
     if not template.is_valid():
-        raise ValueError(f"the {name} prompt {str(path)!r} has a stray $ (write $$ for a dollar sign)")
+        raise ValueError(f"the {name} prompt {where} has a stray $ (write $$ for a dollar sign)")
     found = set(template.get_identifiers())
     unknown = sorted(found - set(PLACEHOLDERS[name]))
     missing = [p for p in REQUIRED[name] if p not in found]
     if unknown or missing:
         what = f"no placeholder ${unknown[0]}" if unknown else f"no ${missing[0]} in it"
-        raise ValueError(f"the {name} prompt {str(path)!r}: {what}; it takes "
+        raise ValueError(f"the {name} prompt {where}: {what}; it takes "
                          + ", ".join(f"${p}" for p in PLACEHOLDERS[name]))
     return PinnedPrompt(name, text)
 
