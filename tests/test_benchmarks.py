@@ -139,3 +139,16 @@ def test_importing_bench_peers_imports_no_peer_library():
     got = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert got.returncode == 0, got.stderr
     assert got.stdout.strip() == "[]"
+
+
+def test_the_recency_sweep_breaks_a_tie_towards_the_defaults():
+    import pandas as pd
+
+    from benchmarks.bench_recency import best_point
+
+    points = pd.DataFrame({"half_life_days": [1.0, 7.0, 90.0, 30.0], "recency_weight": [0.0, 0.5, 1.0, 0.25],
+                           "ndcg": [0.9, 0.9, 0.9, 0.8]})
+    best = best_point(points)
+    assert (best["half_life_days"], best["recency_weight"]) == (7.0, 0.5)
+    points.loc[3, "ndcg"] = 0.95
+    assert best_point(points)["half_life_days"] == 30.0
