@@ -337,7 +337,7 @@ def test_named_settings_run_side_by_side_on_every_shipped_dataset():
     assert not at.exception, at.exception
     frame = next(d.value for d in at.dataframe if "macro" in d.value)
     assert set(frame["config"]) == {"(current settings)", "no recency"}
-    bars = chart_rows(next(c for c in charts(at) if '"xOffset"' in c.proto.spec))
+    bars = chart_rows(next(c for c in charts(at) if "\"dataset\"" in c.proto.spec))  # not the overlay on this one
     assert {"all datasets", "preference_drift"} <= {r["dataset"] for r in bars}
     assert {r["config"] for r in bars} == {"(current settings)", "no recency"}
     drift = {r["config"]: r["mean"] for r in bars if r["dataset"] == "preference_drift"}
