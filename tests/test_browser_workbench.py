@@ -48,8 +48,11 @@ def app_url(tmp_path_factory):
     _need(Path(shot.CHROMIUM).exists(), f"{shot.CHROMIUM} is missing (apt-get install -y chromium)")
     _need(importlib.util.find_spec("playwright") is not None,
           "the playwright package is missing (pip install playwright)")
-    with shot.serve(tmp_path_factory.mktemp("streamlit") / "streamlit.log") as url:
-        yield url
+    with pytest.MonkeyPatch.context() as env:
+        # No source file changes while these tests run: the polling file watcher would only take CPU from them.
+        env.setenv("STREAMLIT_SERVER_FILE_WATCHER_TYPE", "none")
+        with shot.serve(tmp_path_factory.mktemp("streamlit") / "streamlit.log") as url:
+            yield url
 
 
 @pytest.fixture(scope="module")
@@ -309,10 +312,6 @@ def test_corrections_found_by_the_judge_and_marked_by_hand_leave_recall(app_url,
     every = grid_with(page, "reason")
     tea = next(r for r in every if "s1:1" in r)
     assert tea[0] == "superseded", every  # the hand-marked correction took the old turn out of recall
-
-    to_page(page, "Replay")
-    choose(page, page.get_by_test_id("stSidebar"), "Shipped scenario, fixture or upload", "Imported chat (Import page)")
-    main(page).get_by_text("stale-leak@k (this probe)").wait_for(timeout=60_000)
-    assert metric_value(page, "stale-leak@k (this probe)") == "0.000"
-    assert metric_value(page, "hit@k (this probe)") == "1.000"
+    lisbon = next(r for r in every if "s1:0" in r)
+    assert lisbon[0] == "superseded", every  # and so did the judge's
     assert not shot.errors_on(page), shot.errors_on(page)
