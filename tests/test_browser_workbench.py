@@ -116,6 +116,14 @@ def svg_texts(chart) -> list[str]:
     return chart.locator("text").all_text_contents()
 
 
+def drawn_with(page, chart, *texts: str, seconds: float = 30) -> list[str]:
+    """The texts of ``chart`` once it shows all of ``texts`` (Vega redraws a moment after the run)."""
+    deadline = time.monotonic() + seconds
+    while not set(texts) <= set(shown := svg_texts(chart)) and time.monotonic() < deadline:
+        page.wait_for_timeout(100)  # bounded polling for the redraw
+    return shown
+
+
 def metric_value(page, label: str) -> str:
     """The value of the ``st.metric`` tile labelled ``label``."""
     tile = main(page).get_by_test_id("stMetric").filter(
@@ -203,7 +211,8 @@ def test_two_named_settings_are_drawn_on_tune_and_written_on_the_sweep_grid(app_
     shot.wait_until_idle(page)
 
     overlay = chart_with(page, "mean (95% CI)")
-    assert {"(current settings)", "no recency", "max recency"} <= set(svg_texts(overlay))  # the legend
+    names = ("(current settings)", "no recency", "max recency")
+    assert set(names) <= set(drawn_with(page, overlay, *names))  # the legend
     dots = overlay.locator('[role="graphics-symbol"][aria-label*="config: "]').evaluate_all(
         "ps => ps.map(p => p.getAttribute('aria-label'))")
     ndcg = {re.search(r"config: ([^;]+)", d)[1]: float(re.search(r"mean \(95% CI\): ([\d.]+)", d)[1])
@@ -214,7 +223,7 @@ def test_two_named_settings_are_drawn_on_tune_and_written_on_the_sweep_grid(app_
 
     to_page(page, "Sweep")
     heat = chart_with(page, "no recency")
-    assert "max recency" in svg_texts(heat)
+    assert "max recency" in drawn_with(page, heat, "max recency")
     assert main(page).get_by_text("Named settings (saved on the Tune page) are written above their cells in red.")\
         .count() == 1
     assert not shot.errors_on(page), shot.errors_on(page)
