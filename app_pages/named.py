@@ -1,5 +1,6 @@
-"""Named settings: the current settings saved under a name, and any of them run side by side on every
-shipped dataset (the Tune page), so a configuration is judged on more than the dataset at hand."""
+"""Named settings: the current settings saved under a name, each one's headline metrics beside the
+current settings' on the dataset at hand, and any of them run side by side on every shipped dataset
+(the Tune page), so a configuration is judged on more than the dataset at hand."""
 
 from __future__ import annotations
 
@@ -72,6 +73,41 @@ def chart(frame: pd.DataFrame, metric: str) -> alt.LayerChart:
                                            alt.Tooltip("lo:Q", format=".3f"), alt.Tooltip("hi:Q", format=".3f"),
                                            "probes"])
     return (bars + base.mark_rule(color="#222").encode(y="lo:Q", y2="hi:Q")).properties(height=340)
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def _here(key: str, points: str, _reps: list) -> pd.DataFrame:
+    return views.named_here(_reps, json.loads(points), config.HEADLINE_METRICS)
+
+
+def here_chart(frame: pd.DataFrame) -> alt.LayerChart:
+    """One small group per headline metric, a dot per setting (the current one first) and its 95% whiskers."""
+    names = list(dict.fromkeys(frame["config"]))
+    shown = frame.assign(metric=frame["metric"].map(config.METRIC_LABELS))
+    base = alt.Chart(shown).encode(
+        x=alt.X("metric:N", sort=[config.METRIC_LABELS[m] for m in config.HEADLINE_METRICS], title=None,
+                axis=alt.Axis(labelAngle=0)),
+        xOffset=alt.XOffset("config:N", sort=names),
+        color=alt.Color("config:N", sort=names, title="settings", legend=alt.Legend(orient="right", labelLimit=200)))
+    dots = base.mark_point(filled=True, size=70).encode(
+        y=alt.Y("mean:Q", title="mean (95% CI)", scale=alt.Scale(domain=[0, 1])),
+        tooltip=["config", "metric", alt.Tooltip("mean:Q", format=".3f"), alt.Tooltip("lo:Q", format=".3f"),
+                 alt.Tooltip("hi:Q", format=".3f"), "probes"])
+    return (base.mark_rule(strokeWidth=2).encode(y="lo:Q", y2="hi:Q") + dots).properties(height=200)
+
+
+def here_overlay(key: str, reps: list) -> None:
+    """The named settings' headline metrics on this dataset beside the current settings' (once one is saved)."""
+    if not saved():
+        return
+    points = {CURRENT: shared.point(), **{n: views.point_of(s) for n, s in saved().items()}}
+    frame = _here(key, json.dumps(points), reps)  # in order: the current settings first
+    drawn = frame[frame["mean"].notna()]
+    shared.chart(here_chart(drawn))
+    st.caption("The named settings (saved below) on this dataset beside the current ones: each dot a mean over the "
+               "probes, its bar the bootstrap 95% interval; they re-rank this replay's pools.")
+    for name, note in frame.loc[frame["note"] != "", ["config", "note"]].drop_duplicates("config").values:
+        st.caption(f":material/block: {views.plain(name)} cannot be ranked here: {views.plain(note, 200)}.")
 
 
 def named_section() -> None:

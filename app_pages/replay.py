@@ -117,4 +117,19 @@ shared.why_table(why, key="replay_why")
 with st.expander("Every probe's metrics at these settings"):
     st.dataframe(probes, hide_index=True, width="stretch")
 
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def by_category(key: str, point: str, _reps):
+    import json
+
+    return views.category_table(_reps, json.loads(point))
+
+
+if len(reps) > 1 or any(p.get("category") is not None for r in reps for p in r.probes):
+    limit = shared.point()["limit"]
+    st.subheader(f"recall@{limit} by category and conversation")
+    st.dataframe(by_category(key, point, reps), hide_index=True, width="stretch")
+    st.caption(f"The table papers print (as `vxmem replay` does): recall@{limit} at the shared settings over every "
+               "conversation of the dataset, each cell its mean and bootstrap 95% interval over the probes.")
+
 report_box.report_section(key, reps)

@@ -120,7 +120,7 @@ def publish_settings() -> None:
     and the saved Playground."""
     want = views.settings_to_query(settings(), config.DEFAULT_SETTINGS)
     kept = st.session_state.get("dataset_kept")
-    if kept and kept not in (config.DEFAULT_DATASET, config.UPLOAD, config.IMPORTED):
+    if kept and kept not in (config.DEFAULT_DATASET, config.UPLOAD, config.ON_DISK, config.IMPORTED):
         want["dataset"] = kept
     if st.session_state.get("pg_saved"):
         want["pg"] = st.session_state["pg_saved"]

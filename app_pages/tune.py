@@ -85,6 +85,7 @@ with right:
                f"replacement: {'n/a' if pd.isna(rate) else f'{rate:.0%}'} of {pairs} ranked (stale, relevant) "
                "pairs.")
     shared.sample_caveat(n_probes)
+    named.here_overlay(key, reps)
     split = now[now["subset"] != "all"]
     if not split.empty:
         with st.expander("Tune and holdout probes, with intervals"):

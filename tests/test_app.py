@@ -327,7 +327,7 @@ def test_replay_shows_score_parts_raw_relevance_and_why():
     results = at.dataframe[1].value
     assert {"score", "relevance", "relevance_norm", "recency", "feedback"} <= set(results.columns)
     assert any("contribution" in json.dumps(s) for s in specs(at)), "no score breakdown chart"
-    why = at.dataframe[-2].value  # the why table, then the every-probe expander
+    why = next(d.value for d in at.dataframe if "reason" in d.value)  # the why table
     assert {"reason", "detail"} <= set(why.columns) and (why["reason"] == "returned").sum() == len(results)
 
 

@@ -290,6 +290,18 @@ def test_replay_offers_the_report_as_html_and_json_at_the_shared_settings():
     assert any("dataset's sha256" in c.value for c in at.caption)
 
 
+def test_replay_prints_recall_by_category_and_conversation_with_intervals_as_the_cli_does():
+    at = page("replay", query={"embedder": "hashing"}, dataset="fixtures/locomo_sample.json")
+    assert not at.exception, at.exception
+    table = next(d.value for d in at.dataframe if "category" in d.value and "all" in d.value)
+    assert list(table.columns) == ["category", "conv-fx1", "conv-fx2", "all", "probes"]
+    assert table["category"].tolist() == ["multi-hop", "open-domain", "single-hop", "temporal", "all"]
+    rows = table.set_index("category")
+    assert rows.loc["all", "probes"] == 5 and rows.loc["temporal", "conv-fx2"] == ""  # no such probe there
+    assert re.fullmatch(r"\d\.\d{3} \[\d\.\d{3}, \d\.\d{3}\]", rows.loc["all", "all"])
+    assert "recall@10 by category and conversation" in [h.value for h in at.subheader]
+
+
 def test_a_long_dataset_on_disk_says_how_long_it_will_take_and_starts_when_asked(tmp_path):
     from vxmem.workbench.datasets import save_jsonl
     from vxmem.workbench.synth import generate
@@ -325,13 +337,32 @@ def test_named_settings_run_side_by_side_on_every_shipped_dataset():
     assert not at.exception, at.exception
     frame = next(d.value for d in at.dataframe if "macro" in d.value)
     assert set(frame["config"]) == {"(current settings)", "no recency"}
-    bars = chart_rows(next(c for c in charts(at) if '"xOffset"' in c.proto.spec))
+    bars = chart_rows(next(c for c in charts(at) if "\"dataset\"" in c.proto.spec))  # not the overlay on this one
     assert {"all datasets", "preference_drift"} <= {r["dataset"] for r in bars}
     assert {r["config"] for r in bars} == {"(current settings)", "no recency"}
     drift = {r["config"]: r["mean"] for r in bars if r["dataset"] == "preference_drift"}
     assert drift["no recency"] != drift["(current settings)"]  # each ranked at its own settings
     at.button(key="named_forget:no recency").click().run()
     assert "no recency" not in at.session_state["named_settings"]
+
+
+def test_named_settings_are_drawn_on_tune_beside_the_current_ones_with_their_own_figures():
+    at = page("tune", query={"embedder": "hashing", "recency_weight": "0"}, dataset="preference_drift")
+    assert not [c for c in charts(at) if '"mean (95% CI)"' in c.proto.spec]  # nothing saved: no overlay
+    at.text_input(key="named_name").set_value("no recency").run()
+    at.button(key="named_save").click().run()
+    at.slider(key="set_recency_weight").set_value(1.0).run()  # the current settings move on
+    assert not at.exception, at.exception
+    overlay = next(c for c in charts(at) if '"mean (95% CI)"' in c.proto.spec)
+    rows = chart_rows(overlay)
+    assert {r["config"] for r in rows} == {"(current settings)", "no recency"}
+    means = {(r["config"], r["metric"]): r["mean"] for r in rows}
+    tiles = {m.label: m.value for m in at.metric}
+    assert len(tiles) == 4
+    for label, tile in tiles.items():  # the current settings' dots are the tiles' figures
+        assert f"{means[('(current settings)', label)]:.3f}" == tile, (label, tile, means)
+    assert means[("no recency", "nDCG@k")] != means[("(current settings)", "nDCG@k")]  # ranked at its own point
+    assert "The named settings (saved below) on this dataset" in shown(at.caption)
 
 
 def test_named_settings_on_the_sweep_grid_are_written_above_their_cells():

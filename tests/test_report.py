@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from vxmem.cli import main
@@ -94,3 +95,32 @@ def test_the_cli_replay_writes_a_report_as_html_or_json(tmp_path, capsys):
     assert main(["replay", str(DRIFT), "--embedder", "hashing", "--report", str(tmp_path / "r.txt")]) == 2
     assert "a report is written as .html or .json" in capsys.readouterr().err
     assert not (tmp_path / "r.txt").exists()
+
+
+def test_the_category_table_at_the_replay_settings_is_the_one_vxmem_replay_prints(hashing_embedder):
+    from vxmem.workbench.analysis.metrics import by_category_and_conversation
+    from vxmem.workbench.datasets import load
+    from vxmem.workbench.sweep.holdout import bootstrap_ci
+
+    reps = [replay(c, {}, embedder=hashing_embedder) for c in load(ROOT / "datasets" / "fixtures" /
+                                                                     "locomo_sample.json")]
+    recorded = [r.to_frames()["probes"].assign(conversation=r.name) for r in reps]
+    printed = by_category_and_conversation(pd.concat(recorded, ignore_index=True), "recall", bootstrap_ci)
+    shown = views.category_table(reps, views.point_of(views.DEFAULT_SETTINGS))
+    assert shown.equals(printed), (shown, printed)
+    assert list(shown.columns) == ["category", "conv-fx1", "conv-fx2", "all", "probes"]
+
+
+def test_named_settings_on_one_dataset_say_which_cannot_be_ranked_there(drift_replay):
+    here = views.point_of(views.DEFAULT_SETTINGS)
+    frame = views.named_here([drift_replay], {"now": here, "flat": {**here, "recency_weight": 0.0},
+                                              "wide": {**here, "limit": 50}})
+    assert list(dict.fromkeys(frame["config"])) == ["now", "flat", "wide"]  # in the order given
+    tiles = views.point_report([drift_replay], here)
+    now = frame[frame["config"] == "now"].set_index("metric")
+    for m in ("hit", "mrr", "ndcg", "stale_leak"):
+        row = tiles[(tiles["metric"] == m) & (tiles["subset"] == "all")].iloc[0]
+        assert now.at[m, "mean"] == pytest.approx(row["mean"]) and now.at[m, "lo"] == pytest.approx(row["lo"])
+    wide = frame[frame["config"] == "wide"]
+    assert wide["mean"].isna().all() and wide["note"].str.contains("limit 50").all()
+    assert frame.loc[frame["config"] == "flat", "note"].eq("").all()

@@ -16,7 +16,7 @@ page's probes, :mod:`~vxmem.workbench.views.policies` what each ranking policy t
 
 from ..sweep.constraints import Constraint, parse_constraint
 from .charts import ab_points, is_flat, spot_labels, spot_sizes, time_format
-from .configs import ALL_DATASETS, across_datasets
+from .configs import ALL_DATASETS, across_datasets, named_here
 from .costs import (
     median_interval,
     median_recall_ms,
@@ -85,7 +85,7 @@ from .replays import (
     sweep_holdout,
     why_table,
 )
-from .report import report_versus, run_report
+from .report import category_table, report_versus, run_report
 from .settings import (
     DEFAULT_MODE,
     DEFAULT_POINT,
@@ -133,7 +133,7 @@ __all__ = [
     "rank_movement", "ranking_at", "relevance_note", "replay_match_probability", "replay_all", "replay_settings",
     "returned", "score_parts", "ignored_by", "policy_description", "policy_params", "Pick", "SIZE_AXES", "pick_best",
     "Constraint", "parse_constraint", "median_interval", "untold_timings",
-    "run_report", "report_versus", "ALL_DATASETS", "across_datasets",
+    "run_report", "report_versus", "category_table", "ALL_DATASETS", "across_datasets", "named_here",
     "settings_from_json", "settings_json", "settings_snippet", "settings_to_query", "shipped_datasets",
     "stale_above_at", "sweep_grid", "sweep_holdout", "to_csv", "turn_table", "why_table",
 ]

@@ -1,5 +1,6 @@
 """The dashboard's one-click report: the figures of the picked dataset at the shared settings, as
-:func:`vxmem.workbench.analysis.report.report_bundle` writes them, and a bundle read back beside them."""
+:func:`vxmem.workbench.analysis.report.report_bundle` writes them, a bundle read back beside them, and
+the benchmark table papers print (a metric per category and conversation, with intervals)."""
 
 from __future__ import annotations
 
@@ -8,11 +9,13 @@ from typing import Any
 
 import pandas as pd
 
+from ..analysis.metrics import by_category_and_conversation
 from ..analysis.report import REPORT_METRICS, report_bundle
 from ..replay.record import Replay
+from ..sweep.holdout import bootstrap_ci
 from .replays import probe_metrics_at
 
-__all__ = ["run_report", "report_versus"]
+__all__ = ["run_report", "report_versus", "category_table"]
 
 
 def run_report(replays: Sequence[Replay], params: Mapping[str, Any], dataset: str, sha256: str,
@@ -39,3 +42,12 @@ def report_versus(loaded: Mapping[str, Any], current: Mapping[str, Any]) -> pd.D
                      "intervals_overlap": bool(both and old["lo"] <= new["hi"] and new["lo"] <= old["hi"])
                      if both else None})
     return pd.DataFrame(rows)
+
+
+def category_table(replays: Sequence[Replay], params: Mapping[str, Any], metric: str = "recall") -> pd.DataFrame:
+    """``metric`` at ``params`` per probe category (rows, then "all") and conversation (columns, then
+    "all"), each cell its mean and bootstrap 95% interval: the table ``vxmem replay`` prints for a
+    benchmark file (:func:`vxmem.workbench.analysis.metrics.by_category_and_conversation`)."""
+    per = probe_metrics_at(replays, params)
+    return by_category_and_conversation(per.assign(category=per["category"].fillna("(none)")),
+                                        "rr" if metric == "mrr" else metric, bootstrap_ci)
