@@ -1,8 +1,8 @@
 """The Unicode tables of the ``tokenizers`` crate's BERT normaliser and pre-tokeniser, as ranges of code points.
 
 The Rust ``tokenizers`` library classes characters with tables older than any Python's
-``unicodedata`` (a character assigned since is, for it, neither punctuation nor a mark), and
-lowercases with a newer one. :mod:`vxmem.models.wordpiece` reads these tables instead of
+``unicodedata`` (a character assigned since is, for it, neither punctuation nor a mark, and has
+no decomposition), and lowercases with a newer one. :mod:`vxmem.models.wordpiece` reads these tables instead of
 ``unicodedata``, so a text splits, loses its accents and lowercases as it does there, whatever
 the Python version. Written by ``python tests/test_wordpiece.py`` from ``tokenizers`` itself
 (every code point through its BertNormalizer and BertPreTokenizer), which the same test file
@@ -56,6 +56,12 @@ PUNCTUATION = (
     "10AF0-10AF6 10B39-10B3F 10B99-10B9C 11047-1104D 110BB-110BC 110BE-110C1 11140-11143 11174-11175 "
     "111C5-111C9 111CD 111DB 111DD-111DF 11238-1123D 112A9 114C6 115C1-115D7 11641-11643 1173C-1173E "
     "12470-12474 16A6E-16A6F 16AF5 16B37-16B3B 16B44 1BC9F 1DA87-1DA8B "
+)
+
+# Left whole by strip_accents, though Python's unicodedata has a canonical decomposition for them
+# (newer than the crate's tables; no vocabulary vxmem reads has them or their parts).
+NOT_DECOMPOSED = (
+    "11938 "
 )
 
 # Lowercase mappings where the crate (Unicode 16) and Python 3.11 (Unicode 14) differ: CODE:LOWER.

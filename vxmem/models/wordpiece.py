@@ -25,10 +25,11 @@ from typing import Any, NamedTuple
 
 from . import unicode_tables
 
-__all__ = ["Encoding", "WordPieceTokenizer", "UnsupportedTokenizerError", "BertNormalizer"]
+__all__ = ["Encoding", "WordPieceTokenizer", "UnsupportedTokenizerError", "BertNormalizer", "pre_tokenize"]
 
-# tokenizers' handle_chinese_chars: the CJK ideograph blocks it pads with spaces, as it lists them.
-CJK = "3400-4DBF 4E00-9FFF F900-FAFF 20000-2A6DF 2A700-2B73F 2B740-2B81F 2B820-2CEAF 2F800-2FA1F"
+# tokenizers' handle_chinese_chars: the CJK ideograph blocks it pads with spaces, as it lists them (it
+# skips 2B820-2B91F).
+CJK = "3400-4DBF 4E00-9FFF F900-FAFF 20000-2A6DF 2A700-2B73F 2B740-2B81F 2B920-2CEAF 2F800-2FA1F"
 # Rust's char::is_whitespace (the White_Space property): what the pre-tokeniser splits on.
 WHITESPACE = "9-D 20 85 A0 1680 2000-200A 2028-2029 202F 205F 3000"
 WORD_CACHE = 200_000  # distinct words a tokenizer remembers the pieces of (cleared when full)
@@ -58,11 +59,28 @@ _REMOVED = re.compile(f"[{char_class(''.join(unicode_tables.REMOVED))}]+")
 _SPACES = re.compile(f"[{char_class(WHITESPACE)}]")
 _CJK = re.compile(f"[{char_class(CJK)}]")
 _MARKS = re.compile(f"[{char_class(''.join(unicode_tables.NONSPACING_MARKS))}]+")
+# Characters this Python's unicodedata decomposes and the crate's older tables do not.
+_KEEP = (re.compile(f"([{char_class(''.join(unicode_tables.NOT_DECOMPOSED))}])")
+         if "".join(unicode_tables.NOT_DECOMPOSED).strip() else None)
 _LOWER = {int(code, 16): "".join(chr(int(c, 16)) for c in low.split(","))
           for code, _, low in (item.partition(":") for item in "".join(unicode_tables.LOWERCASE).split())}
 _PUNCT = char_class("".join(unicode_tables.PUNCTUATION))
 # The BertPreTokenizer: whitespace separates words and is dropped; each punctuation character is a word.
 _WORDS = re.compile(f"[^{char_class(WHITESPACE)}{_PUNCT}]+|[{_PUNCT}]")
+
+
+def pre_tokenize(text: str) -> list[str]:
+    """tokenizers' BertPreTokenizer: the words of ``text``, split at whitespace (dropped) and
+    around each punctuation character (a word of its own)."""
+    return _WORDS.findall(text)
+
+
+def nfd(text: str) -> str:
+    """``text`` in Unicode's NFD, as the crate decomposes it."""
+    if _KEEP is None or _KEEP.search(text) is None:
+        return unicodedata.normalize("NFD", text)
+    # Those characters are starters: no mark reorders across them, so the text decomposes in parts.
+    return "".join(p if i % 2 else unicodedata.normalize("NFD", p) for i, p in enumerate(_KEEP.split(text)))
 
 
 class BertNormalizer:
@@ -85,7 +103,7 @@ class BertNormalizer:
         if self.handle_chinese_chars:
             text = _CJK.sub(r" \g<0> ", text)
         if self.strip_accents:
-            text = _MARKS.sub("", unicodedata.normalize("NFD", text))
+            text = _MARKS.sub("", nfd(text))
         if self.lowercase:
             # Python lowers a final capital sigma to "ς"; the crate, character by character, to "σ".
             text = text.replace("\u03a3", "\u03c3").lower().translate(_LOWER)
@@ -230,13 +248,18 @@ class WordPieceTokenizer:
         """The ids of ``text`` alone: no specials, not truncated."""
         if not isinstance(text, str):
             raise TypeError(f"a tokenizer reads str, not {type(text).__name__}")
+        if not text.isascii():
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError as exc:  # as tokenizers, which takes only what UTF-8 can hold
+                raise ValueError(f"a tokenizer reads Unicode text, got a lone surrogate at {exc.start}") from None
         parts = self._split.split(text) if self._split is not None else [text]
         ids: list[int] = []
         for i, part in enumerate(parts):
             if i % 2:  # an added token, matched as written
                 ids.append(self.added[part])
             elif part:
-                for word in _WORDS.findall(self.normalizer(part)):
+                for word in pre_tokenize(self.normalizer(part)):
                     ids.extend(self.word_ids(word))
         return ids
 
