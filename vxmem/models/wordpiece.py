@@ -215,6 +215,11 @@ class WordPieceTokenizer:
         with open(os.fspath(path), encoding="utf-8") as f:
             return cls(json.load(f), max_length=max_length)
 
+    def clear_cache(self) -> None:
+        """Forget the pieces of every word seen, so the next texts are split from the vocabulary again."""
+        with self._lock:
+            self._words.clear()
+
     def word_ids(self, word: str) -> tuple[int, ...]:
         """WordPiece: the longest known start, then the longest known ``##`` continuation, and so on;
         a word with a part no piece matches (or longer than ``max_chars``) is one unknown token."""
