@@ -3,7 +3,7 @@
     .venv/bin/python -m benchmarks.bench_tokenizer [--texts 1000] [--rounds 10] [--locomo PATH]
 
 Texts are the shipped datasets' turns (or a LoCoMo file's, with ``--locomo``), 1,000 of them, and
-100 long texts of about 1,500 tokens each (dataset turns joined), which every model cuts at 512.
+100 long texts of about 830 tokens each (80 dataset turns joined), which every model cuts at 512.
 Each round tokenizes all of them once each way, the ways taking turns:
 
 - ``vxmem cold``: a :class:`~vxmem.models.wordpiece.WordPieceTokenizer` with its word cache emptied;
@@ -11,6 +11,7 @@ Each round tokenizes all of them once each way, the ways taking turns:
 - ``tokenizers``: ``encode_batch`` of the Rust library, as vxmem called it (``no_padding``, truncation
   at 512; it spreads a batch over the machine's cores), when it is installed (the ``dev`` extra).
 
+Then each short text alone, one call each (a recall tokenizes its query so), the ways taking turns.
 It prints the median ms per 1,000 texts, the time to read the ``tokenizer.json``, and whether every
 text got the same ids both ways.
 """
@@ -57,13 +58,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = flags(ap, rounds=10, rounds_help="rounds, each way once a round").parse_args(argv)
     pool = locomo_turns(args.locomo) if args.locomo else dataset_turns()
     short = (pool * (args.texts // len(pool) + 1))[: args.texts]
-    long = [" ".join(pool[i:i + 80]) for i in range(0, 100 * 7, 7)]
+    long = [" ".join(short[i:i + 80]) for i in range(0, 100 * 7, 7)]
     path = str(BGE_SMALL.files()["tokenizer.json"])
     rust = rust_tokenizer(path)
     warm = WordPieceTokenizer.from_file(path, max_length=512)
     cold = WordPieceTokenizer.from_file(path, max_length=512)
+    tokens = sum(len(warm.tokenize(t)) for t in long) / len(long)
     report = Report(f"Tokenizing {len(short)} texts ({sum(map(len, short)) / len(short):.0f} characters on "
-                    f"average) and {len(long)} long ones; median of {args.rounds} rounds")
+                    f"average) and {len(long)} long ones ({tokens:.0f} tokens, cut at 512); median of {args.rounds} "
+                    "rounds")
     print(report.title)
     rows = []
     for name, texts in (("short", short), ("long", long)):
@@ -79,6 +82,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             row["same ids"] = "yes" if [e.ids for e in warm.encode_batch(texts)] == \
                 [e.ids for e in rust.encode_batch(texts)] else "NO"
         rows.append(row)
+    one = {"vxmem warm": lambda i: warm.encode_batch([short[i]])}
+    if rust is not None:
+        one["tokenizers"] = lambda i: rust.encode_batch([short[i]])
+    got = interleaved(one, len(short))
+    rows.append({"texts": "one at a time (as a recall's query)", "n": len(short),
+                 **{f"{way}, ms per 1,000": f"{statistics.median(t.wall) * 1e6:.1f}" for way, t in got.items()}})
     loads = {"vxmem": best_of(lambda: WordPieceTokenizer.from_file(path, max_length=512), 5)[0]}
     if rust is not None:
         loads["tokenizers"] = best_of(lambda: rust_tokenizer(path), 5)[0]
