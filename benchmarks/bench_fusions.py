@@ -30,6 +30,7 @@ from vxmem.models.late import COLBERT_SMALL, LateInteraction
 from vxmem.models.onnx import SKIP_LAYER_NORM_FUSION, OnnxEmbedder, OnnxModel, import_onnxruntime
 from vxmem.models.packaged import BGE_SMALL, MS_MARCO_MINILM_L12, PackagedModel
 from vxmem.models.rerank import OnnxCrossEncoder
+from vxmem.models.wordpiece import WordPieceTokenizer
 
 WAYS = ("fused", "unfused")  # every fusion; without SKIP_LAYER_NORM_FUSION
 
@@ -37,12 +38,8 @@ WAYS = ("fused", "unfused")  # every fusion; without SKIP_LAYER_NORM_FUSION
 def sessions(model: PackagedModel) -> tuple[dict[str, Any], Any]:
     """The fused, unfused and unoptimised sessions of ``model``, and its tokenizer."""
     ort = import_onnxruntime()
-    from tokenizers import Tokenizer
-
     files = model.files(verify=True)
-    tok = Tokenizer.from_file(os.fspath(files["tokenizer.json"]))
-    tok.no_padding()
-    tok.enable_truncation(max_length=512)
+    tok = WordPieceTokenizer.from_file(files["tokenizer.json"], max_length=512)
 
     def make(level, disabled=()):
         opts = ort.SessionOptions()

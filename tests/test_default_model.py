@@ -263,14 +263,12 @@ def test_the_playground_warns_when_the_best_result_matches_nothing(monkeypatch):
 
 def _session_output(model, feed_text, disabled):
     """The first output of ``model`` run on its own onnxruntime session, every fusion but ``disabled``."""
-    from tokenizers import Tokenizer
-
     from vxmem.models.onnx import import_onnxruntime
+    from vxmem.models.wordpiece import WordPieceTokenizer
 
     ort = import_onnxruntime()
     files = model.files()
-    tok = Tokenizer.from_file(str(files["tokenizer.json"]))
-    tok.no_padding()
+    tok = WordPieceTokenizer.from_file(files["tokenizer.json"])
     enc = tok.encode(*feed_text) if isinstance(feed_text, tuple) else tok.encode(feed_text)
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = 1

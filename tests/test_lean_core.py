@@ -34,6 +34,33 @@ def test_the_core_dependencies_leave_the_workbench_packages_to_their_extra():
     assert "workbench" in install.split("[")[1]  # `make app` and `make test` install it
 
 
+def test_tokenizers_is_only_the_tests_reference():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert not any(d.startswith("tokenizers") for d in project["dependencies"])
+    assert any(d.startswith("tokenizers") for d in project["optional-dependencies"]["dev"])
+
+
+@pytest.mark.model
+@pytest.mark.subprocess
+def test_the_default_models_remember_and_recall_without_tokenizers_installed():
+    """As on a core install: importing tokenizers (or the Hugging Face hub it brings) fails."""
+    out = run_python("""
+        import sys
+        for name in ("tokenizers", "huggingface_hub"):
+            sys.modules[name] = None
+        from vxmem import Vectrix
+        db = Vectrix()
+        db.remember("I moved to Lisbon last spring", timestamp=0)
+        db.remember("my sister plays the cello", timestamp=1)
+        for preset in ("default", "accurate"):  # late interaction; and the cross-encoder
+            print(db.recall("where do I live now?", now=2, preset=preset)[0].text)
+        print(sorted(m for m in sys.modules if m.split(".")[0] in ("tokenizers", "huggingface_hub")
+                     and sys.modules[m] is not None))
+    """, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["I moved to Lisbon last spring"] * 2 + ["[]"]
+
+
 @pytest.mark.subprocess
 def test_a_process_using_the_library_and_building_both_servers_imports_no_workbench_package():
     out = run_python("""

@@ -127,7 +127,7 @@ class LateInteraction(OnnxModel):
             self._load()
         if not texts:
             return []
-        return [_unit_rows(h[0].astype(np.float32)) for h in self._run_all(self._tokenizer.encode_batch(texts))]
+        return [_unit_rows(h[0].astype(np.float32)) for h in self._run_all(self._encoded(texts))]
 
     def encode(self, texts: Sequence[str]) -> list[TokenBits]:
         """Each text's token vectors as stored (sign bits); remembered for :meth:`__call__`."""

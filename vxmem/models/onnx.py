@@ -1,4 +1,4 @@
-"""Transformer models on onnxruntime + ``tokenizers``: no torch, no download, deterministic.
+"""Transformer models on onnxruntime and their ``tokenizer.json``: no torch, no download, deterministic.
 
 :class:`OnnxEmbedder` turns texts into sentence vectors (the default embedder,
 :data:`~vxmem.models.packaged.BGE_SMALL`); :class:`~vxmem.models.rerank.OnnxCrossEncoder` scores
@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from .packaged import PackagedModel, check_sha256
+from .wordpiece import Encoding, WordPieceTokenizer
 
 __all__ = ["OnnxModel", "OnnxEmbedder", "preload", "import_onnxruntime", "default_threads",
            "SKIP_LAYER_NORM_FUSION"]
@@ -129,7 +130,7 @@ class OnnxModel:
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
         self._session: Any = None
-        self._tokenizer: Any = None
+        self._tokenizer: WordPieceTokenizer | None = None
         self._inputs: set[str] = set()
 
     @property
@@ -157,12 +158,9 @@ class OnnxModel:
         if self._session is not None:
             return
         ort = import_onnxruntime()
-        from tokenizers import Tokenizer
-
         onnx_path, tok_path = self._files()
-        tok = Tokenizer.from_file(os.fspath(tok_path))
-        tok.no_padding()  # one input per run: padding would only cost time
-        tok.enable_truncation(max_length=self.max_length)
+        # Unpadded (one input per run: padding would only cost time), cut at max_length tokens.
+        tok = WordPieceTokenizer.from_file(tok_path, max_length=self.max_length)
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = 1  # parallel runs instead: see default_threads()
         opts.inter_op_num_threads = 1
@@ -177,7 +175,12 @@ class OnnxModel:
             self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"vxmem-{self.name}")
         self._tokenizer, self._session = tok, session
 
-    def _run_all(self, encodings: list[Any]) -> list[np.ndarray]:
+    def _encoded(self, inputs: Sequence[str | tuple[str, str]]) -> list[Encoding]:
+        """Each input (a text, or a pair) as the model reads it; the model must be loaded."""
+        assert self._tokenizer is not None
+        return self._tokenizer.encode_batch(inputs)
+
+    def _run_all(self, encodings: list[Encoding]) -> list[np.ndarray]:
         """The model's first output for each encoded input, each run alone (batch of one, no
         padding), several at once on the thread pool (onnxruntime sessions are thread-safe)."""
         with self._lock:
@@ -186,7 +189,7 @@ class OnnxModel:
             return [self._run_one(e) for e in encodings]
         return list(self._pool.map(self._run_one, encodings))
 
-    def _run_one(self, encoding: Any) -> np.ndarray:
+    def _run_one(self, encoding: Encoding) -> np.ndarray:
         ids = np.asarray([encoding.ids], dtype=np.int64)
         feed = {"input_ids": ids, "attention_mask": np.ones_like(ids)}
         if "token_type_ids" in self._inputs:
@@ -232,7 +235,7 @@ class OnnxEmbedder(OnnxModel):
             self._load()
         if not texts:
             return np.zeros((0, self._dim or 0), dtype=np.float32)
-        out = np.stack([self._pooled(h) for h in self._run_all(self._tokenizer.encode_batch(texts))])
+        out = np.stack([self._pooled(h) for h in self._run_all(self._encoded(texts))])
         out = out.astype(np.float32, copy=False)
         if self._dim is None:
             self._dim = int(out.shape[1])

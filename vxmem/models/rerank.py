@@ -60,7 +60,7 @@ class OnnxCrossEncoder(OnnxModel):
             known = {t: self._cache[(query, t)] for t in texts if (query, t) in self._cache}
         missing = list(dict.fromkeys(t for t in texts if t not in known))
         if missing:
-            outs = self._run_all(self._tokenizer.encode_batch([(query, t) for t in missing]))
+            outs = self._run_all(self._encoded([(query, t) for t in missing]))
             fresh = {t: float(np.ravel(o)[0]) for t, o in zip(missing, outs)}
             with self._lock:
                 overflow = len(self._cache) + len(fresh) - self._cache_size

@@ -35,7 +35,7 @@ __all__ = ["REPORT_FORMAT", "REPORT_METRICS", "report_bundle", "report_html", "l
 REPORT_FORMAT = "vxmem-report/1"
 REPORT_METRICS = ("hit", "recall", "rr", "ndcg", "stale_leak")  # the figures a report gives with intervals
 N_BOOT = 1000
-_PACKAGES = ("vxmem", "numpy", "usearch", "onnxruntime", "tokenizers", "pandas")
+_PACKAGES = ("vxmem", "numpy", "usearch", "onnxruntime", "pandas")  # vxmem tokenizes itself
 _EMBEDDED = re.compile(r'<script type="application/json" id="vxmem-report">(.*?)</script>', re.DOTALL)
 
 
