@@ -193,6 +193,12 @@ def drafts_user(drafts: Sequence[Draft]) -> str | None:
     return users.pop() if len(users) == 1 else None
 
 
+def drafts_session(drafts: Sequence[Draft]) -> str | None:
+    """The one session every draft belongs to (None: several, or none named)."""
+    sessions = {d.session for d in drafts}
+    return sessions.pop() if len(sessions) == 1 else None
+
+
 def write_draft(store: MemoryStore, d: Draft, vec: np.ndarray, tokens: int, named: list[str],
                 late: LateBits | None = None) -> str:
     """Store one drafted memory (``remember()``'s write, with its late-interaction token

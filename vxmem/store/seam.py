@@ -214,7 +214,8 @@ class MemoryStore(Protocol):
         block reads only that user's memories; ``nearest``: the block is a recall of that
         query across users (a store may then hold only the memories nearest it);
         ``owner_of``: the block reads only the memories of the user that memory belongs to;
-        ``session`` (no user): only that session's memories."""
+        ``session``: only that session's memories (with ``user``: the user's and the session's,
+        whoever's)."""
         ...
 
     def transaction(self) -> AbstractContextManager[MemoryWrites]:

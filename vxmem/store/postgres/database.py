@@ -26,7 +26,7 @@ from ..lexical.search import LexicalSearch
 from ..mirror.bulk import fill
 from ..mirror.mirror import Mirror
 from ..sqlite.jsonio import loads_all
-from . import ALL, Scope, corpus, schema, shown_url, split_options
+from . import ALL, Scope, corpus, schema, scope_parts, shown_url, split_options
 from .connection import adapt_vectors, connect, leave_pool, shared_pool
 from .lexical import LocalFts
 from .portable import PgRows
@@ -216,15 +216,18 @@ class PgDatabase:
     def _generation_now(self) -> int | None:
         """``vx_meta``'s generation (one round trip). A connection the server ended (a restart,
         an administrator) is opened again, once: the change log then says what this handle missed."""
-        query = "SELECT value FROM vx_meta WHERE key = 'generation'"
+        row = self._first_read("SELECT value FROM vx_meta WHERE key = 'generation'")
+        return None if row is None else int(row[0])
+
+    def _first_read(self, query: str, args: tuple[Any, ...] = ()) -> Any:
+        """The row of a block's first query: on a connection the server ended, opened again, once."""
         try:
-            row = self.conn.execute(query).fetchone()
+            return self.conn.execute(query, args).fetchone()
         except psycopg.OperationalError:
             if not self.conn.broken:
                 raise
             self._reconnect()
-            row = self.conn.execute(query).fetchone()
-        return None if row is None else int(row[0])
+            return self.conn.execute(query, args).fetchone()
 
     def refresh_scopes(self, mirrors: Mapping[Scope, Mirror], load: Sequence[Scope],
                        token_counter: Callable[[str], int]) -> dict[Scope, Ops | Mirror] | None:
@@ -261,15 +264,25 @@ class PgDatabase:
         return out
 
     def _rows_of(self, scope: Scope) -> list[Any]:
-        """Every document of ``scope`` (the whole collection, or one user's: an index scan), in rowid order."""
+        """Every document of ``scope`` (the whole collection; or one user's, one session's, or
+        both's: index scans), in rowid order."""
         cur = self.conn.cursor(binary=True)
         if scope is ALL:
             return cur.execute(f"SELECT {_DOC_COLUMNS} FROM vx_docs ORDER BY rowid").fetchall()
-        if isinstance(scope, tuple):  # ("session", its key)
-            return cur.execute(f"SELECT {_DOC_COLUMNS} FROM vx_docs WHERE session_key = %s ORDER BY rowid",
-                               (scope[1],)).fetchall()
-        return cur.execute(f"SELECT {_DOC_COLUMNS} FROM vx_docs WHERE user_id = %s ORDER BY rowid",
-                           (scope,)).fetchall()
+        user, key = scope_parts(scope)
+        where = "user_id = %s OR session_key = %s" if user is not None and key is not None else \
+            "user_id = %s" if key is None else "session_key = %s"
+        return cur.execute(f"SELECT {_DOC_COLUMNS} FROM vx_docs WHERE {where} ORDER BY rowid",
+                           [x for x in (user, key) if x is not None]).fetchall()
+
+    def session_alone(self, user: str, key: str) -> tuple[int, bool]:
+        """The generation, and whether the session of ``key`` holds no document but ``user``'s
+        then (one statement, so one snapshot: both answers hold at that generation)."""
+        row = self._first_read("SELECT (SELECT value::bigint FROM vx_meta WHERE key = 'generation'), NOT EXISTS "
+                               "(SELECT 1 FROM vx_docs WHERE session_key = %s AND user_id IS DISTINCT FROM %s)",
+                               (key, user))
+        assert row is not None
+        return int(row[0]), bool(row[1])
 
     def _ops_since(self, mirrors: Mapping[Scope, Mirror], generation: int,
                    token_counter: Callable[[str], int]) -> dict[Scope, Ops]:
@@ -279,8 +292,9 @@ class PgDatabase:
         # One query: every touched rowid, with its row when the document is still there (and
         # belongs to a scope followed here: another user's row reads as gone, which it is to them).
         every = ALL in mirrors
-        users = [s for s in mirrors if isinstance(s, str)]
-        sessions = [s[1] for s in mirrors if isinstance(s, tuple)]
+        parts = [scope_parts(s) for s in mirrors if s is not ALL]
+        users = [u for u, _ in parts if u is not None]
+        sessions = [k for _, k in parts if k is not None]
         got = self.conn.cursor(binary=True).execute(
             f"SELECT c.doc, {', '.join('d.' + c for c in _DOC_COLUMNS.split(', '))}, d.user_id, d.session_key "
             "FROM (SELECT DISTINCT doc FROM vx_changes WHERE generation > %s) c LEFT JOIN vx_docs d ON d.rowid = c.doc"
@@ -291,8 +305,9 @@ class PgDatabase:
         metas = loads_all([r[3] for r in rows])
         out: dict[Scope, Ops] = {}
         for scope, mirror in mirrors.items():
+            user, key = (None, None) if scope is ALL else scope_parts(scope)
             mine = [(r, meta) for r, meta in zip(rows, metas)
-                    if scope is ALL or r[6] == scope or (isinstance(scope, tuple) and r[7] == scope[1])]
+                    if scope is ALL or (user is not None and r[6] == user) or (key is not None and r[7] == key)]
             ops = self._scope_ops(mirror, touched, mine, token_counter)
             if ops is not None:
                 out[scope] = ops
