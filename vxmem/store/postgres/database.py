@@ -295,10 +295,15 @@ class PgDatabase:
         parts = [scope_parts(s) for s in mirrors if s is not ALL]
         users = [u for u, _ in parts if u is not None]
         sessions = [k for _, k in parts if k is not None]
+        # Each touched row is found by its rowid, and the scopes are tested in the select list: as
+        # a join condition the planner would fetch every row of the followed users to join them.
+        mine = "true" if every else "(d.user_id = ANY(%s) OR d.session_key = ANY(%s))"
+        picked = ", ".join(f"CASE WHEN t.mine THEN t.{c} END" for c in [*_DOC_COLUMNS.split(", "), "user_id",
+                                                                         "session_key"])
         got = self.conn.cursor(binary=True).execute(
-            f"SELECT c.doc, {', '.join('d.' + c for c in _DOC_COLUMNS.split(', '))}, d.user_id, d.session_key "
-            "FROM (SELECT DISTINCT doc FROM vx_changes WHERE generation > %s) c LEFT JOIN vx_docs d ON d.rowid = c.doc"
-            + ("" if every else " AND (d.user_id = ANY(%s) OR d.session_key = ANY(%s))") + " ORDER BY c.doc",
+            "WITH c AS MATERIALIZED (SELECT DISTINCT doc FROM vx_changes WHERE generation > %s) "
+            f"SELECT c.doc, {picked} FROM c LEFT JOIN (SELECT d.*, {mine} AS mine FROM vx_docs d "
+            "WHERE d.rowid = ANY(ARRAY(SELECT doc FROM c))) t ON t.rowid = c.doc ORDER BY c.doc",
             (generation,) if every else (generation, users, sessions)).fetchall()
         touched = [r[0] for r in got]
         rows = [r[1:] for r in got if r[1] is not None]

@@ -1,0 +1,132 @@
+"""PostgreSQL scope=user: a call for one user's (or one session's) memories reads only that scope's rows.
+
+Many users in one database; PostgreSQL's own counter of the ``vx_docs`` rows the handle's
+connection read (``pg_stat_user_tables``, flushed with ``pg_stat_force_next_flush()``) says
+how many rows each call touched, and the file store is the oracle of every answer.
+"""
+
+import numpy as np
+import psycopg
+import pytest
+
+from vxmem import Vectrix
+from vxmem.core.keys import K_SESSION, K_USER
+
+from helpers import DAY, T0
+
+HOUR = 3600.0
+USERS = [f"u{i}" for i in range(30)]
+PER_USER = 24  # 720 memories, 3 sessions per user
+WORDS = "tea coffee paris lyon dark light mode cat dog train bike rain snow".split()
+
+
+def scoped(url):
+    return f"{url}{'&' if '?' in url else '?'}scope=user"
+
+
+def _items():
+    rng = np.random.default_rng(3)
+    out = []
+    for u, user in enumerate(USERS):
+        for j in range(PER_USER):
+            out.append({"text": " ".join(rng.choice(WORDS, 4)) + f" {user} n{j}", "user": user,
+                        "session": f"{user}-s{j % 3}", "id": f"{user}.{j}", "timestamp": T0 + (u * PER_USER + j) * 60.0,
+                        "kind": "pinned" if j == 5 else "fact" if j % 4 == 0 else None})
+    # a session two users share: u0's context of it holds u1's turns too
+    out += [{"text": f"lobby talk {i} about tea", "user": USERS[i % 2], "session": "lobby", "id": f"lobby.{i}",
+             "timestamp": T0 + DAY * 20 + i} for i in range(6)]
+    return out
+
+
+def _counter(conn):
+    row = conn.execute("SELECT seq_tup_read + coalesce(idx_tup_fetch, 0) FROM pg_stat_user_tables "
+                       "WHERE relname = 'vx_docs'").fetchone()
+    return int(row[0])
+
+
+def rows_read(pg, stats, call):
+    """``call()``'s answer, and the ``vx_docs`` rows the handle's connection read making it."""
+    own = pg.engine.database.conn
+    own.execute("SELECT pg_stat_force_next_flush()")  # its earlier reads counted before the call
+    before = _counter(stats)
+    got = call()
+    pg.engine.database.conn.execute("SELECT pg_stat_force_next_flush()")
+    return got, _counter(stats) - before
+
+
+@pytest.fixture
+def stores(pg_url, tmp_path, word_embedder):
+    items = _items()
+    with Vectrix(pg_url, embedder=word_embedder) as writer:
+        writer.remember_many(items)
+    with Vectrix(tmp_path / "f.db", embedder=word_embedder) as oracle, \
+            Vectrix(scoped(pg_url), embedder=word_embedder) as pg, \
+            psycopg.connect(pg_url, autocommit=True) as stats:
+        oracle.remember_many(items)
+        yield oracle, pg, stats, len(items)
+
+
+def _block(b):
+    return ([r.id for r in b.pinned], [r.id for r in b.recent], [r.id for r in b.recalled],
+            [r.score for r in b.recalled], b.tokens_used)
+
+
+CALLS = {
+    "count of a user": lambda db: db.count({K_USER: "u7"}),
+    "scan of a user": lambda db: [r.id for r in db.scan({K_USER: "u7", K_SESSION: "u7-s1"})],
+    "scan of a session": lambda db: [r.id for r in db.scan({K_SESSION: "u9-s2"})],
+    "search in a user's": lambda db: db.search("tea dog", filter={K_USER: "u8"}, mode="hybrid").ids,
+    "context of a user's session": lambda db: _block(db.context("tea dog", session="u3-s0", user="u3",
+                                                                now=T0 + DAY * 30)),
+    "context of a user": lambda db: _block(db.context("rain bike", user="u4", now=T0 + DAY * 30)),
+    "context of a session": lambda db: _block(db.context("cat mode", session="u5-s1", now=T0 + DAY * 30)),
+    "context of a shared session": lambda db: _block(db.context("lobby tea", session="lobby", user="u0",
+                                                                now=T0 + DAY * 30)),
+}
+
+
+@pytest.mark.parametrize("name", list(CALLS))
+def test_a_scoped_call_reads_its_scopes_rows_only_and_answers_as_the_file_store(stores, name):
+    oracle, pg, stats, total = stores
+    want = CALLS[name](oracle)
+    got, read = rows_read(pg, stats, lambda: CALLS[name](pg))
+    assert got[:-2] == want[:-2] if name.startswith("context") else got == want
+    if name.startswith("context"):
+        assert np.allclose(got[-2], want[-2], rtol=0, atol=1e-6) and got[-1] == want[-1]
+    assert 0 < read <= 2 * PER_USER + 6, f"{name} read {read} of {total} rows"
+    assert None not in pg.engine.scopes.states  # the whole collection was never read
+
+
+def test_the_scoped_reads_are_the_scopes_not_every_row(stores):
+    """The counter can fail: a call naming no user reads every row."""
+    _, pg, stats, total = stores
+    n, read = rows_read(pg, stats, lambda: len(pg))
+    assert n == total and read >= total
+
+
+def test_a_shared_session_is_read_with_the_user_and_followed(stores, word_embedder):
+    oracle, pg, stats, _ = stores
+    ask = CALLS["context of a shared session"]
+    assert ask(pg)[:3] == ask(oracle)[:3]
+    assert ("joint", "u0", '"lobby"') in pg.engine.scopes.states  # u1 wrote there: u0's rows alone would miss them
+    ask(pg)
+    _, read = rows_read(pg, stats, lambda: CALLS["context of a user's session"](pg))
+    assert "u3" in pg.engine.scopes.states and ("joint", "u3", '"u3-s0"') not in pg.engine.scopes.states
+    for db in (oracle, pg):  # a turn of u1's in the shared session: the kept joint mirror follows it
+        db.remember("lobby news about tea and snow", user="u1", session="lobby", id="news",
+                    timestamp=T0 + DAY * 21)
+    assert ask(pg)[:3] == ask(oracle)[:3]
+
+
+def test_writes_and_lookups_by_id_read_the_memorys_user(stores):
+    oracle, pg, stats, _ = stores
+    target = next(r.id for r in oracle.scan({K_USER: "u11"}))
+    for db in (oracle, pg):
+        db.update_metadata(target, {"note": "checked"})
+    got, read = rows_read(pg, stats, lambda: (target in pg, pg.get(target).metadata["note"]))
+    assert got == (True, "checked") and read <= PER_USER + 2
+    ids, read = rows_read(pg, stats, lambda: pg.remember_many(
+        ["u12 likes snow", "u12 rides a bike"], user="u12", session="u12-s0", timestamp=T0 + DAY * 25))
+    assert read <= PER_USER + 4
+    assert [r.id for r in pg.scan({K_USER: "u12"})][-2:] == ids
+    assert set(pg.engine.scopes.states) == {"u11", "u12"}
