@@ -130,3 +130,16 @@ def test_writes_and_lookups_by_id_read_the_memorys_user(stores):
     assert read <= PER_USER + 4
     assert [r.id for r in pg.scan({K_USER: "u12"})][-2:] == ids
     assert set(pg.engine.scopes.states) == {"u11", "u12"}
+
+
+def test_remember_many_of_several_users_reads_theirs_alone(stores):
+    oracle, pg, stats, _ = stores
+    items = [{"text": f"{u} walks a dog in the snow", "user": u, "session": f"{u}-s2", "id": f"{u}.new"}
+             for u in ("u20", "u21", "u22")]
+    want = oracle.remember_many(items, timestamp=T0 + DAY * 26)
+    got, read = rows_read(pg, stats, lambda: pg.remember_many(items, timestamp=T0 + DAY * 26))
+    assert got == want
+    assert read <= 2 * 3 * PER_USER + 3  # their rows, read for the check before embedding and for the write
+    assert set(pg.engine.scopes.states) == set()  # read for the write alone, kept by no one
+    for u in ("u20", "u21", "u22"):
+        assert [r.metadata for r in pg.scan({K_USER: u})] == [r.metadata for r in oracle.scan({K_USER: u})]

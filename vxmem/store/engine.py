@@ -200,14 +200,15 @@ class Engine(StateParts):
         """Whether :meth:`close` has run."""
         return self._closed
 
-    def locked(self, user: str | None = None, nearest: str | None = None, owner_of: str | None = None,
-               session: str | None = None) -> _Locked:
+    def locked(self, user: str | tuple[str, ...] | None = None, nearest: str | None = None,
+               owner_of: str | None = None, session: str | None = None) -> _Locked:
         """A context manager: hold the collection's lock, check it is open, bring a
         read-only handle up to date (in the outermost block only), and give the
         :class:`Mirror`. Positions read from it stay valid inside the block. Re-entrant,
         like the lock.
 
-        ``user``: the block reads only that user's memories; ``nearest``: the block is a
+        ``user``: the block reads only that user's memories (a tuple: those users', read for
+        the block alone); ``nearest``: the block is a
         recall of that query across every user; ``owner_of``: it reads the memories of the user
         the memory of that id belongs to; ``session``: only that session's memories (with a
         user, the user's and the session's, whoever's). A scoped PostgreSQL handle then gives
@@ -217,8 +218,8 @@ class Engine(StateParts):
             return self._locked_block
         return _Locked(self, (user, nearest, owner_of, session))
 
-    def _enter(self, user: str | None = None, nearest: str | None = None, owner_of: str | None = None,
-               session: str | None = None) -> Mirror:
+    def _enter(self, user: str | tuple[str, ...] | None = None, nearest: str | None = None,
+               owner_of: str | None = None, session: str | None = None) -> Mirror:
         if os.getpid() != self._pid:  # before the lock: a fork may have copied it held
             raise ForkedHandleError(
                 f"this {type(self).__name__} was opened by process {self._pid}, not this one ({os.getpid()}); "
@@ -244,7 +245,7 @@ class Engine(StateParts):
             raise
         return self.mirror
 
-    def _enter_scope(self, user: str | None, nearest: str | None, session: str | None = None,
+    def _enter_scope(self, user: str | tuple[str, ...] | None, nearest: str | None, session: str | None = None,
                      load: bool = True) -> None:
         """Bring every scope kept up to what writers committed, read ``user``'s (``session``'s
         when no user, both's when both; every row when neither) if it is not kept yet, and make it the one read

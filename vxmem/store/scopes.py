@@ -26,10 +26,13 @@ MAX_SCOPES = 1024  # users' mirrors a scoped handle keeps at most (the least rec
 ALONE_TRIES = 3  # checks that a session is one user's alone, each undone by a write meanwhile, before reading both
 
 
-def scope_of(user: str | None, session: str | None, nearest: str | None) -> Any:
+def scope_of(user: str | tuple[str, ...] | None, session: str | None, nearest: str | None) -> Any:
     """The scope a block reads: a user's (a str); a session's (("session", its key)); one user's
-    with one session's, whoever wrote there (("joint", the user, the session's key)); every
-    row (None); or, ``nearest`` naming neither, the rows nearest a query (False)."""
+    with one session's, whoever wrote there (("joint", the user, the session's key)); several
+    users' (("users", each user), read for the one block); every row (None); or, ``nearest``
+    naming neither, the rows nearest a query (False)."""
+    if isinstance(user, tuple):
+        return ("users", *user)
     if user is None:
         return ("session", session_key(session)) if session is not None else False if nearest else None
     return user if session is None else ("joint", user, session_key(session))
@@ -143,7 +146,9 @@ class Scopes:
 
     def use(self, scope: Any) -> ScopeState:
         """The state of ``scope`` (kept), now the most recently read; the least recently read
-        past the limit are dropped."""
+        past the limit are dropped. Several users' state is not kept: it is read for one block."""
+        if isinstance(scope, tuple) and scope[0] == "users":
+            return self.states.pop(scope)
         self.states.move_to_end(scope)
         while len(self.states) > self.limit:
             _, old = self.states.popitem(last=False)

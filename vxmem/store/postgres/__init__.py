@@ -17,7 +17,8 @@ if TYPE_CHECKING:
 
 URL_SCHEMES = ("postgresql://", "postgres://")
 # The rows a mirror holds: ALL (the whole collection), one user's (a str), one session's
-# (("session", its key)), or one user's and one session's (("joint", the user, the session's key)).
+# (("session", its key)), one user's and one session's (("joint", the user, the session's key)),
+# or several users' (("users", each user), read for one block and not followed).
 Scope = str | tuple[str, ...] | None
 ALL: Scope = None
 # The URL's parameters that are vxmem's, not libpq's (taken out before connecting):

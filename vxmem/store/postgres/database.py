@@ -269,6 +269,9 @@ class PgDatabase:
         cur = self.conn.cursor(binary=True)
         if scope is ALL:
             return cur.execute(f"SELECT {_DOC_COLUMNS} FROM vx_docs ORDER BY rowid").fetchall()
+        if isinstance(scope, tuple) and scope[0] == "users":  # (for one write of theirs)
+            return cur.execute(f"SELECT {_DOC_COLUMNS} FROM vx_docs WHERE user_id = ANY(%s) ORDER BY rowid",
+                               (list(scope[1:]),)).fetchall()
         user, key = scope_parts(scope)
         where = "user_id = %s OR session_key = %s" if user is not None and key is not None else \
             "user_id = %s" if key is None else "session_key = %s"
@@ -297,12 +300,12 @@ class PgDatabase:
         sessions = [k for _, k in parts if k is not None]
         # Each touched row is found by its rowid, and the scopes are tested in the select list: as
         # a join condition the planner would fetch every row of the followed users to join them.
-        mine = "true" if every else "(d.user_id = ANY(%s) OR d.session_key = ANY(%s))"
+        ours = "true" if every else "(d.user_id = ANY(%s) OR d.session_key = ANY(%s))"
         picked = ", ".join(f"CASE WHEN t.mine THEN t.{c} END" for c in [*_DOC_COLUMNS.split(", "), "user_id",
                                                                          "session_key"])
         got = self.conn.cursor(binary=True).execute(
             "WITH c AS MATERIALIZED (SELECT DISTINCT doc FROM vx_changes WHERE generation > %s) "
-            f"SELECT c.doc, {picked} FROM c LEFT JOIN (SELECT d.*, {mine} AS mine FROM vx_docs d "
+            f"SELECT c.doc, {picked} FROM c LEFT JOIN (SELECT d.*, {ours} AS mine FROM vx_docs d "
             "WHERE d.rowid = ANY(ARRAY(SELECT doc FROM c))) t ON t.rowid = c.doc ORDER BY c.doc",
             (generation,) if every else (generation, users, sessions)).fetchall()
         touched = [r[0] for r in got]
