@@ -143,3 +143,11 @@ def test_remember_many_of_several_users_reads_theirs_alone(stores):
     assert set(pg.engine.scopes.states) == set()  # read for the write alone, kept by no one
     for u in ("u20", "u21", "u22"):
         assert [r.metadata for r in pg.scan({K_USER: u})] == [r.metadata for r in oracle.scan({K_USER: u})]
+
+
+def test_forgetting_a_session_reads_that_sessions_rows(stores):
+    oracle, pg, stats, _ = stores
+    want = oracle.forget(session="u14-s1", kinds=("turn", "fact"), now=T0 + DAY * 30)
+    got, read = rows_read(pg, stats, lambda: pg.forget(session="u14-s1", kinds=("turn", "fact"), now=T0 + DAY * 30))
+    assert got == want > 0 and read <= PER_USER
+    assert [r.id for r in pg.scan({K_USER: "u14"})] == [r.id for r in oracle.scan({K_USER: "u14"})]

@@ -417,7 +417,8 @@ class ConversationMemory(MemoryReading[CollectionT]):
         check_bool(superseded, "superseded")
         now_ts = to_epoch(now)
         cutoff = days_to_seconds(older_than, now_ts)
-        with self.store.locked(user=user) as m:
+        one = session if user is None and isinstance(session, str) else None  # (its links stay in it)
+        with self.store.locked(user=user, session=one) as m:
             pos = m.keep_matching(m.select(any_if_none(session), kinds, user=user), flt)
             if cutoff is not None:
                 pos = pos[m.ts[pos] < cutoff]
