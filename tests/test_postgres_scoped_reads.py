@@ -129,7 +129,9 @@ def test_writes_and_lookups_by_id_read_the_memorys_user(stores):
         ["u12 likes snow", "u12 rides a bike"], user="u12", session="u12-s0", timestamp=T0 + DAY * 25))
     assert read <= PER_USER + 4
     assert [r.id for r in pg.scan({K_USER: "u12"})][-2:] == ids
-    assert set(pg.engine.scopes.states) == {"u11", "u12"}
+    gone, read = rows_read(pg, stats, lambda: pg.delete("u13.4"))
+    assert gone == 1 and read <= PER_USER + 2 and "u13.4" not in pg
+    assert set(pg.engine.scopes.states) == {"u11", "u12", "u13"}
 
 
 def test_remember_many_of_several_users_reads_theirs_alone(stores):

@@ -246,7 +246,7 @@ class Collection:
     def delete(self, ids: str | Sequence[str]) -> int:
         """Delete documents by id (one, or a list); unknown ids are ignored. Returns how many went."""
         ids = check_ids(ids)
-        with self.engine.locked() as m:
+        with self.engine.locked(owner_of=ids[0] if len(set(ids)) == 1 else None) as m:
             present = list(dict.fromkeys(i for i in ids if i in m.pos_of_id))
             if not present:
                 return 0
