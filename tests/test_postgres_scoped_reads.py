@@ -132,6 +132,11 @@ def test_writes_and_lookups_by_id_read_the_memorys_user(stores):
     gone, read = rows_read(pg, stats, lambda: pg.delete("u13.4"))
     assert gone == 1 and read <= PER_USER + 2 and "u13.4" not in pg
     assert set(pg.engine.scopes.states) == {"u11", "u12", "u13"}
+    missing, read = rows_read(pg, stats, lambda: ("nobody.1" in pg, pg.get("u13.5").id))
+    assert missing == (False, "u13.5") and read <= 2  # an id that names nothing reads no rows
+    with pytest.raises(KeyError):
+        pg.feedback("nobody.1", "useful")
+    assert None not in pg.engine.scopes.states
 
 
 def test_remember_many_of_several_users_reads_theirs_alone(stores):
@@ -153,3 +158,47 @@ def test_forgetting_a_session_reads_that_sessions_rows(stores):
     got, read = rows_read(pg, stats, lambda: pg.forget(session="u14-s1", kinds=("turn", "fact"), now=T0 + DAY * 30))
     assert got == want > 0 and read <= PER_USER
     assert [r.id for r in pg.scan({K_USER: "u14"})] == [r.id for r in oracle.scan({K_USER: "u14"})]
+
+
+def test_following_other_users_writes_fetches_none_of_their_rows(stores, pg_url, word_embedder):
+    _, pg, stats, _ = stores
+    assert pg.count({K_USER: "u7"}) == PER_USER  # u7's rows kept, then followed
+    with Vectrix(scoped(pg_url), embedder=word_embedder) as other:  # another process, writing for u26 and u7
+        other.remember_many([f"u26 note {i} about rain" for i in range(20)], user="u26", session="u26-s0",
+                            timestamp=T0 + DAY * 27)
+        other.remember("u7 now likes snow", user="u7", session="u7-s0", timestamp=T0 + DAY * 27)
+        other.engine.database.conn.execute("SELECT pg_stat_force_next_flush()")  # its reads counted now
+    n, read = rows_read(pg, stats, lambda: pg.count({K_USER: "u7"}))
+    assert n == PER_USER + 1
+    assert read == 1  # u7's new row; none of u26's 20
+
+
+def test_a_schema_2_change_log_is_migrated_and_its_rows_fetched(pg_url, word_embedder):
+    with Vectrix(scoped(pg_url), embedder=word_embedder) as pg, \
+            Vectrix(scoped(pg_url), embedder=word_embedder) as writer:
+        writer.remember("ann likes tea", user="ann", session="a", timestamp=T0)
+        assert pg.count({K_USER: "ann"}) == 1  # ann's rows kept, at this generation
+        with psycopg.connect(pg_url, autocommit=True) as conn:  # back to schema 2: no scope in the change log
+            conn.execute("ALTER TABLE vx_changes DROP COLUMN user_id, DROP COLUMN session_key")
+            conn.execute("UPDATE vx_meta SET value = '2' WHERE key = 'schema_version'")
+            conn.execute("INSERT INTO vx_docs (id, text, metadata, vector, user_id, session_key) SELECT 'x', "
+                         "'ann likes snow', replace(metadata, 'tea', 'snow'), vector, user_id, session_key "
+                         "FROM vx_docs")  # a write logged by a process of schema 2
+            conn.execute("UPDATE vx_meta SET value = (value::bigint + 1)::text WHERE key = 'generation'")
+            conn.execute("INSERT INTO vx_changes (generation, doc, op) SELECT value::bigint, "
+                         "(SELECT rowid FROM vx_docs WHERE id = 'x'), 'insert' FROM vx_meta WHERE key = 'generation'")
+    with Vectrix(scoped(pg_url), embedder=word_embedder) as again:  # migrates: the columns come back, empty
+        again.remember("bob likes rain", user="bob", session="b", timestamp=T0 + 1)
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            assert conn.execute("SELECT value FROM vx_meta WHERE key = 'schema_version'").fetchone()[0] == "3"
+            logged = conn.execute("SELECT user_id, session_key FROM vx_changes ORDER BY generation").fetchall()
+        assert logged[-1] == ("bob", '"b"') and logged[-2] == (None, None)
+        assert [r.text for r in again.scan({K_USER: "ann"})] == ["ann likes tea", "ann likes snow"]
+        with psycopg.connect(pg_url, autocommit=True) as conn:  # a process of schema 2, still running, writes
+            conn.execute("INSERT INTO vx_docs (id, text, metadata, vector, user_id, session_key) SELECT 'y', "
+                         "'ann likes rain', replace(metadata, 'snow', 'rain'), vector, user_id, session_key "
+                         "FROM vx_docs WHERE id = 'x'")
+            conn.execute("UPDATE vx_meta SET value = (value::bigint + 1)::text WHERE key = 'generation'")
+            conn.execute("INSERT INTO vx_changes (generation, doc, op) SELECT value::bigint, "
+                         "(SELECT rowid FROM vx_docs WHERE id = 'y'), 'insert' FROM vx_meta WHERE key = 'generation'")
+        assert [r.text for r in again.scan({K_USER: "ann"})][-1] == "ann likes rain"  # followed, not read afresh

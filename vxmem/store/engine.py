@@ -233,7 +233,7 @@ class Engine(StateParts):
             # (or replace it) under positions the outer block is still holding.
             if self._depth == 1 and self.scopes is not None:
                 if user is None and owner_of is not None:
-                    user = cast("PgDatabase", self.database).owner(owner_of)
+                    user, session = cast("PgDatabase", self.database).owner(owner_of)
                 self._enter_scope(user, nearest, session)
             elif self._depth == 1 and self.database.follows_writers:
                 self._catch_up()

@@ -11,6 +11,7 @@ other on its next read.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -303,11 +304,15 @@ class PgDatabase:
         ours = "true" if every else "(d.user_id = ANY(%s) OR d.session_key = ANY(%s))"
         picked = ", ".join(f"CASE WHEN t.mine THEN t.{c} END" for c in [*_DOC_COLUMNS.split(", "), "user_id",
                                                                          "session_key"])
+        # The change log names each change's user and session: only the rows it may put in a
+        # followed scope are fetched (the others are gone from every mirror here).
+        fetch = "true" if every else ("bool_or(user_id = ANY(%s) OR session_key = ANY(%s) OR "
+                                      "(user_id IS NULL AND session_key IS NULL))")
         got = self.conn.cursor(binary=True).execute(
-            "WITH c AS MATERIALIZED (SELECT DISTINCT doc FROM vx_changes WHERE generation > %s) "
-            f"SELECT c.doc, {picked} FROM c LEFT JOIN (SELECT d.*, {ours} AS mine FROM vx_docs d "
-            "WHERE d.rowid = ANY(ARRAY(SELECT doc FROM c))) t ON t.rowid = c.doc ORDER BY c.doc",
-            (generation,) if every else (generation, users, sessions)).fetchall()
+            f"WITH c AS MATERIALIZED (SELECT doc, {fetch} AS wanted FROM vx_changes WHERE generation > %s "
+            f"GROUP BY doc) SELECT c.doc, {picked} FROM c LEFT JOIN (SELECT d.*, {ours} AS mine FROM vx_docs d "
+            "WHERE d.rowid = ANY(ARRAY(SELECT doc FROM c WHERE wanted))) t ON t.rowid = c.doc ORDER BY c.doc",
+            (generation,) if every else (users, sessions, generation, users, sessions)).fetchall()
         touched = [r[0] for r in got]
         rows = [r[1:] for r in got if r[1] is not None]
         metas = loads_all([r[3] for r in rows])
@@ -344,10 +349,15 @@ class PgDatabase:
                 return None
         return ops + inserts  # deletions first (an id may be taken again by a new row), then updates
 
-    def owner(self, id: str) -> str | None:
-        """The user the document ``id`` belongs to (None: no one's, or no such document)."""
-        row = self.conn.execute("SELECT user_id FROM vx_docs WHERE id = %s", (id,)).fetchone()
-        return None if row is None else row[0]
+    def owner(self, id: str) -> tuple[str | tuple[str, ...] | None, str | None]:
+        """The user and the session whose rows hold what a read of the document ``id`` reads:
+        its user's; its session's when it has no user (its corrections and the facts it
+        contradicts share its session); (None, None): every row, for a document of neither;
+        ((), None): none, for no such document (one that comes meanwhile came after the read)."""
+        row = self.conn.execute("SELECT user_id, session_key FROM vx_docs WHERE id = %s", (id,)).fetchone()
+        if row is None:
+            return (), None
+        return (row[0], None) if row[0] is not None else (None, None if row[1] is None else json.loads(row[1]))
 
     def nearest(self, q: np.ndarray, token_counter: Callable[[str], int]) -> Mirror:
         """The ``nearest_rows`` documents nearest the unit vector ``q`` by cosine, found by the
