@@ -208,11 +208,11 @@ class Engine(StateParts):
         like the lock.
 
         ``user``: the block reads only that user's memories (a tuple: those users', read for
-        the block alone); ``nearest``: the block is a
-        recall of that query across every user; ``owner_of``: it reads the memories of the user
-        the memory of that id belongs to; ``session``: only that session's memories (with a
-        user, the user's and the session's, whoever's). A scoped PostgreSQL handle then gives
-        the mirror of those rows alone, or of the rows nearest the query by the database's HNSW index (approximate);
+        the block alone); ``nearest``: the block is a recall of that query across every user;
+        ``owner_of``: it reads the memories of the user the memory of that id belongs to;
+        ``session``: only that session's memories (with a user, the user's and the
+        session's, whoever's). A scoped PostgreSQL handle then gives the mirror of those rows
+        alone, or of the rows nearest the query by the database's HNSW index (approximate);
         any other handle, its one mirror. The outermost block's arguments count."""
         if user is None and nearest is None and owner_of is None and session is None:
             return self._locked_block
@@ -248,8 +248,8 @@ class Engine(StateParts):
     def _enter_scope(self, user: str | tuple[str, ...] | None, nearest: str | None, session: str | None = None,
                      load: bool = True) -> None:
         """Bring every scope kept up to what writers committed, read ``user``'s (``session``'s
-        when no user, both's when both; every row when neither) if it is not kept yet, and make it the one read
-        (a scoped handle's outermost block); ``nearest`` (neither): a transient scope of the
+        when no user, both's when both; every row when neither) if it is not kept yet, and
+        make it the one read (a scoped handle's outermost block); ``nearest`` (neither): a transient scope of the
         rows nearest that query instead. ``load=False``: bring the kept ones up, keep the one read."""
         assert self.scopes is not None
         db = cast("PgDatabase", self.database)
