@@ -15,7 +15,8 @@ memories, as many as each user has in PostgreSQL. Then, call by call in turn:
 - a user's recall on PostgreSQL (``scope=user``, the user's rows already read) and on that
   file, and a user's first recall on PostgreSQL (the user's rows read through the index);
 - a remember by one user on each;
-- a recall naming no user on PostgreSQL (the rows nearest the query by pgvector's HNSW index).
+- a recall naming no user on PostgreSQL (the rows nearest the query by pgvector's HNSW index);
+- a user's ``context()`` of one of their sessions, ``count()`` and ``scan()`` of their memories.
 
 Then recall@10 of pgvector's HNSW search against the exact (sequential) one over every
 memory, at several ``hnsw.ef_search``; each per-request database query timed alone; the
@@ -41,6 +42,7 @@ from benchmarks.bench_postgres import server
 from benchmarks.corpora import T0, Lookup, WordsEmbedder, query, sentence
 from benchmarks.harness import Report, flags, interleaved, paired_rows, percentiles, rss_mb, timed
 from vxmem import Vectrix
+from vxmem.core.keys import K_USER
 from vxmem.store.postgres.database import NEAREST
 
 NOW = T0 + 400 * 86400.0  # the recalls' moment: after every memory, the timed writes' included (a recall of
@@ -102,6 +104,14 @@ def latency(args: argparse.Namespace, url: str, items: list[dict[str, Any]], tex
                                                             session=f"{warm[i % len(warm)]}-s0",
                                                             timestamp=NOW - 3600 + i),
         "recall across users (HNSW)|postgres": lambda i: pg.recall(queries[i], now=NOW),
+        "a user's context (one session's)|file": lambda i: file.context(queries[i], user="user0",
+                                                                       session="user0-s0", now=NOW),
+        "a user's context (one session's)|postgres": lambda i: pg.context(
+            queries[i], user=warm[i % len(warm)], session=f"{warm[i % len(warm)]}-s0", now=NOW),
+        "a user's count|file": lambda i: file.count({K_USER: "user0"}),
+        "a user's count|postgres": lambda i: pg.count({K_USER: warm[i % len(warm)]}),
+        "a user's scan|file": lambda i: list(file.scan({K_USER: "user0"})),
+        "a user's scan|postgres": lambda i: list(pg.scan({K_USER: warm[i % len(warm)]})),
     }
     got = interleaved(calls, args.rounds)
     file.close()

@@ -82,7 +82,7 @@ def consolidate(store: MemoryStore, session: str | None, summarize: Summarizer, 
     partial report as ``.report``.
     """
     report = ConsolidationReport(session=session)
-    with store.locked() as m:
+    with store.locked(session=session) as m:
         pos = m.select(session, (KIND_TURN,), live_at=now_ts, include_superseded=False)
         ordered = np.array(m.in_turn_order(pos), dtype=np.int64)
         if keep_recent:
@@ -94,7 +94,7 @@ def consolidate(store: MemoryStore, session: str | None, summarize: Summarizer, 
         ids = [m.ids[p] for p in ordered.tolist() if K_CONSOLIDATED_INTO not in m.metas[p]]
     try:
         if delete and done:
-            _drop_consolidated(store, done, report)
+            _drop_consolidated(store, session, done, report)
         for i in range(0, len(ids), batch_turns):
             _batch(store, ids[i:i + batch_turns], summarize, kind, session, delete, ttl_days, report)
         report.completed = True
@@ -123,9 +123,10 @@ def _unconsumed(m: MemoryView, id: str) -> bool:
             and K_CONSOLIDATED_INTO not in m.metas[p])
 
 
-def _drop_consolidated(store: MemoryStore, turn_ids: list[str], report: ConsolidationReport) -> None:
+def _drop_consolidated(store: MemoryStore, session: str | None, turn_ids: list[str],
+                       report: ConsolidationReport) -> None:
     """Delete turns an earlier ``delete=False`` call already summarised (one transaction)."""
-    with store.locked() as m:
+    with store.locked(session=session) as m:
         gone = [i for i in turn_ids if i in m.pos_of_id and K_CONSOLIDATED_INTO in m.metas[m.pos_of_id[i]]]
         if not gone:
             return
@@ -137,7 +138,7 @@ def _drop_consolidated(store: MemoryStore, turn_ids: list[str], report: Consolid
 
 def _batch(store: MemoryStore, turn_ids: list[str], summarize: Summarizer, kind: str, session: str | None,
            delete: bool, ttl_days: float | None, report: ConsolidationReport) -> None:
-    with store.locked() as m:  # a snapshot of the batch; an earlier batch's commit may have renumbered it
+    with store.locked(session=session) as m:  # a snapshot of the batch: an earlier commit may have renumbered it
         if not all(_unconsumed(m, i) for i in turn_ids):
             report.batches_skipped += 1
             return
@@ -155,7 +156,7 @@ def _batch(store: MemoryStore, turn_ids: list[str], summarize: Summarizer, kind:
     vecs = store.embed(facts)
     fact_tokens = store.count_tokens(facts)
     ids = [uuid.uuid4().hex for _ in facts]
-    with store.locked() as m:
+    with store.locked(session=session) as m:
         if not all(_unconsumed(m, i) for i in turn_ids):  # changed while the summarizer ran
             report.batches_skipped += 1
             return

@@ -103,7 +103,8 @@ def assemble(store: MemoryStore, recall: Callable[[RecallRequest], Results], req
     now_ts, user, flt = request.now, request.user, request.filter
     assert now_ts is not None  # a request's time is fixed when it is made
     budget = _Budget(token_budget, store.token_counter)
-    with store.locked() as m:
+    # A user's block reads the user's memories and the session's (whoever's: its recent turns and pinned facts).
+    with store.locked(user=user, session=session if isinstance(session, str) else None) as m:
         pinned = _pinned(m, session, now_ts, user, flt)
         if pinned:  # never cut: paid for even past the budget
             budget.used["pinned"] = sum(budget.cost("pinned", r, first=i == 0) for i, r in enumerate(pinned))

@@ -81,6 +81,7 @@ from .draft import (
     Draft,
     LateBits,
     LateJob,
+    drafts_session,
     drafts_user,
     embed_in_batches,
     make_draft,
@@ -263,7 +264,7 @@ class ConversationMemory(MemoryReading[CollectionT]):
         if not (is_late(self.reranker) and self._reranking(None)):
             return None
         assert is_late(self.reranker)
-        with self.store.locked() as m:
+        with self.store.locked(user=drafts_user(drafts), session=drafts_session(drafts)) as m:
             contexts = write_contexts(m, drafts)
         own = [d.text for d in drafts]
         read = [context_text(c, d.text) for d, c in zip(drafts, contexts) if c is not None]
@@ -308,7 +309,7 @@ class ConversationMemory(MemoryReading[CollectionT]):
         memory written out of time order never supersedes one from its future. They are read
         under the lock; the judge is called after it is released.
         """
-        with self.store.locked() as m:
+        with self.store.locked(session=session) as m:  # the facts of that session, whoever's
             pos = m.select(session, (KIND_FACT, KIND_PINNED), live_at=ts, include_superseded=False)
             pos = pos[m.ts[pos] <= ts]
             if pos.size == 0 or self.judge is None:
@@ -416,7 +417,8 @@ class ConversationMemory(MemoryReading[CollectionT]):
         check_bool(superseded, "superseded")
         now_ts = to_epoch(now)
         cutoff = days_to_seconds(older_than, now_ts)
-        with self.store.locked(user=user) as m:
+        one = session if user is None and isinstance(session, str) else None  # (its links stay in it)
+        with self.store.locked(user=user, session=one) as m:
             pos = m.keep_matching(m.select(any_if_none(session), kinds, user=user), flt)
             if cutoff is not None:
                 pos = pos[m.ts[pos] < cutoff]

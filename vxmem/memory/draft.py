@@ -186,11 +186,19 @@ def _written_before(m: MemoryView, written: dict[tuple[str, int], tuple[int, str
     return None if p < 0 else (int(m.rowid[p]), m.texts[p])
 
 
-def drafts_user(drafts: Sequence[Draft]) -> str | None:
-    """The one user every draft belongs to (None: some belong to no one, or to someone else):
-    the memories their writing reads are that user's."""
+def drafts_user(drafts: Sequence[Draft]) -> str | tuple[str, ...] | None:
+    """The one user every draft belongs to, or the users (a tuple) when each belongs to one
+    (None: some belong to no one): the memories their writing reads are those users'."""
     users = {d.user for d in drafts}
-    return users.pop() if len(users) == 1 else None
+    if None in users:
+        return None
+    return users.pop() if len(users) == 1 else tuple(sorted(u for u in users if u is not None))
+
+
+def drafts_session(drafts: Sequence[Draft]) -> str | None:
+    """The one session every draft belongs to (None: several, or none named)."""
+    sessions = {d.session for d in drafts}
+    return sessions.pop() if len(sessions) == 1 else None
 
 
 def write_draft(store: MemoryStore, d: Draft, vec: np.ndarray, tokens: int, named: list[str],

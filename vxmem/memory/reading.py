@@ -247,11 +247,12 @@ class MemoryReading(Generic[CollectionT]):
             stage.prefetch(request.query)
         self.store.prepare_query(request.query, request.search_mode)
 
-    def _touch(self, ids: Sequence[str], now_ts: float) -> None:
-        """Record ``ids`` (those still there) as accessed at ``now_ts``."""
+    def _touch(self, ids: Sequence[str], now_ts: float, request: RecallRequest | None = None) -> None:
+        """Record ``ids`` (those still there; of ``request``'s user or session) as accessed at ``now_ts``."""
         if not ids:
             return
-        with self.store.locked() as m:
+        user, session = (None, None) if request is None else (request.user, request.session)
+        with self.store.locked(user=user, session=session) as m:
             pos = [p for p in (m.pos_of_id.get(i) for i in ids) if p is not None]
             self._record(np.array(pos, dtype=np.int64), now_ts)
 
@@ -456,5 +457,5 @@ class MemoryReading(Generic[CollectionT]):
                          recent_turns)
         if self.recency_from == "accessed":
             assert request.now is not None
-            self._touch([r.id for r in block.recalled], request.now)
+            self._touch([r.id for r in block.recalled], request.now, request)
         return block

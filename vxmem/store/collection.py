@@ -41,6 +41,7 @@ from .mirror.mirror import ANY_SESSION, Mirror
 from .portable.export import ExportReport, export_database
 from .portable.restore import restore_file
 from .results import Result, Results
+from .scopes import filter_scope
 from .sqlite.database import Database
 
 if TYPE_CHECKING:
@@ -191,7 +192,7 @@ class Collection:
         mode = check_mode(mode)
         hybrid_weight = check_hybrid_weight(hybrid_weight)
         self.engine.prepare_query(query, mode)
-        with self.engine.locked() as m:
+        with self.engine.locked(**filter_scope(flt)) as m:
             sessions = (flt or {}).get(K_SESSION, ())
             cand = self.engine.candidates(query, m.matching(flt), limit, mode, hybrid_weight,
                                     session=sessions[0] if len(sessions) == 1 else ANY_SESSION)
@@ -210,7 +211,7 @@ class Collection:
             return m.result(p)
 
     def __contains__(self, id: object) -> bool:
-        with self.engine.locked() as m:
+        with self.engine.locked(owner_of=id if isinstance(id, str) else None) as m:
             return isinstance(id, str) and id in m.pos_of_id
 
     def __len__(self) -> int:
@@ -230,7 +231,7 @@ class Collection:
             raise TypeError(f"patch must be a dict, not {type(patch).__name__}")
         check_json(patch, "patch")
         check_reserved(patch, "patch")
-        with self.engine.locked() as m:
+        with self.engine.locked(owner_of=id) as m:
             p = m.pos_of_id.get(id)
             if p is None:
                 raise KeyError(f"no document with id {id!r}")
@@ -245,7 +246,7 @@ class Collection:
     def delete(self, ids: str | Sequence[str]) -> int:
         """Delete documents by id (one, or a list); unknown ids are ignored. Returns how many went."""
         ids = check_ids(ids)
-        with self.engine.locked() as m:
+        with self.engine.locked(owner_of=ids[0] if len(set(ids)) == 1 else None) as m:
             present = list(dict.fromkeys(i for i in ids if i in m.pos_of_id))
             if not present:
                 return 0
@@ -256,14 +257,14 @@ class Collection:
     def scan(self, filter: Mapping[str, Any] | None = None) -> Iterator[Result]:
         """Every document matching ``filter``, in insertion order."""
         flt = check_filter(filter)
-        with self.engine.locked() as m:
+        with self.engine.locked(**filter_scope(flt)) as m:
             snapshot = [m.result(p) for p in m.matching(flt)]
         return iter(snapshot)
 
     def count(self, filter: Mapping[str, Any] | None = None) -> int:
         """How many documents match ``filter`` (all of them when it is None)."""
         flt = check_filter(filter)
-        with self.engine.locked() as m:
+        with self.engine.locked(**filter_scope(flt)) as m:
             return m.n_alive if flt is None else int(m.matching(flt).size)
 
     def build_index(self) -> None:

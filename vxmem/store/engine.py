@@ -32,11 +32,10 @@ from ..models.embed import EmbedderArg, check_embedder, embedder_name, get_embed
 from ..ranking.scoring import HYBRID_WEIGHT, fuse_relevance
 from .arguments import check_token_count
 from .lexical.search import LexicalSearch
-from .mirror.columns import session_key
 from .mirror.loading import resave_rows
 from .mirror.mirror import ANY_SESSION, Mirror, SessionArg
 from .postgres import is_postgres_url, open_postgres, shown_url
-from .scopes import Scopes, ScopeState, StateParts, follow_state
+from .scopes import Scopes, ScopeState, StateParts, follow_state, scope_of
 from .sqlite.database import Database, Transaction
 from .vector.search import Candidates, exact_topk, unit_rows
 from .vector.vectors import check_vector_dtype, float16_kernels, rowdot
@@ -201,25 +200,26 @@ class Engine(StateParts):
         """Whether :meth:`close` has run."""
         return self._closed
 
-    def locked(self, user: str | None = None, nearest: str | None = None, owner_of: str | None = None,
-               session: str | None = None) -> _Locked:
+    def locked(self, user: str | tuple[str, ...] | None = None, nearest: str | None = None,
+               owner_of: str | None = None, session: str | None = None) -> _Locked:
         """A context manager: hold the collection's lock, check it is open, bring a
         read-only handle up to date (in the outermost block only), and give the
         :class:`Mirror`. Positions read from it stay valid inside the block. Re-entrant,
         like the lock.
 
-        ``user``: the block reads only that user's memories; ``nearest``: the block is a
-        recall of that query across every user; ``owner_of``: it reads the memories of the user
-        the memory of that id belongs to; ``session`` (no user): only that session's memories.
-        A scoped PostgreSQL handle then gives the mirror of that user's (or session's) rows
+        ``user``: the block reads only that user's memories (a tuple: those users', read for
+        the block alone); ``nearest``: the block is a recall of that query across every user;
+        ``owner_of``: it reads the memories of the user the memory of that id belongs to;
+        ``session``: only that session's memories (with a user, the user's and the
+        session's, whoever's). A scoped PostgreSQL handle then gives the mirror of those rows
         alone, or of the rows nearest the query by the database's HNSW index (approximate);
         any other handle, its one mirror. The outermost block's arguments count."""
         if user is None and nearest is None and owner_of is None and session is None:
             return self._locked_block
         return _Locked(self, (user, nearest, owner_of, session))
 
-    def _enter(self, user: str | None = None, nearest: str | None = None, owner_of: str | None = None,
-               session: str | None = None) -> Mirror:
+    def _enter(self, user: str | tuple[str, ...] | None = None, nearest: str | None = None,
+               owner_of: str | None = None, session: str | None = None) -> Mirror:
         if os.getpid() != self._pid:  # before the lock: a fork may have copied it held
             raise ForkedHandleError(
                 f"this {type(self).__name__} was opened by process {self._pid}, not this one ({os.getpid()}); "
@@ -233,7 +233,7 @@ class Engine(StateParts):
             # (or replace it) under positions the outer block is still holding.
             if self._depth == 1 and self.scopes is not None:
                 if user is None and owner_of is not None:
-                    user = cast("PgDatabase", self.database).owner(owner_of)
+                    user, session = cast("PgDatabase", self.database).owner(owner_of)
                 self._enter_scope(user, nearest, session)
             elif self._depth == 1 and self.database.follows_writers:
                 self._catch_up()
@@ -245,18 +245,15 @@ class Engine(StateParts):
             raise
         return self.mirror
 
-    def _enter_scope(self, user: str | None, nearest: str | None, session: str | None = None,
+    def _enter_scope(self, user: str | tuple[str, ...] | None, nearest: str | None, session: str | None = None,
                      load: bool = True) -> None:
         """Bring every scope kept up to what writers committed, read ``user``'s (``session``'s
-        when no user; every row when neither) if it is not kept yet, and make it the one read
-        (a scoped handle's outermost block); ``nearest`` (neither): a transient scope of the
+        when no user, both's when both; every row when neither) if it is not kept yet, and
+        make it the one read (a scoped handle's outermost block); ``nearest`` (neither): a transient scope of the
         rows nearest that query instead. ``load=False``: bring the kept ones up, keep the one read."""
         assert self.scopes is not None
         db = cast("PgDatabase", self.database)
-        scope: Any = user
-        if user is None:
-            scope = ("session", session_key(session)) if session is not None else False if nearest else None
-        self.scopes.refresh(db, self.token_counter, False if not load or scope is False else scope)
+        scope = self.scopes.refresh(db, self.token_counter, scope_of(user, session, nearest) if load else False)
         if not load:
             return
         if scope is False:

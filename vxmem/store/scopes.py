@@ -16,11 +16,36 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
+from ..core.keys import K_SESSION, K_USER
 from .lexical.search import LexicalSearch
+from .mirror.columns import session_key
 from .mirror.mirror import Mirror
 from .vector.hnsw import HnswCache
 
 MAX_SCOPES = 1024  # users' mirrors a scoped handle keeps at most (the least recently read go first)
+ALONE_TRIES = 3  # checks that a session is one user's alone, each undone by a write meanwhile, before reading both
+
+
+def scope_of(user: str | tuple[str, ...] | None, session: str | None, nearest: str | None) -> Any:
+    """The scope a block reads: a user's (a str); a session's (("session", its key)); one user's
+    with one session's, whoever wrote there (("joint", the user, the session's key)); several
+    users' (("users", each user), read for the one block); every row (None); or, ``nearest``
+    naming neither, the rows nearest a query (False)."""
+    if isinstance(user, tuple):
+        return ("users", *user)
+    if user is None:
+        return ("session", session_key(session)) if session is not None else False if nearest else None
+    return user if session is None else ("joint", user, session_key(session))
+
+
+def filter_scope(flt: dict[str, list[Any]] | None) -> dict[str, str]:
+    """The ``locked()`` arguments of a checked filter that keeps one user's documents, or one
+    session's (a scoped handle then reads those rows alone; the filter still chooses among them)."""
+    for key, name in ((K_USER, "user"), (K_SESSION, "session")):
+        values = (flt or {}).get(key, ())
+        if len(values) == 1 and isinstance(values[0], str):
+            return {name: values[0]}
+    return {}
 
 
 class ScopeState:
@@ -89,9 +114,24 @@ class Scopes:
         """Each kept scope's mirror."""
         return {scope: state.mirror for scope, state in self.states.items()}
 
-    def refresh(self, database: Any, token_counter: Callable[[str], int], scope: Any = False) -> None:
+    def refresh(self, database: Any, token_counter: Callable[[str], int], scope: Any = False) -> Any:
         """Bring every kept scope up to what writers committed (one change-log read for them
-        all), reading ``scope`` afresh in the same snapshot when it is not kept (False: none)."""
+        all), reading ``scope`` afresh in the same snapshot when it is not kept (False: none);
+        the scope to read, which for a joint scope not kept is the user's alone when the
+        session holds no one else's rows at the generation every kept mirror stands at."""
+        if isinstance(scope, tuple) and scope[0] == "joint" and scope not in self.states:
+            for _ in range(ALONE_TRIES):
+                generation, alone = database.session_alone(scope[1], scope[2])
+                if not alone:
+                    break
+                if generation != database.generation or scope[1] not in self.states:
+                    self._refresh(database, token_counter, scope[1])
+                if database.generation == generation:  # no write between the check and the mirrors
+                    return scope[1]
+        self._refresh(database, token_counter, scope)
+        return scope
+
+    def _refresh(self, database: Any, token_counter: Callable[[str], int], scope: Any) -> None:
         want = () if scope is False or scope in self.states else (scope,)
         got = database.refresh_scopes(self.mirrors(), want, token_counter)
         for scope, new in (got or {}).items():
@@ -106,7 +146,9 @@ class Scopes:
 
     def use(self, scope: Any) -> ScopeState:
         """The state of ``scope`` (kept), now the most recently read; the least recently read
-        past the limit are dropped."""
+        past the limit are dropped. Several users' state is not kept: it is read for one block."""
+        if isinstance(scope, tuple) and scope[0] == "users":
+            return self.states.pop(scope)
         self.states.move_to_end(scope)
         while len(self.states) > self.limit:
             _, old = self.states.popitem(last=False)

@@ -208,13 +208,14 @@ class MemoryStore(Protocol):
         """The counter of each text's tokens."""
         ...
 
-    def locked(self, user: str | None = None, nearest: str | None = None, owner_of: str | None = None,
-               session: str | None = None) -> AbstractContextManager[MemoryView]:
+    def locked(self, user: str | tuple[str, ...] | None = None, nearest: str | None = None,
+               owner_of: str | None = None, session: str | None = None) -> AbstractContextManager[MemoryView]:
         """Hold the lock (re-entrant) and give the snapshot, brought up to date. ``user``: the
-        block reads only that user's memories; ``nearest``: the block is a recall of that
+        block reads only that user's memories (a tuple: those users'); ``nearest``: the block is a recall of that
         query across users (a store may then hold only the memories nearest it);
         ``owner_of``: the block reads only the memories of the user that memory belongs to;
-        ``session`` (no user): only that session's memories."""
+        ``session``: only that session's memories (with ``user``: the user's and the session's,
+        whoever's)."""
         ...
 
     def transaction(self) -> AbstractContextManager[MemoryWrites]:

@@ -16,15 +16,24 @@ if TYPE_CHECKING:
     from .database import PgDatabase
 
 URL_SCHEMES = ("postgresql://", "postgres://")
-# The rows a mirror holds: ALL (the whole collection), one user's (a str) or one session's
-# (("session", its key)).
-Scope = str | tuple[str, str] | None
+# The rows a mirror holds: ALL (the whole collection), one user's (a str), one session's
+# (("session", its key)), one user's and one session's (("joint", the user, the session's key)),
+# or several users' (("users", each user), read for one block and not followed).
+Scope = str | tuple[str, ...] | None
 ALL: Scope = None
 # The URL's parameters that are vxmem's, not libpq's (taken out before connecting):
 # scope=user keeps one mirror per user a read names (see docs/POSTGRES.md), pool_size bounds
 # the connections this process opens to the database, nearest is how many rows the
 # approximate cross-user read takes from the HNSW index.
 OPTIONS: dict[str, Any] = {"scope": ("all", "user"), "pool_size": int, "nearest": int}
+
+
+def scope_parts(scope: Scope) -> tuple[str | None, str | None]:
+    """The user and the session key whose rows a scope (not :data:`ALL`) holds (None: no such part)."""
+    if isinstance(scope, str):
+        return scope, None
+    assert scope is not None
+    return (scope[1], scope[2]) if scope[0] == "joint" else (None, scope[1])
 
 
 def split_options(url: str) -> tuple[str, dict[str, str | int]]:

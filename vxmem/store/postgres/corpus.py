@@ -7,8 +7,8 @@ in its transaction: each document's FTS5 token count (``text_len``, plus its sco
 ``lex_len``), its creation time (``created``: a memory's time, -inf for a plain document)
 and its distinct terms (``terms``, GIN-indexed); ``vx_terms`` counts each term's documents
 and ``vx_meta`` the documents, their summed length and the latest creation time. A read as
-of a past moment counts the documents created by then instead (a scan of the rows, paid only
-by reads of the past). The tokens are FTS5's own (porter over unicode61), from a private
+of a past moment takes away the documents created after it (the rows created since: few for
+the recent past). The tokens are FTS5's own (porter over unicode61), from a private
 in-memory table, as the file store's are.
 """
 
@@ -87,20 +87,20 @@ def count_in(conn: psycopg.Connection, terms: list[str], docs: int, length: int,
 
 
 def stats(conn: psycopg.Connection, terms: Sequence[str], as_of: float | None) -> Stats:
-    """The whole collection's BM25 statistics for ``terms``: as it is, or as of ``as_of``
-    (the documents created by then) when a document was created after it."""
-    meta: dict[str, str] = dict(conn.execute(
-        "SELECT key, value FROM vx_meta WHERE key IN ('lex_docs', 'lex_sum', 'max_created')").fetchall())
-    terms = sorted(set(terms))
-    df: dict[str, int] = {}
-    if as_of is None or as_of >= float(meta["max_created"]):
-        if terms:
-            df = dict(conn.execute("SELECT term, df FROM vx_terms WHERE term = ANY(%s)", (terms,)).fetchall())
-        return int(meta["lex_docs"]), float(meta["lex_sum"]), {t: int(n) for t, n in df.items()}
-    row = conn.execute("SELECT count(*), coalesce(sum(lex_len), 0) FROM vx_docs WHERE created <= %s",
-                       (as_of,)).fetchone()
-    assert row is not None
-    if terms:
-        df = dict(conn.execute("SELECT t, count(*) FROM vx_docs, unnest(terms) t WHERE terms && %s::text[] "
-                               "AND created <= %s AND t = ANY(%s) GROUP BY t", (terms, as_of, terms)).fetchall())
-    return int(row[0]), float(row[1]), {t: int(n) for t, n in df.items()}
+    """The whole collection's BM25 statistics for ``terms``: as it is, or as of ``as_of`` (the
+    documents created by then), in one statement (one snapshot). The past is the present less
+    the documents created after it, so a read of the recent past (or of now, with a memory
+    stamped in the future) reads those few rows, not every row created before it."""
+    # Not prepared: a generic plan of "created > $1" scans every row; the value's plan reads the index.
+    # max_created (never below the newest document's time): nothing created after, no row read.
+    after = "false" if as_of is None else \
+        "created > %s AND %s < (SELECT value::float8 FROM vx_meta WHERE key = 'max_created')"
+    rows = conn.execute(
+        f"WITH after AS MATERIALIZED (SELECT lex_len, terms FROM vx_docs WHERE {after}) "
+        "SELECT '', (SELECT value::bigint FROM vx_meta WHERE key = 'lex_docs') - (SELECT count(*) FROM after), "
+        "(SELECT value::bigint FROM vx_meta WHERE key = 'lex_sum') - (SELECT coalesce(sum(lex_len), 0) FROM after) "
+        "UNION ALL SELECT v.term, v.df - (SELECT count(*) FROM after a WHERE v.term = ANY(a.terms)), 0 "
+        "FROM vx_terms v WHERE v.term = ANY(%s)",
+        ([] if as_of is None else [float(as_of)] * 2) + [sorted(set(terms))], prepare=False).fetchall()
+    (docs, total), = [(int(n), int(t)) for term, n, t in rows if term == ""]
+    return docs, float(total), {term: int(n) for term, n, _ in rows if term != ""}

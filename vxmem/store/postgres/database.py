@@ -11,6 +11,7 @@ other on its next read.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -26,7 +27,7 @@ from ..lexical.search import LexicalSearch
 from ..mirror.bulk import fill
 from ..mirror.mirror import Mirror
 from ..sqlite.jsonio import loads_all
-from . import ALL, Scope, corpus, schema, shown_url, split_options
+from . import ALL, Scope, corpus, schema, scope_parts, shown_url, split_options
 from .connection import adapt_vectors, connect, leave_pool, shared_pool
 from .lexical import LocalFts
 from .portable import PgRows
@@ -216,15 +217,18 @@ class PgDatabase:
     def _generation_now(self) -> int | None:
         """``vx_meta``'s generation (one round trip). A connection the server ended (a restart,
         an administrator) is opened again, once: the change log then says what this handle missed."""
-        query = "SELECT value FROM vx_meta WHERE key = 'generation'"
+        row = self._first_read("SELECT value FROM vx_meta WHERE key = 'generation'")
+        return None if row is None else int(row[0])
+
+    def _first_read(self, query: str, args: tuple[Any, ...] = ()) -> Any:
+        """The row of a block's first query: on a connection the server ended, opened again, once."""
         try:
-            row = self.conn.execute(query).fetchone()
+            return self.conn.execute(query, args).fetchone()
         except psycopg.OperationalError:
             if not self.conn.broken:
                 raise
             self._reconnect()
-            row = self.conn.execute(query).fetchone()
-        return None if row is None else int(row[0])
+            return self.conn.execute(query, args).fetchone()
 
     def refresh_scopes(self, mirrors: Mapping[Scope, Mirror], load: Sequence[Scope],
                        token_counter: Callable[[str], int]) -> dict[Scope, Ops | Mirror] | None:
@@ -261,15 +265,28 @@ class PgDatabase:
         return out
 
     def _rows_of(self, scope: Scope) -> list[Any]:
-        """Every document of ``scope`` (the whole collection, or one user's: an index scan), in rowid order."""
+        """Every document of ``scope`` (the whole collection; or one user's, one session's, or
+        both's: index scans), in rowid order."""
         cur = self.conn.cursor(binary=True)
         if scope is ALL:
             return cur.execute(f"SELECT {_DOC_COLUMNS} FROM vx_docs ORDER BY rowid").fetchall()
-        if isinstance(scope, tuple):  # ("session", its key)
-            return cur.execute(f"SELECT {_DOC_COLUMNS} FROM vx_docs WHERE session_key = %s ORDER BY rowid",
-                               (scope[1],)).fetchall()
-        return cur.execute(f"SELECT {_DOC_COLUMNS} FROM vx_docs WHERE user_id = %s ORDER BY rowid",
-                           (scope,)).fetchall()
+        if isinstance(scope, tuple) and scope[0] == "users":  # (for one write of theirs)
+            return cur.execute(f"SELECT {_DOC_COLUMNS} FROM vx_docs WHERE user_id = ANY(%s) ORDER BY rowid",
+                               (list(scope[1:]),)).fetchall()
+        user, key = scope_parts(scope)
+        where = "user_id = %s OR session_key = %s" if user is not None and key is not None else \
+            "user_id = %s" if key is None else "session_key = %s"
+        return cur.execute(f"SELECT {_DOC_COLUMNS} FROM vx_docs WHERE {where} ORDER BY rowid",
+                           [x for x in (user, key) if x is not None]).fetchall()
+
+    def session_alone(self, user: str, key: str) -> tuple[int, bool]:
+        """The generation, and whether the session of ``key`` holds no document but ``user``'s
+        then (one statement, so one snapshot: both answers hold at that generation)."""
+        row = self._first_read("SELECT (SELECT value::bigint FROM vx_meta WHERE key = 'generation'), NOT EXISTS "
+                               "(SELECT 1 FROM vx_docs WHERE session_key = %s AND user_id IS DISTINCT FROM %s)",
+                               (key, user))
+        assert row is not None
+        return int(row[0]), bool(row[1])
 
     def _ops_since(self, mirrors: Mapping[Scope, Mirror], generation: int,
                    token_counter: Callable[[str], int]) -> dict[Scope, Ops]:
@@ -279,20 +296,31 @@ class PgDatabase:
         # One query: every touched rowid, with its row when the document is still there (and
         # belongs to a scope followed here: another user's row reads as gone, which it is to them).
         every = ALL in mirrors
-        users = [s for s in mirrors if isinstance(s, str)]
-        sessions = [s[1] for s in mirrors if isinstance(s, tuple)]
+        parts = [scope_parts(s) for s in mirrors if s is not ALL]
+        users = [u for u, _ in parts if u is not None]
+        sessions = [k for _, k in parts if k is not None]
+        # Each touched row is found by its rowid, and the scopes are tested in the select list: as
+        # a join condition the planner would fetch every row of the followed users to join them.
+        ours = "true" if every else "(d.user_id = ANY(%s) OR d.session_key = ANY(%s))"
+        picked = ", ".join(f"CASE WHEN t.mine THEN t.{c} END" for c in [*_DOC_COLUMNS.split(", "), "user_id",
+                                                                         "session_key"])
+        # The change log names each change's user and session: only the rows it may put in a
+        # followed scope are fetched (the others are gone from every mirror here).
+        fetch = "true" if every else ("bool_or(user_id = ANY(%s) OR session_key = ANY(%s) OR "
+                                      "(user_id IS NULL AND session_key IS NULL))")
         got = self.conn.cursor(binary=True).execute(
-            f"SELECT c.doc, {', '.join('d.' + c for c in _DOC_COLUMNS.split(', '))}, d.user_id, d.session_key "
-            "FROM (SELECT DISTINCT doc FROM vx_changes WHERE generation > %s) c LEFT JOIN vx_docs d ON d.rowid = c.doc"
-            + ("" if every else " AND (d.user_id = ANY(%s) OR d.session_key = ANY(%s))") + " ORDER BY c.doc",
-            (generation,) if every else (generation, users, sessions)).fetchall()
+            f"WITH c AS MATERIALIZED (SELECT doc, {fetch} AS wanted FROM vx_changes WHERE generation > %s "
+            f"GROUP BY doc) SELECT c.doc, {picked} FROM c LEFT JOIN (SELECT d.*, {ours} AS mine FROM vx_docs d "
+            "WHERE d.rowid = ANY(ARRAY(SELECT doc FROM c WHERE wanted))) t ON t.rowid = c.doc ORDER BY c.doc",
+            (generation,) if every else (users, sessions, generation, users, sessions)).fetchall()
         touched = [r[0] for r in got]
         rows = [r[1:] for r in got if r[1] is not None]
         metas = loads_all([r[3] for r in rows])
         out: dict[Scope, Ops] = {}
         for scope, mirror in mirrors.items():
+            user, key = (None, None) if scope is ALL else scope_parts(scope)
             mine = [(r, meta) for r, meta in zip(rows, metas)
-                    if scope is ALL or r[6] == scope or (isinstance(scope, tuple) and r[7] == scope[1])]
+                    if scope is ALL or (user is not None and r[6] == user) or (key is not None and r[7] == key)]
             ops = self._scope_ops(mirror, touched, mine, token_counter)
             if ops is not None:
                 out[scope] = ops
@@ -321,10 +349,15 @@ class PgDatabase:
                 return None
         return ops + inserts  # deletions first (an id may be taken again by a new row), then updates
 
-    def owner(self, id: str) -> str | None:
-        """The user the document ``id`` belongs to (None: no one's, or no such document)."""
-        row = self.conn.execute("SELECT user_id FROM vx_docs WHERE id = %s", (id,)).fetchone()
-        return None if row is None else row[0]
+    def owner(self, id: str) -> tuple[str | tuple[str, ...] | None, str | None]:
+        """The user and the session whose rows hold what a read of the document ``id`` reads:
+        its user's; its session's when it has no user (its corrections and the facts it
+        contradicts share its session); (None, None): every row, for a document of neither;
+        ((), None): none, for no such document (one that comes meanwhile came after the read)."""
+        row = self.conn.execute("SELECT user_id, session_key FROM vx_docs WHERE id = %s", (id,)).fetchone()
+        if row is None:
+            return (), None
+        return (row[0], None) if row[0] is not None else (None, None if row[1] is None else json.loads(row[1]))
 
     def nearest(self, q: np.ndarray, token_counter: Callable[[str], int]) -> Mirror:
         """The ``nearest_rows`` documents nearest the unit vector ``q`` by cosine, found by the

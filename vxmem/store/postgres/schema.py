@@ -14,6 +14,11 @@ the vectors for recall across every user's memories, made by the first handle op
 ``scope=user`` once the collection's dimension is known (pgvector indexes only vectors of one
 declared dimension; keeping the index costs each write its insertion, which a database that
 no such handle reads need not pay).
+
+Schema 3 adds to ``vx_changes`` the user and session key of each changed document (after
+the change), so a process following some users' and sessions' mirrors fetches only their
+changed rows (a row of neither, a deletion, or one logged by an older schema is fetched by
+its rowid).
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from ..mirror.columns import columns_of
 from ..sqlite.jsonio import loads_all
 from .corpus import doc_columns
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 FORMAT_NAME = "vxmem-postgres"
 # Taken (for the creating transaction only) while the schema is made: two processes opening
 # a fresh database at once would otherwise race to create the same tables.
@@ -67,7 +72,8 @@ _DDL = (
     "CREATE TABLE IF NOT EXISTS vx_counters (name text PRIMARY KEY, value bigint NOT NULL)",
     # One row per document a committed transaction touched, tagged with its generation: what
     # every other process reads to follow the writes.
-    "CREATE TABLE IF NOT EXISTS vx_changes (generation bigint NOT NULL, doc bigint NOT NULL, op text NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS vx_changes (generation bigint NOT NULL, doc bigint NOT NULL, op text NOT NULL, "
+    "user_id text, session_key text)",
     "CREATE INDEX IF NOT EXISTS vx_changes_generation ON vx_changes (generation)",
     "CREATE TABLE IF NOT EXISTS vx_access (doc bigint NOT NULL, at double precision NOT NULL, PRIMARY KEY (doc, at))",
     """CREATE TABLE IF NOT EXISTS vx_late (
@@ -110,8 +116,18 @@ def ensure(conn: psycopg.Connection, where: str) -> None:
 
 def migrate(conn: psycopg.Connection, meta: dict[str, str]) -> None:
     """Bring a database of an older schema to this one (inside the caller's transaction)."""
-    if int(meta.get("schema_version", SCHEMA_VERSION)) >= SCHEMA_VERSION or meta.get("format") != FORMAT_NAME:
+    version = int(meta.get("schema_version", SCHEMA_VERSION))
+    if version >= SCHEMA_VERSION or meta.get("format") != FORMAT_NAME:
         return
+    if version < 2:
+        _to_v2(conn)
+    for column in ("user_id text", "session_key text"):  # older changes' are NULL: fetched by rowid
+        conn.execute(f"ALTER TABLE vx_changes ADD COLUMN IF NOT EXISTS {column}")
+    conn.execute("UPDATE vx_meta SET value = %s WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
+
+
+def _to_v2(conn: psycopg.Connection) -> None:
+    """Schema 1 to 2: the user and session columns, the BM25 statistics, their indexes."""
     # Schema 1 had no user column and no lexical statistics: each row's are computed here.
     for column in ("user_id text", "session_key text", "text_len integer NOT NULL DEFAULT 0",
                    "lex_len integer NOT NULL DEFAULT 0", "created double precision NOT NULL DEFAULT '-Infinity'",
@@ -135,7 +151,6 @@ def migrate(conn: psycopg.Connection, meta: dict[str, str]) -> None:
                  "AS total, coalesce(max(created) FILTER (WHERE created > '-Infinity'), '-Infinity')::text AS top "
                  "FROM vx_docs) d, LATERAL (VALUES ('lex_docs', d.n), ('lex_sum', d.total), ('max_created', d.top)) "
                  "s(k, v) WHERE key = s.k")
-    conn.execute("UPDATE vx_meta SET value = %s WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
 
 
 def user_of(meta: dict[str, Any]) -> str | None:

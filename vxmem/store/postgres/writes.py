@@ -70,8 +70,9 @@ class PgTransaction:
         try:
             row = self.conn.execute(
                 "WITH d AS (INSERT INTO vx_docs (id, text, metadata, vector, tokens, user_id, session_key, text_len, "
-                "lex_len, created, terms) VALUES (%s, %s, %s, %b, %s, %s, %s, %s, %s, %s, %s) RETURNING rowid) "
-                "INSERT INTO vx_changes (generation, doc, op) SELECT %s, rowid, 'insert' FROM d RETURNING doc",
+                "lex_len, created, terms) VALUES (%s, %s, %s, %b, %s, %s, %s, %s, %s, %s, %s) "
+                "RETURNING rowid, user_id, session_key) INSERT INTO vx_changes (generation, doc, op, user_id, "
+                "session_key) SELECT %s, rowid, 'insert', user_id, session_key FROM d RETURNING doc",
                 (id, text, dumps(meta), np.asarray(vec, dtype=np.float32), self._stored(tokens), user_of(meta),
                  session_of(meta), *lex, self.generation)).fetchone()
         except psycopg.errors.UniqueViolation:
@@ -124,8 +125,8 @@ class PgTransaction:
         old = self.conn.execute("SELECT lex_len, text_len FROM vx_docs WHERE id = %s", (id,)).fetchone()
         self.conn.execute(
             "WITH d AS (UPDATE vx_docs SET metadata = %s, user_id = %s, session_key = %s, lex_len = text_len + %s, "
-            "created = %s WHERE id = %s RETURNING rowid) "
-            "INSERT INTO vx_changes (generation, doc, op) SELECT %s, rowid, 'update' FROM d",
+            "created = %s WHERE id = %s RETURNING rowid, user_id, session_key) INSERT INTO vx_changes "
+            "(generation, doc, op, user_id, session_key) SELECT %s, rowid, 'update', user_id, session_key FROM d",
             (dumps(meta), user_of(meta), session_of(meta), scope, created, id, self.generation))
         if old is not None:
             count_in(self.conn, [], 0, old[1] + scope - old[0], created)
