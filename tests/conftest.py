@@ -3,6 +3,7 @@
 import functools
 import os
 import tempfile
+import threading
 
 # Bookkeeping tests run on the model-free hashing embedder: Vectrix() with no embedder uses it here
 # (and in every child interpreter a test starts). The default model's own tests ask for it by name,
@@ -147,4 +148,39 @@ def streamlit_components_scanned_once():
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(manifest_scanner, "scan_component_manifests",
                    functools.cache(manifest_scanner.scan_component_manifests))
+        yield
+
+
+@pytest.fixture(scope="session", autouse=True)
+def apptest_waits_for_its_run_without_polling():
+    """AppTest.run() waits for the script's thread by waking every millisecond to scan the list of
+    its events (streamlit.testing.v1.local_script_runner.require_widgets_deltas): a thousand
+    wake-ups a second that take the GIL from the script it waits for, about a tenth of each run's
+    CPU. The same wait, on the runner's own event signal: the same timeout and the same error."""
+    try:
+        from streamlit.runtime.scriptrunner import ScriptRunnerEvent
+        from streamlit.testing.v1 import local_script_runner
+    except ImportError:  # no workbench extra: no AppTest either
+        yield
+        return
+
+    def wait_for_shutdown(runner, timeout: float = 3) -> None:
+        done = threading.Event()
+
+        def seen(sender, event, **kwargs):
+            if event == ScriptRunnerEvent.SHUTDOWN:
+                done.set()
+
+        runner.on_event.connect(seen, weak=False)
+        try:
+            if runner.script_stopped() or done.wait(timeout) or runner.script_stopped():
+                return
+        finally:
+            runner.on_event.disconnect(seen)
+        runner.request_stop()
+        runner.join()
+        raise RuntimeError(f"AppTest script run timed out after {timeout}(s)")
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(local_script_runner, "require_widgets_deltas", wait_for_shutdown)
         yield

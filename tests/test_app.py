@@ -14,6 +14,8 @@ from vxmem.workbench.replay.run import replay
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = str(ROOT / "app.py")
+TITLES = {None: "Playground", "replay": "Replay", "tune": "Tune", "sweep": "Sweep", "ab": "A/B", "budget": "Budget",
+          "compare": "Compare", "importer": "Import", "qa": "QA"}
 
 OPENAI_CHAT = (
     b'{"conversation_id": "bike", "messages": [{"role": "system", "content": "be brief"}, '
@@ -33,13 +35,20 @@ def sessions_dir(tmp_path, monkeypatch):
 
 
 def page(name=None, dataset=None, query=None) -> AppTest:
+    """A new session opened on page ``name`` (the Playground when None), as a link to that page
+    opens it: its first run is that page's, not the Playground's first (about a second each).
+    Before its first run AppTest knows a page only by its file's name, and Import's URL path is
+    "import", not "importer": that one page is reached from the Playground's first run."""
     at = AppTest.from_file(APP, default_timeout=120)
     at.query_params.update(query or {})
+    if name not in (None, "importer"):
+        at.switch_page(f"app_pages/{name}.py")
     at.run()
     assert not at.exception, at.exception
-    if name is not None:
-        at.switch_page(f"app_pages/{name}.py").run()
+    if name == "importer":
+        at.switch_page("app_pages/importer.py").run()
         assert not at.exception, at.exception
+    assert at.title[0].value == TITLES[name], [t.value for t in at.title]  # the page asked for, not the default
     if dataset is not None:
         at.selectbox(key="dataset_choice").set_value(dataset).run()
         assert not at.exception, at.exception

@@ -12,11 +12,9 @@ import hashlib
 import json
 import re
 import urllib.request
+from importlib.util import find_spec
 
 import pytest
-
-pytest.importorskip("openai", reason='needs the llm extra: pip install "vxmem[llm]"')
-pytest.importorskip("jsonschema", reason='needs the llm extra: pip install "vxmem[llm]"')
 
 from vxmem.llm import OpenAICompatibleChat
 from vxmem.workbench.datasets import load_jsonl
@@ -26,7 +24,12 @@ from vxmem.workbench.qa import AnswerCache, QASetup, answerable, pinned, run_qa
 from helpers import ROOT, vxmem_here
 from servers import free_port, llm_stub, run_vxmem, stub_received, stub_rewound
 
-pytestmark = pytest.mark.subprocess
+# Checked without importing: jsonschema (with rfc3987-syntax, which builds its grammar on import) and
+# openai take 1-2 s of CPU to import, and every xdist worker collects this module; vxmem.llm imports
+# them when a test calls it.
+pytestmark = [pytest.mark.subprocess,
+              pytest.mark.skipif(find_spec("openai") is None or find_spec("jsonschema") is None,
+                                 reason='needs the llm extra: pip install "vxmem[llm]"')]
 
 LOCOMO = ROOT / "datasets" / "fixtures" / "locomo_sample.json"
 JUDGE_FILE = ROOT / "vxmem" / "workbench" / "qa" / "prompts" / "judge.txt"

@@ -4,18 +4,21 @@ same code path as `vxmem qa`, its accuracy per category charted with intervals."
 import json
 import re
 import urllib.request
+from importlib.util import find_spec
 
 import pytest
 from streamlit.dataframe_util import convert_arrow_bytes_to_pandas_df
 from streamlit.testing.v1 import AppTest
 
-pytest.importorskip("openai", reason='needs the llm extra: pip install "vxmem[llm]"')
-pytest.importorskip("jsonschema", reason='needs the llm extra: pip install "vxmem[llm]"')
-
 from helpers import ROOT
 from servers import free_port, llm_stub
 
-pytestmark = pytest.mark.subprocess
+# Checked without importing: jsonschema (with rfc3987-syntax, which builds its grammar on import) and
+# openai take 1-2 s of CPU to import, and every xdist worker collects this module; vxmem.llm imports
+# them when a test calls it.
+pytestmark = [pytest.mark.subprocess,
+              pytest.mark.skipif(find_spec("openai") is None or find_spec("jsonschema") is None,
+                                 reason='needs the llm extra: pip install "vxmem[llm]"')]
 APP = str(ROOT / "app.py")
 
 
