@@ -147,6 +147,9 @@ def to_page(page, title: str) -> None:
 
 def type_into(page, label: str, text: str) -> None:
     box = main(page).get_by_label(label, exact=True)
+    deadline = time.monotonic() + 30
+    while box.count() != 1 and time.monotonic() < deadline:
+        page.wait_for_timeout(100)  # a rerun's stale copy of the box goes when the run ends
     box.fill(text)
     box.press("Enter")
     shot.wait_until_idle(page)
@@ -207,6 +210,7 @@ def test_two_named_settings_are_drawn_on_tune_and_written_on_the_sweep_grid(app_
     save_named(page, "no recency")
     press_slider(page, "recency weight", "End")  # recency weight 2: on the Sweep grid's edge
     wait_for_url(page, "recency_weight", "2")
+    shot.wait_until_idle(page)
     save_named(page, "max recency")
     shot.wait_until_idle(page)
 
