@@ -135,3 +135,51 @@ def play_history(db, ops, start: float = T0) -> list[str]:
         elif op[0] == "expire":
             db.expire(now=ts)
     return ids
+
+
+CHROMIUM = "/usr/bin/chromium"  # Debian's: `make test` installs it with apt-get where it is missing
+
+
+def need_browser() -> None:
+    """Chromium and Playwright, or the test cannot run: skipped on a machine without them, failed
+    in CI (where `make test` must have installed them)."""
+    import importlib.util
+    import os
+
+    import pytest
+
+    for ok, why in ((Path(CHROMIUM).exists(), f"{CHROMIUM} is missing (apt-get install -y chromium)"),
+                    (importlib.util.find_spec("playwright") is not None,
+                     "the playwright package is missing (pip install playwright)")):
+        if ok:
+            continue
+        if os.environ.get("CI"):
+            pytest.fail(f"{why}; CI must run the browser tests (make test installs chromium with apt-get)")
+        pytest.skip(f"{why}: cannot run the browser test on this machine")
+
+
+def screenshot_module():
+    """docs/screenshot.py as a module: the workbench's server and browser helpers the browser tests share."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("workbench_screenshot", ROOT / "docs" / "screenshot.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def query_of(page) -> dict:
+    """The query parameters of a Playwright page's URL, one value each."""
+    from urllib.parse import parse_qs, urlparse
+
+    return {k: v[0] for k, v in parse_qs(urlparse(page.url).query).items()}
+
+
+def wait_for_url(page, key: str, value: str, seconds: float = 30) -> None:
+    """Wait (bounded) until the page's URL holds ``key=value``: the app writes it on its next run."""
+    import time
+
+    deadline = time.monotonic() + seconds
+    while query_of(page).get(key) != value and time.monotonic() < deadline:
+        page.wait_for_timeout(100)
+    assert query_of(page).get(key) == value, page.url

@@ -5,37 +5,25 @@ Playwright for Python only drives it: nothing is downloaded at run time. The tes
 where Chromium or Playwright is absent *and* it is not running in CI; in CI it fails instead.
 """
 
-import importlib
-import importlib.util
-import os
 import re
 import time
 from pathlib import Path
-from urllib.parse import parse_qs, urlparse
 
 import pytest
 
+from helpers import need_browser, query_of, screenshot_module, wait_for_url
+
 ROOT = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("workbench_screenshot", ROOT / "docs" / "screenshot.py")
-shot = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(shot)
+shot = screenshot_module()
 
 pytestmark = pytest.mark.slow
 
 
-def _need(condition: bool, why: str) -> None:
-    if condition:
-        return
-    if os.environ.get("CI"):
-        pytest.fail(f"{why}; CI must run the browser test (make test installs chromium with apt-get)")
-    pytest.skip(f"{why}: cannot run the browser test on this machine")
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    _need(Path(shot.CHROMIUM).exists(), f"{shot.CHROMIUM} is missing (apt-get install -y chromium)")
-    _need(importlib.util.find_spec("playwright") is not None,
-          "the playwright package is missing (pip install playwright)")
+    need_browser()
     log = tmp_path_factory.mktemp("streamlit") / "streamlit.log"
     with shot.serve(log) as url:
         yield url, log
@@ -61,15 +49,7 @@ def ranking_rows(page):
     return page.get_by_test_id("stTable").locator("tbody tr").all_inner_texts()
 
 
-def query_of(page) -> dict:
-    return {k: v[0] for k, v in parse_qs(urlparse(page.url).query).items()}
 
-
-def wait_for_url(page, key: str, value: str, seconds: float = 30) -> None:
-    deadline = time.monotonic() + seconds
-    while query_of(page).get(key) != value and time.monotonic() < deadline:
-        page.wait_for_timeout(250)  # bounded polling: the URL is written on the next run
-    assert query_of(page).get(key) == value, page.url
 
 
 def open_from_the_sidebar(page, name: str) -> None:

@@ -8,22 +8,18 @@ Chromium and Playwright as in tests/test_browser.py: skipped where absent outsid
 """
 
 import hashlib
-import importlib
-import importlib.util
 import json
-import os
 import re
 import shutil
 import time
 from pathlib import Path
-from urllib.parse import parse_qs, urlparse
 
 import pytest
 
+from helpers import need_browser, query_of, screenshot_module, wait_for_url
+
 ROOT = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("workbench_screenshot", ROOT / "docs" / "screenshot.py")
-shot = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(shot)
+shot = screenshot_module()
 
 pytestmark = pytest.mark.slow
 FAST = "embedder=hashing"  # no model to load: each replay of these small datasets takes a moment
@@ -35,19 +31,11 @@ DANA = ("session,role,text,timestamp\n"
         "s1,user,These days Dana drinks black coffee every morning.,2024-02-02T10:00:00Z\n")
 
 
-def _need(condition: bool, why: str) -> None:
-    if condition:
-        return
-    if os.environ.get("CI"):
-        pytest.fail(f"{why}; CI must run the browser test (make test installs chromium with apt-get)")
-    pytest.skip(f"{why}: cannot run the browser test on this machine")
 
 
 @pytest.fixture(scope="module")
 def app_url(tmp_path_factory):
-    _need(Path(shot.CHROMIUM).exists(), f"{shot.CHROMIUM} is missing (apt-get install -y chromium)")
-    _need(importlib.util.find_spec("playwright") is not None,
-          "the playwright package is missing (pip install playwright)")
+    need_browser()
     with pytest.MonkeyPatch.context() as env:
         # No source file changes while these tests run: the polling file watcher would only take CPU from them.
         env.setenv("STREAMLIT_SERVER_FILE_WATCHER_TYPE", "none")
@@ -75,15 +63,7 @@ def main(page):
     return page.get_by_test_id("stMain")
 
 
-def query_of(page) -> dict:
-    return {k: v[0] for k, v in parse_qs(urlparse(page.url).query).items()}
 
-
-def wait_for_url(page, key: str, value: str, seconds: float = 30) -> None:
-    deadline = time.monotonic() + seconds
-    while query_of(page).get(key) != value and time.monotonic() < deadline:
-        page.wait_for_timeout(100)  # bounded polling: the URL is written on the next run
-    assert query_of(page).get(key) == value, page.url
 
 
 def grid_rows(frame) -> list[list[str]]:

@@ -2,29 +2,19 @@
 opens the page of a server with a token, every request to another host refused, and Swagger UI
 must draw the operations of the OpenAPI 3.1 description FastAPI writes."""
 
-import importlib.util
-import os
-from pathlib import Path
 
 import pytest
 
+from helpers import CHROMIUM, need_browser
 from servers import rest_server
 
-CHROMIUM = "/usr/bin/chromium"
 pytestmark = pytest.mark.slow
 
 
-def _need(condition: bool, why: str) -> None:
-    if condition:
-        return
-    if os.environ.get("CI"):
-        pytest.fail(f"{why}; CI must run the browser tests (make test installs chromium with apt-get)")
-    pytest.skip(f"{why}: cannot run the browser test on this machine")
 
 
 def test_docs_draws_every_verb_offline_with_a_token(tmp_path):
-    _need(Path(CHROMIUM).exists(), f"{CHROMIUM} is missing (apt-get install -y chromium)")
-    _need(importlib.util.find_spec("playwright") is not None, "the playwright package is missing")
+    need_browser()
     from playwright.sync_api import sync_playwright
 
     with rest_server(tmp_path / "docs.vxdb", "--token", "docs-token-not-a-secret") as url, \
