@@ -20,7 +20,8 @@ st.caption("Answer-level evaluation: each probe with a gold answer is recalled b
            "it again asks the endpoint nothing. Each system recalls as `vxmem compare` runs it (its own preset; "
            "the sidebar's embedder for the vxmem ones). The same run from a shell: `vxmem qa DATASET --base-url "
            "URL --model M`.")
-judge = pinned("judge")
+shipped = {name: pinned(name) for name in ("answer", "judge")}  # read once per run of the page
+judge = shipped["judge"]
 with st.expander(f"The pinned judge prompt (sha256 {judge.sha256})"):
     st.code(judge.text, language=None, wrap_lines=True)
 picked = shared.picked()
@@ -51,7 +52,7 @@ with st.form("qa_form"):
         st.caption("Edit a prompt to answer or grade with your own words; its sha256 in the report then differs "
                    "from the pinned one's. The answer prompt takes $memories, $question and $today; the judge "
                    "prompt $question, $gold and $answer.")
-        answer_text = st.text_area("Answer prompt", value=pinned("answer").text, height=160, key="qa_answer_prompt")
+        answer_text = st.text_area("Answer prompt", value=shipped["answer"].text, height=160, key="qa_answer_prompt")
         judge_text = st.text_area("Judge prompt", value=judge.text, height=160, key="qa_judge_prompt")
     go = st.form_submit_button(f"Answer and grade {questions} question{'s' * (questions != 1)} per system",
                                type="primary")
@@ -114,7 +115,7 @@ if kept is not None and kept["key"] == picked["key"]:
     st.caption(f"{cache['hits']} replies came from the cache, {cache['misses']} were asked of the endpoint.")
     used = kept["report"]["prompts"]
     st.caption("Prompts: " + "; ".join(
-        f"{name} {'pinned' if p['sha256'] == pinned(name).sha256 else 'of your own'} (sha256 {p['sha256'][:12]})"
+        f"{name} {'pinned' if p['sha256'] == shipped[name].sha256 else 'of your own'} (sha256 {p['sha256'][:12]})"
         for name, p in used.items()) + ".")
     st.dataframe(summary, hide_index=True, width="stretch", column_config={
         "accuracy": st.column_config.NumberColumn(format="%.3f"),

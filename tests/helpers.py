@@ -3,12 +3,16 @@ white-box looks that go through the collection's public parts only (``db.engine.
 ``db.engine.database``; see docs/ARCHITECTURE.md)."""
 
 import contextlib
+import importlib.util
 import io
+import os
 import subprocess
 import sys
 import textwrap
+import time
 import zlib
 from pathlib import Path
+from urllib.parse import parse_qs, urlparse
 
 import numpy as np
 
@@ -143,10 +147,7 @@ CHROMIUM = "/usr/bin/chromium"  # Debian's: `make test` installs it with apt-get
 def need_browser() -> None:
     """Chromium and Playwright, or the test cannot run: skipped on a machine without them, failed
     in CI (where `make test` must have installed them)."""
-    import importlib.util
-    import os
-
-    import pytest
+    import pytest  # here, not at the top: the writer and crash children import this module too
 
     for ok, why in ((Path(CHROMIUM).exists(), f"{CHROMIUM} is missing (apt-get install -y chromium)"),
                     (importlib.util.find_spec("playwright") is not None,
@@ -160,8 +161,6 @@ def need_browser() -> None:
 
 def screenshot_module():
     """docs/screenshot.py as a module: the workbench's server and browser helpers the browser tests share."""
-    import importlib.util
-
     spec = importlib.util.spec_from_file_location("workbench_screenshot", ROOT / "docs" / "screenshot.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -170,15 +169,11 @@ def screenshot_module():
 
 def query_of(page) -> dict:
     """The query parameters of a Playwright page's URL, one value each."""
-    from urllib.parse import parse_qs, urlparse
-
     return {k: v[0] for k, v in parse_qs(urlparse(page.url).query).items()}
 
 
 def wait_for_url(page, key: str, value: str, seconds: float = 30) -> None:
     """Wait (bounded) until the page's URL holds ``key=value``: the app writes it on its next run."""
-    import time
-
     deadline = time.monotonic() + seconds
     while query_of(page).get(key) != value and time.monotonic() < deadline:
         page.wait_for_timeout(100)
