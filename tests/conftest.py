@@ -21,7 +21,7 @@ from hypothesis import settings  # noqa: E402
 
 from vxmem.models.embed import get_embedder
 
-from helpers import CHAT_CSV, WordHashEmbedder, drop_pg_database, new_pg_database  # noqa: E402
+from helpers import CHAT_CSV, WordHashEmbedder, drop_pg_database, need_browser, new_pg_database, screenshot_module  # noqa: E402
 
 # Markers by module (registered in pyproject.toml, --strict-markers): a module is listed when some of its
 # tests load a real ONNX model, or start interpreters or servers; `-m "not model and not subprocess"`
@@ -132,6 +132,25 @@ def pg_url(pg_server):
     url = new_pg_database(pg_server)
     yield url
     drop_pg_database(pg_server, url)
+
+
+@pytest.fixture(scope="session")
+def workbench_server(tmp_path_factory):
+    """``streamlit run app.py`` as ``make app`` runs it (the project's config, its file watcher
+    included), shared by every browser test of this worker: (its URL, its log file). One server
+    per worker, not one per module: each start costs some 5 s of CPU, and each page's first
+    replay another few."""
+    need_browser()
+    log = tmp_path_factory.mktemp("streamlit") / "streamlit.log"
+    with screenshot_module().serve(log) as url:
+        yield url, log
+
+
+@pytest.fixture(scope="session")
+def browser_context(tmp_path_factory, workbench_server):
+    """A headless Chromium context with an empty profile, shared by the browser tests as their server is."""
+    with screenshot_module().browser(tmp_path_factory.mktemp("profile")) as context:
+        yield context
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import need_browser, query_of, screenshot_module, wait_for_url
+from helpers import query_of, screenshot_module, wait_for_url
 
 ROOT = Path(__file__).resolve().parents[1]
 shot = screenshot_module()
@@ -22,11 +22,8 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    need_browser()
-    log = tmp_path_factory.mktemp("streamlit") / "streamlit.log"
-    with shot.serve(log) as url:
-        yield url, log
+def server(workbench_server):
+    return workbench_server
 
 
 @pytest.fixture(scope="module")
@@ -35,9 +32,8 @@ def app_url(server):
 
 
 @pytest.fixture(scope="module")
-def ctx(tmp_path_factory, server):
-    with shot.browser(tmp_path_factory.mktemp("profile")) as context:
-        yield context
+def ctx(browser_context):
+    return browser_context
 
 
 def slider(label: str) -> str:

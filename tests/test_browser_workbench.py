@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import need_browser, query_of, screenshot_module, wait_for_url
+from helpers import query_of, screenshot_module, wait_for_url
 
 ROOT = Path(__file__).resolve().parents[1]
 shot = screenshot_module()
@@ -34,19 +34,13 @@ DANA = ("session,role,text,timestamp\n"
 
 
 @pytest.fixture(scope="module")
-def app_url(tmp_path_factory):
-    need_browser()
-    with pytest.MonkeyPatch.context() as env:
-        # No source file changes while these tests run: the polling file watcher would only take CPU from them.
-        env.setenv("STREAMLIT_SERVER_FILE_WATCHER_TYPE", "none")
-        with shot.serve(tmp_path_factory.mktemp("streamlit") / "streamlit.log") as url:
-            yield url
+def app_url(workbench_server):
+    return workbench_server[0]
 
 
 @pytest.fixture(scope="module")
-def ctx(tmp_path_factory, app_url):
-    with shot.browser(tmp_path_factory.mktemp("profile")) as context:
-        yield context
+def ctx(browser_context):
+    return browser_context
 
 
 @pytest.fixture
