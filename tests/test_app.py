@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from app_pages import config
 from vxmem.memory import ConversationMemory
 from vxmem.workbench import views
 from vxmem.workbench.datasets import load_jsonl
@@ -41,6 +42,8 @@ def page(name=None, dataset=None, query=None) -> AppTest:
     "import", not "importer": that one page is reached from the Playground's first run."""
     at = AppTest.from_file(APP, default_timeout=120)
     at.query_params.update(query or {})
+    if dataset in views.shipped_datasets(config.DATASETS)["name"].tolist() and "dataset" not in at.query_params:
+        at.query_params["dataset"] = dataset  # as a link opens it: the first run is on it (no default's replay)
     if name not in (None, "importer"):
         at.switch_page(f"app_pages/{name}.py")
     at.run()
@@ -49,8 +52,8 @@ def page(name=None, dataset=None, query=None) -> AppTest:
         at.switch_page("app_pages/importer.py").run()
         assert not at.exception, at.exception
     assert at.title[0].value == TITLES[name], [t.value for t in at.title]  # the page asked for, not the default
-    if dataset is not None:
-        at.selectbox(key="dataset_choice").set_value(dataset).run()
+    if dataset is not None and at.selectbox(key="dataset_choice").value != dataset:
+        at.selectbox(key="dataset_choice").set_value(dataset).run()  # Import, reached from the Playground
         assert not at.exception, at.exception
     return at
 
