@@ -146,9 +146,11 @@ def workbench_server(tmp_path_factory):
         yield url, log
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser_context(tmp_path_factory, workbench_server):
-    """A headless Chromium context with an empty profile, shared by the browser tests as their server is."""
+    """A headless Chromium context with an empty profile, for one module's browser tests. Not kept
+    for the session as the server is: Playwright's sync API holds an event loop on the thread
+    while it is open, and every later ``asyncio.run()`` on that worker would then fail."""
     with screenshot_module().browser(tmp_path_factory.mktemp("profile")) as context:
         yield context
 
