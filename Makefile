@@ -39,14 +39,18 @@ lint: $(STAMP)
 # The whole suite on two workers. --dist worksteal: a worker that runs dry takes tests from the other,
 # so neither idles behind one long file (measured: 275 s of pytest against 336 s with --dist loadfile,
 # which keeps a file's module fixtures on one worker but ends on one busy worker). CI runs this target.
+# PYTHONDONTWRITEBYTECODE emptied: bytecode caches are written during the run even where the environment
+# says not to (container images often do). Otherwise each worker rewrites every test module's asserts
+# again (7 s of CPU before its first test; 5 s with the caches) and each of the suite's child
+# interpreters compiles the vxmem modules it imports (a third of a second for a server's).
 PYTEST_WORKERS ?= 2
 test: lint chromium
-	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist worksteal --durations=15
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist worksteal --durations=15
 
 # The quick local loop: every test but the slow ones (crash trials, browser, notebooks, CLI examples).
 # Not a substitute for `make test`, which runs them all. `-m "not model and not subprocess"` narrows further.
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist worksteal -m "not slow"
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist worksteal -m "not slow"
 
 # Serves the dashboard headless (.streamlit/config.toml) and says where: open the URL in a browser.
 APP_PORT ?= 8501
