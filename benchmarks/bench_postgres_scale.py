@@ -50,8 +50,6 @@ from vxmem.core.keys import K_USER
 from vxmem.store.postgres.database import NEAREST
 from vxmem.store.postgres.schema import make_vector_index
 
-NOW = T0 + 400 * 86400.0  # the recalls' moment: after every memory, the timed writes' included (a recall of
-# the past counts the documents created by then: a scan, on PostgreSQL)
 USER_ROWS = "a user's rows (first read of a user)"
 
 
@@ -110,10 +108,17 @@ def index(url: str, dim: int, memory: str) -> float:
     return time.perf_counter() - t
 
 
+def moment(memories: int) -> float:
+    """The recalls' moment: after every memory (one a minute from T0), the timed writes' included.
+    A recall of the past would take away the documents created after it, reading them: at a
+    million memories (694 days of them), 400 days in read 420,000 rows per recall."""
+    return max(T0 + 400 * 86400.0, T0 + (memories + 1440) * 60.0)
+
+
 def latency(args: argparse.Namespace, url: str, items: list[dict[str, Any]], texts: list[str],
             emb: Lookup) -> tuple[dict[str, Any], Vectrix]:
     """The interleaved timings (see the module's docstring); the scoped handle, for its memory."""
-    per_user = args.memories // args.users
+    per_user, now = args.memories // args.users, moment(args.memories)
     warm = [f"user{u}" for u in range(0, args.users, 2)][: args.rounds]  # read once before the timing
     cold = [f"user{u}" for u in range(1, args.users, 2)]
     queries, extra = texts[: len(texts) - args.rounds], texts[len(texts) - args.rounds:]
@@ -124,22 +129,22 @@ def latency(args: argparse.Namespace, url: str, items: list[dict[str, Any]], tex
     rss_before = rss_mb()
     pg = Vectrix(scoped(url), embedder=emb)
     for user in warm:
-        pg.recall(queries[0], user=user, now=NOW)
+        pg.recall(queries[0], user=user, now=now)
     calls = {
-        "a user's recall|file": lambda i: file.recall(queries[i], user="user0", now=NOW),
-        "a user's recall|postgres": lambda i: pg.recall(queries[i], user=warm[i % len(warm)], now=NOW),
+        "a user's recall|file": lambda i: file.recall(queries[i], user="user0", now=now),
+        "a user's recall|postgres": lambda i: pg.recall(queries[i], user=warm[i % len(warm)], now=now),
         "a user's first recall (reads their rows)|postgres":
-            lambda i: pg.recall(queries[i], user=cold[i % len(cold)], now=NOW),
+            lambda i: pg.recall(queries[i], user=cold[i % len(cold)], now=now),
         "remember, one user|file": lambda i: file.remember(extra[i], user="user0", session="user0-s0",
-                                                          timestamp=NOW - 3600 + i),
+                                                          timestamp=now - 3600 + i),
         "remember, one user|postgres": lambda i: pg.remember(extra[i], user=warm[i % len(warm)],
                                                             session=f"{warm[i % len(warm)]}-s0",
-                                                            timestamp=NOW - 3600 + i),
-        "recall across users (HNSW)|postgres": lambda i: pg.recall(queries[i], now=NOW),
+                                                            timestamp=now - 3600 + i),
+        "recall across users (HNSW)|postgres": lambda i: pg.recall(queries[i], now=now),
         "a user's context (one session's)|file": lambda i: file.context(queries[i], user="user0",
-                                                                       session="user0-s0", now=NOW),
+                                                                       session="user0-s0", now=now),
         "a user's context (one session's)|postgres": lambda i: pg.context(
-            queries[i], user=warm[i % len(warm)], session=f"{warm[i % len(warm)]}-s0", now=NOW),
+            queries[i], user=warm[i % len(warm)], session=f"{warm[i % len(warm)]}-s0", now=now),
         "a user's count|file": lambda i: file.count({K_USER: "user0"}),
         "a user's count|postgres": lambda i: pg.count({K_USER: warm[i % len(warm)]}),
         "a user's scan|file": lambda i: list(file.scan({K_USER: "user0"})),
