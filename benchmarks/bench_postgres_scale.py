@@ -5,7 +5,8 @@ HNSW index across users against the exact answer, process memory, and what 1M me
     .venv/bin/python -m benchmarks.bench_postgres_scale --memories 100000 --users 1000
     .venv/bin/python -m benchmarks.bench_postgres_scale --memories 1000000 --users 10000 --index-memory 4GB
 
-The default takes a few minutes on a loaded 2-core machine. Without ``--url`` it starts a
+The default takes a few minutes on a loaded 2-core machine, 100,000 memories about 8, a
+million about 45 (loading them 37: see docs/POSTGRES.md). Without ``--url`` it starts a
 PostgreSQL 16 with pgvector through the pgserver wheel. The memories (``corpora.sentence``
 texts, ``WordsEmbedder`` vectors computed up front so the build times the stores) belong to
 ``--users`` users, three sessions each, and are loaded as docs/POSTGRES.md advises for many
