@@ -70,20 +70,30 @@ def doc_columns(texts: Sequence[str], metas: Sequence[dict[str, Any]]) -> list[t
     return out
 
 
-def count_in(conn: psycopg.Connection, terms: list[str], docs: int, length: int, created: float) -> None:
-    """Count ``docs`` documents (1; -1 counts one out; 0 changes a length) of ``length``
-    tokens in all, holding ``terms``, into the statistics (inside the writer's transaction, in
-    one statement: a round trip is most of what it costs)."""
+# The two statements that count a document in (or out of) the statistics, as CTEs that a
+# writer's statement carries (a round trip is most of what they cost); the parameters are
+# count_params()'s.
+COUNTED = (
+    "t AS (INSERT INTO vx_terms (term, df) SELECT unnest(%s::text[]), %s ON CONFLICT (term) "
+    "DO UPDATE SET df = vx_terms.df + excluded.df), "
+    "m AS (UPDATE vx_meta SET value = CASE key WHEN 'lex_docs' THEN (value::bigint + %s)::text "
+    "WHEN 'lex_sum' THEN (value::bigint + %s)::text "
+    "ELSE CASE WHEN %s AND value::float8 < %s THEN %s::text ELSE value END END "
+    "WHERE key IN ('lex_docs', 'lex_sum', 'max_created'))")
+
+
+def count_params(terms: list[str], docs: int, length: int, created: float) -> tuple[Any, ...]:
+    """The parameters of :data:`COUNTED` that count ``docs`` documents (1; -1 counts one out;
+    0 changes a length) of ``length`` tokens in all, holding ``terms``."""
     # max_created is a running maximum: a deletion leaves it (reads as of a moment then count, exactly).
     raise_max = docs >= 0 and math.isfinite(created)
-    conn.execute(
-        "WITH t AS (INSERT INTO vx_terms (term, df) SELECT unnest(%s::text[]), %s ON CONFLICT (term) "
-        "DO UPDATE SET df = vx_terms.df + excluded.df) "
-        "UPDATE vx_meta SET value = CASE key WHEN 'lex_docs' THEN (value::bigint + %s)::text "
-        "WHEN 'lex_sum' THEN (value::bigint + %s)::text "
-        "ELSE CASE WHEN %s AND value::float8 < %s THEN %s::text ELSE value END END "
-        "WHERE key IN ('lex_docs', 'lex_sum', 'max_created')",
-        (terms if docs else [], docs, docs, length, raise_max, created, created))
+    return terms if docs else [], docs, docs, length, raise_max, created, created
+
+
+def count_in(conn: psycopg.Connection, terms: list[str], docs: int, length: int, created: float) -> None:
+    """Count documents into the statistics (see :func:`count_params`), inside the writer's
+    transaction, in one statement."""
+    conn.execute(f"WITH {COUNTED} SELECT 1", count_params(terms, docs, length, created))
 
 
 def stats(conn: psycopg.Connection, terms: Sequence[str], as_of: float | None) -> Stats:

@@ -25,7 +25,7 @@ import psycopg
 from ...core.errors import ConflictError
 from ..mirror.mirror import Mirror
 from ..sqlite.jsonio import dumps
-from .corpus import count_in, doc_columns, lexical_columns
+from .corpus import COUNTED, count_in, count_params, doc_columns, lexical_columns
 from .schema import make_vector_index, session_of, user_of
 
 
@@ -68,19 +68,20 @@ class PgTransaction:
         self._set_dim(vec.shape[0])
         lex = doc_columns([text], [meta])[0]
         try:
+            # The row, its change-log entry and its word statistics in one statement: one round trip.
             row = self.conn.execute(
                 "WITH d AS (INSERT INTO vx_docs (id, text, metadata, vector, tokens, user_id, session_key, text_len, "
                 "lex_len, created, terms) VALUES (%s, %s, %s, %b, %s, %s, %s, %s, %s, %s, %s) "
-                "RETURNING rowid, user_id, session_key) INSERT INTO vx_changes (generation, doc, op, user_id, "
-                "session_key) SELECT %s, rowid, 'insert', user_id, session_key FROM d RETURNING doc",
+                "RETURNING rowid, user_id, session_key), c AS (INSERT INTO vx_changes (generation, doc, op, user_id, "
+                f"session_key) SELECT %s, rowid, 'insert', user_id, session_key FROM d RETURNING doc), {COUNTED} "
+                "SELECT doc FROM c",
                 (id, text, dumps(meta), np.asarray(vec, dtype=np.float32), self._stored(tokens), user_of(meta),
-                 session_of(meta), *lex, self.generation)).fetchone()
+                 session_of(meta), *lex, self.generation, *count_params(lex[3], 1, lex[1], lex[2]))).fetchone()
         except psycopg.errors.UniqueViolation:
             raise ConflictError(f"id already exists: {id!r}") from None
         except psycopg.DataError as exc:  # a NUL character, which a PostgreSQL text cannot hold
             raise ValueError(f"document {id!r} cannot be stored in PostgreSQL: {exc}") from None
         assert row is not None
-        count_in(self.conn, lex[3], 1, lex[1], lex[2])
         self.last_rowid = int(row[0])
         self.ops.append(("insert", self.last_rowid, id, text, meta, vec, tokens))
 
