@@ -2,8 +2,9 @@
 named settings on Tune and Sweep, a best point kept to a bound, the one-click report, corrections
 marked in an imported chat (`streamlit run app.py`, headless Chromium through Playwright).
 
-The server and browser context the browser tests share (conftest), the hashing embedder and the smallest datasets
-that show each thing, so it stays quick; what is asserted is what the page shows after each action.
+The Streamlit server the browser tests share (conftest), a browser context for the module, the
+hashing embedder and the smallest datasets that show each thing, so it stays quick; what is
+asserted is what the page shows after each action.
 Chromium and Playwright as in tests/test_browser.py: skipped where absent outside CI, failing in CI.
 """
 
