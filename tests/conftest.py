@@ -146,8 +146,14 @@ def workbench_server(tmp_path_factory):
         yield url, log
 
 
+@pytest.fixture(scope="session")
+def app_url(workbench_server):
+    """The URL of the shared workbench server."""
+    return workbench_server[0]
+
+
 @pytest.fixture(scope="module")
-def browser_context(tmp_path_factory, workbench_server):
+def ctx(tmp_path_factory, workbench_server):
     """A headless Chromium context with an empty profile, for one module's browser tests. Not kept
     for the session as the server is: Playwright's sync API holds an event loop on the thread
     while it is open, and every later ``asyncio.run()`` on that worker would then fail."""

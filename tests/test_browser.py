@@ -19,23 +19,6 @@ shot = screenshot_module()
 pytestmark = pytest.mark.slow
 
 
-
-
-@pytest.fixture(scope="module")
-def server(workbench_server):
-    return workbench_server
-
-
-@pytest.fixture(scope="module")
-def app_url(server):
-    return server[0]
-
-
-@pytest.fixture(scope="module")
-def ctx(browser_context):
-    return browser_context
-
-
 def slider(label: str) -> str:
     """The CSS of the slider labelled ``label`` (its accessible name also holds its help text)."""
     return f'input[type="range"][aria-label="{label}"]'
@@ -43,9 +26,6 @@ def slider(label: str) -> str:
 
 def ranking_rows(page):
     return page.get_by_test_id("stTable").locator("tbody tr").all_inner_texts()
-
-
-
 
 
 def open_from_the_sidebar(page, name: str) -> None:
@@ -86,8 +66,8 @@ def test_every_page_loads_with_no_error_nothing_fetched_from_outside_and_no_depl
     page.close()
 
 
-def test_the_server_log_has_no_inotify_overflow(server, ctx):
-    url, log = server
+def test_the_server_log_has_no_inotify_overflow(workbench_server, ctx):
+    url, log = workbench_server
     page = ctx.new_page()
     shot.open_page(page, url, "tune")
     page.close()

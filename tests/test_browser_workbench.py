@@ -32,18 +32,6 @@ DANA = ("session,role,text,timestamp\n"
         "s1,user,These days Dana drinks black coffee every morning.,2024-02-02T10:00:00Z\n")
 
 
-
-
-@pytest.fixture(scope="module")
-def app_url(workbench_server):
-    return workbench_server[0]
-
-
-@pytest.fixture(scope="module")
-def ctx(browser_context):
-    return browser_context
-
-
 @pytest.fixture
 def page(ctx):
     p = ctx.new_page()
@@ -56,9 +44,6 @@ def page(ctx):
 
 def main(page):
     return page.get_by_test_id("stMain")
-
-
-
 
 
 def grid_rows(frame) -> list[list[str]]:
