@@ -103,7 +103,7 @@ def index(url: str, dim: int, memory: str) -> float:
     ``maintenance_work_mem`` raised so that pgvector builds the graph in memory; seconds."""
     t = time.perf_counter()
     with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute(f"SET maintenance_work_mem = '{memory}'")
+        conn.execute("SELECT set_config('maintenance_work_mem', %s, false)", (memory,))  # the flag as a value
         with conn.transaction():
             make_vector_index(conn, dim)
     return time.perf_counter() - t
