@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from vxmem import Vectrix
 from vxmem.store.mirror import file as mirror_file
 from vxmem.store.mirror import loading, snapshot
+from vxmem.store.seam import UserSession
 from vxmem.store.sqlite import database, opening
 from vxmem.store.sqlite.database import Database
 from vxmem.store.sqlite.files import spread_sample
@@ -397,8 +398,8 @@ def test_a_read_snapshot_holds_its_own_copy_not_a_map_of_the_file(tmp_path):
     assert float(got["v"][:512].sum()) == 512 * 1024 and not got["v"][512:].any()
 
 
-def _dense(db, q, session, now):
-    got = db.recall(q, session=session, mode="dense", now=now, limit=10)
+def _dense(db, q, session, user, now):
+    got = db.recall(q, session=session, user=user, mode="dense", now=now, limit=10)
     return got.ids, [round(r.score, 12) for r in got]
 
 
@@ -408,35 +409,37 @@ def test_an_open_from_the_file_scans_each_sessions_rows_in_place(tmp_path):
     it, a removal splits it, and every recall scores as before the close."""
     path = str(tmp_path / "db.vxdb")
     db = _open(path)
-    ids = _fill(db, 450)  # sessions s0, s1, s2 interleaved: 150 rows each
+    ids = _fill(db, 900)  # sessions s0, s1, s2 of users u0 and u1, interleaved: 150 rows each
     now = T0 + 30 * DAY
-    queries = [("cat tea river", "s0"), ("paris piano", "s1"), ("green garden", "s2")]
-    want = [_dense(db, q, s, now) for q, s in queries]
+    queries = [("cat tea river", "s0", "u0"), ("paris piano", "s1", "u0"), ("green garden", "s2", "u1")]
+    want = [_dense(db, *q, now) for q in queries]
     db.close()
     db = _open(path)
+    sessions = [UserSession(u, s) for u in ("u0", "u1") for s in ("s0", "s1", "s2")]
     try:
         assert _used_file(db)
-        assert [_dense(db, q, s, now) for q, s in queries] == want
+        assert [_dense(db, *q, now) for q in queries] == want
         with db.engine.locked() as m:
-            for code in range(3):
-                rows = m.slot[m.session_positions(code)]
+            for session in sessions:
+                rows = m.slot[m.session_positions(m.session_code(session))]
                 assert np.array_equal(rows, np.arange(rows[0], rows[0] + 150))  # together in the heap
-                blk = m.session_block(code)
+                blk = m.session_block(m.session_code(session))
                 assert blk.views == 1
-        new = db.remember("cat tea river again", session="s0", timestamp=now)
-        db.forget(ids=[ids[3 * 75 + 1]])  # the middle of s1
+        new = db.remember("cat tea river again", session="s0", user="u0", timestamp=now)
+        db.forget(ids=[ids[454]])  # the middle of u0's s1 (rows 4, 10, 16, ...)
         with db.engine.locked() as m:
             q = m.vector(m.pos_of_id[new])
-            for code in range(3):
-                blk = m.session_block(code)
-                assert blk.views == (2 if code == 1 else 1)
+            for session in sessions:
+                blk = m.session_block(m.session_code(session))
+                assert blk.views == (2 if session == ("u0", "s1") else 1)
                 assert np.array_equal(blk.dots(q), rowdot(m.vectors(blk.positions), q))
-        assert _dense(db, "cat tea river again", "s0", now)[0][0] == new
-        assert ids[3 * 75 + 1] not in _dense(db, "paris piano", "s1", now)[0]
+        assert _dense(db, "cat tea river again", "s0", "u0", now)[0][0] == new
+        assert ids[454] not in _dense(db, "paris piano", "s1", "u0", now)[0]
         db.close()
         db = _open(path)  # saved again: the new row lies with its session
         with db.engine.locked() as m:
-            assert m.session_block(0).views == 1 and m.session_block(0).n == 151
+            first = m.session_block(m.session_code(UserSession("u0", "s0")))
+            assert first.views == 1 and first.n == 151
         assert _state(db.engine.mirror) == _full_state(path)[0]
     finally:
         db.close()

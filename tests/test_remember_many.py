@@ -78,12 +78,14 @@ def test_a_turn_number_given_twice_in_one_batch_is_named_and_nothing_is_written(
     with pytest.raises(ValueError, match="turn 5 of session 's' is given twice"):
         db.remember_many([{"text": "a", "turn": 5}, {"text": "b", "turn": 5}], session="s", timestamp=T0)
     assert len(db) == 0 and emb.calls == []
-    with pytest.raises(ValueError, match="turn 5 of session 's' is given twice"):  # whoever's turns they are
-        db.remember_many([{"text": "a", "turn": 5}, {"text": "b", "turn": 5, "user": "bob"}], session="s",
-                         timestamp=T0)
+    with pytest.raises(ValueError, match="turn 5 of session 's' is given twice"):  # one user's
+        db.remember_many([{"text": "a", "turn": 5, "user": "bob"}, {"text": "b", "turn": 5, "user": "bob"}],
+                         session="s", timestamp=T0)
     db.remember_many([{"text": "a", "turn": 5, "session": "s"}, {"text": "b", "turn": 5, "session": "t"}],
                      timestamp=T0)  # the same number in two sessions is two turns
-    assert len(db) == 2
+    db.remember_many([{"text": "c", "turn": 5}, {"text": "d", "turn": 5, "user": "bob"}], session="u",
+                     timestamp=T0)  # and in two users' sessions of one name
+    assert len(db) == 4
 
 
 def test_the_judge_supersedes_stored_facts_inside_the_batch_transaction():

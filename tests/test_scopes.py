@@ -23,7 +23,9 @@ OP = st.one_of(MEMORY, st.tuples(st.just("correct"), st.integers(0, 10**6), TEXT
 OPS = st.lists(OP, min_size=1, max_size=25)
 
 
-def _build(ops, embedder, exact_threshold=20_000):
+def _build(ops, embedder, exact_threshold=20_000, joined=False):
+    """A memory of ``ops``; ``joined``: with each user's session stored as a session of no user,
+    named after both (``"ann|s1"``): what a user's session must rank as."""
     db = Vectrix(None, embedder=embedder, exact_threshold=exact_threshold)
     ids, ts = [], T0
     for op in ops:
@@ -34,6 +36,8 @@ def _build(ops, embedder, exact_threshold=20_000):
             continue
         kind, session, user, topic, text = op
         meta = {} if topic == "absent" else {"topic": topic}
+        if joined:
+            session, user = f"{user}|{session}", None
         ids.append(db.remember(text, session=session, kind=None if kind == "turn" else kind, user=user,
                                metadata=meta, timestamp=ts))
     return db
@@ -80,12 +84,16 @@ def test_recall_for_a_user_returns_only_that_users_memories_and_the_true_top_of_
     def mine(meta):
         return meta.get(K_USER) == user and (session is None or meta[K_SESSION] == session)
 
+    joined = _build(ops, word_embedder, joined=True) if session is not None else None
     for mode in MODES:
         got = db.recall(query, session=session, user=user, limit=limit, mode=mode, now=T0 + DAY)
         assert all(mine(r.metadata) for r in got), mode
-        oracle = db.recall(query, session=session, limit=limit, mode=mode, now=T0 + DAY,
-                           exclude_ids=_others(db, mine))
-        assert got.ids == oracle.ids, mode
+        if joined is None:  # across the user's sessions: the collection's top, others' left out
+            oracle = db.recall(query, limit=limit, mode=mode, now=T0 + DAY, exclude_ids=_others(db, mine))
+            assert got.ids == oracle.ids, mode
+        else:  # a user's session ranks as a session of its own
+            oracle = joined.recall(query, session=f"{user}|{session}", limit=limit, mode=mode, now=T0 + DAY)
+            assert [(r.text, round(r.score, 9)) for r in got] == [(r.text, round(r.score, 9)) for r in oracle], mode
 
 
 @SETTINGS
@@ -146,7 +154,7 @@ def test_a_correction_and_a_consolidated_fact_belong_to_the_user(word_embedder):
     assert db.get(new).metadata[K_USER] == "ann"
     for i in range(3):
         db.remember(f"turn {i} about tea", session="s", user="ann", timestamp=T0 + 10 + i)
-    report = db.consolidate("s", lambda turns: ["Ann drinks tea"], keep_recent=0, now=T0 + DAY)
+    report = db.consolidate("s", lambda turns: ["Ann drinks tea"], keep_recent=0, now=T0 + DAY, user="ann")
     assert [db.get(f).metadata[K_USER] for f in report.facts] == ["ann"]
 
 

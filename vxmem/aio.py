@@ -232,18 +232,18 @@ class AsyncVectrix:
 
     async def consolidate(self, session: str | None, summarize: Summarizer, keep_recent: int = 6,
                           older_than: float | datetime | None = None, batch_turns: int = 40, delete: bool = True,
-                          pinned: bool = False, now: TimeLike = None) -> ConsolidationReport:
+                          pinned: bool = False, now: TimeLike = None, user: str | None = None) -> ConsolidationReport:
         # The summarizer may take minutes: the reads made after it do not wait (see the module docstring).
         return await self.order.run(True, partial(self.sync.consolidate, session, summarize, keep_recent=keep_recent,
                                                   older_than=older_than, batch_turns=batch_turns, delete=delete,
-                                                  pinned=pinned, now=now), judged=True)
+                                                  pinned=pinned, now=now, user=user), judged=True)
 
     async def expire(self, now: TimeLike = None, user: str | None = None) -> int:
         return await self.call("expire", now=now, user=user)
 
     async def turns(self, session: str | None, limit: int | None = None, now: TimeLike = None,
-                    filter: dict[str, Any] | None = None) -> list[Result]:
-        return await self.call("turns", session, limit=limit, now=now, filter=filter)
+                    filter: dict[str, Any] | None = None, user: str | None = None) -> list[Result]:
+        return await self.call("turns", session, limit=limit, now=now, filter=filter, user=user)
 
     async def history(self, id: str, now: TimeLike = None) -> list[HistoryEntry]:
         return await self.call("history", id, now=now)

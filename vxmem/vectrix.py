@@ -95,16 +95,16 @@ class Vectrix(Collection):
 
     def consolidate(self, session: str | None, summarize: Summarizer, keep_recent: int = 6,
                     older_than: float | datetime | None = None, batch_turns: int = 40, delete: bool = True,
-                    pinned: bool = False, now: TimeLike = None) -> ConsolidationReport:
+                    pinned: bool = False, now: TimeLike = None, user: str | None = None) -> ConsolidationReport:
         return self.memory.consolidate(session, summarize, keep_recent=keep_recent, older_than=older_than,
-                                       batch_turns=batch_turns, delete=delete, pinned=pinned, now=now)
+                                       batch_turns=batch_turns, delete=delete, pinned=pinned, now=now, user=user)
 
     def expire(self, now: TimeLike = None, user: str | None = None) -> int:
         return self.memory.expire(now=now, user=user)
 
     def turns(self, session: str | None, limit: int | None = None, now: TimeLike = None,
-              filter: dict[str, Any] | None = None) -> list[Result]:
-        return self.memory.turns(session, limit=limit, now=now, filter=filter)
+              filter: dict[str, Any] | None = None, user: str | None = None) -> list[Result]:
+        return self.memory.turns(session, limit=limit, now=now, filter=filter, user=user)
 
     def history(self, id: str, now: TimeLike = None) -> list[HistoryEntry]:
         return self.memory.history(id, now=now)

@@ -121,7 +121,8 @@ class VxmemChatMessageHistory(BaseChatMessageHistory):
     @property
     def messages(self) -> list[BaseMessage]:  # type: ignore[override]
         """The session's turns as messages, oldest first."""
-        return [message_of(t) for t in self.db.turns(self.session, limit=self.limit, now=self.clock())]
+        turns = self.db.turns(self.session, limit=self.limit, now=self.clock(), user=self.user)
+        return [message_of(t) for t in turns]
 
     def add_messages(self, messages: Sequence[BaseMessage]) -> None:
         """Remember the messages as turns, in order, in one transaction (see :func:`turn_of`)."""

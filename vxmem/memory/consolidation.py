@@ -35,7 +35,7 @@ from ..core.keys import (
     KIND_CODES,
     KIND_TURN,
 )
-from ..store.seam import MemoryStore, MemoryView
+from ..store.seam import MemoryStore, MemoryView, UserSession, in_session
 
 Summarizer = Callable[[list[dict[str, Any]]], list[str]]
 
@@ -71,8 +71,8 @@ class ConsolidationReport:
 
 def consolidate(store: MemoryStore, session: str | None, summarize: Summarizer, *, keep_recent: int,
                 cutoff: float | None, batch_turns: int, delete: bool, kind: str, ttl_days: float | None,
-                now_ts: float) -> ConsolidationReport:
-    """Consolidate ``session``'s live turns but the last ``keep_recent`` (and, given a
+                now_ts: float, user: str | None = None) -> ConsolidationReport:
+    """Consolidate ``session``'s (``user``'s own, when given) live turns but the last ``keep_recent`` (and, given a
     ``cutoff``, only those older than it) in batches of ``batch_turns``, into facts of
     ``kind`` that live ``ttl_days`` (None: forever).
 
@@ -82,8 +82,9 @@ def consolidate(store: MemoryStore, session: str | None, summarize: Summarizer, 
     partial report as ``.report``.
     """
     report = ConsolidationReport(session=session)
-    with store.locked(session=session) as m:
-        pos = m.select(session, (KIND_TURN,), live_at=now_ts, include_superseded=False)
+    at = in_session(session, user)
+    with store.locked(user=user, session=session if user is None else None) as m:
+        pos = m.select(at, (KIND_TURN,), live_at=now_ts, include_superseded=False)
         ordered = np.array(m.in_turn_order(pos), dtype=np.int64)
         if keep_recent:
             ordered = ordered[:-keep_recent] if ordered.size > keep_recent else ordered[:0]
@@ -94,9 +95,9 @@ def consolidate(store: MemoryStore, session: str | None, summarize: Summarizer, 
         ids = [m.ids[p] for p in ordered.tolist() if K_CONSOLIDATED_INTO not in m.metas[p]]
     try:
         if delete and done:
-            _drop_consolidated(store, session, done, report)
+            _drop_consolidated(store, at, done, report)
         for i in range(0, len(ids), batch_turns):
-            _batch(store, ids[i:i + batch_turns], summarize, kind, session, delete, ttl_days, report)
+            _batch(store, ids[i:i + batch_turns], summarize, kind, at, delete, ttl_days, report)
         report.completed = True
     except Exception as exc:
         exc.report = report  # type: ignore[attr-defined]
@@ -123,7 +124,7 @@ def _unconsumed(m: MemoryView, id: str) -> bool:
             and K_CONSOLIDATED_INTO not in m.metas[p])
 
 
-def _drop_consolidated(store: MemoryStore, session: str | None, turn_ids: list[str],
+def _drop_consolidated(store: MemoryStore, session: Any, turn_ids: list[str],
                        report: ConsolidationReport) -> None:
     """Delete turns an earlier ``delete=False`` call already summarised (one transaction)."""
     with store.locked(session=session) as m:
@@ -136,7 +137,7 @@ def _drop_consolidated(store: MemoryStore, session: str | None, turn_ids: list[s
     report.turns_deleted += len(gone)
 
 
-def _batch(store: MemoryStore, turn_ids: list[str], summarize: Summarizer, kind: str, session: str | None,
+def _batch(store: MemoryStore, turn_ids: list[str], summarize: Summarizer, kind: str, session: Any,
            delete: bool, ttl_days: float | None, report: ConsolidationReport) -> None:
     with store.locked(session=session) as m:  # a snapshot of the batch: an earlier commit may have renumbered it
         if not all(_unconsumed(m, i) for i in turn_ids):
@@ -162,7 +163,8 @@ def _batch(store: MemoryStore, turn_ids: list[str], summarize: Summarizer, kind:
             return
         with store.transaction() as tx:
             for fid, text, vec, tokens in zip(ids, facts, vecs, fact_tokens):
-                meta = {K_KIND: kind, K_SESSION: session, K_ROLE: "summary", K_TS: newest,
+                meta = {K_KIND: kind, K_SESSION: session.session if isinstance(session, UserSession) else session,
+                        K_ROLE: "summary", K_TS: newest,
                         K_CONSOLIDATED_FROM: list(turn_ids)}
                 end = expiry(newest, ttl_days)
                 if end is not None:

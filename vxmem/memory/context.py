@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.keys import K_ROLE, KIND_PINNED, KIND_TURN
-from ..store.seam import ANY_SESSION, FilterValues, MemoryStore, MemoryView, Result, Results
+from ..store.seam import ANY_SESSION, FilterValues, MemoryStore, MemoryView, Result, Results, in_session
 from .request import RecallRequest
 
 SECTIONS = ("pinned", "recent", "recalled")
@@ -103,14 +103,14 @@ def assemble(store: MemoryStore, recall: Callable[[RecallRequest], Results], req
     now_ts, user, flt = request.now, request.user, request.filter
     assert now_ts is not None  # a request's time is fixed when it is made
     budget = _Budget(token_budget, store.token_counter)
-    # A user's block reads the user's memories and the session's (whoever's: its recent turns and pinned facts).
-    with store.locked(user=user, session=session if isinstance(session, str) else None) as m:
+    # A user's block reads the user's memories (their session's recent turns among them); else the session's.
+    with store.locked(user=user, session=session if user is None and isinstance(session, str) else None) as m:
         pinned = _pinned(m, session, now_ts, user, flt)
         if pinned:  # never cut: paid for even past the budget
             budget.used["pinned"] = sum(budget.cost("pinned", r, first=i == 0) for i, r in enumerate(pinned))
             budget.left -= budget.used["pinned"]
         over = budget.left < 0
-        recent, cut_recent = _recent(m, session, recent_turns, now_ts, budget, flt)
+        recent, cut_recent = _recent(m, in_session(session, user), recent_turns, now_ts, budget, flt)
         recalled: list[Result] = []
         cut_recalled = 0
         if budget.left > 0:
@@ -154,22 +154,15 @@ def _fitted(block: ContextBlock, count: Callable[[str], int]) -> ContextBlock:
 
 def _pinned(m: MemoryView, session: str | None, now_ts: float, user: str | None = None,
             flt: FilterValues | None = None) -> list[Result]:
-    """Live pinned facts of ``session`` (None: every session), and of ``user`` from any
-    session, oldest first."""
-    def live(scope: Any, of_user: str | None = None) -> list[int]:
-        return m.keep_matching(m.select(scope, (KIND_PINNED,), live_at=now_ts, include_superseded=False,
-                                        as_of=now_ts, user=of_user), flt).tolist()
-
-    if user is None:
-        pos = live(ANY_SESSION if session is None else session)
-    elif session is None:
-        pos = live(ANY_SESSION, user)
-    else:
-        pos = sorted(set(live(session)) | set(live(ANY_SESSION, user)))
+    """Live pinned facts of ``session`` (None: every session), or of ``user`` from any of
+    their sessions, oldest first."""
+    scope = ANY_SESSION if session is None or user is not None else session
+    pos = m.keep_matching(m.select(scope, (KIND_PINNED,), live_at=now_ts, include_superseded=False,
+                                   as_of=now_ts, user=user), flt).tolist()
     return [m.result(p) for p in sorted(pos, key=lambda p: (m.ts[p], p))]
 
 
-def _recent(m: MemoryView, session: str | None, recent_turns: int, now_ts: float,
+def _recent(m: MemoryView, session: Any, recent_turns: int, now_ts: float,
             budget: _Budget, flt: FilterValues | None = None) -> tuple[list[Result], int]:
     """The last ``recent_turns`` live turns of ``session`` that fit, and how many were cut."""
     if session is None or not recent_turns:

@@ -56,7 +56,7 @@ from ..core.sentinels import AnySession
 from ..models.rerank import Reranker, check_reranker
 from ..ranking import scoring
 from ..ranking.blend import Blend
-from ..store.seam import ANY_SESSION, check_ids
+from ..store.seam import ANY_SESSION, check_ids, in_session
 from . import consolidation
 from .arguments import (
     any_if_none,
@@ -207,7 +207,7 @@ class ConversationMemory(MemoryReading[CollectionT]):
         vec = self.store.embed([d.text])[0]
         tokens = self.store.count_tokens([d.text])[0]
         late = self._late_bits(soon)
-        contradicted = self._judge(d.text, vec, d.session, d.ts) if d.run_judge else []
+        contradicted = self._judge(d.text, vec, d.at, d.ts) if d.run_judge else []
         return write_draft(self.store, d, vec, tokens, contradicted, late)
 
     def remember_many(self, memories: Iterable[str | Mapping[str, Any]], *, session: str | None = None,
@@ -232,12 +232,12 @@ class ConversationMemory(MemoryReading[CollectionT]):
         given = [d.id for d in drafts if d.id is not None]
         if len(set(given)) != len(given):
             raise ValueError("memories name the same id twice")
-        numbered: set[tuple[str | None, int]] = set()  # turns are numbered per session, whoever's they are
+        numbered: set[tuple[Any, int]] = set()  # turns are numbered per session (each user's own)
         for d in drafts:
             if d.turn is not None:
-                if (d.session, d.turn) in numbered:
+                if (d.at, d.turn) in numbered:
                     raise ConflictError(f"turn {d.turn} of session {d.session!r} is given twice")
-                numbered.add((d.session, d.turn))
+                numbered.add((d.at, d.turn))
         if not drafts:
             return []
         with self.store.locked(user=drafts_user(drafts)) as m:  # fail fast, before the embedder runs
@@ -248,7 +248,7 @@ class ConversationMemory(MemoryReading[CollectionT]):
         vecs = embed_in_batches(self.store, texts)  # outside the lock, a batch's memory at a time
         tokens = self.store.count_tokens(texts)
         late = self._late_bits(soon)
-        contradicted = [self._judge(d.text, v, d.session, d.ts) if d.run_judge else [] for d, v in zip(drafts, vecs)]
+        contradicted = [self._judge(d.text, v, d.at, d.ts) if d.run_judge else [] for d, v in zip(drafts, vecs)]
         return write_drafts(self.store, drafts, vecs, tokens, contradicted, late)
 
     def _late_soon(self, drafts: Sequence[Draft]) -> LateJob | None:
@@ -302,14 +302,14 @@ class ConversationMemory(MemoryReading[CollectionT]):
     def _ttl_for(self, kind: str, ttl_days: Any) -> float | None:
         return ttl_for(kind, ttl_days, self.ttl_days)
 
-    def _judge(self, text: str, vec: np.ndarray, session: str | None, ts: float) -> list[str]:
+    def _judge(self, text: str, vec: np.ndarray, session: Any, ts: float) -> list[str]:
         """Ids of the live facts nearest to ``text`` that the judge says it contradicts.
 
         The candidates are the facts stored at or before ``ts`` that nothing supersedes: a
         memory written out of time order never supersedes one from its future. They are read
         under the lock; the judge is called after it is released.
         """
-        with self.store.locked(session=session) as m:  # the facts of that session, whoever's
+        with self.store.locked(session=session) as m:  # the facts of that session (of its user's)
             pos = m.select(session, (KIND_FACT, KIND_PINNED), live_at=ts, include_superseded=False)
             pos = pos[m.ts[pos] <= ts]
             if pos.size == 0 or self.judge is None:
@@ -406,7 +406,7 @@ class ConversationMemory(MemoryReading[CollectionT]):
         :param now: the moment ``older_than`` counts back from (default: now),
         :param filter: only memories whose own metadata match it (the collection's filter
             syntax, e.g. ``{"topic": "billing"}``),
-        :param user: only memories of this user (any session unless ``session`` is given).
+        :param user: only this user's memories (of their own ``session``, if one is given).
         """
         named = None if ids is None else check_ids(ids)
         flt = check_memory_filter(filter)
@@ -419,7 +419,7 @@ class ConversationMemory(MemoryReading[CollectionT]):
         cutoff = days_to_seconds(older_than, now_ts)
         one = session if user is None and isinstance(session, str) else None  # (its links stay in it)
         with self.store.locked(user=user, session=one) as m:
-            pos = m.keep_matching(m.select(any_if_none(session), kinds, user=user), flt)
+            pos = m.keep_matching(m.select(in_session(any_if_none(session), user), kinds, user=user), flt)
             if cutoff is not None:
                 pos = pos[m.ts[pos] < cutoff]
             if superseded:
@@ -455,7 +455,7 @@ class ConversationMemory(MemoryReading[CollectionT]):
 
     def consolidate(self, session: str | None, summarize: Summarizer, keep_recent: int = 6,
                     older_than: float | datetime | None = None, batch_turns: int = 40, delete: bool = True,
-                    pinned: bool = False, now: TimeLike = None) -> ConsolidationReport:
+                    pinned: bool = False, now: TimeLike = None, user: str | None = None) -> ConsolidationReport:
         """Turn old turns into standalone facts and drop the turns.
 
         ``summarize`` receives ``{"role", "text", "ts"}`` dicts, oldest first, and returns
@@ -482,8 +482,10 @@ class ConversationMemory(MemoryReading[CollectionT]):
             stores the facts).
         :param pinned: store the facts pinned rather than as plain facts.
         :param now: the moment ``older_than`` counts back from (default: now).
+        :param user: whose session it is (without ``user``: the session of no user).
         """
         session = check_session(session)
+        user = check_user(user)
         if not callable(summarize):
             raise TypeError("summarize must be a callable list[dict] -> list[str]")
         keep_recent = check_int(keep_recent, "keep_recent", minimum=0)
@@ -494,4 +496,5 @@ class ConversationMemory(MemoryReading[CollectionT]):
         kind = KIND_PINNED if pinned else KIND_FACT
         return consolidation.consolidate(
             self.store, session, summarize, keep_recent=keep_recent, cutoff=days_to_seconds(older_than, now_ts),
-            batch_turns=batch_turns, delete=delete, kind=kind, ttl_days=self._ttl_for(kind, None), now_ts=now_ts)
+            batch_turns=batch_turns, delete=delete, kind=kind, ttl_days=self._ttl_for(kind, None), now_ts=now_ts,
+            user=user)

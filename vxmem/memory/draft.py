@@ -16,7 +16,7 @@ import numpy as np
 from ..core.checks import check_bool, check_choice, check_int, check_positive, check_session, check_text
 from ..core.clock import TimeLike, to_epoch
 from ..core.keys import K_SUPERSEDES, K_TURN, K_USER, KIND_PINNED, KIND_TURN, KINDS, TURN_LIMIT
-from ..store.seam import MemoryStore, MemoryView, MemoryWrites, check_id, session_key
+from ..store.seam import MemoryStore, MemoryView, MemoryWrites, check_id, in_session, session_key
 from .arguments import check_caller_metadata, check_user
 from .bookkeeping import claim_turn, new_memory_id, refuse_taken, stamp
 from .supersession import mark_superseded
@@ -70,6 +70,11 @@ class Draft(NamedTuple):
     id: str | None
     ttl: float | None
     run_judge: bool
+
+    @property
+    def at(self) -> Any:
+        """The session as the store names it: the user's own, when the memory has a user."""
+        return in_session(self.session, self.user)
 
 
 def ttl_for(kind: str, ttl_days: Any, ttl_map: dict[str, float | None]) -> float | None:
@@ -161,21 +166,21 @@ def _insert(m: MemoryView, tx: MemoryWrites, d: Draft, new_id: str, meta: dict[s
     (session, number) of each turn this transaction wrote before it to (rowid, text)."""
     turn = None
     if d.kind == KIND_TURN:
-        turn = meta[K_TURN] = claim_turn(m, tx, d.session, d.turn)
+        turn = meta[K_TURN] = claim_turn(m, tx, d.at, d.turn)
     tx.insert(new_id, d.text, meta, vec, tokens)
-    key = session_key(d.session)
+    key = session_key(d.at)
     if turn is not None:
         written[(key, turn)] = (tx.last_rowid, d.text)
     if late is not None:
         tx.put_late(late.name, late.own[i])
-        before, read = _written_before(m, written, key, d.session, turn), late.read[i]
+        before, read = _written_before(m, written, key, d.at, turn), late.read[i]
         if read is not None and before is not None and before[1] == late.context[i]:
             tx.put_late_context(late.name, before[0], read)  # read after the turn it does follow
     for old in live:
         mark_superseded(m, tx, old, new_id, d.ts)
 
 
-def _written_before(m: MemoryView, written: dict[tuple[str, int], tuple[int, str]], key: str, session: str | None,
+def _written_before(m: MemoryView, written: dict[tuple[str, int], tuple[int, str]], key: str, session: Any,
                     turn: int | None) -> tuple[int, str] | None:
     """(rowid, text) of the live turn numbered ``turn - 1`` in the session (None: none)."""
     if turn is None:
@@ -195,9 +200,9 @@ def drafts_user(drafts: Sequence[Draft]) -> str | tuple[str, ...] | None:
     return users.pop() if len(users) == 1 else tuple(sorted(u for u in users if u is not None))
 
 
-def drafts_session(drafts: Sequence[Draft]) -> str | None:
-    """The one session every draft belongs to (None: several, or none named)."""
-    sessions = {d.session for d in drafts}
+def drafts_session(drafts: Sequence[Draft]) -> Any:
+    """The one session every draft belongs to, as the store names it (None: several, or none named)."""
+    sessions = {d.at for d in drafts}
     return sessions.pop() if len(sessions) == 1 else None
 
 

@@ -93,12 +93,12 @@ def write_contexts(m: MemoryView, drafts: Sequence[Any]) -> list[str | None]:
         if d.kind != KIND_TURN:
             out.append(None)
             continue
-        key = session_key(d.session)
+        key = session_key(d.at)
         prev: str | None
         if key in last and (d.turn is None or d.turn == last[key][0] + 1):
             prev, number = last[key][1], last[key][0] + 1
         else:
-            prev, number = _stored_before(m, d.session, d.turn)
+            prev, number = _stored_before(m, d.at, d.turn)
         out.append(prev)
         last[key] = (float(d.turn) if d.turn is not None else number, d.text)
     return out

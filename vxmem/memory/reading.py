@@ -34,8 +34,8 @@ from ..models.rerank import Reranker, rerank_scores
 from ..ranking import scoring
 from ..ranking.blend import Blend
 from ..ranking.pool import CandidatePool
-from ..store.seam import MemoryCollection, MemoryStore, MemoryView, Result, check_mode
-from .arguments import any_if_none, check_memory_filter, check_scope
+from ..store.seam import MemoryCollection, MemoryStore, MemoryView, Result, check_mode, in_session
+from .arguments import any_if_none, check_memory_filter, check_scope, check_user
 from .bookkeeping import memory_pos
 from .confidence import match_probability
 from .context import ContextBlock, assemble
@@ -127,7 +127,7 @@ class MemoryReading(Generic[CollectionT]):
     # ------------------------------------------------------------------ reading
 
     def turns(self, session: str | None, limit: int | None = None, now: TimeLike = None,
-              filter: dict[str, Any] | None = None) -> list[Result]:
+              filter: dict[str, Any] | None = None, user: str | None = None) -> list[Result]:
         """A session's turns in order; the last ``limit`` of them if given.
 
         Expired turns (at ``now``) are left out; superseded ones stay, flagged in their
@@ -138,15 +138,18 @@ class MemoryReading(Generic[CollectionT]):
         :param now: the moment of the transcript (default: now): turns created after it
             are not in it, and one expired by then is left out.
         :param filter: only turns whose own metadata match it (the collection's filter syntax).
+        :param user: the user whose session it is (a session belongs to its user: without
+            ``user``, the session of no user).
         """
         session = check_session(session)
+        user = check_user(user)
         flt = check_memory_filter(filter)
         if limit is not None:
             limit = check_limit(limit)
         now_ts = to_epoch(now)
-        with self.store.locked(session=session) as m:
-            ordered = m.in_turn_order(m.keep_matching(m.select(session, (KIND_TURN,), live_at=now_ts, as_of=now_ts),
-                                                      flt))
+        at = in_session(session, user)
+        with self.store.locked(user=user, session=session if user is None else None) as m:
+            ordered = m.in_turn_order(m.keep_matching(m.select(at, (KIND_TURN,), live_at=now_ts, as_of=now_ts), flt))
             if limit is not None:
                 ordered = ordered[-limit:]
             return [m.result(p) for p in ordered]
@@ -252,7 +255,7 @@ class MemoryReading(Generic[CollectionT]):
         if not ids:
             return
         user, session = (None, None) if request is None else (request.user, request.session)
-        with self.store.locked(user=user, session=session) as m:
+        with self.store.locked(user=user, session=session if user is None else None) as m:
             pos = [p for p in (m.pos_of_id.get(i) for i in ids) if p is not None]
             self._record(np.array(pos, dtype=np.int64), now_ts)
 
@@ -310,7 +313,7 @@ class MemoryReading(Generic[CollectionT]):
         cascade's final stage (the blend's top ``limit`` only), cut by ``min_relevance``."""
         now_ts = request.now
         assert now_ts is not None  # a request's time is fixed when it is made
-        scope = any_if_none(request.session)
+        scope = in_session(any_if_none(request.session), request.user)  # a user's session is theirs alone
         pos = m.select(scope, request.kinds, live_at=now_ts, include_superseded=request.include_superseded,
                        exclude_ids=request.exclude_ids, as_of=now_ts, user=request.user)
         pos = m.keep_matching(pos, request.filter)
@@ -416,10 +419,10 @@ class MemoryReading(Generic[CollectionT]):
         session's pinned facts, no recent turns (turns belong to one conversation), and
         memories recalled from every session. Pass a session for one conversation's block.
 
-        ``user`` widens the block to a user across their sessions: the user's pinned facts
-        (from any session) join the session's, and recall draws on every memory of the
-        user's (from any session) instead of the session's; the recent turns stay the
-        session's. Remember a user's turns with ``user=`` so that recall finds them.
+        ``user`` names whose session it is (a session belongs to its user) and widens the
+        rest of the block to the user across their sessions: the user's pinned facts from
+        any of their sessions, and recall from every memory of theirs; the recent turns
+        stay the session's. Remember a user's turns with ``user=`` so that recall finds them.
 
         :param query: what to recall memories for.
         :param session: whose context (None or ANY_SESSION: every session's pinned facts, no
@@ -429,7 +432,7 @@ class MemoryReading(Generic[CollectionT]):
         :param limit: how many memories to recall at most.
         :param now: the moment of the block (default: now): every section reads the
             collection as it stood then, as ``recall(now=...)`` does.
-        :param user: whose pinned facts and memories join the block (see above).
+        :param user: whose session and memories make the block (see above).
         :param filter: only memories whose own metadata match it, in every section (the
             collection's filter syntax).
         :param recall_kwargs: ``recall()``'s ``score_gap``, ``kinds``, ``include_superseded``,

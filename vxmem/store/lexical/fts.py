@@ -14,7 +14,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from ...core.keys import K_KIND, K_SESSION
+from ...core.keys import K_KIND, K_SESSION, K_USER
 from ..mirror.columns import session_key
 from ..mirror.mirror import ANY_SESSION, SessionArg
 
@@ -50,18 +50,23 @@ def fts_query(text: str) -> str | None:
 
 
 def scope_token(meta: Mapping[str, Any]) -> str:
-    """The FTS token standing for a document's session ('' for a plain document)."""
+    """The FTS token standing for a document's session, its user's (see
+    :func:`~vxmem.store.mirror.columns.session_key`; '' for a plain document)."""
     if K_SESSION not in meta and K_KIND not in meta:
         return ""
-    session = meta.get(K_SESSION)
-    return _session_token(session) if session is None or type(session) is str else _token_of(session)
+    return session_token(meta.get(K_SESSION), meta.get(K_USER))
 
 
-def _token_of(session: Any) -> str:
-    return "vxs" + hashlib.blake2b(session_key(session).encode(), digest_size=8).hexdigest()
+def _token_of(key: str) -> str:
+    return "vxs" + hashlib.blake2b(key.encode(), digest_size=8).hexdigest()
 
 
-_session_token = functools.lru_cache(maxsize=4096)(_token_of)  # a batch of FTS5 rows is mostly a few sessions
+_key_token = functools.lru_cache(maxsize=4096)(_token_of)  # a batch of FTS5 rows is mostly a few sessions
+
+
+def session_token(session: Any, user: Any = None) -> str:
+    """The FTS token of ``session`` (of ``user``'s, when given or a ``UserSession``)."""
+    return _key_token(session_key(session, user))
 
 
 def fts_match(query: str, session: SessionArg = ANY_SESSION) -> str | None:
@@ -71,4 +76,4 @@ def fts_match(query: str, session: SessionArg = ANY_SESSION) -> str | None:
         return None
     if session is ANY_SESSION:
         return f"text : ({terms})"
-    return f'scope : "{scope_token({K_SESSION: session})}" AND text : ({terms})'
+    return f'scope : "{session_token(session)}" AND text : ({terms})'

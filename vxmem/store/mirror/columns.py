@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import json
 import math
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -27,6 +27,7 @@ from ...core.keys import (
     K_SUPERSEDED_BY,
     K_TS,
     K_TURN,
+    K_USER,
     KIND_CODES,
     NO_KIND,
     TS_RANGE,
@@ -45,15 +46,62 @@ def columns_of(meta: dict[str, Any]) -> tuple[int, float, float, bool, float, st
     turn = meta.get(K_TURN)
     return (code, ts, _number(meta.get(K_EXPIRES), math.inf), meta.get(K_SUPERSEDED_BY) is not None,
             float(turn) if isinstance(turn, int) and not isinstance(turn, bool) else math.nan,
-            session_key(meta.get(K_SESSION)) if code != NO_KIND or K_SESSION in meta else None)
+            meta_session_key(meta) if code != NO_KIND or K_SESSION in meta else None)
 
 
-_str_key = functools.lru_cache(maxsize=4096)(json.dumps)  # a remember() names a session it named before
+class UserSession(NamedTuple):
+    """One user's session: what a session argument names once a call names a user too.
+
+    A session belongs to its user: two users who name a session alike have two sessions
+    (two transcripts, two turn counters, two sets of facts a contradiction may replace).
+    """
+
+    user: str
+    session: str | None
 
 
-def session_key(session: Any) -> str:
-    """A session's key in the mirror: its JSON text (cached for a str or None)."""
-    return _str_key(session) if session is None or type(session) is str else json.dumps(session)
+def _key(session: Any, user: Any) -> str:
+    return json.dumps(session) if user is None else json.dumps([user, session])
+
+
+_str_key = functools.lru_cache(maxsize=4096)(_key)  # a remember() names a session it named before
+
+
+def session_key(session: Any, user: Any = None) -> str:
+    """A session's key in the mirror: its JSON text, or for a user's session (``user``, or a
+    :class:`UserSession`) the JSON list ``[user, session]``, which no session's text can be
+    (a session is a str or None). Cached for a str or None."""
+    if type(session) is UserSession:
+        user, session = session
+    if session is None or type(session) is str:
+        return _str_key(session, user if type(user) is str else None)
+    return _key(session, user if type(user) is str else None)
+
+
+def meta_session_key(meta: dict[str, Any]) -> str:
+    """The key of the session a document's metadata name (with its user's, when it has one)."""
+    return session_key(meta.get(K_SESSION), meta.get(K_USER))
+
+
+def session_of_key(key: str) -> Any:
+    """The session (``remember(session=...)``'s value) of the session whose key is ``key``."""
+    value = json.loads(key)
+    return value[1] if type(value) is list else value
+
+
+def codes_named(keys: list[str], session: Any) -> list[int]:
+    """The codes (indexes into ``keys``, by code) of every session named ``session``, whoever's:
+    a filter on the session's name matches each user's session of that name and the one of no user."""
+    key = session_key(session)
+    return [c for c, k in enumerate(keys) if k == key or (k.startswith("[") and session_key(session_of_key(k)) == key)]
+
+
+def in_session(session: Any, user: str | None) -> Any:
+    """The session argument a store read takes for ``user``'s ``session`` (the session itself
+    for no user; a :class:`UserSession` otherwise; ``ANY_SESSION`` and friends unchanged)."""
+    if user is None or not (session is None or type(session) is str):
+        return session
+    return UserSession(user, session)
 
 
 def _numbers(values: list[Any], default: float, ints_only: bool = False) -> np.ndarray:
@@ -79,17 +127,17 @@ def columns_of_all(metas: list[dict[str, Any]]) -> tuple[np.ndarray, np.ndarray,
     expires = _numbers([m.get(K_EXPIRES) for m in metas], math.inf)
     superseded = [m.get(K_SUPERSEDED_BY) is not None for m in metas]
     turn = _numbers([m.get(K_TURN) for m in metas], math.nan, ints_only=True)
-    keys: dict[Any, str] = {}  # a session's key, made once per distinct str
+    keys: dict[Any, str] = {}  # a session's key, made once per distinct (session, user) of str
 
-    def key(session: Any) -> str:
-        if type(session) is not str:
-            return json.dumps(session)
-        got = keys.get(session)
+    def key(session: Any, user: Any) -> str:
+        if type(session) is not str or not (user is None or type(user) is str):
+            return session_key(session, user)
+        got = keys.get((session, user))
         if got is None:
-            got = keys[session] = json.dumps(session)
+            got = keys[(session, user)] = _key(session, user)
         return got
 
-    sessions = [key(m.get(K_SESSION)) if c != NO_KIND or K_SESSION in m else None
+    sessions = [key(m.get(K_SESSION), m.get(K_USER)) if c != NO_KIND or K_SESSION in m else None
                 for m, c in zip(metas, code.tolist())]
     return code, ts, expires, superseded, turn, sessions
 
@@ -215,3 +263,13 @@ class Metas:
         if got is not None or self._raw is None:
             return dumps(self[p])
         return bytes(self._raw[self._at[p]:self._at[p + 1]]).decode()
+
+
+def session_per_user(meta: dict[str, Any]) -> dict[str, Any] | None:
+    """A document's metadata as a session belonging to its user has them, or None if they are
+    unchanged: before sessions belonged to users, the servers kept a user's session ``s`` as
+    the session ``user/s`` (of that user), which is now the user's session ``s``."""
+    user, session = meta.get(K_USER), meta.get(K_SESSION)
+    if type(user) is str and type(session) is str and session.startswith(user + "/"):
+        return {**meta, K_SESSION: session[len(user) + 1:]}
+    return None

@@ -31,10 +31,12 @@ from .columns import (
     VALUE_COLUMNS,
     Metas,
     ValueColumn,
+    codes_named,
     columns_of,
     latest_feedback,
     same_json,
     session_key,
+    session_of_key,
     superseded_at,
 )
 from .session_blocks import SessionBlock
@@ -45,7 +47,7 @@ __all__ = ["ANY_SESSION", "COLUMNS", "Mirror", "SessionArg", "session_key"]
 
 # ``session=ANY_SESSION`` selects every session (None is a session of its own: the one
 # with no name). The value is the core's, the one the public API hands out.
-SessionArg = Any  # a session name, None, or ANY_SESSION
+SessionArg = Any  # a session name, None, a UserSession (one user's session), or ANY_SESSION
 
 _JSON_SCALARS = (str, int, float, bool, type(None))
 _FILL = {"kind": NO_KIND, "session": -1, "user": -1, "ts": np.nan, "expires": np.inf, "superseded_at": np.inf,
@@ -312,8 +314,9 @@ class Mirror:
     # ------------------------------------------------------------------ sessions
 
     def session_code(self, session: Any, create: bool = False) -> int:
-        """The code of ``session`` (a JSON value); -2 for a session no document has."""
-        key = json.dumps(session)
+        """The code of ``session`` (a JSON value, or a :class:`UserSession`: one user's session);
+        -2 for a session no document has."""
+        key = session_key(session)
         if create:
             return self.session_code_of_key(key)
         return self.session_codes.get(key, -2)
@@ -322,7 +325,7 @@ class Mirror:
         """The JSON value of the session with ``code`` (``remember(session=...)``'s value)."""
         got = self._session_values.get(code, _UNSEEN)
         if got is _UNSEEN:
-            got = self._session_values[code] = json.loads(self.session_keys[code])
+            got = self._session_values[code] = session_of_key(self.session_keys[code])
         return got
 
     def session_positions(self, code: int) -> np.ndarray:
@@ -376,8 +379,8 @@ class Mirror:
             return self.live_positions()
         rest = dict(flt)
         if K_SESSION in rest:
-            codes = [self.session_code(v) for v in rest.pop(K_SESSION)]
-            parts = [self.session_positions(c) for c in codes if c >= 0]
+            codes = [c for v in rest.pop(K_SESSION) for c in codes_named(self.session_keys, v)]
+            parts = [self.session_positions(c) for c in codes]
             pos = np.unique(np.concatenate(parts)) if parts else _NO_POSITIONS
         else:
             pos = self.live_positions()

@@ -29,12 +29,12 @@ from typing import Any
 import psycopg
 
 from ...core.errors import InvalidDatabaseError
-from ...core.keys import K_USER
-from ..mirror.columns import columns_of
-from ..sqlite.jsonio import loads_all
+from ...core.keys import K_SESSION, K_USER
+from ..mirror.columns import columns_of, session_key, session_per_user
+from ..sqlite.jsonio import dumps, loads_all
 from .corpus import doc_columns
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4  # 4: a session belongs to its user (a user's session key holds the user's name)
 FORMAT_NAME = "vxmem-postgres"
 # Taken (for the creating transaction only) while the schema is made: two processes opening
 # a fresh database at once would otherwise race to create the same tables.
@@ -123,7 +123,38 @@ def migrate(conn: psycopg.Connection, meta: dict[str, str]) -> None:
         _to_v2(conn)
     for column in ("user_id text", "session_key text"):  # older changes' are NULL: fetched by rowid
         conn.execute(f"ALTER TABLE vx_changes ADD COLUMN IF NOT EXISTS {column}")
+    if version < 4:
+        _to_v4(conn)
     conn.execute("UPDATE vx_meta SET value = %s WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
+
+
+def _to_v4(conn: psycopg.Connection) -> None:
+    """Schema 3 to 4: a session belongs to its user. A user's rows get the session key that holds
+    the user's name, a served session ``user/s`` becomes ``s``, and each user's session its own
+    turn counter, from where the shared one stood; processes that follow read afresh."""
+    counters: dict[str, set[str]] = {}
+    last, moved_any = 0, False
+    while rows := conn.execute("SELECT rowid, metadata FROM vx_docs WHERE user_id IS NOT NULL AND rowid > %s "
+                               "ORDER BY rowid LIMIT 2000", (last,)).fetchall():
+        last = rows[-1][0]
+        updates = []
+        for (rowid, _), meta in zip(rows, loads_all([m for _, m in rows])):
+            new = session_per_user(meta) or meta
+            key = session_of(new)
+            if key is not None:
+                counters.setdefault(session_key(meta.get(K_SESSION)), set()).add(key)
+            updates.append((dumps(new), key, rowid))
+        with conn.cursor() as cur:
+            cur.executemany("UPDATE vx_docs SET metadata = %s, session_key = %s WHERE rowid = %s", updates)
+        moved_any = True
+    for old, news in counters.items():
+        conn.execute("INSERT INTO vx_counters (name, value) SELECT n, c.value FROM vx_counters c, unnest(%s::text[]) n "
+                     "WHERE c.name = %s ON CONFLICT (name) DO UPDATE SET value = greatest(vx_counters.value, "
+                     "excluded.value)", (["turn:" + k for k in sorted(news)], "turn:" + old))
+    if moved_any:
+        conn.execute("UPDATE vx_meta SET value = (value::bigint + 1)::text WHERE key = 'generation'")
+        conn.execute("UPDATE vx_meta SET value = (SELECT value FROM vx_meta WHERE key = 'generation') "
+                     "WHERE key = 'changes_since'")
 
 
 def _to_v2(conn: psycopg.Connection) -> None:

@@ -11,15 +11,16 @@ import sqlite3
 import uuid
 
 from ..lexical.fts import TOKENIZE, scope_token
-from . import keys
+from . import keys, user_sessions
 from .files import rollback
 
 # 2: the FTS5 lexical index; 3: the change log; 4: the access log; 5: each text's token count;
 # 6: the FTS5 rows written in batches, vx_meta's "fts_upto" saying how far (older files gain
 # them on a writable open; an older vxmem refuses a file of schema 6, whose FTS5 table it
 # would damage by deleting rows never indexed); 7: the servers' API keys (vx_keys: an older
-# vxmem refuses the file rather than serve it without asking for a key)
-SCHEMA_VERSION = 7
+# vxmem refuses the file rather than serve it without asking for a key); 8: a session belongs
+# to its user (a user's session key and FTS5 scope token hold the user: see user_sessions)
+SCHEMA_VERSION = 8
 FORMAT_NAME = "vxmem"
 
 _SCHEMA = (
@@ -90,11 +91,13 @@ def migrate(conn: sqlite3.Connection, version: int, generation: int) -> None:
     version-2 file its change log, a version-3 file its access log, a file older than
     version 5 the token column (empty: the first writable load fills it), a file older
     than version 6 its ``fts_upto`` (every document: they were indexed one by one), a file
-    older than version 7 its (empty) table of API keys."""
+    older than version 7 its (empty) table of API keys, a file older than version 8 its users'
+    sessions of their own (:mod:`~vxmem.store.sqlite.user_sessions`)."""
     c = conn
     c.execute("BEGIN IMMEDIATE")
     try:
         if version < 2:
+            user_sessions.migrate(c, fts=False)
             _index_every_document(c)
         if version < 3:
             for ddl in _CHANGES_SCHEMA:
@@ -114,6 +117,12 @@ def migrate(conn: sqlite3.Connection, version: int, generation: int) -> None:
         if version < 7:
             for ddl in keys.DDL:
                 c.execute(ddl)
+        # A version-1 file's rows moved before its FTS5 table was made (above), which indexed them moved.
+        if 2 <= version < 8 and user_sessions.migrate(c, fts=True):
+            # Readers that hold an older generation read rows whose sessions moved: they reload in full.
+            c.execute("UPDATE vx_meta SET value = ? WHERE key = 'generation'", (str(generation + 1),))
+            c.execute("INSERT OR REPLACE INTO vx_meta (key, value) VALUES ('changes_since', ?)",
+                      (str(generation + 1),))
         c.execute("UPDATE vx_meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
         c.execute("COMMIT")
     except BaseException:

@@ -1,0 +1,67 @@
+"""Schema 8's migration: a session belongs to its user.
+
+Before schema 8 a session was one name across users: two users who both wrote to session
+``"s"`` shared its transcript and its turn counter, and the servers kept a user's sessions
+apart by storing ``user/s``. From schema 8 a session's key holds its user's name
+(:func:`~vxmem.store.mirror.columns.session_key`). A file's user rows change three ways,
+in the migration's transaction:
+
+- a served session ``user/s`` of that user becomes ``s`` (the metadata rewritten);
+- the FTS5 row's scope token becomes the user's session's;
+- each user's session gets its own turn counter, starting where the shared one stood, so
+  no turn number is ever given twice in a session.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections import defaultdict
+from typing import Any
+
+from ...core.keys import K_KIND, K_SESSION
+from ..lexical.fts import scope_token, session_token
+from ..mirror.columns import meta_session_key, session_key, session_per_user
+from .jsonio import dumps, loads
+
+_BATCH = 2000
+
+
+def migrate(c: sqlite3.Connection, fts: bool) -> bool:
+    """Move every user's rows to sessions of their own (inside the caller's transaction), with
+    their FTS5 rows when ``fts`` (those up to ``fts_upto``); True if any row was a user's (the
+    caller then makes readers read the file afresh)."""
+    row = c.execute("SELECT value FROM vx_meta WHERE key = 'fts_upto'").fetchone() if fts else None
+    fts_upto = int(row[0]) if row else 0
+    counters: dict[str, set[str]] = defaultdict(set)  # a shared counter -> the users' sessions it numbered
+    last, any_rows = 0, False
+    while rows := c.execute("SELECT rowid, text, metadata FROM vx_docs WHERE rowid > ? AND metadata LIKE "
+                            "'%\"_vx_user\"%' ORDER BY rowid LIMIT ?", (last, _BATCH)).fetchall():
+        last = rows[-1][0]
+        for rowid, text, metadata in rows:
+            any_rows |= _move(c, rowid, text, loads(metadata), fts_upto, counters)
+    for old, news in counters.items():
+        row = c.execute("SELECT value FROM vx_counters WHERE name = ?", ("turn:" + old,)).fetchone()
+        if row:
+            c.executemany("INSERT INTO vx_counters (name, value) VALUES (?, ?) ON CONFLICT(name) "
+                          "DO UPDATE SET value = max(value, excluded.value)",
+                          [("turn:" + new, int(row[0])) for new in sorted(news)])
+    return any_rows
+
+
+def _move(c: sqlite3.Connection, rowid: int, text: str, meta: Any, fts_upto: int,
+          counters: dict[str, set[str]]) -> bool:
+    """One row's part of :func:`migrate`; True if it is a user's memory (or has a session)."""
+    if not isinstance(meta, dict) or not isinstance(meta.get("_vx_user"), str) or (
+            K_SESSION not in meta and K_KIND not in meta):
+        return False
+    moved = session_per_user(meta)
+    if moved is not None:
+        c.execute("UPDATE vx_docs SET metadata = ? WHERE rowid = ?", (dumps(moved), rowid))
+    new = moved or meta
+    old_session = meta.get(K_SESSION)
+    counters[session_key(old_session)].add(meta_session_key(new))
+    if rowid <= fts_upto:  # a contentless table forgets a row given the values it was indexed with
+        c.execute("INSERT INTO vx_fts (vx_fts, rowid, text, scope) VALUES ('delete', ?, ?, ?)",
+                  (rowid, text, session_token(old_session)))
+        c.execute("INSERT INTO vx_fts (rowid, text, scope) VALUES (?, ?, ?)", (rowid, text, scope_token(new)))
+    return True
