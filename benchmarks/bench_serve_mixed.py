@@ -40,7 +40,6 @@ from benchmarks.corpora import WORDS, bare_sentence
 from benchmarks.harness import Report, flags, percentiles
 from vxmem import Vectrix
 from vxmem.serve.keyring import KeyRing
-from vxmem.serve.scope import served_session
 
 ROOT = Path(__file__).resolve().parent.parent
 T0 = 1_700_000_000.0
@@ -53,7 +52,7 @@ def build(path: Path, n: int, users: int) -> dict[str, str]:
         for lo in range(0, n, 1000):
             batch = range(lo, min(n, lo + 1000))
             for u in range(users):
-                db.remember_many([{"text": bare_sentence(rng), "session": served_session(f"u{u}", f"s{i % 20}"),
+                db.remember_many([{"text": bare_sentence(rng), "session": f"s{i % 20}",
                                    "timestamp": T0 + i} for i in batch if i % users == u], user=f"u{u}")
     ring = KeyRing(path)
     try:

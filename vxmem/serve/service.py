@@ -4,9 +4,9 @@ A request acts for exactly one user: the one it names, else the server's (``--us
 verb passes that user to the library, which then reads, grades and deletes that user's
 memories alone; a verb on a memory by id (``feedback``, ``history``) first checks that the
 memory is the user's, and answers "no memory with id ..." when it is not, as when there is
-none. Sessions are the user's own too: session ``S`` of user ``U`` is stored as session
-``U/S`` (:func:`~vxmem.serve.scope.served_session`), so two users' sessions of one name never
-share turns, turn numbers, pinned facts or contradictions; responses show ``S``. So are the ids
+none. Sessions are the user's own too, as in the library (a session belongs to its user), so
+two users' sessions of one name never share turns, turn numbers, pinned facts or
+contradictions, and Python reads user ``U``'s session ``S`` as ``session="S", user="U"``. So are the ids
 a user chooses: id ``X`` of user ``U`` is stored as ``U/X`` (:func:`~vxmem.serve.scope.served_id`),
 so that two users may choose one id, and neither learns that the other did; responses show
 ``X``. An id a request names is ``U/X`` when the user has a memory of that id, else ``X``
@@ -52,7 +52,7 @@ from ..store.results import Result
 from . import records as r
 from . import schemas as m
 from .keyring import Principal
-from .scope import DEFAULT_SESSION, DEFAULT_USER, check_user_name, served_id, served_session
+from .scope import DEFAULT_SESSION, DEFAULT_USER, check_user_name, served_id
 
 # The options a request passes on by name; its size (limit, token_budget) and the blend's
 # hybrid_weight are read apart.
@@ -161,18 +161,9 @@ class MemoryService:
             raise PermissionError(f"this key acts for user {self.only!r} alone")
         return user or self.user
 
-    def inner(self, user: str, session: str | None) -> str | None:
-        """The stored name of ``user``'s ``session`` (None stays None: every session of theirs)."""
-        return None if session is None else served_session(user, session)
-
-    def outer(self, session: Any) -> str | None:
-        """The session as its user named it."""
-        if not isinstance(session, str):
-            return None
-        return session.split("/", 1)[1] if "/" in session else session
-
-    def write_session(self, user: str, session: str | None) -> str | None:
-        return self.inner(user, session or self.session or DEFAULT_SESSION)
+    def write_session(self, session: str | None) -> str:
+        """The session a write goes to: the one it names, else the server's, else the default."""
+        return session or self.session or DEFAULT_SESSION
 
     def inner_id(self, user: str, id: str) -> str:
         """The stored id of the id ``user`` chose."""
@@ -222,7 +213,7 @@ class MemoryService:
         meta = r.metadata
         user = meta.get(K_USER)
         return {"id": self.outer_id(user, r.id), "text": r.text, "kind": meta.get(K_KIND),
-                "session": self.outer(meta.get(K_SESSION)),
+                "session": meta.get(K_SESSION),
                 "role": meta.get(K_ROLE), "turn": meta.get(K_TURN), "created": meta.get(K_TS),
                 "created_at": iso(meta.get(K_TS)),
                 "superseded_by": self.outer_id_or_none(user, meta.get(K_SUPERSEDED_BY)),
@@ -249,7 +240,7 @@ class MemoryService:
             await self.refuse_taken(user, [body.id])
             args["id"] = self.inner_id(user, body.id)
         try:
-            id = await self.db.remember(**args, session=self.write_session(user, body.session), user=user)
+            id = await self.db.remember(**args, session=self.write_session(body.session), user=user)
         except ConflictError as exc:
             raise _as_user_named(exc, user) from None
         return m.RememberOut(id=self.outer_id(user, id))
@@ -259,7 +250,7 @@ class MemoryService:
         items = []
         for item in body.memories:
             args: dict[str, Any] = {"text": item} if isinstance(item, str) else item.model_dump(exclude_unset=True)
-            args["session"] = self.write_session(user, args.get("session") or body.session)
+            args["session"] = self.write_session(args.get("session") or body.session)
             if args.get("id") is not None:
                 args["id"] = self.inner_id(user, args["id"])
             items.append({**args, "user": user})
@@ -276,7 +267,7 @@ class MemoryService:
         ``min_relevance`` the server's floor, and the body's own blend."""
         user = self.user_of(body.user)
         given = {name: getattr(body, name) for name in RECALL_OPTIONS if name in type(body).model_fields}
-        given.update(session=self.inner(user, body.session or self.session), user=user, kinds=tuple(body.kinds),
+        given.update(session=body.session or self.session, user=user, kinds=tuple(body.kinds),
                      exclude_ids=tuple(self.named_ids(user, body.exclude_ids)), blend=self.blend_of(body))
         if given["min_relevance"] is None:
             given["min_relevance"] = MEMORY_SETTING
@@ -318,7 +309,7 @@ class MemoryService:
                              "all: true to delete the memories of the kinds (default: turns) of every session")
         user = self.user_of(body.user)
         ids = None if body.ids is None else self.named_ids(user, body.ids)
-        args: dict[str, Any] = {"session": self.inner(user, body.session or self.session), "ids": ids,
+        args: dict[str, Any] = {"session": body.session or self.session, "ids": ids,
                                 "superseded": body.superseded, "now": body.now, "filter": body.filter,
                                 "user": user}
         if body.kinds is not None:
@@ -348,9 +339,8 @@ class MemoryService:
 
     async def turns(self, body: m.TurnsBody) -> m.TurnsOut:
         user = self.user_of(body.user)
-        found = await self.db.turns(self.inner(user, body.session or self.session or DEFAULT_SESSION),
-                                    limit=body.limit, now=body.now)
-        return m.TurnsOut(turns=[self.memory_out(r) for r in found if r.metadata.get(K_USER) == user])
+        found = await self.db.turns(self.write_session(body.session), limit=body.limit, now=body.now, user=user)
+        return m.TurnsOut(turns=[self.memory_out(r) for r in found])
 
     async def expire(self, body: m.ExpireBody) -> m.CountOut:
         return m.CountOut(deleted=await self.db.expire(now=body.now, user=self.user_of(body.user)))
@@ -367,7 +357,7 @@ class MemoryService:
         user = self.user_of(query.user)
         flt: dict[str, Any] = {K_USER: user}
         if query.session is not None:
-            flt[K_SESSION] = self.inner(user, query.session)
+            flt[K_SESSION] = query.session
         if query.kind is not None:
             flt[K_KIND] = query.kind
         found = await self.db.call("scan", flt)
@@ -400,12 +390,12 @@ class MemoryService:
             raise NotConfigured("this server has no summarizer: start it with --summarizer-model and --llm-url")
         user = self.user_of(body.user)
         older = self.age_of(body.older_than)
-        report = await self.db.consolidate(self.write_session(user, body.session), self.summarizer,
+        report = await self.db.consolidate(self.write_session(body.session), self.summarizer,
                                            keep_recent=body.keep_recent, older_than=older,
                                            batch_turns=body.batch_turns, delete=body.delete, pinned=body.pinned,
-                                           now=body.now)
+                                           now=body.now, user=user)
         ids = [self.outer_id(user, i) for i in report.facts]
-        return r.ConsolidateOut(session=self.outer(report.session), batches=report.batches,
+        return r.ConsolidateOut(session=report.session, batches=report.batches,
                                 turns_consolidated=[self.outer_id(user, i) for i in report.turns_consolidated],
                                 turns_deleted=report.turns_deleted, facts=ids,
                                 turns_kept=[self.outer_id(user, i) for i in report.turns_kept],
