@@ -61,3 +61,6 @@ def test_a_schema_3_database_moves_each_users_rows_to_sessions_of_their_own(pg_u
     with Vectrix(scoped, embedder=word_embedder) as db:  # a scoped handle reads the moved rows
         assert [t.text for t in db.turns("chat", user="u", now=T0 + 2 * DAY)] == [
             "I like green tea", "and the weather is cold", "u again"]
+        # A filter on a session's name matches it in every user's sessions, scoped handle or not.
+        assert len(list(db.scan({"_vx_session": "shared"}))) == 4
+        assert len(db.search("tea coffee", filter={"_vx_session": "shared"}, limit=10)) == 4

@@ -73,6 +73,11 @@ def test_a_filter_on_the_session_name_matches_every_users_session_of_that_name(w
     _two_users(db)
     assert len(list(db.scan({K_SESSION: "s"}))) == 4
     assert [r.text for r in db.scan({K_SESSION: "s", K_USER: "bob"})] == ["bob: I want coffee"]
+    for mode in ("lexical", "dense", "hybrid"):
+        found = db.search("tea coffee", filter={K_SESSION: "s"}, mode=mode, limit=10)
+        assert {"ann: I want tea", "bob: I want coffee"} <= {r.text for r in found}, mode
+        found = db.search("tea coffee", filter={K_SESSION: "s", K_USER: "bob"}, mode=mode, limit=10)
+        assert [r.text for r in found] == ["bob: I want coffee"], mode
 
 
 @pytest.fixture

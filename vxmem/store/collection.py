@@ -21,7 +21,7 @@ import numpy as np
 
 from ..core.checks import check_choice, check_limit, check_text
 from ..core.errors import ConflictError
-from ..core.keys import K_SESSION, RESERVED_PREFIX
+from ..core.keys import RESERVED_PREFIX
 from ..core.progress import Progress
 from ..models.embed import EmbedderArg
 from ..ranking.scoring import HYBRID_WEIGHT
@@ -37,11 +37,11 @@ from .arguments import (
     json_copy,
 )
 from .engine import EXACT_THRESHOLD, Engine
-from .mirror.mirror import ANY_SESSION, Mirror
+from .mirror.mirror import Mirror
 from .portable.export import ExportReport, export_database
 from .portable.restore import restore_file
 from .results import Result, Results
-from .scopes import filter_scope
+from .scopes import filter_scope, filter_session
 from .sqlite.database import Database
 
 if TYPE_CHECKING:
@@ -193,9 +193,8 @@ class Collection:
         hybrid_weight = check_hybrid_weight(hybrid_weight)
         self.engine.prepare_query(query, mode)
         with self.engine.locked(**filter_scope(flt)) as m:
-            sessions = (flt or {}).get(K_SESSION, ())
             cand = self.engine.candidates(query, m.matching(flt), limit, mode, hybrid_weight,
-                                    session=sessions[0] if len(sessions) == 1 else ANY_SESSION)
+                                          session=filter_session(flt, m.session_keys))
             order = np.lexsort((cand.positions, -cand.relevance))[:limit]
             pos, score = cand.positions[order], cand.relevance[order]
             items = [m.result(int(p), float(s)) for p, s in zip(pos, score)]

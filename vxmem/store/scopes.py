@@ -18,8 +18,8 @@ from typing import Any
 
 from ..core.keys import K_SESSION, K_USER
 from .lexical.search import LexicalSearch
-from .mirror.columns import session_key
-from .mirror.mirror import Mirror
+from .mirror.columns import UserSession, codes_named, session_key
+from .mirror.mirror import ANY_SESSION, Mirror
 from .vector.hnsw import HnswCache
 
 MAX_SCOPES = 1024  # users' mirrors a scoped handle keeps at most (the least recently read go first)
@@ -39,13 +39,26 @@ def scope_of(user: str | tuple[str, ...] | None, session: str | None, nearest: s
 
 
 def filter_scope(flt: dict[str, list[Any]] | None) -> dict[str, str]:
-    """The ``locked()`` arguments of a checked filter that keeps one user's documents, or one
-    session's (a scoped handle then reads those rows alone; the filter still chooses among them)."""
-    for key, name in ((K_USER, "user"), (K_SESSION, "session")):
-        values = (flt or {}).get(key, ())
-        if len(values) == 1 and isinstance(values[0], str):
-            return {name: values[0]}
+    """The ``locked()`` arguments of a checked filter that keeps one user's documents (a scoped
+    handle then reads those rows alone; the filter still chooses among them). A filter on a
+    session's name alone narrows nothing: it matches that name in every user's sessions."""
+    values = (flt or {}).get(K_USER, ())
+    if len(values) == 1 and isinstance(values[0], str):
+        return {"user": values[0]}
     return {}
+
+
+def filter_session(flt: dict[str, list[Any]] | None, keys: list[str]) -> Any:
+    """The one session a checked filter keeps, as a search's session argument (``keys``: the
+    mirror's session keys, by code): a user's session when it names one user and one session's
+    name; the session of no user when it names a session's name no user has; else ANY_SESSION."""
+    sessions, users = (flt or {}).get(K_SESSION, ()), (flt or {}).get(K_USER, ())
+    if len(sessions) != 1 or not (sessions[0] is None or isinstance(sessions[0], str)):
+        return ANY_SESSION
+    if len(users) == 1 and isinstance(users[0], str):
+        return UserSession(users[0], sessions[0])
+    named = codes_named(keys, sessions[0])
+    return sessions[0] if all(keys[c] == session_key(sessions[0]) for c in named) else ANY_SESSION
 
 
 class ScopeState:
