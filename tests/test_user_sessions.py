@@ -120,3 +120,25 @@ def test_a_schema_7_file_moves_each_users_rows_to_sessions_of_their_own(old_file
     with Vectrix(old_file, embedder=HashingEmbedder(dim=64), read_only=True) as db:  # once: nothing moves again
         assert [t.text for t in db.turns("chat", user="u", now=T0 + 2 * DAY)] == [
             "I like green tea", "and the weather is cold", "more tea"]
+
+
+OLD_EXPORT = Path(__file__).parent / "data" / "export_v2_users.jsonl"
+
+
+@pytest.mark.parametrize("target", ["file", "memory"])
+def test_an_export_of_version_2_restores_each_users_rows_to_sessions_of_their_own(tmp_path, target):
+    path = tmp_path / "restored.vxdb" if target == "file" else None
+    with Vectrix.restore(OLD_EXPORT, path, embedder=HashingEmbedder(dim=64), progress=False) as db:
+        assert [t.id for t in db.turns("chat", user="u", now=T0 + DAY)][:1] == ["u/pref"]
+        assert db.recall("green tea", session="chat", user="u", mode="lexical", now=T0 + DAY).ids[:1] == ["u/pref"]
+        assert db.turns("u/chat", user="u", now=T0 + DAY) == []
+        assert [t.text for t in db.turns("shared", user="bob", now=T0 + DAY)] == ["bob says coffee please"]
+        assert db.get(db.remember("bob again", session="shared", user="bob", timestamp=T0 + DAY)).metadata[
+            "_vx_turn"] == 3  # from where the shared counter stood
+        assert db.get(db.remember("u again", session="chat", user="u", timestamp=T0 + DAY)).metadata[
+            "_vx_turn"] == 2
+        again = tmp_path / "again.jsonl"
+        db.export(again)
+    with Vectrix.restore(again, None, embedder=HashingEmbedder(dim=64), progress=False) as db:  # version 3: as is
+        assert [t.text for t in db.turns("chat", user="u", now=T0 + 2 * DAY)] == [
+            "I like green tea", "and the weather is cold", "u again"]

@@ -56,7 +56,9 @@ except ImportError:  # pragma: no cover
     orjson = None  # type: ignore[assignment]
 
 EXPORT_FORMAT = "vxmem-export"
-EXPORT_VERSION = 2  # 2: key lines (a reader of version 1 would call them malformed)
+# 2: key lines (a reader of version 1 would call them malformed); 3: a session belongs to its user
+# (a reader of version 2 would merge users' sessions of one name: see portable.older)
+EXPORT_VERSION = 3
 VECTOR_ENCODING = "float32-le-base64"  # each vector's float32 values, little-endian, base64
 CHUNK = 2_000  # rows read per query
 LINE_TYPES = ("header", "memory", "counter", "key", "end")

@@ -41,6 +41,7 @@ from ..sqlite.files import (
 from ..sqlite.keys import KeyRecord
 from ..sqlite.locks import release_writer_lock, take_writer_lock
 from .export import new_counts
+from .older import SHARED_SESSIONS_UPTO, UserSessions
 from .reader import ExportReader, Item
 
 log = logging.getLogger("vxmem.restore")
@@ -124,6 +125,7 @@ def fill(engine: Engine, f: IO[bytes], name: str, *, progress: Progress = None,
     batch: list[Item] = []
     counters: list[tuple[str, int]] = []
     held: list[KeyRecord] = []
+    older = UserSessions() if reader.header["version"] <= SHARED_SESSIONS_UPTO else None
 
     def flush() -> None:
         _write_batch(engine, batch, keep_vectors, keep_tokens, reader)
@@ -133,7 +135,7 @@ def fill(engine: Engine, f: IO[bytes], name: str, *, progress: Progress = None,
     try:
         for rec in reader.records():
             if isinstance(rec, Item):
-                batch.append(rec)
+                batch.append(rec if older is None else older.item(rec))
                 if len(batch) >= BATCH:
                     flush()
                 continue
@@ -142,7 +144,7 @@ def fill(engine: Engine, f: IO[bytes], name: str, *, progress: Progress = None,
                 continue
             if batch:  # the last documents, before the first counter
                 flush()
-            counters.append(rec)
+            counters.extend([rec] if older is None else older.counter(*rec))
             if len(counters) >= BATCH:
                 _write_counters(engine, counters)
                 counters.clear()
