@@ -193,7 +193,7 @@ def test_an_export_of_version_1_without_keys_restores_as_before(tmp_path):
         db.export(out)
     lines = [json.loads(line) for line in out.read_text().splitlines()]
     header, body, end = lines[0], lines[1:-1], lines[-1]
-    assert header["version"] == 2 and end["counts"]["keys"] == 0
+    assert header["version"] == 3 and end["counts"]["keys"] == 0
     header["version"] = 1  # as a vxmem of format 1 wrote it: no key lines, no count of them
     del end["counts"]["keys"]
     raw = [json.dumps(obj, separators=(",", ":")).encode() + b"\n" for obj in [header, *body]]

@@ -89,7 +89,8 @@ def test_scopes_and_users_keep_their_memories_apart(pg):
     ann = pg.remember("I like tea", session="a1", user="ann", timestamp=T0)
     bob = pg.remember("I like tea too", session="b1", user="bob", timestamp=T0)
     assert pg.recall("tea", user="ann", now=T0 + HOUR).ids == [ann]
-    assert pg.recall("tea", session="b1", now=T0 + HOUR).ids == [bob]
+    assert pg.recall("tea", session="b1", user="bob", now=T0 + HOUR).ids == [bob]
+    assert pg.recall("tea", session="b1", now=T0 + HOUR).ids == []  # the session b1 of no user
     assert pg.recall("tea", user="carl", now=T0 + HOUR).ids == []
 
 

@@ -272,7 +272,7 @@ def test_random_histories_recall_alike_per_user(pg_server, word_embedder, tmp_pa
 
 
 def test_a_session_named_without_a_user_reads_that_sessions_rows(pg_url, tmp_path, word_embedder):
-    items = _items(180, seed=2)
+    items = [{k: v for k, v in item.items() if k != "user"} for item in _items(180, seed=2)]  # no one's sessions
     with Vectrix(pg_url, embedder=word_embedder) as writer:
         writer.remember_many(items)
     with Vectrix(tmp_path / "f.db", embedder=word_embedder) as oracle, \
@@ -298,4 +298,5 @@ def test_scopes_read_before_the_first_vector_take_its_dimension(pg_url, word_emb
         ann = pg.remember("ann drinks tea", user="ann", session="s", timestamp=T0 + 1)
         assert pg.recall("tea", user="ann", now=T0 + HOUR).ids == [ann]
         assert pg.recall("tea", user="bob", now=T0 + HOUR).ids == [bob]
-        assert texts(pg.turns("s", now=T0 + HOUR)) == ["ann drinks tea"]
+        assert texts(pg.turns("s", user="ann", now=T0 + HOUR)) == ["ann drinks tea"]
+        assert pg.turns("s", now=T0 + HOUR) == []  # the session s of no user

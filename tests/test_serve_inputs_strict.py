@@ -38,8 +38,8 @@ def seeded(path):
     """A database with two old memories of the default user's session ``bt``: a forget that
     read ``true`` as a day would delete them."""
     with Vectrix(path) as db:
-        db.remember("an old turn about tea", user="default", session="default/bt", timestamp=T0)
-        db.remember("another old turn", user="default", session="default/bt", timestamp=T0 + 60)
+        db.remember("an old turn about tea", user="default", session="bt", timestamp=T0)
+        db.remember("another old turn", user="default", session="bt", timestamp=T0 + 60)
     return path
 
 

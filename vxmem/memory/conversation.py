@@ -417,9 +417,10 @@ class ConversationMemory(MemoryReading[CollectionT]):
         check_bool(superseded, "superseded")
         now_ts = to_epoch(now)
         cutoff = days_to_seconds(older_than, now_ts)
-        one = session if user is None and isinstance(session, str) else None  # (its links stay in it)
-        with self.store.locked(user=user, session=one) as m:
-            pos = m.keep_matching(m.select(in_session(any_if_none(session), user), kinds, user=user), flt)
+        at = in_session(any_if_none(session), user)
+        one = at if isinstance(session, str) else None  # a session's rows alone (its links stay in it)
+        with self.store.locked(user=user if one is None else None, session=one) as m:
+            pos = m.keep_matching(m.select(at, kinds, user=user), flt)
             if cutoff is not None:
                 pos = pos[m.ts[pos] < cutoff]
             if superseded:
@@ -494,7 +495,6 @@ class ConversationMemory(MemoryReading[CollectionT]):
         check_bool(pinned, "pinned")
         now_ts = to_epoch(now)
         kind = KIND_PINNED if pinned else KIND_FACT
-        return consolidation.consolidate(
-            self.store, session, summarize, keep_recent=keep_recent, cutoff=days_to_seconds(older_than, now_ts),
-            batch_turns=batch_turns, delete=delete, kind=kind, ttl_days=self._ttl_for(kind, None), now_ts=now_ts,
-            user=user)
+        return consolidation.consolidate(self.store, session, summarize, keep_recent=keep_recent, user=user,
+                                         cutoff=days_to_seconds(older_than, now_ts), batch_turns=batch_turns,
+                                         delete=delete, kind=kind, ttl_days=self._ttl_for(kind, None), now_ts=now_ts)
