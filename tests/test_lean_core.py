@@ -91,6 +91,8 @@ def test_a_server_answering_rest_and_mcp_imports_no_workbench_package(tmp_path):
             assert c.post("/v1/remember", json={"text": "the car is on level 3", "timestamp": T0}).status_code == 200
             found = c.post("/v1/recall", json={"query": "where is the car", "now": T0 + DAY}).json()
         assert [r["text"] for r in found["results"]] == ["the car is on level 3"]
+        log.seek(0)
+        assert "mcp" not in _imported(log.read())  # the MCP SDK loads with the first request to /mcp
 
         async def over_mcp():
             http = httpx2.AsyncClient(timeout=60)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import importlib.util
 import json
 import os
 import tempfile
@@ -70,8 +71,10 @@ def _sha256(path: str) -> str:
 def _endpoints(args: argparse.Namespace) -> tuple[Any, Any]:
     """The answer model's and the judge's clients, checked before any work."""
     try:
-        import jsonschema  # noqa: F401 - the grades are checked against a schema
-
+        # The grades are checked against a schema: jsonschema must be there, but loads with the
+        # first grade (importing it can take a second, which a run refused before grading saves).
+        if importlib.util.find_spec("jsonschema") is None:
+            raise ImportError("jsonschema")
         from ..llm import OpenAICompatibleChat
     except ImportError:
         raise CliError("vxmem qa needs the 'llm' extra: pip install 'vxmem[llm]'") from None

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
+import importlib.util
 import ipaddress
 import os
 import signal
@@ -143,15 +144,20 @@ def open_db(args: argparse.Namespace, settings: dict[str, Any] | None = None) ->
     return db
 
 
-def needs(module: str) -> Any:
-    """``module``, imported; a :class:`ServeError` that names the extra to install if it is missing."""
+def needs(module: str, load: bool = True) -> Any:
+    """``module``, imported; a :class:`ServeError` that names the extra to install if it is missing.
+    ``load=False`` only checks that it is installed (``vxmem serve`` loads the MCP SDK with the
+    first request to /mcp, not at its start)."""
     try:
         for name in (module, "fastapi", "pydantic"):
-            importlib.import_module(name)
+            if load or name != module:
+                importlib.import_module(name)
+            elif importlib.util.find_spec(name) is None:
+                raise ModuleNotFoundError(name=name)
     except ImportError as exc:
         raise ServeError(f"the servers need the 'server' extra ({exc.name} is missing): "
                          "pip install 'vxmem[server]'") from None
-    return importlib.import_module(module)
+    return importlib.import_module(module) if load else None
 
 
 class Stopped(Exception):
@@ -192,7 +198,7 @@ def run_serve(args: argparse.Namespace) -> int:
 def _serve(args: argparse.Namespace, config: dict[str, dict[str, Any]]) -> int:
     token = token_for(args)
     uvicorn = needs("uvicorn")
-    needs("mcp")
+    needs("mcp", load=False)
     needs("prometheus_client")
     summarizer = summarizer_of(args) or adapter(config["summarizer"], "summarizer")
     settings = memory_settings(config)

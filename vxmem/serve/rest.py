@@ -223,10 +223,10 @@ def create_app(svc: MemoryService, *, token: str | None = None, keys: KeyRing | 
     description), bodies over ``max_body`` bytes refused, CORS for ``cors_origins`` alone (none:
     off); with ``mcp_host`` (the address served), MCP over streamable HTTP at ``/mcp`` too."""
     mounted = None
-    if mcp_host is not None:
-        from .mcp import http_endpoint
+    if mcp_host is not None:  # the MCP SDK loads with the first request to /mcp (see mcp_http)
+        from .mcp_http import LazyMcp
 
-        mounted = http_endpoint(svc, mcp_host)
+        mounted = LazyMcp(svc, mcp_host)
     app = FastAPI(title="vxmem", version=__version__,
                   description="Conversation memory: relevance blended with recency and feedback. Every verb acts "
                               "for one user (`user`, default: the server's); with keys or a token, send "
