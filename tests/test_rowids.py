@@ -66,3 +66,18 @@ def test_a_few_rowids_spread_far_apart_keep_sorted_pairs():
     assert lengths.get(np.array([10, 500_000, 999_999, 11])).tolist() == [1, 2, 1, 0]
     array = RowidMap.of_array(np.zeros(100_000, dtype=np.int64) + np.eye(1, 100_000, 77_777, dtype=np.int64)[0])
     assert not array.dense and array.value(77_777) == 1 and array.value(78) == 0
+
+
+def test_sorted_pairs_that_grow_dense_become_an_array_again():
+    # A file store's mirror compacted after most rows went: sparse for a while, then rows come
+    # one after another and the array (one gather) is worth its room again.
+    m = RowidMap.of(np.array([20_000]), np.array([0]))
+    assert not m.dense
+    for r in range(1, 17_000):  # checked as the pairs grow their room
+        m.set(r, r)
+    assert m.dense and m.get(np.array([1, 16_999, 17_000, 20_000])).tolist() == [1, 16_999, -1, 0]
+    lengths = RowidMap(0)
+    lengths.add(np.array([30_000]))
+    assert not lengths.dense
+    lengths.add(np.arange(1, 16_000))
+    assert lengths.dense and lengths.get(np.array([1, 15_999, 16_000, 30_000])).tolist() == [1, 1, 0, 1]

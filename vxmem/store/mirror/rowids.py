@@ -109,6 +109,10 @@ class RowidMap:
             self._vals[i] = value
             return
         if n == self._keys.size:
+            if max(rowid, int(self._keys[n - 1]) if n else 0) + 1 <= SPREAD // 2 * (n + 1) + SLACK:
+                self._to_dense()  # the rowids grew dense again (half the bound: no flapping)
+                self.set(rowid, value)
+                return
             room = max(16, 2 * n)
             self._keys, self._vals = np.resize(self._keys, room), np.resize(self._vals, room)
         self._keys[i + 1: n + 1] = self._keys[i:n].copy()
@@ -154,6 +158,8 @@ class RowidMap:
         self._vals = np.concatenate([vals, self.missing + counts[new]])[order]
         self._n = self._keys.size
         self.held += int(np.count_nonzero(new))
+        if self._keys[-1] + 1 <= SPREAD // 2 * self.held + SLACK:
+            self._to_dense()
 
     def to_array(self, size: int) -> np.ndarray:
         """The values of rowids 0..size-1 as one array indexed by rowid (a copy)."""
@@ -201,6 +207,12 @@ class RowidMap:
         grown[: d.size] = d
         self._dense = grown
         return grown
+
+    def _to_dense(self) -> None:
+        keys, vals = self._keys[: self._n], self._vals[: self._n]
+        self._keys = self._vals = _NO_ROWIDS
+        self._n = 0
+        self._take(keys, vals)
 
     def _to_sparse(self) -> None:
         d = self._dense
