@@ -300,3 +300,33 @@ def test_scopes_read_before_the_first_vector_take_its_dimension(pg_url, word_emb
         assert pg.recall("tea", user="bob", now=T0 + HOUR).ids == [bob]
         assert texts(pg.turns("s", user="ann", now=T0 + HOUR)) == ["ann drinks tea"]
         assert pg.turns("s", now=T0 + HOUR) == []  # the session s of no user
+
+
+def test_a_scoped_users_maps_by_rowid_grow_with_their_rows_not_the_collection(pg_url, tmp_path, word_embedder):
+    # Many rows of other users around each of ann's: her rowids lie sparse up to the collection's
+    # newest. The maps her mirror and its BM25 keep by rowid must be sized by her rows (an array
+    # up to the largest rowid cost 8 MB per user at a million memories), and answer the same.
+    from vxmem.store.mirror.rowids import SLACK, SPREAD
+
+    rng = np.random.default_rng(3)
+    with Vectrix(tmp_path / "f.db", embedder=word_embedder) as oracle, Vectrix(pg_url, embedder=word_embedder) as w:
+        for i in range(10):
+            others = [{"text": " ".join(rng.choice(WORDS, 4)), "user": f"o{j % 50}", "session": "s",
+                       "timestamp": T0 + (i * 300 + j) * 60.0} for j in range(300)]
+            mine = {"text": " ".join(rng.choice(WORDS, 4)) + f" ann{i}", "user": "ann", "session": f"a{i % 2}",
+                    "timestamp": T0 + (i * 300 + 299.5) * 60.0}
+            for db in (oracle, w):
+                db.remember_many(others + [mine])
+        with Vectrix(scoped(pg_url), embedder=word_embedder) as pg:
+            for query in ("tea dog", "lyon rain", "ann3 cat"):
+                for mode in MODES:
+                    want = oracle.recall(query, user="ann", mode=mode, now=T0 + 4000 * 60.0)
+                    got = pg.recall(query, user="ann", mode=mode, now=T0 + 4000 * 60.0)
+                    assert texts(got) == texts(want)
+                    assert [raw(r) for r in got] == pytest.approx([raw(r) for r in want], abs=1e-6)
+            state = pg.engine.scopes.states["ann"]
+            m, lexical = state.mirror, state.lexical.index
+            assert m.n == 10 and int(m.rowid[m.n - 1]) > 3000  # sparse: 10 rows, rowids past 3,000
+            bound = 8 * (SPREAD * m.n + SLACK)
+            assert m.rowid_pos.nbytes <= bound
+            assert lexical is not None and lexical.text_len.nbytes <= bound

@@ -26,6 +26,7 @@ import numpy as np
 from ...core.keys import NO_KIND
 from ..mirror import snapshot
 from ..mirror.mirror import Mirror
+from ..mirror.rowids import RowidMap
 from ..sqlite.files import snapshot_read
 from ..sqlite.jsonio import dumps_strings, loads_strings
 from .fts import TOKENIZE
@@ -71,8 +72,9 @@ class LexicalIndex:
     rowid FTS5 holds every document up to, as the current transaction sees it (None: all
     of them); the documents above it are tokenised, not read from FTS5.
 
-    ``postings`` maps each term to its :class:`Postings`; ``text_len`` holds, by rowid, the
-    tokens of each document's text column; ``ready`` says whether they were read yet.
+    ``postings`` maps each term to its :class:`Postings`; ``text_len`` (a
+    :class:`~vxmem.store.mirror.rowids.RowidMap`) holds, by rowid, the tokens of each
+    document's text column; ``ready`` says whether they were read yet.
     ``last_scores`` gives the BM25 of any position for the last :meth:`search`.
     """
 
@@ -83,7 +85,7 @@ class LexicalIndex:
         self._indexed_upto = indexed_upto
         self.saved_upto = -1  # the last rowid the saved file holds, when this index read or wrote it
         self.postings: dict[str, Postings] = {}
-        self.text_len = np.zeros(16, dtype=np.int64)  # by rowid: tokens in the text column
+        self.text_len = RowidMap(0)  # by rowid: tokens in the text column
         self._upto = 0  # every rowid <= this has been read
         self._ready = False
         self._temp = False
@@ -123,8 +125,7 @@ class LexicalIndex:
             return
         terms = np.array([t for t, _ in pairs], dtype=object)
         rowids = np.fromiter((r for _, r in pairs), dtype=np.int64, count=len(pairs))
-        self._grow_lengths(int(rowids.max()))
-        np.add.at(self.text_len, rowids, 1)
+        self.text_len.add(rowids)
         order = np.lexsort((rowids, terms))
         terms, rowids = terms[order], rowids[order]
         # Runs of equal (term, rowid) give the term frequency.
@@ -157,10 +158,7 @@ class LexicalIndex:
             p.extend(rowids[starts], np.diff(np.r_[starts, rowids.size]).astype(np.float64))
             parts.append(rowids)
         if parts:
-            every = np.concatenate(parts)
-            self._grow_lengths(int(every.max()))
-            counts = np.bincount(every)
-            self.text_len[: counts.size] += counts
+            self.text_len.add(np.concatenate(parts))
 
     def sync(self, max_rowid: int, texts_after: Callable[[int], Iterable[tuple[int, str]]],
              sample: Callable[[int], list[tuple[int, str]]] | None = None, saved_only: bool = False) -> bool:
@@ -192,7 +190,6 @@ class LexicalIndex:
             self._upto, self._ready = upto, True
         if max_rowid > self._upto:
             self.add_tokens(self.tokenize(texts_after(self._upto)))
-        self._grow_lengths(max_rowid)
         self._upto = max_rowid
         return True
 
@@ -211,7 +208,7 @@ class LexicalIndex:
         tf = np.concatenate([p.tf[: p.n] for p in lists]) if lists else np.zeros(0)
         snapshot.write(path, {"uid": self._uid, "upto": self._upto, "tokenize": TOKENIZE},
                        {"terms": np.frombuffer(dumps_strings(terms), dtype=np.uint8), "at": at, "rowids": rowids,
-                        "tf": tf, "text_len": self.text_len[: self._upto + 1]})
+                        "tf": tf, "text_len": self.text_len.to_array(self._upto + 1)})
         self.saved_upto = self._upto
 
     def _take_saved(self, sample: Callable[[int], list[tuple[int, str]]] | None) -> bool:
@@ -239,7 +236,7 @@ class LexicalIndex:
                     for i, t in enumerate(terms)}
         if not self._agrees(postings, text_len, sample(upto)):
             return False
-        self.postings, self.text_len, self._upto = postings, text_len, upto
+        self.postings, self.text_len, self._upto = postings, RowidMap.of_array(text_len, 0), upto
         self.saved_upto = upto
         return True
 
@@ -259,21 +256,16 @@ class LexicalIndex:
                 return False
         return all(rowid < text_len.size and text_len[rowid] == lengths.get(rowid, 0) for rowid, _ in docs)
 
-    def _grow_lengths(self, rowid: int) -> None:
-        if rowid >= len(self.text_len):
-            grown = np.zeros(max(rowid + 1, 2 * len(self.text_len)), dtype=np.int64)
-            grown[: len(self.text_len)] = self.text_len
-            self.text_len = grown
-
     # ------------------------------------------------------------------ scoring
 
-    def doc_lengths(self, pos_of_rowid: np.ndarray, scope_tokens: np.ndarray, n_rows: int) -> tuple[np.ndarray, float]:
+    def doc_lengths(self, rowid: np.ndarray, live: np.ndarray, scope_tokens: np.ndarray,
+                    n_rows: int) -> tuple[np.ndarray, float]:
         """Each position's length as FTS5 counts it (text tokens plus its scope token) and
-        the average over the ``n_rows`` live documents. ``scope_tokens`` is 1 for a memory,
-        0 for a plain document."""
-        live = np.flatnonzero(pos_of_rowid >= 0)
+        the average over the ``n_rows`` live documents: those at positions ``live``, whose
+        rowids ``rowid`` gives by position. ``scope_tokens`` is 1 for a memory, 0 for a plain
+        document."""
         doc_len = np.array(scope_tokens, dtype=np.float64)
-        doc_len[pos_of_rowid[live]] += self.text_len[live]
+        doc_len[live] += self.text_len.get(rowid[live])
         return doc_len, float(doc_len.sum()) / max(n_rows, 1)
 
     def phrases(self, words: list[str]) -> list[str] | None:
@@ -296,7 +288,7 @@ class LexicalIndex:
             out.extend(toks)  # a word of no tokens (FTS5 drops it) adds nothing
         return out
 
-    def search(self, words: list[str], pos_of_rowid: np.ndarray, allowed: np.ndarray, doc_len: np.ndarray,
+    def search(self, words: list[str], pos_of_rowid: RowidMap, allowed: np.ndarray, doc_len: np.ndarray,
                avgdl: float, n_rows: int, k: int, df_key: Any = None,
                df_of: Callable[[str, np.ndarray], int] | None = None) -> tuple[np.ndarray, np.ndarray] | None:
         """Top ``k`` positions among ``allowed`` by FTS5's bm25 (text column weight 1), best first.
@@ -320,7 +312,7 @@ class LexicalIndex:
         self.last_scores = _Lookup(cand, s)  # BM25 of any position (0: no match), for hybrid
         return _top(cand, s, k)
 
-    def _contributions(self, terms: list[str], pos_of_rowid: np.ndarray, allowed: np.ndarray, doc_len: np.ndarray,
+    def _contributions(self, terms: list[str], pos_of_rowid: RowidMap, allowed: np.ndarray, doc_len: np.ndarray,
                        avgdl: float, n_rows: int, df_of: Callable[[str, np.ndarray], int] | None,
                        ) -> tuple[list[np.ndarray], list[np.ndarray]]:
         """For each term with postings: the allowed positions holding it, and its share of
@@ -332,12 +324,7 @@ class LexicalIndex:
             p = self.postings.get(term)
             if p is None:
                 continue
-            rowids = p.rowids[: p.n]  # ascending: read in rowid order
-            if rowids[-1] < len(pos_of_rowid):
-                pos = pos_of_rowid[rowids]
-            else:
-                inside = rowids < len(pos_of_rowid)
-                pos = np.where(inside, pos_of_rowid[np.where(inside, rowids, 0)], -1)
+            pos = pos_of_rowid.get(p.rowids[: p.n], ascending=True)  # postings are in rowid order
             if df_of is not None:
                 n_hit = df_of(term, pos)
             else:  # documents holding the term: changes only with writes

@@ -114,7 +114,7 @@ class LexicalSearch:
         if self._lengths is None or self._lengths[0] != key:
             # Document lengths change only with writes: computed once per data version.
             self._lengths = (key, *index.doc_lengths(
-                m.rowid_pos, (m.session[: m.n] >= 0).astype(np.float64), m.n_alive))
+                m.rowid[: m.n], m.live_positions(), (m.session[: m.n] >= 0).astype(np.float64), m.n_alive))
         return index, key, self._lengths[1], self._lengths[2]
 
     def _check_table(self) -> None:

@@ -39,6 +39,7 @@ from .columns import (
     session_of_key,
     superseded_at,
 )
+from .rowids import RowidMap
 from .session_blocks import SessionBlock
 from .turn_index import TurnIndex
 
@@ -75,7 +76,8 @@ class Mirror:
     metadata holds feedback events).
     Lists by position: ``ids``, ``texts``, ``metas`` (the stored metadata: read, never
     change them; :meth:`result` hands out copies). Maps: ``pos_of_id``, ``pos_of_rowid``
-    and the array ``rowid_pos`` (rowid -> position, -1 for none). ``n_alive`` counts the
+    and ``rowid_pos`` (a :class:`~vxmem.store.mirror.rowids.RowidMap`: rowid -> position, -1
+    for none, sized by the rows held, not by the largest rowid). ``n_alive`` counts the
     live documents. ``latest`` bounds the times live memories record (their creation, their
     supersession, their feedback events) from above: a read as of a moment at or after it
     sees the mirror as it is, so it skips the as-of checks.
@@ -99,7 +101,7 @@ class Mirror:
         self.tokens = np.zeros(cap, dtype=np.int64)
         self.turn = np.full(cap, np.nan)
         self.feedback = np.zeros(cap, dtype=bool)
-        self.rowid_pos = np.full(64, -1, dtype=np.int64)
+        self.rowid_pos = RowidMap(-1)
         self.ids: list[str] = []
         self.texts: list[str] = []
         self.metas = Metas()
@@ -162,11 +164,7 @@ class Mirror:
         self.tokens[p] = tokens
         self.pos_of_id[id] = p
         self.pos_of_rowid[rowid] = p
-        if rowid >= len(self.rowid_pos):
-            grown = np.full(max(rowid + 1, 2 * len(self.rowid_pos)), -1, dtype=np.int64)
-            grown[: len(self.rowid_pos)] = self.rowid_pos
-            self.rowid_pos = grown
-        self.rowid_pos[rowid] = p
+        self.rowid_pos.set(rowid, p)
         self.n_alive += 1
         self._set_columns(p, meta)
 
@@ -231,8 +229,7 @@ class Mirror:
         self.ids, self.texts, self.metas = ids, texts, metas
         self.pos_of_id = dict(zip(ids, range(n)))
         self.pos_of_rowid = dict(zip(rowid.tolist(), range(n)))
-        self.rowid_pos = np.full(max(64, 2 * (int(rowid.max(initial=0)) + 1)), -1, dtype=np.int64)
-        self.rowid_pos[rowid] = np.arange(n)
+        self.rowid_pos = RowidMap.of(rowid[:n], np.arange(n))
         self.n = self.n_alive = n
 
     def index_sessions(self) -> None:
@@ -280,7 +277,7 @@ class Mirror:
         self.n_alive -= 1
         del self.pos_of_id[self.ids[p]]
         del self.pos_of_rowid[int(self.rowid[p])]
-        self.rowid_pos[int(self.rowid[p])] = -1
+        self.rowid_pos.set(int(self.rowid[p]), -1)
         code = int(self.session[p])
         if code >= 0:
             self._session_pos[code].remove(p)

@@ -248,7 +248,7 @@ class HnswCache:
                     if self.index is not index:  # reset meanwhile: the batch went into an old graph
                         return
                     now = self._mirror().rowid_pos
-                    gone = [k for k in batch if k >= now.size or now[k] < 0]  # deleted while it was being added
+                    gone = [k for k in batch if now.value(k) < 0]  # deleted while it was being added
                     if gone:
                         with self.graph_lock:
                             index.remove(np.array(gone, dtype=np.uint64))
@@ -304,8 +304,7 @@ class HnswCache:
                     self.index.expansion_search = expansion
                 matches = self.index.search(q, fetch, threads=1)
             keys = np.asarray(matches.keys, dtype=np.int64)
-            keys = keys[keys < m.rowid_pos.size]
-            pos = m.rowid_pos[keys]
+            pos = m.rowid_pos.get(keys[keys >= 0])
             pos = pos[pos >= 0]  # deleted since the graph took them
             if not everyone:
                 pos = pos[_members(positions, pos)]
