@@ -25,13 +25,14 @@ targets apply to the ``trivial`` rows on a database file; the other rows show
 what a user of that embedder sees, and print no target. The ``default`` rows time at most
 ``--default-reps`` calls each (a reranked recall takes a few hundred ms).
 
-Every memory belongs to its session's user (``remember(user=...)``) and carries a
-``{"topic": ...}`` of five values, so the scopes table can time, side by side in one
-interleaved loop, session recall at the present, as of a moment mid-history (a different
-one each call, between a quarter and three quarters of the history; the as-of checks run),
-with ``filter=`` on the topic, with ``user=``, a user's recall across every session, ranked
-from the access log (``recency_from="accessed"`` per call: reads it) and by a memory that
-ages from access (reads it and records its results); its ratios are to the first row.
+Every memory belongs to its session's user (``remember(user=...)``; a session belongs to its
+user, so every call on a session names the user too) and carries a ``{"topic": ...}`` of five
+values, so the scopes table can time, side by side in one interleaved loop, session recall at
+the present, as of a moment mid-history (a different one each call, between a quarter and
+three quarters of the history; the as-of checks run), with ``filter=`` on the topic, a user's
+recall across every session, ranked from the access log (``recency_from="accessed"`` per call:
+reads it) and by a memory that ages from access (reads it and records its results); its ratios
+are to the first row.
 
 Cross-session recall selects every live memory; above ``Vectrix(exact_threshold=20000)``
 selected rows it goes through the usearch HNSW index, which is built lazily on the first
@@ -186,6 +187,11 @@ class Rows:
                           "ref": ref, "n": wall["n"]})
 
 
+def at(i: int) -> dict[str, str]:
+    """The ``i``-th call's session, round-robin, with its user (a session belongs to its user)."""
+    return {"session": f"user{i % SESSIONS}", "user": f"u{i % SESSIONS}"}
+
+
 def scopes(db: Any, qs: list[str], now: float, moments: np.ndarray, reps: int) -> list[dict]:
     """Session recall at the present, as of a moment, filtered, by user, across a user's sessions
     and ranked from the access log, interleaved call by call."""
@@ -193,22 +199,17 @@ def scopes(db: Any, qs: list[str], now: float, moments: np.ndarray, reps: int) -
 
     accessing = ConversationMemory(db, recency_from="accessed", rerank=db.memory.rerank)
 
-    def sess(i: int) -> str:
-        return f"user{i % SESSIONS}"
-
     fns: dict[str, Callable[[int], Any]] = {
-        "recall(session=...), now: the present": lambda i: db.recall(qs[i], session=sess(i), now=now),
+        "recall(session=...), now: the present": lambda i: db.recall(qs[i], **at(i), now=now),
         "recall(session=..., now=mid-history): as-of checks run": lambda i: db.recall(
-            qs[i], session=sess(i), now=moments[i]),
+            qs[i], **at(i), now=moments[i]),
         "recall(session=..., filter={'topic': ...}): 1 in 5 match": lambda i: db.recall(
-            qs[i], session=sess(i), now=now, filter={"topic": TOPICS[i % 5]}),
-        "recall(session=..., user=...)": lambda i: db.recall(qs[i], session=sess(i), user=f"u{i % SESSIONS}",
-                                                             now=now),
+            qs[i], **at(i), now=now, filter={"topic": TOPICS[i % 5]}),
         "recall(user=...): one user, every session": lambda i: db.recall(qs[i], user=f"u{i % SESSIONS}", now=now),
         "recall(session=..., recency_from='accessed'): reads the access log": lambda i: db.recall(
-            qs[i], session=sess(i), now=now, recency_from="accessed"),
+            qs[i], **at(i), now=now, recency_from="accessed"),
         "recall(session=...) of a memory aging from access: reads and records": lambda i: accessing.recall(
-            qs[i], session=sess(i), now=now),
+            qs[i], **at(i), now=now),
     }
     got = interleaved(fns, reps)
     return [{"op": op, "p50": t.ms()["p50"], "cpu50": t.cpu_ms()["p50"]} for op, t in got.items()]
@@ -220,7 +221,7 @@ def writes(db: Any, rows: Rows, rng: np.random.Generator, reps: int, clock: list
 
     def remember_one(i: int) -> None:
         clock[0] += 1.0
-        db.remember(texts[i], session=f"user{i % SESSIONS}", timestamp=clock[0])
+        db.remember(texts[i], **at(i), timestamp=clock[0])
 
     rows.add("remember(), one call per memory", timed(remember_one, reps), rows.target(TARGET_REMEMBER),
              rows.ref("remember"))
@@ -231,7 +232,7 @@ def writes(db: Any, rows: Rows, rng: np.random.Generator, reps: int, clock: list
     def add_batch(i: int) -> None:
         clock[0] += 1.0
         metas = [{"_vx_kind": "fact", "_vx_session": f"user{(i * BATCH + j) % SESSIONS}", "_vx_role": "user",
-                  "_vx_ts": clock[0]} for j in range(BATCH)]
+                  "_vx_user": f"u{(i * BATCH + j) % SESSIONS}", "_vx_ts": clock[0]} for j in range(BATCH)]
         db.add(batches[i], metadata=metas)
 
     rows.add(f"add() of {BATCH} memory-shaped docs in 1 call, per doc (no batch remember API)",
@@ -240,12 +241,12 @@ def writes(db: Any, rows: Rows, rng: np.random.Generator, reps: int, clock: list
 
 def session_recalls(db: Any, rows: Rows, qs: list[str], now: float, reps: int, mode: str | None) -> None:
     """Session recall (and without the rerank, when the embedder's pipeline reranks)."""
-    session = timed(lambda i: db.recall(qs[i], session=f"user{i % SESSIONS}", now=now, mode=mode), reps)
+    session = timed(lambda i: db.recall(qs[i], **at(i), now=now, mode=mode), reps)
     rows.add("recall(session=...), limit 10", session, rows.target(TARGET_SESSION_RECALL_1K),
              rows.ref("session_recall"))
     if db.memory.pipeline()["rerank"] is not None:
         rows.add("recall(session=..., rerank=False), limit 10",
-                 timed(lambda i: db.recall(qs[i], session=f"user{i % SESSIONS}", now=now, rerank=False, mode=mode),
+                 timed(lambda i: db.recall(qs[i], **at(i), now=now, rerank=False, mode=mode),
                        reps))
 
 
@@ -265,7 +266,7 @@ def cross_recalls(db: Any, rows: Rows, qs: list[str], now: float, reps: int, mod
         rows.add("recall(session=None, rerank=False), limit 10",
                  timed(lambda i: db.recall(qs[i], now=now, rerank=False, mode=mode), reps))
     rows.add("context(session=..., token_budget=1500)",
-             timed(lambda i: db.context(qs[i], session=f"user{i % SESSIONS}", now=now, mode=mode), reps), None,
+             timed(lambda i: db.context(qs[i], **at(i), now=now, mode=mode), reps), None,
              rows.ref("context"))
 
 
@@ -297,7 +298,7 @@ def worker(size: int, embedder_name: str, reps: int, tmp: str, mode: str | None 
 
         def remember_live(i: int) -> None:
             clock[0] += 1.0
-            db.remember(texts2[i], session=f"user{i % SESSIONS}", timestamp=clock[0])
+            db.remember(texts2[i], **at(i), timestamp=clock[0])
 
         rows.add("remember(), HNSW index live", timed(remember_live, reps), rows.target(TARGET_REMEMBER))
     with Timer() as t:
