@@ -24,21 +24,27 @@ from ..mirror.columns import meta_session_key, session_key, session_per_user
 from .jsonio import dumps, loads
 
 _BATCH = 2000
+_USERS = "metadata LIKE '%\"_vx_user\"%'"  # the rows that may be a user's (a superset: '_' matches any character)
 
 
 def migrate(c: sqlite3.Connection, fts: bool) -> bool:
     """Move every user's rows to sessions of their own (inside the caller's transaction), with
     their FTS5 rows when ``fts`` (those up to ``fts_upto``); True if any row was a user's (the
     caller then makes readers read the file afresh)."""
+    from tqdm.auto import tqdm  # a bar past 20,000 rows (100,000 took 4.3 s to move)
+
     row = c.execute("SELECT value FROM vx_meta WHERE key = 'fts_upto'").fetchone() if fts else None
     fts_upto = int(row[0]) if row else 0
     counters: dict[str, set[str]] = defaultdict(set)  # a shared counter -> the users' sessions it numbered
     last, any_rows = 0, False
-    while rows := c.execute("SELECT rowid, text, metadata FROM vx_docs WHERE rowid > ? AND metadata LIKE "
-                            "'%\"_vx_user\"%' ORDER BY rowid LIMIT ?", (last, _BATCH)).fetchall():
-        last = rows[-1][0]
-        for rowid, text, metadata in rows:
-            any_rows |= _move(c, rowid, text, loads(metadata), fts_upto, counters)
+    total = c.execute(f"SELECT count(*) FROM vx_docs WHERE {_USERS}").fetchone()[0]
+    with tqdm(total=total, desc="moving users' sessions", unit="doc", disable=total < 20_000) as bar:
+        while rows := c.execute(f"SELECT rowid, text, metadata FROM vx_docs WHERE rowid > ? AND {_USERS} "
+                                "ORDER BY rowid LIMIT ?", (last, _BATCH)).fetchall():
+            last = rows[-1][0]
+            for rowid, text, metadata in rows:
+                any_rows |= _move(c, rowid, text, loads(metadata), fts_upto, counters)
+            bar.update(len(rows))
     for old, news in counters.items():
         row = c.execute("SELECT value FROM vx_counters WHERE name = ?", ("turn:" + old,)).fetchone()
         if row:
