@@ -16,7 +16,7 @@ from ..core.clock import expiry
 from ..core.errors import ConflictError
 from ..core.keys import K_EXPIRES, K_FEEDBACK, K_FEEDBACK_FOLDED, K_KIND, K_ROLE, K_SESSION, K_TS, KIND_TURN
 from ..ranking import scoring
-from ..store.seam import MemoryView, MemoryWrites, UserSession, check_id, session_key
+from ..store.seam import MemoryView, MemoryWrites, check_id, session_key, session_name
 
 # A memory keeps at most this many feedback events; past it all but the newest half are folded
 # into one decayed sum (``_vx_feedback_folded``, with their log), which leaves the score as it was.
@@ -57,7 +57,7 @@ def claim_turn(m: MemoryView, tx: MemoryWrites, session: Any, turn: int | None) 
     name = "turn:" + session_key(session)  # json.dumps(session), cached
     if turn is None:
         return tx.take_counter(name)
-    said = session.session if isinstance(session, UserSession) else session  # as the caller named it
+    said = session_name(session)
     if np.any(m.turn[m.select(session, (KIND_TURN,))] == turn):
         raise ConflictError(f"turn {turn} of session {said!r} is already held by a live turn")
     counter = tx.counter(name)

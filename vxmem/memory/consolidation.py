@@ -35,7 +35,7 @@ from ..core.keys import (
     KIND_CODES,
     KIND_TURN,
 )
-from ..store.seam import MemoryStore, MemoryView, UserSession, in_session
+from ..store.seam import MemoryStore, MemoryView, in_session, session_name
 
 Summarizer = Callable[[list[dict[str, Any]]], list[str]]
 
@@ -83,7 +83,7 @@ def consolidate(store: MemoryStore, session: str | None, summarize: Summarizer, 
     """
     report = ConsolidationReport(session=session)
     at = in_session(session, user)
-    with store.locked(user=user, session=session if user is None else None) as m:
+    with store.locked(user=user, session=session) as m:
         pos = m.select(at, (KIND_TURN,), live_at=now_ts, include_superseded=False)
         ordered = np.array(m.in_turn_order(pos), dtype=np.int64)
         if keep_recent:
@@ -163,8 +163,7 @@ def _batch(store: MemoryStore, turn_ids: list[str], summarize: Summarizer, kind:
             return
         with store.transaction() as tx:
             for fid, text, vec, tokens in zip(ids, facts, vecs, fact_tokens):
-                meta = {K_KIND: kind, K_SESSION: session.session if isinstance(session, UserSession) else session,
-                        K_ROLE: "summary", K_TS: newest,
+                meta = {K_KIND: kind, K_SESSION: session_name(session), K_ROLE: "summary", K_TS: newest,
                         K_CONSOLIDATED_FROM: list(turn_ids)}
                 end = expiry(newest, ttl_days)
                 if end is not None:

@@ -418,8 +418,8 @@ class ConversationMemory(MemoryReading[CollectionT]):
         now_ts = to_epoch(now)
         cutoff = days_to_seconds(older_than, now_ts)
         at = in_session(any_if_none(session), user)
-        one = at if isinstance(session, str) else None  # a session's rows alone (its links stay in it)
-        with self.store.locked(user=user if one is None else None, session=one) as m:
+        one = session if isinstance(session, str) else None  # a session's rows alone (its links stay in it)
+        with self.store.locked(user=user, session=one) as m:
             pos = m.keep_matching(m.select(at, kinds, user=user), flt)
             if cutoff is not None:
                 pos = pos[m.ts[pos] < cutoff]

@@ -148,7 +148,7 @@ class MemoryReading(Generic[CollectionT]):
             limit = check_limit(limit)
         now_ts = to_epoch(now)
         at = in_session(session, user)
-        with self.store.locked(user=user, session=session if user is None else None) as m:
+        with self.store.locked(user=user, session=session) as m:
             ordered = m.in_turn_order(m.keep_matching(m.select(at, (KIND_TURN,), live_at=now_ts, as_of=now_ts), flt))
             if limit is not None:
                 ordered = ordered[-limit:]
@@ -255,7 +255,7 @@ class MemoryReading(Generic[CollectionT]):
         if not ids:
             return
         user, session = (None, None) if request is None else (request.user, request.session)
-        with self.store.locked(user=user, session=session if user is None else None) as m:
+        with self.store.locked(user=user, session=session) as m:
             pos = [p for p in (m.pos_of_id.get(i) for i in ids) if p is not None]
             self._record(np.array(pos, dtype=np.int64), now_ts)
 

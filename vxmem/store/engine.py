@@ -210,8 +210,8 @@ class Engine(StateParts):
         ``user``: the block reads only that user's memories (a tuple: those users', read for
         the block alone); ``nearest``: the block is a recall of that query across every user;
         ``owner_of``: it reads the memories of the user the memory of that id belongs to;
-        ``session``: only that session's memories (with a user, the user's and the
-        session's, whoever's). A scoped PostgreSQL handle then gives the mirror of those rows
+        ``session``: only that session's memories (with a user, that user's session: a
+        session belongs to its user). A scoped PostgreSQL handle then gives the mirror of those rows
         alone, or of the rows nearest the query by the database's HNSW index (approximate);
         any other handle, its one mirror. The outermost block's arguments count."""
         if user is None and nearest is None and owner_of is None and session is None:

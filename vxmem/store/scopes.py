@@ -23,19 +23,18 @@ from .mirror.mirror import ANY_SESSION, Mirror
 from .vector.hnsw import HnswCache
 
 MAX_SCOPES = 1024  # users' mirrors a scoped handle keeps at most (the least recently read go first)
-ALONE_TRIES = 3  # checks that a session is one user's alone, each undone by a write meanwhile, before reading both
 
 
 def scope_of(user: str | tuple[str, ...] | None, session: str | None, nearest: str | None) -> Any:
-    """The scope a block reads: a user's (a str); a session's (("session", its key)); one user's
-    with one session's, whoever wrote there (("joint", the user, the session's key)); several
-    users' (("users", each user), read for the one block); every row (None); or, ``nearest``
-    naming neither, the rows nearest a query (False)."""
+    """The scope a block reads: a user's (a str); a session's (("session", its key): with a user,
+    that user's session, since a session belongs to its user); several users' (("users", each
+    user), read for the one block); every row (None); or, ``nearest`` naming neither, the rows
+    nearest a query (False)."""
     if isinstance(user, tuple):
         return ("users", *user)
-    if user is None:
-        return ("session", session_key(session)) if session is not None else False if nearest else None
-    return user if session is None else ("joint", user, session_key(session))
+    if session is not None:
+        return ("session", session_key(session, user))
+    return user if user is not None else False if nearest else None
 
 
 def filter_scope(flt: dict[str, list[Any]] | None) -> dict[str, str]:
@@ -130,17 +129,7 @@ class Scopes:
     def refresh(self, database: Any, token_counter: Callable[[str], int], scope: Any = False) -> Any:
         """Bring every kept scope up to what writers committed (one change-log read for them
         all), reading ``scope`` afresh in the same snapshot when it is not kept (False: none);
-        the scope to read, which for a joint scope not kept is the user's alone when the
-        session holds no one else's rows at the generation every kept mirror stands at."""
-        if isinstance(scope, tuple) and scope[0] == "joint" and scope not in self.states:
-            for _ in range(ALONE_TRIES):
-                generation, alone = database.session_alone(scope[1], scope[2])
-                if not alone:
-                    break
-                if generation != database.generation or scope[1] not in self.states:
-                    self._refresh(database, token_counter, scope[1])
-                if database.generation == generation:  # no write between the check and the mirrors
-                    return scope[1]
+        the scope to read."""
         self._refresh(database, token_counter, scope)
         return scope
 

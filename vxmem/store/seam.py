@@ -26,14 +26,15 @@ from typing import Any, Protocol
 import numpy as np
 
 from .arguments import FilterValues, check_filter, check_id, check_ids, check_json, check_mode, json_copy
-from .mirror.columns import UserSession, in_session, session_key
+from .mirror.columns import UserSession, in_session, session_key, session_name
 from .mirror.mirror import ANY_SESSION, SessionArg
 from .results import Result, Results
 from .vector.search import Candidates
 
 __all__ = ["ANY_SESSION", "Candidates", "FilterValues", "MemoryCollection", "MemoryStore", "MemoryView",
            "MemoryWrites", "MetadataRows", "Result", "Results", "SessionArg", "UserSession", "check_filter",
-           "check_id", "check_ids", "check_json", "check_mode", "in_session", "json_copy", "session_key"]
+           "check_id", "check_ids", "check_json", "check_mode", "in_session", "json_copy", "session_key",
+           "session_name"]
 
 
 class MetadataRows(Protocol):

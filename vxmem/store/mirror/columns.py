@@ -96,6 +96,11 @@ def codes_named(keys: list[str], session: Any) -> list[int]:
     return [c for c, k in enumerate(keys) if k == key or (k.startswith("[") and session_key(session_of_key(k)) == key)]
 
 
+def session_name(session: Any) -> Any:
+    """The session as its caller named it (a :class:`UserSession`'s name, else ``session``)."""
+    return session.session if type(session) is UserSession else session
+
+
 def in_session(session: Any, user: str | None) -> Any:
     """The session argument a store read takes for ``user``'s ``session`` (the session itself
     for no user; a :class:`UserSession` otherwise; ``ANY_SESSION`` and friends unchanged)."""

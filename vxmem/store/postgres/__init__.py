@@ -17,8 +17,8 @@ if TYPE_CHECKING:
 
 URL_SCHEMES = ("postgresql://", "postgres://")
 # The rows a mirror holds: ALL (the whole collection), one user's (a str), one session's
-# (("session", its key)), one user's and one session's (("joint", the user, the session's key)),
-# or several users' (("users", each user), read for one block and not followed).
+# (("session", its key), a user's session's key holding the user), or several users'
+# (("users", each user), read for one block and not followed).
 Scope = str | tuple[str, ...] | None
 ALL: Scope = None
 # The URL's parameters that are vxmem's, not libpq's (taken out before connecting):
@@ -33,7 +33,7 @@ def scope_parts(scope: Scope) -> tuple[str | None, str | None]:
     if isinstance(scope, str):
         return scope, None
     assert scope is not None
-    return (scope[1], scope[2]) if scope[0] == "joint" else (None, scope[1])
+    return None, scope[1]
 
 
 def split_options(url: str) -> tuple[str, dict[str, str | int]]:

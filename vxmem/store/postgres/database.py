@@ -274,19 +274,8 @@ class PgDatabase:
             return cur.execute(f"SELECT {_DOC_COLUMNS} FROM vx_docs WHERE user_id = ANY(%s) ORDER BY rowid",
                                (list(scope[1:]),)).fetchall()
         user, key = scope_parts(scope)
-        where = "user_id = %s OR session_key = %s" if user is not None and key is not None else \
-            "user_id = %s" if key is None else "session_key = %s"
-        return cur.execute(f"SELECT {_DOC_COLUMNS} FROM vx_docs WHERE {where} ORDER BY rowid",
-                           [x for x in (user, key) if x is not None]).fetchall()
-
-    def session_alone(self, user: str, key: str) -> tuple[int, bool]:
-        """The generation, and whether the session of ``key`` holds no document but ``user``'s
-        then (one statement, so one snapshot: both answers hold at that generation)."""
-        row = self._first_read("SELECT (SELECT value::bigint FROM vx_meta WHERE key = 'generation'), NOT EXISTS "
-                               "(SELECT 1 FROM vx_docs WHERE session_key = %s AND user_id IS DISTINCT FROM %s)",
-                               (key, user))
-        assert row is not None
-        return int(row[0]), bool(row[1])
+        where, value = ("user_id = %s", user) if key is None else ("session_key = %s", key)
+        return cur.execute(f"SELECT {_DOC_COLUMNS} FROM vx_docs WHERE {where} ORDER BY rowid", (value,)).fetchall()
 
     def _ops_since(self, mirrors: Mapping[Scope, Mirror], generation: int,
                    token_counter: Callable[[str], int]) -> dict[Scope, Ops]:
