@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+from collections import defaultdict
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -278,3 +279,32 @@ def session_per_user(meta: dict[str, Any]) -> dict[str, Any] | None:
     if type(user) is str and type(session) is str and session.startswith(user + "/"):
         return {**meta, K_SESSION: session[len(user) + 1:]}
     return None
+
+
+class SessionMoves:
+    """What sessions belonging to their users make of documents written before: each user's
+    memory moves to a session of the user's own (:func:`session_per_user`), and each turn
+    counter a session name had goes on as the counter of every user's session it numbered,
+    from where it stood (so no turn number is given twice). The file's migration, the
+    database's and a restore of an older export all move documents through one of these."""
+
+    def __init__(self) -> None:
+        self.moved: dict[str, set[str]] = defaultdict(set)  # a session key before -> the users' sessions' keys
+
+    def take(self, meta: Any) -> dict[str, Any] | None:
+        """The metadata a user's memory keeps, its session its user's own (``meta`` itself when
+        unchanged); None for a document that is no user's memory, which nothing moves."""
+        if not isinstance(meta, dict) or type(meta.get(K_USER)) is not str or (
+                K_SESSION not in meta and K_KIND not in meta):
+            return None
+        new = session_per_user(meta) or meta
+        self.moved[session_key(meta.get(K_SESSION))].add(meta_session_key(new))
+        return new
+
+    def old_counters(self) -> list[str]:
+        """The turn counters of the session names users' memories moved from."""
+        return ["turn:" + key for key in self.moved]
+
+    def counters(self, name: str) -> list[str]:
+        """The turn counters that go on from the counter ``name`` (none for another counter)."""
+        return ["turn:" + key for key in sorted(self.moved.get(name[5:], ()))] if name.startswith("turn:") else []

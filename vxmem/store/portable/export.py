@@ -57,8 +57,9 @@ except ImportError:  # pragma: no cover
 
 EXPORT_FORMAT = "vxmem-export"
 # 2: key lines (a reader of version 1 would call them malformed); 3: a session belongs to its user
-# (a reader of version 2 would merge users' sessions of one name: see portable.older)
+# (a reader of version 2 would merge users' sessions of one name; restore moves them apart)
 EXPORT_VERSION = 3
+SHARED_SESSIONS_UPTO = 2  # the last export version whose sessions were shared by their users
 VECTOR_ENCODING = "float32-le-base64"  # each vector's float32 values, little-endian, base64
 CHUNK = 2_000  # rows read per query
 LINE_TYPES = ("header", "memory", "counter", "key", "end")

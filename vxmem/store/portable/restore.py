@@ -26,6 +26,7 @@ from ...core.errors import ConflictError
 from ...core.progress import Progress, Reporter
 from ...models.embed import embedder_name
 from ..engine import Engine
+from ..mirror.columns import SessionMoves
 from ..postgres import is_postgres_url
 from ..sqlite import keys
 from ..sqlite.database import Database
@@ -40,8 +41,7 @@ from ..sqlite.files import (
 )
 from ..sqlite.keys import KeyRecord
 from ..sqlite.locks import release_writer_lock, take_writer_lock
-from .export import new_counts
-from .older import SHARED_SESSIONS_UPTO, UserSessions
+from .export import SHARED_SESSIONS_UPTO, new_counts
 from .reader import ExportReader, Item
 
 log = logging.getLogger("vxmem.restore")
@@ -125,7 +125,8 @@ def fill(engine: Engine, f: IO[bytes], name: str, *, progress: Progress = None,
     batch: list[Item] = []
     counters: list[tuple[str, int]] = []
     held: list[KeyRecord] = []
-    older = UserSessions() if reader.header["version"] <= SHARED_SESSIONS_UPTO else None
+    # An export of sessions shared by their users: each user's go to sessions of their own.
+    moves = SessionMoves() if reader.header["version"] <= SHARED_SESSIONS_UPTO else None
 
     def flush() -> None:
         _write_batch(engine, batch, keep_vectors, keep_tokens, reader)
@@ -135,7 +136,7 @@ def fill(engine: Engine, f: IO[bytes], name: str, *, progress: Progress = None,
     try:
         for rec in reader.records():
             if isinstance(rec, Item):
-                batch.append(rec if older is None else older.item(rec))
+                batch.append(rec if moves is None else _moved(rec, moves))
                 if len(batch) >= BATCH:
                     flush()
                 continue
@@ -144,7 +145,7 @@ def fill(engine: Engine, f: IO[bytes], name: str, *, progress: Progress = None,
                 continue
             if batch:  # the last documents, before the first counter
                 flush()
-            counters.extend([rec] if older is None else older.counter(*rec))
+            counters.extend([rec] if moves is None else [rec, *((name, rec[1]) for name in moves.counters(rec[0]))])
             if len(counters) >= BATCH:
                 _write_counters(engine, counters)
                 counters.clear()
@@ -161,6 +162,12 @@ def fill(engine: Engine, f: IO[bytes], name: str, *, progress: Progress = None,
     finally:
         bar.close()
     return report
+
+
+def _moved(it: Item, moves: SessionMoves) -> Item:
+    """``it`` with its session its user's own (the same item when nothing moves)."""
+    new = moves.take(it.meta)
+    return it if new is None or new is it.meta else it._replace(meta=new)
 
 
 def _write_counters(engine: Engine, counters: list[tuple[str, int]]) -> None:

@@ -29,8 +29,8 @@ from typing import Any
 import psycopg
 
 from ...core.errors import InvalidDatabaseError
-from ...core.keys import K_SESSION, K_USER
-from ..mirror.columns import columns_of, session_key, session_per_user
+from ...core.keys import K_USER
+from ..mirror.columns import SessionMoves, columns_of
 from ..sqlite.jsonio import dumps, loads_all
 from .corpus import doc_columns
 
@@ -132,25 +132,20 @@ def _to_v4(conn: psycopg.Connection) -> None:
     """Schema 3 to 4: a session belongs to its user. A user's rows get the session key that holds
     the user's name, a served session ``user/s`` becomes ``s``, and each user's session its own
     turn counter, from where the shared one stood; processes that follow read afresh."""
-    counters: dict[str, set[str]] = {}
+    moves = SessionMoves()
     last, moved_any = 0, False
     while rows := conn.execute("SELECT rowid, metadata FROM vx_docs WHERE user_id IS NOT NULL AND rowid > %s "
                                "ORDER BY rowid LIMIT 2000", (last,)).fetchall():
         last = rows[-1][0]
-        updates = []
-        for (rowid, _), meta in zip(rows, loads_all([m for _, m in rows])):
-            new = session_per_user(meta) or meta
-            key = session_of(new)
-            if key is not None:
-                counters.setdefault(session_key(meta.get(K_SESSION)), set()).add(key)
-            updates.append((dumps(new), key, rowid))
+        news = [moves.take(meta) or meta for meta in loads_all([m for _, m in rows])]
         with conn.cursor() as cur:
-            cur.executemany("UPDATE vx_docs SET metadata = %s, session_key = %s WHERE rowid = %s", updates)
+            cur.executemany("UPDATE vx_docs SET metadata = %s, session_key = %s WHERE rowid = %s",
+                            [(dumps(new), session_of(new), rowid) for (rowid, _), new in zip(rows, news)])
         moved_any = True
-    for old, news in counters.items():
+    for old in moves.old_counters():
         conn.execute("INSERT INTO vx_counters (name, value) SELECT n, c.value FROM vx_counters c, unnest(%s::text[]) n "
                      "WHERE c.name = %s ON CONFLICT (name) DO UPDATE SET value = greatest(vx_counters.value, "
-                     "excluded.value)", (["turn:" + k for k in sorted(news)], "turn:" + old))
+                     "excluded.value)", (moves.counters(old), old))
     if moved_any:
         conn.execute("UPDATE vx_meta SET value = (value::bigint + 1)::text WHERE key = 'generation'")
         conn.execute("UPDATE vx_meta SET value = (SELECT value FROM vx_meta WHERE key = 'generation') "

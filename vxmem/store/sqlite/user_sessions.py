@@ -15,12 +15,11 @@ in the migration's transaction:
 from __future__ import annotations
 
 import sqlite3
-from collections import defaultdict
 from typing import Any
 
-from ...core.keys import K_KIND, K_SESSION
+from ...core.keys import K_SESSION
 from ..lexical.fts import scope_token, session_token
-from ..mirror.columns import meta_session_key, session_key, session_per_user
+from ..mirror.columns import SessionMoves
 from .jsonio import dumps, loads
 
 _BATCH = 2000
@@ -35,7 +34,7 @@ def migrate(c: sqlite3.Connection, fts: bool) -> bool:
 
     row = c.execute("SELECT value FROM vx_meta WHERE key = 'fts_upto'").fetchone() if fts else None
     fts_upto = int(row[0]) if row else 0
-    counters: dict[str, set[str]] = defaultdict(set)  # a shared counter -> the users' sessions it numbered
+    moves = SessionMoves()
     last, any_rows = 0, False
     total = c.execute(f"SELECT count(*) FROM vx_docs WHERE {_USERS}").fetchone()[0]
     with tqdm(total=total, desc="moving users' sessions", unit="doc", disable=total < 20_000) as bar:
@@ -43,31 +42,26 @@ def migrate(c: sqlite3.Connection, fts: bool) -> bool:
                                 "ORDER BY rowid LIMIT ?", (last, _BATCH)).fetchall():
             last = rows[-1][0]
             for rowid, text, metadata in rows:
-                any_rows |= _move(c, rowid, text, loads(metadata), fts_upto, counters)
+                any_rows |= _move(c, rowid, text, loads(metadata), fts_upto, moves)
             bar.update(len(rows))
-    for old, news in counters.items():
-        row = c.execute("SELECT value FROM vx_counters WHERE name = ?", ("turn:" + old,)).fetchone()
+    for old in moves.old_counters():
+        row = c.execute("SELECT value FROM vx_counters WHERE name = ?", (old,)).fetchone()
         if row:
             c.executemany("INSERT INTO vx_counters (name, value) VALUES (?, ?) ON CONFLICT(name) "
                           "DO UPDATE SET value = max(value, excluded.value)",
-                          [("turn:" + new, int(row[0])) for new in sorted(news)])
+                          [(new, int(row[0])) for new in moves.counters(old)])
     return any_rows
 
 
-def _move(c: sqlite3.Connection, rowid: int, text: str, meta: Any, fts_upto: int,
-          counters: dict[str, set[str]]) -> bool:
-    """One row's part of :func:`migrate`; True if it is a user's memory (or has a session)."""
-    if not isinstance(meta, dict) or not isinstance(meta.get("_vx_user"), str) or (
-            K_SESSION not in meta and K_KIND not in meta):
+def _move(c: sqlite3.Connection, rowid: int, text: str, meta: Any, fts_upto: int, moves: SessionMoves) -> bool:
+    """One row's part of :func:`migrate`; True if it is a user's memory."""
+    new = moves.take(meta)
+    if new is None:
         return False
-    moved = session_per_user(meta)
-    if moved is not None:
-        c.execute("UPDATE vx_docs SET metadata = ? WHERE rowid = ?", (dumps(moved), rowid))
-    new = moved or meta
-    old_session = meta.get(K_SESSION)
-    counters[session_key(old_session)].add(meta_session_key(new))
+    if new is not meta:
+        c.execute("UPDATE vx_docs SET metadata = ? WHERE rowid = ?", (dumps(new), rowid))
     if rowid <= fts_upto:  # a contentless table forgets a row given the values it was indexed with
         c.execute("INSERT INTO vx_fts (vx_fts, rowid, text, scope) VALUES ('delete', ?, ?, ?)",
-                  (rowid, text, session_token(old_session)))
+                  (rowid, text, session_token(meta.get(K_SESSION))))
         c.execute("INSERT INTO vx_fts (rowid, text, scope) VALUES (?, ?, ?)", (rowid, text, scope_token(new)))
     return True
