@@ -6,7 +6,9 @@
   files, ``__init__.py`` counted; a folder of more is split by role into sub-packages);
 - no reach into another module's private names, in ``vxmem/``, ``tests/``, ``app_pages/`` and
   ``benchmarks/``: ``x._name`` where ``x`` is not ``self`` or ``cls`` and ``_name`` is not
-  defined in the same file, and ``from module import _name``.
+  defined in the same file, and ``from module import _name``;
+- no file under ``tests/data/`` that git ignores: a fixture the suite opens must reach a clean
+  checkout.
 
 ``python tests/house.py`` prints every breach and exits 1 if there is one (``make lint`` runs
 it); ``tests/test_house.py`` asserts there are none.
@@ -15,6 +17,7 @@ it); ``tests/test_house.py`` asserts there are none.
 from __future__ import annotations
 
 import ast
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -95,6 +98,22 @@ def crowded_folders(root: str = "vxmem") -> list[str]:
     return [f"{folder.relative_to(ROOT)}/: {n} modules" for folder, n in counts.items() if n > MAX_FOLDER_MODULES]
 
 
+def ignored_fixtures(folder: str = "tests/data") -> list[str]:
+    """Files under ``folder`` that git ignores, so a clean checkout would not have them.
+
+    Empty where git or the repository is missing (an unpacked release has nothing to check).
+    """
+    files = sorted(str(p.relative_to(ROOT)) for p in (ROOT / folder).rglob("*") if p.is_file())
+    if not files:
+        return []
+    try:
+        done = subprocess.run(["git", "check-ignore", *files], cwd=ROOT,
+                              capture_output=True, text=True, check=False)
+    except OSError:
+        return []
+    return done.stdout.split() if done.returncode == 0 else []
+
+
 def breaches() -> dict[str, list[str]]:
     """Every breach of the house rules, by rule."""
     return {
@@ -103,6 +122,7 @@ def breaches() -> dict[str, list[str]]:
         f"folders of more than {MAX_FOLDER_MODULES} modules": crowded_folders(),
         "reaches into another module's private names": [b for p in python_files(*PRIVACY_ROOTS)
                                                         for b in private_reaches(p)],
+        "test fixtures git ignores": ignored_fixtures(),
     }
 
 
