@@ -132,11 +132,12 @@ if not dots.empty:
                                legend=alt.Legend(orient="bottom")),
         size=alt.Size("probes:Q", title="probes", scale=alt.Scale(range=[60, 1400]),
                       legend=alt.Legend(orient="bottom")),
-        tooltip=["outcome", "probes", "examples", alt.Tooltip("a:Q", format=".3f"), alt.Tooltip("b:Q", format=".3f")])
+        tooltip=shared.tips("outcome", "probes", "examples", alt.Tooltip("a:Q", format=".3f"),
+                            alt.Tooltip("b:Q", format=".3f")))
     counts = alt.Chart(dots[dots["probes"] > 1]).mark_text(fontSize=11, fontWeight="bold", color="#222").encode(
-        **enc, text="probes:Q")
+        **enc, text=alt.Text("probes:Q"))
     diagonal = alt.Chart(pd.DataFrame({"v": [0.0, 1.0]})).mark_line(color="#bbbbbb", strokeDash=[4, 4]).encode(
-        x="v:Q", y="v:Q")
+        x=alt.X("v:Q"), y=alt.Y("v:Q"))
     shared.chart((diagonal + scatter + counts).properties(height=380))
     st.caption("Each dot is every probe with that pair of scores; its number and area say how many.")
 

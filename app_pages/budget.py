@@ -44,8 +44,8 @@ bars = alt.Chart(sections).mark_bar().encode(
     color=alt.Color("section:N", sort=["pinned", "recent", "recalled"], title="section",
                     scale=alt.Scale(domain=["pinned", "recent", "recalled"], range=["#4c78a8", "#f58518", "#54a24b"])),
     order=alt.Order("section_order:Q"),
-    opacity=alt.condition("datum.selected", alt.value(1.0), alt.value(0.35)),
-    tooltip=["budget", "section", "tokens"])
+    opacity=alt.OpacityValue(value=0.35, condition={"test": "datum.selected", "value": 1.0}),
+    tooltip=shared.tips("budget", "section", "tokens"))
 shared.chart(bars.transform_calculate(
     section_order="indexof(['pinned', 'recent', 'recalled'], datum.section)").properties(height=300))
 

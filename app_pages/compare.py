@@ -76,11 +76,11 @@ for j, m in enumerate(shown):
             color=alt.Color("setting:N", sort=["default", "best"], title="setting",
                             scale=alt.Scale(domain=["default", "best"], range=["#9ecae9", "#4c78a8"]),
                             legend=alt.Legend(orient="right")),
-            tooltip=["policy", "setting", "params", alt.Tooltip(f"{m}:Q", format=".3f"),
-                     alt.Tooltip(f"{m}_lo:Q", title="95% CI low", format=".3f"),
-                     alt.Tooltip(f"{m}_hi:Q", title="95% CI high", format=".3f"), "probes"])
-        whiskers = alt.Chart(table).mark_rule(color="#333333").encode(x=x, xOffset=offset, y=f"{m}_lo:Q",
-                                                                      y2=f"{m}_hi:Q")
+            tooltip=shared.tips("policy", "setting", "params", alt.Tooltip(f"{m}:Q", format=".3f"),
+                                alt.Tooltip(f"{m}_lo:Q", title="95% CI low", format=".3f"),
+                                alt.Tooltip(f"{m}_hi:Q", title="95% CI high", format=".3f"), "probes"))
+        whiskers = alt.Chart(table).mark_rule(color="#333333").encode(x=x, xOffset=offset, y=alt.Y(f"{m}_lo:Q"),
+                                                                      y2=alt.Y2(f"{m}_hi:Q"))
         shared.chart((bars + whiskers).properties(height=300))
 st.caption("Bars: means over the probes; the black whiskers their bootstrap 95% intervals.")
 with st.expander("What each policy computes"):

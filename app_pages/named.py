@@ -69,10 +69,10 @@ def chart(frame: pd.DataFrame, metric: str) -> alt.LayerChart:
         xOffset=alt.XOffset("config:N"), color=alt.Color("config:N", title="settings",
                                                          legend=alt.Legend(orient="bottom", labelLimit=260)))
     bars = base.mark_bar().encode(y=alt.Y("mean:Q", title=config.METRIC_LABELS[metric]),
-                                  tooltip=["dataset", "config", alt.Tooltip("mean:Q", format=".3f"),
-                                           alt.Tooltip("lo:Q", format=".3f"), alt.Tooltip("hi:Q", format=".3f"),
-                                           "probes"])
-    return (bars + base.mark_rule(color="#222").encode(y="lo:Q", y2="hi:Q")).properties(height=340)
+                                  tooltip=shared.tips("dataset", "config", alt.Tooltip("mean:Q", format=".3f"),
+                                                      alt.Tooltip("lo:Q", format=".3f"),
+                                                      alt.Tooltip("hi:Q", format=".3f"), "probes"))
+    return (bars + base.mark_rule(color="#222").encode(y=alt.Y("lo:Q"), y2=alt.Y2("hi:Q"))).properties(height=340)
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
@@ -91,9 +91,9 @@ def here_chart(frame: pd.DataFrame) -> alt.LayerChart:
         color=alt.Color("config:N", sort=names, title="settings", legend=alt.Legend(orient="right", labelLimit=200)))
     dots = base.mark_point(filled=True, size=70).encode(
         y=alt.Y("mean:Q", title="mean (95% CI)", scale=alt.Scale(domain=[0, 1])),
-        tooltip=["config", "metric", alt.Tooltip("mean:Q", format=".3f"), alt.Tooltip("lo:Q", format=".3f"),
-                 alt.Tooltip("hi:Q", format=".3f"), "probes"])
-    return (base.mark_rule(strokeWidth=2).encode(y="lo:Q", y2="hi:Q") + dots).properties(height=200)
+        tooltip=shared.tips("config", "metric", alt.Tooltip("mean:Q", format=".3f"),
+                            alt.Tooltip("lo:Q", format=".3f"), alt.Tooltip("hi:Q", format=".3f"), "probes"))
+    return (base.mark_rule(strokeWidth=2).encode(y=alt.Y("lo:Q"), y2=alt.Y2("hi:Q")) + dots).properties(height=200)
 
 
 def here_overlay(key: str, reps: list) -> None:

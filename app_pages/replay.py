@@ -63,16 +63,16 @@ when = alt.Axis(format=views.time_format(mem["created"]), labelOverlap=True)  # 
 spread = alt.YOffset("jitter:Q", scale=alt.Scale(domain=[-0.5, 0.5], range=[6, lane_px - 6]), title=None)
 base = alt.Chart(mem)
 spans = base.transform_filter("isValid(datum.end)").mark_rule(opacity=0.3, strokeWidth=1.5).encode(
-    x="created:T", x2="end:T", y=alt.Y("lane:N"), yOffset=spread,
+    x=alt.X("created:T"), x2=alt.X2("end:T"), y=alt.Y("lane:N"), yOffset=spread,
     color=alt.Color("status:N", scale=status_colors, legend=None))
 dots = base.mark_point(filled=True, size=28, opacity=0.65).encode(
     x=alt.X("created:T", title="time", axis=when), y=alt.Y("lane:N", title="session / kind"), yOffset=spread,
     color=alt.Color("status:N", scale=status_colors, title="fate",
                     legend=alt.Legend(orient="bottom", direction="horizontal", columns=7)),
     shape=alt.Shape("kind:N", title="kind", legend=alt.Legend(orient="bottom", direction="horizontal")),
-    tooltip=["label", "kind", "status", "text", "created:T", "end:T", "tokens"])
+    tooltip=shared.tips("label", "kind", "status", "text", "created:T", "end:T", "tokens"))
 ticks = alt.Chart(probes).mark_rule(color="gray", strokeDash=[2, 3], opacity=0.5).encode(
-    x="time:T", tooltip=["label", "query", "hit", "ndcg"])
+    x=alt.X("time:T"), tooltip=shared.tips("label", "query", "hit", "ndcg"))
 # The spans' colour legend off and the legends resolved apart, so the dots' fate legend shows (below the
 # chart, where a long one is not clipped) beside the kind legend.
 shared.chart((ticks + spans + dots).resolve_legend(color="independent").properties(

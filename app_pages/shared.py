@@ -437,7 +437,7 @@ def score_bars(ranking: pd.DataFrame, s: dict[str, Any]) -> None:
                 axis=alt.Axis(labelOverlap=False, labelLimit=120)),
         color=alt.Color("part:N", sort=["relevance", "recency", "feedback"], title="part"),
         order=alt.Order("part_order:Q"),
-        tooltip=["rank", "label", "text", "part", alt.Tooltip("contribution:Q", format=".3f")])
+        tooltip=tips("rank", "label", "text", "part", alt.Tooltip("contribution:Q", format=".3f")))
     bars = bars.transform_calculate(part_order="indexof(['relevance', 'recency', 'feedback'], datum.part)")
     chart(bars.properties(height=max(150, 40 + 28 * len(ranking))))  # three bars still fit the legend beside
     st.caption("score = relevance_norm + recency_weight x 0.5^(age / half_life) "
@@ -468,6 +468,13 @@ def why_table(why: pd.DataFrame, key: str) -> None:
 def chart(c: alt.Chart) -> None:
     """Draw ``c`` the full width of the page."""
     st.altair_chart(c, width="stretch")
+
+
+def tips(*fields: str | alt.Tooltip) -> list[alt.Tooltip]:
+    """A chart's tooltip: each field name as an ``alt.Tooltip``, tooltips as they are. Altair
+    turns a bare name into its channel by matching it against its whole schema, some 3 ms a name
+    on every rerun; a channel object is taken as it is."""
+    return [alt.Tooltip(f) if isinstance(f, str) else f for f in fields]
 
 
 def sample_caveat(probes: int) -> None:

@@ -113,10 +113,11 @@ heat = alt.Chart(frame).mark_rect().encode(
     y=alt.Y(f"{y}:O", title=title(y), sort="descending", axis=alt.Axis(format=".4~r")),
     color=alt.Color(f"{metric}:Q", title=config.METRIC_LABELS[metric],
                     scale=alt.Scale(scheme="viridis", reverse=lower)),
-    tooltip=[x, y, alt.Tooltip(f"{metric}:Q", format=".3f"), alt.Tooltip("tokens:Q", format=".1f"), "probes"])
+    tooltip=shared.tips(x, y, alt.Tooltip(f"{metric}:Q", format=".3f"), alt.Tooltip("tokens:Q", format=".1f"),
+                        "probes"))
 text = alt.Chart(frame).mark_text(fontSize=11).encode(
-    x=f"{x}:O", y=alt.Y(f"{y}:O", sort="descending"), text=alt.Text(f"{metric}:Q", format=".2f"),
-    color=alt.condition("datum.light", alt.value("black"), alt.value("white")))
+    x=alt.X(f"{x}:O"), y=alt.Y(f"{y}:O", sort="descending"), text=alt.Text(f"{metric}:Q", format=".2f"),
+    color=alt.ColorValue(value="white", condition={"test": "datum.light", "value": "black"}))
 # Numbers, not the object dtype a transposed row has, so each mark lands on its cell's value.
 marks = pd.concat([best.to_frame().T.assign(point="best"), current.assign(point="current")])[[x, y, "point"]]
 marks = marks.astype({x: float, y: float})
@@ -133,7 +134,7 @@ def marked(channel, i: int):
 
 
 outline = alt.Chart(marks).mark_rect(fill=None).encode(
-    x=f"{x}:O", y=alt.Y(f"{y}:O", sort="descending"), stroke=marked(alt.Stroke, 0),
+    x=alt.X(f"{x}:O"), y=alt.Y(f"{y}:O", sort="descending"), stroke=marked(alt.Stroke, 0),
     strokeDash=marked(alt.StrokeDash, 1), strokeWidth=marked(alt.StrokeWidth, 2),
     order=alt.Order("order:Q"))
 outline = outline.transform_calculate(order="datum.point == 'best' ? 0 : 1")
@@ -148,7 +149,8 @@ else:
     on_grid = named.on_grid(frame, x, y)
     if len(on_grid):  # the named settings where they sit on this grid, their names above the cell's number
         layers += alt.Chart(on_grid).mark_text(dy=-13, fontSize=10, fontWeight="bold", color="#e45756").encode(
-            x=f"{x}:O", y=alt.Y(f"{y}:O", sort="descending"), text="name:N", tooltip=["name", x, y])
+            x=alt.X(f"{x}:O"), y=alt.Y(f"{y}:O", sort="descending"), text=alt.Text("name:N"),
+            tooltip=shared.tips("name", x, y))
     shared.chart(layers.properties(height=420))
     if len(on_grid):
         st.caption("Named settings (saved on the Tune page) are written above their cells in red.")
@@ -189,13 +191,13 @@ scatter = alt.Chart(pareto).mark_circle(opacity=0.6).encode(
     x=alt.X("tokens:Q", title="context tokens shipped per probe (mean)", scale=alt.Scale(zero=False)),
     y=alt.Y("ndcg:Q", title="nDCG@k", scale=alt.Scale(zero=False)),
     # Both legends below the chart: stacked beside it, the second ran past the chart's foot and was cut off.
-    color=alt.value("#4c78a8") if no_leak else alt.Color("stale_leak:Q", title="stale-leak@k",
+    color=alt.ColorValue("#4c78a8") if no_leak else alt.Color("stale_leak:Q", title="stale-leak@k",
                                                           scale=alt.Scale(scheme="orangered"),
                                                           legend=alt.Legend(orient="bottom")),
     size=alt.Size("front:N", scale=alt.Scale(domain=["behind it", "on the front"], range=[40, 160]),
                   title="Pareto front", legend=alt.Legend(orient="bottom")),
-    tooltip=[x, y, alt.Tooltip("ndcg:Q", format=".3f"), alt.Tooltip("stale_leak:Q", format=".3f"),
-             alt.Tooltip("tokens:Q", format=".1f")])
+    tooltip=shared.tips(x, y, alt.Tooltip("ndcg:Q", format=".3f"), alt.Tooltip("stale_leak:Q", format=".3f"),
+                        alt.Tooltip("tokens:Q", format=".1f")))
 if views.is_flat(pareto["ndcg"]) and views.is_flat(pareto["tokens"]):
     st.info("Every point of this grid has the same nDCG and the same tokens: no trade-off to draw.")
 else:

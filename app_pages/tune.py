@@ -141,14 +141,14 @@ else:
     y = alt.Y("plotted:Q", title=f"rank of first relevant memory ({limit + 1} = not recalled)",
               scale=alt.Scale(reverse=True, domain=[1, limit + 1]))
     grey = alt.Chart(shown[~shown["picked"]]).mark_line(color="#d0d0d0", strokeWidth=1).encode(
-        x=x, y=y, detail="probe_label:N", tooltip=["probe_label", "value", "rank", "found"])
+        x=x, y=y, detail=alt.Detail("probe_label:N"), tooltip=shared.tips("probe_label", "value", "rank", "found"))
     lines = alt.Chart(shown[shown["picked"]]).mark_line(point=True).encode(
         x=x, y=y, color=alt.Color("probe_label:N", title="probe", sort=picked,
                                   scale=alt.Scale(scheme=config.CATEGORY_COLOURS),
                                   legend=alt.Legend(orient="right", symbolLimit=0, labelLimit=260)),
-        tooltip=["probe_label", "value", "rank", "found"])
+        tooltip=shared.tips("probe_label", "value", "rank", "found"))
     at = params[vary] or (config.MIN_SWEPT_BUDGET if vary == "token_budget" else 0)
-    rule = alt.Chart(pd.DataFrame({"value": [at]})).mark_rule(strokeDash=[4, 4]).encode(x="value:Q")
+    rule = alt.Chart(pd.DataFrame({"value": [at]})).mark_rule(strokeDash=[4, 4]).encode(x=alt.X("value:Q"))
     shared.chart((grey + lines + rule).properties(height=360))
     st.caption(f"{n_moving} of {total} probes with a relevant memory change rank over this range "
                f"({len(picked)} in colour, the rest grey); the dashed line is the slider's value.")

@@ -211,3 +211,17 @@ def apptest_waits_for_its_run_without_polling():
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(local_script_runner, "require_widgets_deltas", wait_for_shutdown)
         yield
+
+
+@pytest.fixture
+def charts_from_channel_objects(monkeypatch):
+    """The pages' charts are built from channel objects (``alt.X(...)``, ``alt.Tooltip(...)``), never
+    from shorthand strings or plain dicts, which altair turns into channels by matching them against
+    its whole schema: some 3 ms a channel on every rerun of a page. Any such conversion during the
+    test fails it, naming the encoding."""
+    from altair.utils import schemapi
+
+    def refuse(cls, dct, *args, **kwargs):
+        raise AssertionError(f"a chart channel built from {dct!r}: pass an altair channel object instead")
+
+    monkeypatch.setattr(schemapi.SchemaBase, "from_dict", classmethod(refuse))

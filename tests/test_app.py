@@ -13,6 +13,9 @@ from vxmem.workbench import views
 from vxmem.workbench.datasets import load_jsonl
 from vxmem.workbench.replay.run import replay
 
+# Every chart these pages draw is built from channel objects (conftest's fixture says why).
+pytestmark = pytest.mark.usefixtures("charts_from_channel_objects")
+
 ROOT = Path(__file__).resolve().parents[1]
 APP = str(ROOT / "app.py")
 TITLES = {None: "Playground", "replay": "Replay", "tune": "Tune", "sweep": "Sweep", "ab": "A/B", "budget": "Budget",

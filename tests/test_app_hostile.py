@@ -16,6 +16,9 @@ from test_app import APP, OPENAI_CHAT, ROOT, page, shown
 from vxmem.workbench import views
 from vxmem.workbench.views import inputs
 
+# Every chart these pages draw is built from channel objects (conftest's fixture says why).
+pytestmark = pytest.mark.usefixtures("charts_from_channel_objects")
+
 SCRIPT = "<script>alert(1)</script>"
 IMAGE = "![x](http://attacker.invalid/pixel.png)"
 HOSTILE_QUERY = {

@@ -2,10 +2,14 @@
 memories, category) through the functions `vxmem probes` uses, validated, and saved in the
 dataset file the page offers (streamlit's AppTest, no browser)."""
 
+import pytest
 from test_app import OPENAI_CHAT, ROOT, page, sessions_dir, shown  # noqa: F401  (sessions_dir: an autouse fixture)
 
 from vxmem.workbench.datasets.jsonl import load_jsonl, loads_jsonl
 from vxmem.workbench.datasets.probes import add_probe
+
+# Every chart these pages draw is built from channel objects (conftest's fixture says why).
+pytestmark = pytest.mark.usefixtures("charts_from_channel_objects")
 
 
 def imported(at):

@@ -9,6 +9,9 @@ from test_app import APP, ROOT, metric_values, page, sessions_dir, shown  # noqa
 
 from vxmem.workbench import views
 
+# Every chart these pages draw is built from channel objects (conftest's fixture says why).
+pytestmark = pytest.mark.usefixtures("charts_from_channel_objects")
+
 LONGMEMEVAL = (ROOT / "datasets" / "fixtures" / "longmemeval_sample.json").read_bytes()
 
 

@@ -5,10 +5,14 @@ carries its bootstrap interval and probe count; charts and tables that fit and s
 import json
 import re
 
+import pytest
 from test_app import OPENAI_CHAT, ROOT, charts, grade_box, page, sessions_dir, shown, specs  # noqa: F401
 
 from vxmem.workbench import views
 from vxmem.workbench.datasets import load_jsonl
+
+# Every chart these pages draw is built from channel objects (conftest's fixture says why).
+pytestmark = pytest.mark.usefixtures("charts_from_channel_objects")
 
 
 def chart_rows(chart) -> list[dict]:

@@ -16,7 +16,7 @@ from servers import free_port, llm_stub
 # Checked without importing: jsonschema (with rfc3987-syntax, which builds its grammar on import) and
 # openai take 1-2 s of CPU to import, and every xdist worker collects this module; vxmem.llm imports
 # them when a test calls it.
-pytestmark = [pytest.mark.subprocess,
+pytestmark = [pytest.mark.subprocess, pytest.mark.usefixtures("charts_from_channel_objects"),
               pytest.mark.skipif(find_spec("openai") is None or find_spec("jsonschema") is None,
                                  reason='needs the llm extra: pip install "vxmem[llm]"')]
 APP = str(ROOT / "app.py")

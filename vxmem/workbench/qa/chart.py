@@ -24,13 +24,13 @@ def accuracy_chart(summary: pd.DataFrame, k: int) -> alt.LayerChart:
     x = alt.X("category:N", title=None, sort=cats, axis=alt.Axis(labelAngle=0, labelLimit=160))
     offset = alt.XOffset("system:N", sort=systems)
     y = alt.Y("accuracy:Q", title="accuracy (higher is better)", scale=alt.Scale(domain=[0, 1]))
-    tooltip = ["system", "category", alt.Tooltip("accuracy:Q", format=".3f"),
+    tooltip = [alt.Tooltip("system"), alt.Tooltip("category"), alt.Tooltip("accuracy:Q", format=".3f"),
                alt.Tooltip("accuracy_lo:Q", title="95% CI low", format=".3f"),
-               alt.Tooltip("accuracy_hi:Q", title="95% CI high", format=".3f"), "questions",
+               alt.Tooltip("accuracy_hi:Q", title="95% CI high", format=".3f"), alt.Tooltip("questions"),
                alt.Tooltip("recall:Q", title=f"recall@{k}", format=".3f")]
     bars = alt.Chart(summary).mark_bar().encode(
         x=x, xOffset=offset, y=y, tooltip=tooltip,
         color=alt.Color("system:N", sort=systems, title="system", legend=alt.Legend(orient="right")))
-    whiskers = alt.Chart(summary).mark_rule(color="#333333").encode(x=x, xOffset=offset, y="accuracy_lo:Q",
-                                                                   y2="accuracy_hi:Q")
+    whiskers = alt.Chart(summary).mark_rule(color="#333333").encode(x=x, xOffset=offset, y=alt.Y("accuracy_lo:Q"),
+                                                                   y2=alt.Y2("accuracy_hi:Q"))
     return (bars + whiskers).properties(height=320)

@@ -45,7 +45,7 @@ def quality_cost_chart(points: pd.DataFrame, k: int, name: str, front_colour: st
     x = alt.X("ms_per_recall:Q", title=f"ms per recall (median{', log scale' if log else ''}; lower is better)",
               scale=alt.Scale(type="log") if log else alt.Scale(zero=True))
     y = alt.Y("recall:Q", title=f"recall@{k} (higher is better)", scale=alt.Scale(domain=[0, 1]))
-    base = alt.Chart(points).encode(x=x, y=y, tooltip=[name, alt.Tooltip("recall:Q", format=".3f"),
+    base = alt.Chart(points).encode(x=x, y=y, tooltip=[alt.Tooltip(name), alt.Tooltip("recall:Q", format=".3f"),
                                                        alt.Tooltip("ms_per_recall:Q", format=".2f")])
     dots = base.mark_point(filled=True, size=90, opacity=1, stroke="white", strokeWidth=1).encode(**marks)
     front = alt.Chart(points[points["on_front"]].sort_values("ms_per_recall")).encode(x=x, y=y)
@@ -54,9 +54,9 @@ def quality_cost_chart(points: pd.DataFrame, k: int, name: str, front_colour: st
         ring = ring.transform_calculate(ring="datum.size + 230").encode(size=alt.Size("ring:Q", scale=None))
     line = front.mark_line(color=front_colour, strokeDash=[4, 3])
     if labels is None:
-        beside = base.mark_text(align="left", dx=10, dy=-8).encode(text=name)
+        beside = base.mark_text(align="left", dx=10, dy=-8).encode(text=alt.Text(name))
         return (line + ring + dots + beside).properties(height=340)
-    written = alt.Chart(labels).encode(x=x, y=y, text="text:N")
+    written = alt.Chart(labels).encode(x=x, y=y, text=alt.Text("text:N"))
     above = written.transform_filter("datum.above").mark_text(align="right", dx=-12, dy=-10)
     below = written.transform_filter("!datum.above").mark_text(align="left", dx=12, dy=14)
     return (line + ring + dots + above + below).properties(height=340)
