@@ -179,6 +179,38 @@ def streamlit_components_scanned_once():
 
 
 @pytest.fixture(scope="session", autouse=True)
+def apptest_compiles_each_script_once():
+    """Every AppTest keeps a script cache of its own, so each test compiled app.py and every page it
+    opened again (Streamlit's "magic" rewrite of the syntax tree, then ``compile``): some 7% of the
+    workbench tests' CPU. The bytecode is kept for the session, by path and by the file's bytes, so a
+    script a test rewrites is compiled afresh."""
+    try:
+        from streamlit.runtime.scriptrunner.script_cache import ScriptCache
+    except ImportError:  # no workbench extra: no AppTest either
+        yield
+        return
+    compile_one = ScriptCache.get_bytecode
+    compiled: dict[tuple[str, bytes], object] = {}
+    lock = threading.Lock()
+
+    def get_bytecode(self, script_path: str):
+        path = os.path.abspath(script_path)
+        with open(path, "rb") as f:
+            key = (path, f.read())
+        with lock:
+            code = compiled.get(key)
+        if code is None:
+            code = compile_one(self, script_path)
+            with lock:
+                compiled[key] = code
+        return code
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(ScriptCache, "get_bytecode", get_bytecode)
+        yield
+
+
+@pytest.fixture(scope="session", autouse=True)
 def apptest_waits_for_its_run_without_polling():
     """AppTest.run() waits for the script's thread by waking every millisecond to scan the list of
     its events (streamlit.testing.v1.local_script_runner.require_widgets_deltas): a thousand
