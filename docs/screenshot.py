@@ -67,7 +67,7 @@ def serve(log_path: Path, timeout: float = 90.0) -> Iterator[str]:
     Polls the health endpoint (bounded by ``timeout``) and stops the server on exit.
     """
     port = free_port()
-    # The project's .streamlit/config.toml as `make app` runs it (file watcher included), on a free port;
+    # The project's .streamlit/config.toml as `make app` runs it, on a free port;
     # saved Playground sessions go beside the log, not to the home directory.
     cmd = [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.headless", "true",
            "--server.port", str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"]
@@ -97,10 +97,11 @@ def serve(log_path: Path, timeout: float = 90.0) -> Iterator[str]:
 def stop(proc: subprocess.Popen, url: str, timeout: float = 10.0) -> None:
     """Stop the server: SIGTERM, then SIGKILL once it no longer answers.
 
-    Streamlit's SIGTERM handler closes the sessions and the server at once, but the interpreter's
-    exit then joins the polling file watcher's four threads, which first sleep out every queued
-    0.2 s poll, one per watched file: about 8 s once the app's modules are watched, for nothing
-    left to save. So once the health endpoint stops answering, a second of grace, then SIGKILL.
+    Streamlit's SIGTERM handler closes the sessions and the server at once, but where a polling
+    file watcher runs (a developer's ``--server.fileWatcherType poll``), the interpreter's exit
+    then joins its four threads, which first sleep out every queued 0.2 s poll, one per watched
+    file: about 8 s, for nothing left to save. So once the health endpoint stops answering, a
+    second of grace, then SIGKILL.
     """
     proc.terminate()
     deadline = time.monotonic() + timeout

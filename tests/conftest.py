@@ -136,8 +136,8 @@ def pg_url(pg_server):
 
 @pytest.fixture(scope="session")
 def workbench_server(tmp_path_factory):
-    """``streamlit run app.py`` as ``make app`` runs it (the project's config, its file watcher
-    included), shared by every browser test of this worker: (its URL, its log file). One server
+    """``streamlit run app.py`` as ``make app`` runs it (the project's config), shared by every
+    browser test of this worker: (its URL, its log file). One server
     per worker, not one per module: each start costs some 5 s of CPU, and each page's first
     replay another few."""
     need_browser()
