@@ -243,11 +243,21 @@ class _Cache:
 _REPLAYS = _Cache(24)
 
 
+BAR_STEPS = 20  # a bar moves in steps of 5%: each move is a message to the browser, which redraws
+
+
 def with_progress(text: str, work: Callable[[Callable[[int, int, str], None]], Any]) -> Any:
-    """Run ``work(progress)`` under an ``st.progress`` bar that ``progress(done, total, desc)`` moves."""
+    """Run ``work(progress)`` under an ``st.progress`` bar that ``progress(done, total, desc)`` moves,
+    at most :data:`BAR_STEPS` times per piece of work (work reports up to a hundred times: at that
+    rate the browser spent a third of its CPU on the Compare page redrawing bars)."""
     bar = st.progress(0.0, text=text)
+    shown: dict[str, int] = {}
 
     def progress(done: int, total: int, desc: str) -> None:
+        step = BAR_STEPS * done // max(total, 1)
+        if shown.get(desc) == step and done < total:
+            return
+        shown[desc] = step
         bar.progress(min(1.0, done / max(total, 1)), text=f"{text} {desc}: {done:,} of {total:,}")
 
     try:

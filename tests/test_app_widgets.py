@@ -392,3 +392,29 @@ def test_the_playground_starts_again_from_a_plain_chat_where_nothing_says_what_c
     at.selectbox(key="pg_demo").set_value("a correction (dark mode, then light mode)").run()
     at.button(key="pg_reset").click().run()
     assert "light mode" in at.dataframe[0].value.iloc[0]["text"]
+
+
+def test_a_progress_bar_moves_in_steps_of_five_percent_and_ends_full(monkeypatch):
+    """Work reports up to a hundred times; each move of a bar is a message the browser redraws."""
+    from app_pages import shared
+
+    moves = []
+
+    class Bar:
+        def progress(self, value, text):
+            moves.append((value, text))
+
+        def empty(self):
+            moves.append("emptied")
+
+    monkeypatch.setattr(shared.st, "progress", lambda value, text: Bar())
+    done = [*range(0, 730, 7), 730]  # as a Reporter calls it: every few events, and at the end
+    got = shared.with_progress("Replaying...", lambda progress: [progress(i, 730, "events") for i in done]
+                               + [progress(1, 2, "replays"), progress(2, 2, "replays")])
+    assert len(got) == len(done) + 2
+    events = [m for m in moves if m != "emptied" and "events" in m[1]]
+    assert 20 <= len(events) <= 21, events
+    assert all(b[0] - a[0] > 0.04 for a, b in zip(events, events[1:])), events
+    assert events[-1] == (1.0, "Replaying... events: 730 of 730")
+    assert [m[1] for m in moves[-3:-1]] == ["Replaying... replays: 1 of 2", "Replaying... replays: 2 of 2"]
+    assert moves[-1] == "emptied"
