@@ -192,8 +192,8 @@ scatter = alt.Chart(pareto).mark_circle(opacity=0.6).encode(
     y=alt.Y("ndcg:Q", title="nDCG@k", scale=alt.Scale(zero=False)),
     # Both legends below the chart: stacked beside it, the second ran past the chart's foot and was cut off.
     color=alt.ColorValue("#4c78a8") if no_leak else alt.Color("stale_leak:Q", title="stale-leak@k",
-                                                          scale=alt.Scale(scheme="orangered"),
-                                                          legend=alt.Legend(orient="bottom")),
+                                                               scale=alt.Scale(scheme="orangered"),
+                                                               legend=alt.Legend(orient="bottom")),
     size=alt.Size("front:N", scale=alt.Scale(domain=["behind it", "on the front"], range=[40, 160]),
                   title="Pareto front", legend=alt.Legend(orient="bottom")),
     tooltip=shared.tips(x, y, alt.Tooltip("ndcg:Q", format=".3f"), alt.Tooltip("stale_leak:Q", format=".3f"),
