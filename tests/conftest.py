@@ -137,9 +137,8 @@ def pg_url(pg_server):
 @pytest.fixture(scope="session")
 def workbench_server(tmp_path_factory):
     """``streamlit run app.py`` as ``make app`` runs it (the project's config), shared by every
-    browser test of this worker: (its URL, its log file). One server
-    per worker, not one per module: each start costs some 5 s of CPU, and each page's first
-    replay another few."""
+    browser test of this worker: (its URL, its log file). One server per worker, not one per
+    module: each start costs some 5 s of CPU, and each page's first replay another few."""
     need_browser()
     log = tmp_path_factory.mktemp("streamlit") / "streamlit.log"
     with screenshot_module().serve(log) as url:
