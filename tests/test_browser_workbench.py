@@ -105,24 +105,21 @@ def to_page(page, title: str) -> None:
     shot.wait_until_idle(page)
 
 
-def type_into(page, label: str, text: str) -> None:
-    box = main(page).get_by_label(label, exact=True)
+def settled(page, element):
+    """``element`` once it is one enabled element. A widget's change starts a rerun a moment after
+    the page looks idle, and during a rerun an element's stale copy is shown beside the new one:
+    using it then is ambiguous, or reaches the copy."""
     deadline = time.monotonic() + 30
-    while box.count() != 1 and time.monotonic() < deadline:
-        page.wait_for_timeout(100)  # a rerun's stale copy of the box goes when the run ends
+    while not (element.count() == 1 and element.is_enabled()) and time.monotonic() < deadline:
+        page.wait_for_timeout(100)  # bounded polling: the stale copy goes when the run ends
+    return element
+
+
+def type_into(page, label: str, text: str) -> None:
+    box = settled(page, main(page).get_by_label(label, exact=True))
     box.fill(text)
     box.press("Enter")
     shot.wait_until_idle(page)
-
-
-def click_when_settled(page, button) -> None:
-    """Click ``button`` once it is one enabled button. A widget's change starts a rerun a moment
-    after the page looks idle, and during a rerun the button's stale copy is shown beside the new
-    one: clicking then is ambiguous, or clicks the copy."""
-    deadline = time.monotonic() + 30
-    while not (button.count() == 1 and button.is_enabled()) and time.monotonic() < deadline:
-        page.wait_for_timeout(100)  # bounded polling: the stale copy goes when the run ends
-    button.click()
 
 
 def press_slider(page, label: str, key: str) -> None:
@@ -268,7 +265,7 @@ def add_probe(page, question: str, relevant: str, stale: str) -> None:
         page.keyboard.press("Enter")
         page.keyboard.press("Escape")
         shot.wait_until_idle(page)
-    click_when_settled(page, main(page).get_by_role("button", name="Add the probe"))
+    settled(page, main(page).get_by_role("button", name="Add the probe")).click()
     main(page).get_by_text("Added probe q1.").wait_for(timeout=60_000)
     shot.wait_until_idle(page)
 
